@@ -1,0 +1,33 @@
+"""Entry point of the domain core: one AdmissionReview ``request`` in, one :class:`Decision` out.
+
+Transport-free: the HTTP adapter (``webhook.http``) and the offline dry run
+(``segment-webhook review``) both call :func:`review`, so they share one code path.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.topology import TopologyCatalog
+
+
+def review(
+    request: Mapping[str, Any],
+    catalog: TopologyCatalog,
+    settings: AdmissionSettings,
+    *,
+    mutate: bool = True,
+) -> Decision:
+    """Admit one AdmissionReview v1 ``request`` (the ``request`` member, as a dict).
+
+    Dispatches on ``request.kind`` (group/version/kind) to the handler of that workload kind
+    (``webhook.core.kinds.*``). ``mutate=False`` runs the same checks without building a patch
+    (the ``/validate`` endpoint). Kinds the webhook does not handle are allowed unchanged.
+
+    Never raises for any JSON-shaped input: a malformed object yields a denied Decision with
+    code 400 naming the field.
+    """
+    from webhook.core.kinds import dispatch  # late import keeps this module tiny
+
+    return dispatch(request, catalog, settings, mutate=mutate)

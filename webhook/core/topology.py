@@ -1,0 +1,188 @@
+"""Topology model and catalogs (DESIGN.md §2, §4.4).
+
+A ``Topology`` (``kai.scheduler/v1alpha1``, cluster-scoped) lists node-label keys, broadest level
+first: ``spec.levels[].nodeLabel``. The core never talks to a cluster; it reads topologies through
+a :class:`TopologyCatalog` (a static one built from files here, a live one in
+``webhook.cluster.topology_cache``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Iterable, Mapping, Protocol
+
+import yaml
+
+TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
+TOPOLOGY_KIND = "Topology"
+
+_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+_LABEL_KEY_RE = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME_PART}$")
+
+
+def is_valid_label_key(key: object) -> bool:
+    """True when ``key`` is a valid Kubernetes label key (``[prefix/]name``).
+
+    Rule source: Kubernetes apimachinery ``IsQualifiedName``: the name part is at most 63
+    characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric; the optional prefix is a
+    DNS-1123 subdomain of at most 253 characters.
+    """
+    if not isinstance(key, str) or not key or len(key) > 253 + 1 + 63:
+        return False
+    if not _LABEL_KEY_RE.match(key):
+        return False
+    prefix, _, name = key.rpartition("/")
+    return len(name) <= 63 and len(prefix) <= 253
+
+
+class TopologyError(ValueError):
+    """A Topology object or file is malformed; the message names the object and field."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """One topology: a name and its levels (node-label keys), broadest first.
+
+    ``levels[0]`` is the broadest level (e.g. zone), ``levels[-1]`` the lowest (e.g.
+    ``kubernetes.io/hostname``).
+    """
+
+    name: str
+    levels: tuple[str, ...]
+
+    def has_level(self, level: str) -> bool:
+        """True when ``level`` is one of this topology's node-label keys."""
+        return level in self.levels
+
+    def depth(self, level: str) -> int:
+        """Position of ``level``: 0 for the broadest. Raises ``KeyError`` if unknown."""
+        try:
+            return self.levels.index(level)
+        except ValueError:
+            raise KeyError(level) from None
+
+    @property
+    def lowest_level(self) -> str:
+        """The narrowest level (DESIGN.md §6 automatic segment placement uses it)."""
+        return self.levels[-1]
+
+    def is_broader(self, level: str, than: str) -> bool:
+        """True when ``level`` is strictly broader (closer to the root) than ``than``."""
+        return self.depth(level) < self.depth(than)
+
+    @classmethod
+    def from_object(cls, obj: Mapping) -> "Topology":
+        """Build from a ``kai.scheduler/v1alpha1`` Topology object (a dict).
+
+        Raises :class:`TopologyError` when the kind, name or levels are missing or invalid
+        (levels must be non-empty, unique, valid label keys; upstream CRD requires 1..16).
+        """
+        if not isinstance(obj, Mapping) or obj.get("kind") != TOPOLOGY_KIND:
+            raise TopologyError(f"expected kind {TOPOLOGY_KIND}, got {obj.get('kind') if isinstance(obj, Mapping) else type(obj).__name__!r}")
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise TopologyError("Topology metadata.name is missing")
+        spec = obj.get("spec") or {}
+        raw_levels = spec.get("levels") if isinstance(spec, Mapping) else None
+        if not isinstance(raw_levels, list) or not raw_levels:
+            raise TopologyError(f"Topology {name!r}: spec.levels must be a non-empty list")
+        levels = []
+        for i, entry in enumerate(raw_levels):
+            label = entry.get("nodeLabel") if isinstance(entry, Mapping) else None
+            if not is_valid_label_key(label):
+                raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel {label!r} is not a valid label key")
+            if label in levels:
+                raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel {label!r} is listed twice")
+            levels.append(label)
+        return cls(name=name, levels=tuple(levels))
+
+
+class TopologyCatalog(Protocol):
+    """What the core needs to know about the cluster's topologies.
+
+    ``synced`` is True once the catalog holds the complete set (a file-backed catalog always;
+    a live cache after its first successful list). Only a synced catalog lets the webhook deny
+    an unknown topology name (DESIGN.md §5).
+    """
+
+    @property
+    def synced(self) -> bool: ...
+
+    def get(self, name: str) -> Topology | None: ...
+
+    def names(self) -> list[str]: ...
+
+
+class StaticTopologyCatalog:
+    """An immutable catalog from Topology objects (files or the packaged default). Always synced."""
+
+    def __init__(self, topologies: Iterable[Topology] = ()):
+        self._by_name: dict[str, Topology] = {}
+        for topo in topologies:
+            self._by_name[topo.name] = topo
+
+    @property
+    def synced(self) -> bool:
+        return True
+
+    def get(self, name: str) -> Topology | None:
+        return self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+
+def topologies_from_documents(documents: Iterable[object]) -> list[Topology]:
+    """Extract Topology objects from parsed YAML/JSON documents.
+
+    Accepts single objects, ``kind: List`` / ``*List`` objects with ``items``, and ``None``
+    (empty documents). Objects of other kinds are skipped. Raises :class:`TopologyError` for a
+    malformed Topology.
+    """
+    found: list[Topology] = []
+    for doc in documents:
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise TopologyError(f"expected a Kubernetes object, got {type(doc).__name__}")
+        if isinstance(doc.get("items"), list):
+            found.extend(topologies_from_documents(doc["items"]))
+        elif doc.get("kind") == TOPOLOGY_KIND:
+            found.append(Topology.from_object(doc))
+    return found
+
+
+def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
+    """Parse a YAML stream (or JSON) of Topology objects. Raises :class:`TopologyError`."""
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise TopologyError(f"{source}: not valid YAML: {exc}") from exc
+    try:
+        return topologies_from_documents(docs)
+    except TopologyError as exc:
+        raise TopologyError(f"{source}: {exc}") from exc
+
+
+def load_topology_files(paths: Iterable[str]) -> StaticTopologyCatalog:
+    """Read Topology files into a catalog. Raises :class:`TopologyError` (also for I/O errors)."""
+    topologies: list[Topology] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
+        topologies.extend(load_topology_text(text, source=path))
+    return StaticTopologyCatalog(topologies)
+
+
+def default_catalog() -> StaticTopologyCatalog:
+    """The embedded default: the packaged example topology ``cluster-topology``
+    (zone > block > rack > hostname, as in ``shared/examples/topology.yaml``)."""
+    text = resources.files("webhook").joinpath("data/topology.yaml").read_text(encoding="utf-8")
+    return StaticTopologyCatalog(load_topology_text(text, source="embedded default"))
