@@ -1,0 +1,113 @@
+"""Shared, generic test helpers.
+
+Plain functions (import with ``from conftest import load_example, make_request``) and fixtures
+of the same names:
+
+* ``load_example(name)``: parse ``<repo>/../shared/examples/<name>`` (one YAML document); a fresh
+  object on every call, so tests may mutate it.
+* ``make_request(obj, operation="CREATE", old=None, user=..., groups=...)``: an AdmissionReview v1
+  ``request`` dict for ``obj`` (uid, kind, resource, namespace, name, operation, userInfo, object,
+  oldObject).
+* ``example_catalog``: a StaticTopologyCatalog with ``shared/examples/topology.yaml``.
+* ``UnsyncedCatalog``: a catalog whose topology cache has not synced yet.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from webhook.core.topology import StaticTopologyCatalog, Topology, load_topology_files
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+EXAMPLES = SHARED / "examples"
+CRDS = SHARED / "crds"
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: Plural resource names of the kinds the webhook handles.
+_PLURALS = {"PyTorchJob": "pytorchjobs", "LeaderWorkerSet": "leaderworkersets",
+            "DistributedWorkload": "distributedworkloads", "Pod": "pods", "Topology": "topologies"}
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(name: str) -> Any:
+    with open(EXAMPLES / name, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=_Loader)
+
+
+def load_example(name: str) -> Any:
+    """A fresh copy of the example manifest ``shared/examples/<name>``."""
+    return copy.deepcopy(_parsed(name))
+
+
+def make_request(obj: Any, operation: str = "CREATE", old: Any = None, user: str = "kubectl-user",
+                 groups: list[str] | tuple[str, ...] = ("system:authenticated",), namespace: str | None = None,
+                 sub_resource: str | None = None) -> dict:
+    """An AdmissionReview v1 ``request`` for ``obj`` (``oldObject`` = ``old``).
+
+    ``kind`` / ``resource`` come from ``obj`` (or ``old``) ``apiVersion`` and ``kind``
+    (``group/version``; ``v1`` alone is the core group ""). DELETE requests carry
+    ``object: None`` when ``obj`` is None.
+    """
+    src = obj if isinstance(obj, dict) else old if isinstance(old, dict) else {}
+    api_version = src.get("apiVersion", "") if isinstance(src.get("apiVersion", ""), str) else ""
+    group, _, version = api_version.rpartition("/")
+    kind = src.get("kind") if isinstance(src.get("kind"), str) else ""
+    meta = src.get("metadata") if isinstance(src.get("metadata"), dict) else {}
+    request = {
+        "uid": str(uuid.uuid4()),
+        "kind": {"group": group, "version": version, "kind": kind},
+        "resource": {"group": group, "version": version, "resource": _PLURALS.get(kind, kind.lower() + "s")},
+        "requestKind": {"group": group, "version": version, "kind": kind},
+        "namespace": namespace if namespace is not None else meta.get("namespace", "default"),
+        "name": meta.get("name", ""),
+        "operation": operation,
+        "userInfo": {"username": user, "uid": "u-1", "groups": list(groups)},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": False,
+    }
+    if sub_resource:
+        request["subResource"] = sub_resource
+    return request
+
+
+class UnsyncedCatalog:
+    """A TopologyCatalog whose cache has not synced: knows ``topologies`` but ``synced`` is False."""
+
+    def __init__(self, topologies: tuple[Topology, ...] = ()):
+        self._inner = StaticTopologyCatalog(topologies)
+
+    @property
+    def synced(self) -> bool:
+        return False
+
+    def get(self, name: str) -> Topology | None:
+        return self._inner.get(name)
+
+    def names(self) -> list[str]:
+        return self._inner.names()
+
+
+@pytest.fixture(name="load_example")
+def _load_example_fixture():
+    return load_example
+
+
+@pytest.fixture(name="make_request")
+def _make_request_fixture():
+    return make_request
+
+
+@pytest.fixture(scope="session")
+def example_catalog() -> StaticTopologyCatalog:
+    """``shared/examples/topology.yaml``: cluster-topology = zone > block > rack > hostname."""
+    return load_topology_files([str(EXAMPLES / "topology.yaml")])

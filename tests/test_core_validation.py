@@ -1,0 +1,632 @@
+"""Workload validation and resolution (DESIGN.md §3–§6) through webhook.core.review.
+
+Rule ids, field paths, codes and resolved values are stated literally from DESIGN.md and the
+task's decisions.
+"""
+
+from __future__ import annotations
+
+import jsonpatch
+import pytest
+from conftest import UnsyncedCatalog, make_request
+
+from webhook.core.decision import AdmissionSettings
+from webhook.core.review import review
+from webhook.core.topology import Topology
+
+TOPO = "kai.scheduler/topology"
+SIZE = "kai.scheduler/segment-size"
+SEG_REQ = "kai.scheduler/segment-topology-required-placement"
+SEG_PREF = "kai.scheduler/segment-topology-preferred-placement"
+WL_REQ = "kai.scheduler/topology-required-placement"
+WL_PREF = "kai.scheduler/topology-preferred-placement"
+POLICY = "kai.scheduler/segment-leader-policy"
+ZONE = "topology.kubernetes.io/zone"
+BLOCK = "cloud.provider.com/topology-block"
+RACK = "cloud.provider.com/topology-rack"
+HOST = "kubernetes.io/hostname"
+LEVELS_TEXT = "topology.kubernetes.io/zone, cloud.provider.com/topology-block, cloud.provider.com/topology-rack, kubernetes.io/hostname"
+
+W_ANN = 'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations'
+W_SIZE = f'{W_ANN}["kai.scheduler/segment-size"]'
+PLAIN = AdmissionSettings()
+PLATFORM = AdmissionSettings(platform_users=frozenset({"system:serviceaccount:runai:workload-controller"}),
+                             platform_groups=frozenset({"runai:platform"}), default_topology="cluster-topology")
+PLATFORM_USER = "system:serviceaccount:runai:workload-controller"
+
+
+def pytorchjob(worker=None, root=None, replicas=16, master=None, suspend=None):
+    worker_tmpl = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    if worker is not None:
+        worker_tmpl["metadata"] = {"annotations": dict(worker)}
+    # The Master template already carries the label the webhook gives it when the job is
+    # segmented (tested in test_core_examples.py), so these tests see only the Worker's patch.
+    master_tmpl = {"metadata": {"labels": {"kai.scheduler/subgroup-name": "master"}},
+                   "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    if master is not None:
+        master_tmpl["metadata"]["annotations"] = dict(master)
+    obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+           "metadata": {"name": "job", "namespace": "team-a"},
+           "spec": {"pytorchReplicaSpecs": {
+               "Master": {"replicas": 1, "template": master_tmpl},
+               "Worker": {"replicas": replicas, "template": worker_tmpl}}}}
+    if root is not None:
+        obj["metadata"]["annotations"] = dict(root)
+    if suspend is not None:
+        obj["spec"]["runPolicy"] = {"suspend": suspend}
+    return obj
+
+
+def lws(worker=None, root=None, size=5, sub_size=None, policy=None, leader=None, leader_template=True):
+    obj = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+           "metadata": {"name": "lws", "namespace": "team-a"},
+           "spec": {"replicas": 1, "leaderWorkerTemplate": {
+               "size": size,
+               "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}}
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    if worker is not None:
+        lwt["workerTemplate"]["metadata"] = {"annotations": dict(worker)}
+    if leader_template:
+        lwt["leaderTemplate"] = {"spec": {"containers": [{"name": "l", "image": "i"}]}}
+        if leader is not None:
+            lwt["leaderTemplate"]["metadata"] = {"annotations": dict(leader)}
+    if sub_size is not None or policy is not None:
+        lwt["subGroupPolicy"] = {}
+        if sub_size is not None:
+            lwt["subGroupPolicy"]["subGroupSize"] = sub_size
+        if policy is not None:
+            lwt["subGroupPolicy"]["subGroupPolicyType"] = policy
+    if root is not None:
+        obj["metadata"]["annotations"] = dict(root)
+    return obj
+
+
+def native(workers=32, per_segment=8, framework="PyTorch", worker=None, root=None):
+    obj = {"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload",
+           "metadata": {"name": "dw", "namespace": "team-a"},
+           "spec": {"framework": framework, "workers": workers,
+                    "worker": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}}
+    if per_segment is not None:
+        obj["spec"]["workersPerSegment"] = per_segment
+    if worker is not None:
+        obj["spec"]["worker"]["template"]["metadata"] = {"annotations": dict(worker)}
+    if root is not None:
+        obj["metadata"]["annotations"] = dict(root)
+    return obj
+
+
+def run(obj, catalog, settings=PLAIN, **kw):
+    return review(make_request(obj, **kw), catalog, settings)
+
+
+def rules(decision):
+    return [v.rule for v in decision.violations]
+
+
+def patched(obj, decision):
+    return jsonpatch.JsonPatch(decision.patch).apply(obj, in_place=False)
+
+
+# ----------------------------------------------------------------------------- segment size
+
+@pytest.mark.parametrize("value", ["4x", "-1", "1e3", " 4", ""])
+def test_segment_size_not_plain_integer_is_denied(value, example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: value}), example_catalog)
+    assert not d.allowed and d.code == 403
+    assert rules(d) == ["segment-size-not-integer"]
+    v = d.violations[0]
+    assert v.field == W_SIZE
+    assert W_SIZE in d.message
+    assert f'= "{value}"' in d.message  # the value is quoted, so " 4" and "" are visible
+    assert "segment-size-not-integer" in d.message and "fix:" in d.message
+    assert d.patch == []
+
+
+@pytest.mark.parametrize("value", ["1", "0"])
+def test_segment_size_at_most_1_is_denied(value, example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: value}), example_catalog)
+    assert rules(d) == ["segment-size-too-small"]
+    assert d.violations[0].field == W_SIZE
+
+
+def test_segment_size_above_workers_is_denied(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "5"}, replicas=4), example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert "spec.pytorchReplicaSpecs.Worker.replicas" in d.message and "4 Worker replicas" in d.message
+
+
+def test_segment_size_equal_to_workers_is_allowed(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, replicas=4), example_catalog)
+    assert d.allowed and d.warnings == []
+
+
+def test_worker_replicas_default_to_1(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "2"})
+    del obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"]
+    assert rules(run(obj, example_catalog)) == ["segment-size-exceeds-replicas"]
+
+
+def test_more_than_10000_segments_is_denied(example_catalog):
+    assert rules(run(pytorchjob({TOPO: "cluster-topology", SIZE: "2"}, replicas=20001), example_catalog)) == ["too-many-segments"]
+    assert run(pytorchjob({TOPO: "cluster-topology", SIZE: "2"}, replicas=20000), example_catalog).allowed
+
+
+def test_partial_last_segment_is_a_warning(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, replicas=10), example_catalog)
+    assert d.allowed
+    assert d.warnings == ["10 Worker replicas / segment size 4: last segment has 2 pods"]
+
+
+def test_root_segment_size_is_inherited(example_catalog):
+    d = run(pytorchjob(worker={}, root={TOPO: "cluster-topology", SIZE: "4"}), example_catalog)
+    assert d.allowed
+    assert patched(pytorchjob(worker={}, root={TOPO: "cluster-topology", SIZE: "4"}), d)[
+        "spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] == {TOPO: "cluster-topology", SIZE: "4"}
+
+
+def test_template_segment_size_beats_root(example_catalog):
+    obj = pytorchjob({SIZE: "4"}, root={TOPO: "cluster-topology", SIZE: "8"})
+    ann = patched(obj, run(obj, example_catalog))["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert ann[SIZE] == "4"
+
+
+def test_leading_zero_size_is_canonicalised(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "04"})
+    d = run(obj, example_catalog)
+    assert d.patch == [{"op": "replace", "path": "/spec/pytorchReplicaSpecs/Worker/template/metadata/annotations/kai.scheduler~1segment-size", "value": "4"}]
+
+
+def test_not_segmented_gives_empty_patch(example_catalog):
+    d = run(pytorchjob(root={TOPO: "cluster-topology", WL_REQ: ZONE}), example_catalog)
+    assert d.allowed and d.patch == [] and d.warnings == []
+
+
+def test_segment_levels_without_size_warn(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SEG_REQ: RACK}), example_catalog)
+    assert d.allowed and d.patch == []
+    assert d.warnings == ["segment placement ignored: no kai.scheduler/segment-size is set"]
+
+
+# ----------------------------------------------------------------------------- topology and levels
+
+def test_placement_without_topology_is_denied(example_catalog):
+    d = run(pytorchjob({SIZE: "4", SEG_REQ: RACK}), example_catalog)
+    assert rules(d) == ["placement-without-topology"]
+    assert d.violations[0].field == f'{W_ANN}["{SEG_REQ}"]'
+    assert 'set kai.scheduler/topology' in d.message and "metadata.annotations" in d.message
+
+
+def test_workload_placement_without_topology_is_denied(example_catalog):
+    d = run(pytorchjob(root={WL_REQ: ZONE}), example_catalog)
+    assert rules(d) == ["placement-without-topology"]
+    assert d.violations[0].field == 'metadata.annotations["kai.scheduler/topology-required-placement"]'
+
+
+def test_invalid_level_is_denied(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: "not a label!"}), example_catalog)
+    assert rules(d) == ["invalid-level"]
+    assert '"not a label!"' in d.message
+
+
+def test_unknown_level_lists_the_topology_levels(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: "example.com/pod-slice"}), example_catalog)
+    assert rules(d) == ["unknown-level"]
+    assert LEVELS_TEXT in d.message
+
+
+def test_unknown_topology_is_denied_when_synced(example_catalog):
+    d = run(pytorchjob({TOPO: "other-topology", SIZE: "4", SEG_REQ: RACK}), example_catalog)
+    assert rules(d) == ["unknown-topology"]
+    assert d.violations[0].field == f'{W_ANN}["kai.scheduler/topology"]'
+    assert "use one of: cluster-topology" in d.message
+
+
+def test_unknown_topology_is_allowed_with_warning_when_not_synced():
+    d = run(pytorchjob({TOPO: "other-topology", SIZE: "4", SEG_REQ: "example.com/pod-slice"}), UnsyncedCatalog())
+    assert d.allowed
+    assert d.warnings == ['topology "other-topology" not loaded yet; levels not checked']
+
+
+def test_not_synced_still_checks_label_key_syntax():
+    d = run(pytorchjob({TOPO: "other-topology", SIZE: "4", SEG_REQ: "Bad Level"}), UnsyncedCatalog())
+    assert rules(d) == ["invalid-level"]
+
+
+def test_not_synced_but_known_topology_checks_levels():
+    catalog = UnsyncedCatalog((Topology("cluster-topology", (ZONE, RACK, HOST)),))
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: BLOCK}), catalog)
+    assert rules(d) == ["unknown-level"]
+
+
+def test_invalid_topology_name_is_denied(example_catalog):
+    d = run(pytorchjob({TOPO: "", SIZE: "4"}), example_catalog)
+    assert rules(d) == ["invalid-topology-name"]
+
+
+def test_template_topology_beats_root(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, root={TOPO: "other"})
+    d = run(obj, example_catalog)
+    # the root name is not used, so it is not checked: the template value takes precedence (seed)
+    assert d.allowed and d.patch == []
+
+
+@pytest.mark.parametrize("req, pref, ok", [(RACK, ZONE, False), (RACK, BLOCK, False), (RACK, RACK, True), (RACK, HOST, True)])
+def test_segment_preferred_broader_than_required(req, pref, ok, example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: req, SEG_PREF: pref}), example_catalog)
+    assert d.allowed is ok
+    if not ok:
+        assert rules(d) == ["preferred-broader-than-required"]
+        assert d.violations[0].field == f'{W_ANN}["{SEG_PREF}"]'
+
+
+def test_workload_preferred_broader_than_required(example_catalog):
+    d = run(pytorchjob(root={TOPO: "cluster-topology", WL_REQ: RACK, WL_PREF: ZONE}), example_catalog)
+    assert rules(d) == ["preferred-broader-than-required"]
+    assert d.violations[0].field == 'metadata.annotations["kai.scheduler/topology-preferred-placement"]'
+
+
+def test_segment_required_broader_than_workload_required(example_catalog):
+    d = run(pytorchjob({SIZE: "4", SEG_REQ: ZONE}, root={TOPO: "cluster-topology", WL_REQ: RACK}), example_catalog)
+    assert rules(d) == ["segment-required-broader-than-workload"]
+    assert d.violations[0].field == f'{W_ANN}["{SEG_REQ}"]'
+
+
+def test_all_errors_are_reported_together(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4x", SEG_REQ: "example.com/x"},
+                       root={WL_REQ: "bad key!"}), example_catalog)
+    assert sorted(rules(d)) == ["invalid-level", "segment-size-not-integer", "unknown-level"]
+    assert d.message.startswith("3 problems: (1) ")
+
+
+# ----------------------------------------------------------------------------- malformed objects
+
+@pytest.mark.parametrize("mutate, field", [
+    (lambda o: o.__setitem__("spec", "oops"), "spec"),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", "16"), "spec.pytorchReplicaSpecs.Worker.replicas"),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", True), "spec.pytorchReplicaSpecs.Worker.replicas"),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("replicas", -1), "spec.pytorchReplicaSpecs.Worker.replicas"),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"].__setitem__("template", []), "spec.pytorchReplicaSpecs.Worker.template"),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"].__setitem__("annotations", ["x"]), W_ANN),
+    (lambda o: o["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"].__setitem__(SIZE, 4), W_SIZE),
+    (lambda o: o["metadata"].__setitem__("annotations", {TOPO: None}), 'metadata.annotations["kai.scheduler/topology"]'),
+    (lambda o: o.__setitem__("metadata", 7), "metadata"),
+    (lambda o: o["spec"].__setitem__("pytorchReplicaSpecs", None), "spec.pytorchReplicaSpecs"),
+])
+def test_malformed_pytorchjob_is_400_naming_the_field(mutate, field, example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    mutate(obj)
+    d = run(obj, example_catalog)
+    assert not d.allowed and d.code == 400
+    assert "malformed-object" in rules(d)
+    assert field in [v.field for v in d.violations]
+
+
+def test_object_not_a_mapping_is_400(example_catalog):
+    req = make_request(pytorchjob())
+    req["object"] = "nope"
+    d = review(req, example_catalog, PLAIN)
+    assert d.code == 400 and rules(d) == ["malformed-object"]
+
+
+# ----------------------------------------------------------------------------- automatic mode (§6)
+
+def test_automatic_pytorchjob_for_platform_user(example_catalog):
+    obj = pytorchjob({SIZE: "4"})
+    d = run(obj, example_catalog, PLATFORM, user=PLATFORM_USER)
+    out = patched(obj, d)
+    assert out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] == {
+        SIZE: "4", TOPO: "cluster-topology", SEG_PREF: HOST}
+    assert out["metadata"]["annotations"] == {TOPO: "cluster-topology", WL_PREF: HOST}
+
+
+def test_automatic_pytorchjob_for_platform_group(example_catalog):
+    obj = pytorchjob({SIZE: "4"})
+    d = run(obj, example_catalog, PLATFORM, user="bob", groups=["runai:platform"])
+    assert patched(obj, d)["metadata"]["annotations"][WL_PREF] == HOST
+
+
+def test_no_automatic_placement_for_kubectl_users(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    d = run(obj, example_catalog, PLATFORM, user="alice", groups=["system:authenticated"])
+    assert d.allowed and d.patch == []
+
+
+def test_kubectl_user_without_topology_has_no_default(example_catalog):
+    d = run(pytorchjob({SIZE: "4"}), example_catalog, PLATFORM, user="alice")
+    assert d.allowed
+    assert d.patch == []
+
+
+def test_automatic_respects_user_segment_scope(example_catalog):
+    obj = pytorchjob({SIZE: "4", SEG_REQ: RACK})
+    out = patched(obj, run(obj, example_catalog, PLATFORM, user=PLATFORM_USER))
+    ann = out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert ann == {SIZE: "4", SEG_REQ: RACK, TOPO: "cluster-topology"}  # no automatic segment preferred
+    assert out["metadata"]["annotations"][WL_PREF] == HOST
+
+
+def test_automatic_respects_user_workload_scope(example_catalog):
+    obj = pytorchjob({SIZE: "4"}, root={TOPO: "cluster-topology", WL_REQ: ZONE})
+    out = patched(obj, run(obj, example_catalog, PLATFORM, user=PLATFORM_USER))
+    assert out["metadata"]["annotations"] == {TOPO: "cluster-topology", WL_REQ: ZONE}
+    assert out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG_PREF] == HOST
+
+
+def test_automatic_needs_a_resolved_segment_size(example_catalog):
+    d = run(pytorchjob({}), example_catalog, PLATFORM, user=PLATFORM_USER)
+    assert d.allowed and d.patch == []
+
+
+def test_automatic_never_applies_to_lws(example_catalog):
+    obj = lws({SIZE: "2"}, root={TOPO: "cluster-topology"})
+    out = patched(obj, run(obj, example_catalog, PLATFORM, user=PLATFORM_USER))
+    assert out["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotations"] == {
+        SIZE: "2", TOPO: "cluster-topology", POLICY: "LeaderWorker"}
+    assert WL_PREF not in out["metadata"]["annotations"]
+
+
+def test_automatic_without_any_topology_warns(example_catalog):
+    d = run(native(), example_catalog, PLAIN)
+    assert d.allowed
+    assert "automatic segment placement skipped: no kai.scheduler/topology and no default topology" in d.warnings
+
+
+def test_automatic_with_missing_default_topology_warns(example_catalog):
+    d = run(native(), example_catalog, AdmissionSettings(default_topology="nope"))
+    assert d.allowed
+    assert 'automatic segment placement skipped: default topology "nope" not found' in d.warnings
+    assert patched(native(), d)["spec"]["worker"]["template"]["metadata"]["annotations"] == {SIZE: "8"}
+
+
+# ----------------------------------------------------------------------------- UPDATE (§5)
+
+def test_update_changing_segment_size_is_denied(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "8"})
+    d = run(new, example_catalog, operation="UPDATE", old=old)
+    assert rules(d) == ["immutable-field"]
+    assert d.violations[0].field == W_SIZE
+    assert 'was "4"' in d.message
+
+
+def test_update_changing_topology_or_levels_is_denied(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK})
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: BLOCK})
+    assert rules(run(new, example_catalog, operation="UPDATE", old=old)) == ["immutable-field"]
+    new2 = pytorchjob({SIZE: "4", SEG_REQ: RACK}, root={TOPO: "cluster-topology"})
+    assert run(new2, example_catalog, operation="UPDATE", old=old).allowed  # same resolved name
+    new3 = pytorchjob({SIZE: "4", SEG_REQ: RACK})
+    assert "immutable-field" in rules(run(new3, example_catalog, operation="UPDATE", old=old))
+
+
+def test_update_adding_segments_to_existing_workload_is_denied(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology"})
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    assert rules(run(new, example_catalog, operation="UPDATE", old=old)) == ["immutable-field"]
+
+
+def test_update_of_suspended_pytorchjob_is_allowed(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, suspend=True)
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "8"}, suspend=True)
+    d = run(new, example_catalog, operation="UPDATE", old=old)
+    assert d.allowed and d.patch == []
+
+
+def test_update_of_other_fields_is_allowed(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, replicas=16)
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, replicas=20)
+    d = run(new, example_catalog, operation="UPDATE", old=old)
+    assert d.allowed and d.patch == []
+
+
+def test_update_lws_segment_size_is_denied(example_catalog):
+    old = lws({TOPO: "cluster-topology"}, sub_size=2)
+    new = lws({TOPO: "cluster-topology", SIZE: "4"}, sub_size=2, size=8)
+    d = run(new, example_catalog, operation="UPDATE", old=old)
+    assert rules(d) == ["immutable-field"]
+
+
+def test_status_subresource_and_delete_are_ignored(example_catalog):
+    bad = pytorchjob({SIZE: "4x"})
+    assert run(bad, example_catalog, operation="UPDATE", old=bad, sub_resource="status").allowed
+    assert review(make_request(None, operation="DELETE", old=bad), example_catalog, PLAIN).allowed
+
+
+# ----------------------------------------------------------------------------- PyTorchJob Master
+
+def test_master_segment_keys_are_ignored_with_warning(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, master={SIZE: "2", SEG_REQ: RACK})
+    d = run(obj, example_catalog)
+    assert d.allowed and d.patch == []
+    assert d.warnings == [f"{SIZE} on the Master template ignored (never segmented)",
+                          f"{SEG_REQ} on the Master template ignored (never segmented)"]
+
+
+def test_pytorchjob_without_worker_ignores_root_segment_size(example_catalog):
+    obj = pytorchjob(root={TOPO: "cluster-topology", SIZE: "4"})
+    del obj["spec"]["pytorchReplicaSpecs"]["Worker"]
+    d = run(obj, example_catalog)
+    assert d.allowed and d.patch == []
+    assert d.warnings == [f"PyTorchJob has no worker template: {SIZE} ignored"]
+
+
+# ----------------------------------------------------------------------------- LeaderWorkerSet
+
+LWS_W = "spec.leaderWorkerTemplate.workerTemplate.metadata.annotations"
+
+
+def lws_ann(obj, decision, template="workerTemplate"):
+    return patched(obj, decision)["spec"]["leaderWorkerTemplate"][template]["metadata"]["annotations"]
+
+
+def test_lws_annotation_overrides_subgroup_size(example_catalog):
+    obj = lws({TOPO: "cluster-topology", SIZE: "4"}, size=8, sub_size=2)
+    d = run(obj, example_catalog)
+    assert d.allowed
+    assert d.warnings == ['subGroupSize overridden: kai.scheduler/segment-size="4" beats subGroupSize=2']
+    assert lws_ann(obj, d)[SIZE] == "4"
+
+
+def test_lws_leader_excluded_divisibility(example_catalog):
+    d = run(lws({TOPO: "cluster-topology"}, size=6, sub_size=2, policy="LeaderExcluded"), example_catalog)
+    assert rules(d) == ["lws-leader-excluded-divisibility"]
+    assert d.violations[0].field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+
+
+def test_lws_leader_excluded_exceeds_size_minus_1(example_catalog):
+    d = run(lws({TOPO: "cluster-topology", SIZE: "5"}, size=5, policy="LeaderExcluded"), example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert d.violations[0].field == f'{LWS_W}["kai.scheduler/segment-size"]'
+
+
+def test_lws_leader_worker_size_is_the_limit(example_catalog):
+    assert run(lws({TOPO: "cluster-topology", SIZE: "5"}, size=5), example_catalog).allowed
+    assert rules(run(lws({TOPO: "cluster-topology", SIZE: "6"}, size=5), example_catalog)) == ["segment-size-exceeds-replicas"]
+
+
+def test_lws_leader_excluded_leader_template_gets_policy_and_topology_only(example_catalog):
+    obj = lws({TOPO: "cluster-topology", SEG_REQ: RACK}, size=5, sub_size=2, policy="LeaderExcluded")
+    d = run(obj, example_catalog)
+    assert d.allowed
+    assert lws_ann(obj, d) == {TOPO: "cluster-topology", SEG_REQ: RACK, SIZE: "2", POLICY: "LeaderExcluded"}
+    assert lws_ann(obj, d, "leaderTemplate") == {TOPO: "cluster-topology", POLICY: "LeaderExcluded"}
+
+
+def test_lws_leader_excluded_user_segment_keys_on_leader_warn(example_catalog):
+    obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2, policy="LeaderExcluded", leader={SIZE: "2"})
+    d = run(obj, example_catalog)
+    assert d.allowed
+    assert d.warnings == [f"{SIZE} on the leaderTemplate ignored: leader excluded from segments"]
+    assert lws_ann(obj, d, "leaderTemplate") == {SIZE: "2", TOPO: "cluster-topology", POLICY: "LeaderExcluded"}
+
+
+def test_lws_leader_values_differing_from_worker_warn_and_are_overwritten(example_catalog):
+    obj = lws({TOPO: "cluster-topology", SEG_REQ: RACK}, size=5, sub_size=2, leader={SEG_REQ: ZONE})
+    d = run(obj, example_catalog)
+    assert d.allowed
+    assert d.warnings == [f"leaderTemplate {SEG_REQ} differs from workerTemplate; worker value wins"]
+    assert lws_ann(obj, d, "leaderTemplate")[SEG_REQ] == RACK
+
+
+def test_lws_without_leader_template(example_catalog):
+    obj = lws({TOPO: "cluster-topology"}, size=4, sub_size=2, leader_template=False)
+    d = run(obj, example_catalog)
+    assert "leaderTemplate" not in patched(obj, d)["spec"]["leaderWorkerTemplate"]
+    assert lws_ann(obj, d) == {TOPO: "cluster-topology", SIZE: "2", POLICY: "LeaderWorker"}
+
+
+def test_lws_unknown_policy_type_is_400(example_catalog):
+    d = run(lws({TOPO: "cluster-topology"}, sub_size=2, policy="Sideways"), example_catalog)
+    assert d.code == 400
+    assert d.violations[0].field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType"
+
+
+def test_lws_without_segments_gives_empty_patch(example_catalog):
+    d = run(lws({TOPO: "cluster-topology"}), example_catalog)
+    assert d.allowed and d.patch == []
+
+
+def test_lws_partial_segment_warns(example_catalog):
+    d = run(lws({TOPO: "cluster-topology"}, size=7, sub_size=4), example_catalog)
+    assert d.allowed and d.warnings == ["size 7 / segment size 4: last segment has 3 pods"]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(size=5, sub_size=2, policy="LeaderExcluded"),
+    dict(size=5, sub_size=2, leader={SEG_REQ: ZONE}),
+    dict(size=8, sub_size=2, leader_template=False),
+])
+def test_lws_idempotent(kwargs, example_catalog):
+    obj = lws({TOPO: "cluster-topology", SEG_REQ: RACK}, **kwargs)
+    once = patched(obj, run(obj, example_catalog))
+    assert run(once, example_catalog).patch == []
+
+
+# ----------------------------------------------------------------------------- native kind
+
+def test_native_framework_other_than_pytorch_is_denied(example_catalog):
+    d = run(native(framework="TensorFlow"), example_catalog, PLATFORM)
+    assert "native-framework-unsupported" in rules(d)
+    assert d.violations[0].field == "spec.workersPerSegment"
+
+
+def test_native_other_framework_without_segments_is_allowed(example_catalog):
+    d = run(native(framework="JAX", per_segment=None), example_catalog, PLATFORM)
+    assert d.allowed and d.patch == []
+
+
+def test_native_disagreeing_annotation_is_overwritten(example_catalog):
+    obj = native(worker={SIZE: "4"})
+    d = run(obj, example_catalog, PLATFORM)
+    assert d.allowed
+    assert 'kai.scheduler/segment-size="4" disagrees with workersPerSegment=8; overwritten' in d.warnings
+    assert patched(obj, d)["spec"]["worker"]["template"]["metadata"]["annotations"][SIZE] == "8"
+
+
+def test_native_workers_per_segment_above_workers(example_catalog):
+    d = run(native(workers=4, per_segment=8), example_catalog, PLATFORM)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert d.violations[0].field == "spec.workersPerSegment"
+
+
+def test_native_bad_framework_is_400(example_catalog):
+    d = run(native(framework="Torch"), example_catalog, PLATFORM)
+    assert d.code == 400 and d.violations[0].field == "spec.framework"
+
+
+def test_native_user_segment_keys_win(example_catalog):
+    obj = native(worker={SEG_PREF: RACK}, root={TOPO: "cluster-topology"})
+    out = patched(obj, run(obj, example_catalog, PLATFORM))
+    assert out["spec"]["worker"]["template"]["metadata"]["annotations"] == {
+        SEG_PREF: RACK, TOPO: "cluster-topology", SIZE: "8"}
+    assert out["metadata"]["annotations"] == {TOPO: "cluster-topology", WL_PREF: HOST}
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+def test_other_kinds_are_allowed_unchanged(example_catalog):
+    obj = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"annotations": {SIZE: "4x"}}}
+    d = run(obj, example_catalog)
+    assert d.allowed and d.patch == [] and d.kind == "Deployment"
+
+
+def test_dispatch_falls_back_to_object_api_version(example_catalog):
+    req = make_request(pytorchjob({TOPO: "cluster-topology", SIZE: "4x"}))
+    del req["kind"]
+    assert rules(review(req, example_catalog, PLAIN)) == ["segment-size-not-integer"]
+
+
+def test_request_kind_group_decides(example_catalog):
+    obj = pytorchjob({SIZE: "4x"})
+    req = make_request(obj)
+    req["kind"] = {"group": "example.com", "version": "v1", "kind": "PyTorchJob"}
+    assert review(req, example_catalog, PLAIN).allowed
+
+
+def test_automatic_with_unsynced_unknown_topology_warns_and_writes_no_levels():
+    obj = native(worker={TOPO: "cluster-topology"})
+    d = run(obj, UnsyncedCatalog(), PLATFORM)
+    assert d.allowed
+    assert d.warnings == ['topology "cluster-topology" not loaded yet; levels not checked',
+                          'automatic segment placement skipped: topology "cluster-topology" not loaded yet']
+    assert patched(obj, d)["spec"]["worker"]["template"]["metadata"]["annotations"] == {TOPO: "cluster-topology", SIZE: "8"}
+
+
+def test_update_with_the_unpatched_native_manifest_is_allowed(example_catalog):
+    obj = native()
+    stored = patched(obj, run(obj, example_catalog, PLATFORM))
+    d = run(native(), example_catalog, PLATFORM, operation="UPDATE", old=stored)
+    assert d.allowed
+    assert patched(native(), d) == stored  # the same keys are written again
+
+
+def test_update_ignores_a_malformed_old_object(example_catalog):
+    new = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    d = run(new, example_catalog, operation="UPDATE", old={"spec": "garbage"})
+    assert d.allowed and d.patch == []
+
+
+def test_validate_only_reports_the_same_violations(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4x"})
+    d = review(make_request(obj), example_catalog, PLAIN, mutate=False)
+    assert rules(d) == ["segment-size-not-integer"] and d.patch == []

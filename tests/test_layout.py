@@ -1,0 +1,61 @@
+"""House rule (docs/ARCHITECTURE.md): ``webhook/core`` and ``webhook/placement`` are pure — no
+module there imports flask, kubernetes or werkzeug (checked on the source with ``ast``)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "webhook"
+PURE_DIRS = ("core", "placement")
+FORBIDDEN = {"flask", "kubernetes", "werkzeug"}
+
+
+def forbidden_imports(source: str) -> list[str]:
+    """Top-level package names in FORBIDDEN that ``source`` imports: ``import x``, ``from x
+    import y`` (absolute), and ``importlib.import_module("x")`` / ``__import__("x")`` with a
+    literal name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if fname in ("import_module", "__import__"):
+                names = [node.args[0].value]
+        found.extend(n for n in names if n.split(".")[0] in FORBIDDEN)
+    return found
+
+
+def pure_modules() -> list[Path]:
+    return sorted(p for d in PURE_DIRS if (PACKAGE / d).is_dir() for p in (PACKAGE / d).rglob("*.py"))
+
+
+def test_pure_packages_exist():
+    assert (PACKAGE / "core" / "review.py").is_file()
+    assert len(pure_modules()) >= 8
+
+
+@pytest.mark.parametrize("path", pure_modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_pure_module_imports_no_transport_or_cluster_client(path):
+    assert forbidden_imports(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import flask", ["flask"]),
+    ("from kubernetes import client", ["kubernetes"]),
+    ("import werkzeug.exceptions as we", ["werkzeug.exceptions"]),
+    ("def f():\n    from flask import Flask", ["flask"]),
+    ("import importlib\nimportlib.import_module('kubernetes.client')", ["kubernetes.client"]),
+    ("__import__('flask')", ["flask"]),
+    ("import flasky\nfrom .kubernetes import x\nimport json", []),
+])
+def test_checker_detects_forbidden_imports(source, expected):
+    assert forbidden_imports(source) == expected

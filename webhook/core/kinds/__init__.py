@@ -1,0 +1,73 @@
+"""Kind handlers and the dispatcher used by :func:`webhook.core.review.review`.
+
+One module per kind: ``pytorchjob`` (``kubeflow.org/v1`` PyTorchJob), ``leaderworkerset``
+(``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet), ``distributedworkload`` (``segments.dev/v1alpha1``
+DistributedWorkload, the native kind) and ``pod`` (core ``v1`` Pod). ``_workload`` holds the
+CREATE/UPDATE flow the three workload kinds share.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from webhook.core.constraints import MALFORMED
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.kinds import distributedworkload, leaderworkerset, pod, pytorchjob
+from webhook.core.topology import TopologyCatalog
+
+Handler = Callable[..., Decision]
+
+#: (API group, kind) → handler. The core group is "".
+HANDLERS: dict[tuple[str, str], Handler] = {
+    (pytorchjob.GROUP, pytorchjob.KIND): pytorchjob.review,
+    (leaderworkerset.GROUP, leaderworkerset.KIND): leaderworkerset.review,
+    (distributedworkload.GROUP, distributedworkload.KIND): distributedworkload.review,
+    (pod.GROUP, pod.KIND): pod.review,
+}
+
+
+def group_kind(request: Mapping[str, Any]) -> tuple[str, str]:
+    """(group, kind) of an AdmissionReview ``request``: from ``request.kind`` ({group, version,
+    kind}, group "" for the core API), else from the object's (or oldObject's) ``apiVersion``
+    (``group/version``, or ``version`` alone for the core group) and ``kind``. ``("", "")``
+    when neither says."""
+    rkind = request.get("kind")
+    if isinstance(rkind, Mapping) and isinstance(rkind.get("kind"), str) and rkind.get("kind"):
+        group = rkind.get("group")
+        return (group if isinstance(group, str) else "", rkind["kind"])
+    for member in ("object", "oldObject"):
+        obj = request.get(member)
+        if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str):
+            api_version = obj.get("apiVersion")
+            group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+            return (group, obj["kind"])
+    return ("", "")
+
+
+def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+    """Route one AdmissionReview v1 ``request`` to its kind handler and return the Decision.
+
+    ``request``: the ``request`` member (a dict). Kinds not listed in :data:`HANDLERS` are
+    allowed with an empty patch. Never raises for any JSON value: a request that is not an
+    object is denied with code 400 (rule ``malformed-object``), and an unexpected exception in a
+    handler is turned into the same kind of denial naming the request (so the HTTP layer never
+    answers 5xx and a worker never crashes).
+    """
+    if not isinstance(request, Mapping):
+        decision = Decision(kind="unknown")
+        decision.deny(MALFORMED, "request", "request must be an AdmissionReview v1 request object "
+                      f"(got {type(request).__name__}) (rule {MALFORMED}); fix: send an AdmissionReview v1 body.", 400)
+        return decision
+    kind = "unknown"
+    try:
+        group, kind = group_kind(request)
+        handler = HANDLERS.get((group, kind))
+        if handler is None:
+            return Decision(kind=kind or "unknown")
+        return handler(request, catalog, settings, mutate=mutate)
+    except Exception as exc:  # defensive: handlers validate first, so this is not normally hit
+        decision = Decision(kind=kind or "unknown")
+        decision.deny(MALFORMED, "request.object",
+                      f"request.object: the {kind or 'object'} could not be processed ({type(exc).__name__}) "
+                      f"(rule {MALFORMED}); fix: check the object against its CRD schema.", 400)
+        return decision

@@ -1,0 +1,124 @@
+"""The flow shared by the workload kinds (PyTorchJob, LeaderWorkerSet, DistributedWorkload).
+
+A kind module provides ``analyse(obj, request, catalog, settings, decision) -> Plan | None``; this
+module runs it on CREATE and UPDATE, enforces the UPDATE immutability rule (DESIGN.md §5) and
+turns the :class:`Plan` into a JSONPatch (DESIGN.md §2: owned keys on the worker PodTemplateSpec,
+the workload root and, for LWS, the leader template).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from webhook.core import keys
+from webhook.core.constraints import AnnotationMap, Resolution, deny, deny_malformed, key_field, quote
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.patching import PatchBuilder
+from webhook.core.topology import TopologyCatalog
+
+
+@dataclass
+class Plan:
+    """What one workload object resolves to.
+
+    ``resolution``: the resolved keys; ``root`` / ``worker``: the annotation maps of the workload
+    root and the worker PodTemplateSpec (``worker`` is ``None`` without a worker template);
+    ``other_templates``: further templates and the owned keys they receive (LWS leaderTemplate);
+    ``suspended``: PyTorchJob ``spec.runPolicy.suspend`` is true (UPDATE may change keys).
+    ``master``: the annotation map of a never-segmented Master PodTemplateSpec (PyTorchJob,
+    native), or ``None``. When the workload is segmented, that template receives the label
+    ``kai.scheduler/subgroup-name: master`` (DESIGN.md §2, §7: Master pods are named ``master``
+    and get no index). It is written on the template, not by the pod handler, because a Master
+    pod carries no segment size of its own to tell it belongs to a segmented job.
+    """
+
+    resolution: Resolution
+    root: AnnotationMap
+    worker: AnnotationMap | None
+    other_templates: list[tuple[AnnotationMap, dict[str, str]]] = field(default_factory=list)
+    suspended: bool = False
+    master: AnnotationMap | None = None
+
+
+Analyse = Callable[[Mapping[str, Any], Mapping[str, Any], TopologyCatalog, AdmissionSettings, Decision], "Plan | None"]
+
+_IMMUTABLE_NAMES = ("segment size", "topology name", "segment required level", "segment preferred level")
+_IMMUTABLE_KEYS = (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED)
+
+
+def _changed_field(plan: Plan, position: int) -> str:
+    res = plan.resolution
+    sourced = (None, None, res.seg_required, res.seg_preferred)[position]
+    if position == 0 and res.size_field:
+        return res.size_field
+    if position == 1 and res.topology_field:
+        return res.topology_field
+    if sourced is not None:
+        return sourced.field
+    owner = plan.worker.field if plan.worker is not None else plan.root.field
+    return key_field(owner, _IMMUTABLE_KEYS[position])
+
+
+def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
+    new_view = plan.resolution.immutable_view()
+    old_view = old_plan.resolution.immutable_view()
+    for i, (new, old) in enumerate(zip(new_view, old_view)):
+        if new == old:
+            continue
+        fix = "restore the old value, or delete and recreate the workload"
+        if kind == "PyTorchJob":
+            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
+        deny(decision, "immutable-field", _changed_field(plan, i), None if new is None else str(new),
+             f"the {_IMMUTABLE_NAMES[i]} of an existing workload cannot change (was {quote(None if old is None else str(old))})", fix)
+
+
+def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], catalog: TopologyCatalog,
+                    settings: AdmissionSettings, *, mutate: bool) -> Decision:
+    """Admit a workload request (DESIGN.md §4–§6).
+
+    CREATE / UPDATE of the main resource: analyse, validate, and (``mutate``) patch. UPDATE also
+    compares the resolved segment size, topology name and segment levels of ``oldObject`` and
+    ``object`` and denies a change (``immutable-field``) unless the plan is ``suspended``.
+    DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
+    """
+    decision = Decision(kind=kind)
+    operation = request.get("operation")
+    if operation not in ("CREATE", "UPDATE") or request.get("subResource"):
+        return decision
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        deny_malformed(decision, "request.object", obj, f"a {kind} object")
+        return decision
+    plan = analyse(obj, request, catalog, settings, decision)
+    if plan is None:
+        return decision
+    if operation == "UPDATE" and not plan.suspended:
+        old = request.get("oldObject")
+        if isinstance(old, Mapping):
+            scratch = Decision(kind=kind)  # the stored object's own problems are not this request's
+            old_plan = analyse(old, request, catalog, settings, scratch)
+            if old_plan is not None:
+                _check_immutable(kind, plan, old_plan, decision)
+    if not decision.allowed or not mutate:
+        return decision
+    builder = PatchBuilder(obj)
+    builder.set_entries((), "annotations", plan.resolution.root_keys(plan.root))
+    if plan.worker is not None:
+        builder.set_entries(plan.worker.container, "annotations", plan.resolution.worker_keys())
+    for template, wanted in plan.other_templates:
+        builder.set_entries(template.container, "annotations", wanted)
+    if plan.master is not None and plan.resolution.segmented:
+        builder.set_entries(plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"})
+    decision.patch = builder.build()
+    return decision
+
+
+def warn_ignored_segment_keys(template: AnnotationMap | None, why: str, decision: Decision) -> None:
+    """Warn (DESIGN.md §5) about user segment keys on a template that is never segmented
+    (PyTorchJob / native Master): they are ignored and never written by the webhook."""
+    if template is None:
+        return
+    for key in keys.SEGMENT_KEYS:
+        if key in template.values:
+            decision.warn(f"{key} on {why} ignored (never segmented)")

@@ -1,0 +1,96 @@
+"""DistributedWorkload (``segments.dev/v1alpha1``, this project's native kind) admission
+(DESIGN.md §3–§6).
+
+Fields: ``spec.framework`` (``PyTorch`` | ``TensorFlow`` | ``MPI`` | ``XGBoost`` | ``JAX``,
+required), ``spec.workers`` (segmented pods, default 1), ``spec.workersPerSegment`` (segment
+size; beats a disagreeing ``kai.scheduler/segment-size`` annotation, which gets a warning and is
+overwritten), ``spec.worker.template`` (required), optional ``spec.master.template`` (never
+segmented). Segments are supported for ``PyTorch`` only (seed; rule
+``native-framework-unsupported``). Automatic segment placement (§6) always applies (to
+``PyTorch`` workloads, the only ones that can be segmented). When
+``workersPerSegment`` is absent, a ``kai.scheduler/segment-size`` annotation on the worker
+template (root inherited) is honoured, as for the other kinds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from webhook.core import keys
+from webhook.core.constraints import (
+    SegmentInputs,
+    deny,
+    deny_malformed,
+    get_int,
+    get_mapping,
+    read_annotations,
+    resolve,
+)
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.topology import TopologyCatalog
+
+KIND = "DistributedWorkload"
+GROUP = "segments.dev"
+FRAMEWORKS = ("PyTorch", "TensorFlow", "MPI", "XGBoost", "JAX")
+SEGMENT_FRAMEWORKS = ("PyTorch",)
+
+
+def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, required: bool):
+    """Annotations of ``spec.<role>.template`` (``None`` when absent or malformed; a malformed
+    or missing required template is denied with 400 naming the field)."""
+    holder = get_mapping(spec, role, "spec", decision, required=required)
+    if holder is None:
+        return None
+    template = get_mapping(holder, "template", f"spec.{role}", decision, required=True)
+    if template is None:
+        return None
+    return read_annotations(template, f"spec.{role}.template", ("spec", role, "template"), decision)
+
+
+def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
+            settings: AdmissionSettings, decision: Decision) -> Plan | None:
+    """Read, resolve and validate one DistributedWorkload object. Returns ``None`` when it is
+    too malformed to resolve (400 denials already recorded)."""
+    root = read_annotations(obj, "", (), decision)
+    spec = get_mapping(obj, "spec", "", decision, required=True)
+    if root is None or spec is None:
+        return None
+    framework = spec.get("framework")
+    if framework not in FRAMEWORKS:
+        deny_malformed(decision, "spec.framework", framework, "one of " + ", ".join(FRAMEWORKS))
+    workers = get_int(spec, "workers", "spec", decision, default=1)
+    per_segment = get_int(spec, "workersPerSegment", "spec", decision, default=None)
+    worker = _template(spec, "worker", decision, required=True)
+    master = _template(spec, "master", decision, required=False)
+    warn_ignored_segment_keys(master, "the master template", decision)
+    if worker is None:
+        return None
+    supported = framework in SEGMENT_FRAMEWORKS
+    if framework in FRAMEWORKS and not supported:
+        size_src = worker.get(keys.SEGMENT_SIZE) or root.get(keys.SEGMENT_SIZE)
+        if per_segment is not None or size_src is not None:
+            fld, val = ("spec.workersPerSegment", per_segment) if per_segment is not None else (size_src.field, size_src.value)
+            deny(decision, "native-framework-unsupported", fld, val,
+                 f"segments are supported for framework PyTorch only, not {framework}",
+                 "remove workersPerSegment, or use framework PyTorch")
+    inputs = SegmentInputs(
+        kind=KIND,
+        root=root,
+        worker=worker,
+        pods=workers,
+        pods_field="spec.workers",
+        pods_noun="workers",
+        spec_size=per_segment,
+        spec_size_field="spec.workersPerSegment",
+        spec_size_wins=True,
+        automatic=supported,
+    )
+    return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master)
+
+
+def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+    """Admit a DistributedWorkload AdmissionReview ``request`` (CREATE/UPDATE; others allowed
+    unchanged). Writes the resolved keys on ``spec.worker.template`` and, under automatic
+    placement, the workload preferred level on the root."""
+    return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)

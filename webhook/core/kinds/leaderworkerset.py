@@ -1,0 +1,144 @@
+"""LeaderWorkerSet (``leaderworkerset.x-k8s.io/v1``) admission (DESIGN.md §3–§5).
+
+Each group of ``spec.leaderWorkerTemplate.size`` pods (R, default 1, leader included) is
+segmented. Segment size: the ``kai.scheduler/segment-size`` annotation of the ``workerTemplate``
+(root value inherited) beats ``subGroupPolicy.subGroupSize`` (warning "subGroupSize overridden"
+when they differ). Leader policy: ``subGroupPolicy.subGroupPolicyType`` (``LeaderWorker``, the
+upstream default, or ``LeaderExcluded``), written on the templates as
+``kai.scheduler/segment-leader-policy``. Automatic placement never applies to LWS (seed, §6).
+
+Leader template decision (documented here, as the contract leaves it open for LeaderExcluded):
+
+* LeaderWorker with an explicit ``leaderTemplate``: the leader is in segment 0, so the leader
+  template receives exactly the worker template's owned keys. User values there that differ from
+  the worker template's get a warning and are overwritten (the worker template wins, §5).
+* LeaderExcluded with an explicit ``leaderTemplate``: the leader template receives NO segment
+  keys (no segment size, no segment placement levels) but does receive
+  ``kai.scheduler/segment-leader-policy: LeaderExcluded`` and the topology name, so the pod
+  handler can tell from the leader pod alone that it is excluded (``subgroup-name: leader``).
+  User segment keys there get a warning ("ignored") and are left in place (never removed).
+* No ``leaderTemplate``: LWS builds the leader from the ``workerTemplate``, so the leader pod
+  carries the worker keys and the policy; the pod handler recognises it by worker index 0.
+
+Segment counts are per group (the LWS gang); the 10,000-segment limit applies per group.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from webhook.core import keys
+from webhook.core.constraints import (
+    SegmentInputs,
+    deny,
+    deny_malformed,
+    get_int,
+    get_mapping,
+    quote,
+    read_annotations,
+    resolve,
+)
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.segments import lws_segmented_pods
+from webhook.core.topology import TopologyCatalog
+
+KIND = "LeaderWorkerSet"
+GROUP = "leaderworkerset.x-k8s.io"
+LWT = "spec.leaderWorkerTemplate"
+SGP = f"{LWT}.subGroupPolicy"
+
+
+def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]:
+    """Owned keys for the leaderTemplate and the warnings about its user values."""
+    worker_keys = res.worker_keys()
+    if not worker_keys:
+        for key in keys.SEGMENT_KEYS:
+            if key in leader.values:
+                decision.warn(f"{key} on the leaderTemplate ignored: the workerTemplate decides segments")
+        return {}
+    if policy == keys.POLICY_LEADER_WORKER:
+        for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
+            if key in leader.values and leader.values[key] != worker_keys.get(key):
+                decision.warn(f"leaderTemplate {key} differs from workerTemplate; worker value wins")
+        return worker_keys
+    for key in keys.SEGMENT_KEYS:
+        if key in leader.values:
+            decision.warn(f"{key} on the leaderTemplate ignored: leader excluded from segments")
+    wanted = {keys.SEGMENT_LEADER_POLICY: policy}
+    if res.topology_name is not None:
+        if keys.TOPOLOGY in leader.values and leader.values[keys.TOPOLOGY] != res.topology_name:
+            decision.warn(f"leaderTemplate {keys.TOPOLOGY} differs from workerTemplate; worker value wins")
+        wanted = {keys.TOPOLOGY: res.topology_name, **wanted}
+    return wanted
+
+
+def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
+            settings: AdmissionSettings, decision: Decision) -> Plan | None:
+    """Read, resolve and validate one LeaderWorkerSet object (adds the LeaderExcluded
+    divisibility rule of DESIGN.md §5). Returns ``None`` when too malformed to resolve."""
+    root = read_annotations(obj, "", (), decision)
+    spec = get_mapping(obj, "spec", "", decision, required=True)
+    lwt = get_mapping(spec, "leaderWorkerTemplate", "spec", decision, required=True) if spec is not None else None
+    if root is None or lwt is None:
+        return None
+    group_size = get_int(lwt, "size", LWT, decision, default=1, minimum=1)
+    policy = keys.POLICY_LEADER_WORKER
+    sub_size = None
+    sgp = get_mapping(lwt, "subGroupPolicy", LWT, decision)
+    if sgp is not None:
+        ptype = sgp.get("subGroupPolicyType")
+        if ptype is not None and ptype not in keys.LEADER_POLICIES:
+            deny_malformed(decision, f"{SGP}.subGroupPolicyType", ptype, "one of LeaderWorker, LeaderExcluded")
+        elif ptype is not None:
+            policy = ptype
+        sub_size = get_int(sgp, "subGroupSize", SGP, decision, default=None)
+    wt = get_mapping(lwt, "workerTemplate", LWT, decision, required=True)
+    worker = read_annotations(wt, f"{LWT}.workerTemplate", ("spec", "leaderWorkerTemplate", "workerTemplate"), decision) if wt is not None else None
+    lt = get_mapping(lwt, "leaderTemplate", LWT, decision)
+    leader = read_annotations(lt, f"{LWT}.leaderTemplate", ("spec", "leaderWorkerTemplate", "leaderTemplate"), decision) if lt is not None else None
+    if worker is None or (lt is not None and leader is None):
+        return None
+    pods = lws_segmented_pods(group_size, policy) if group_size is not None else None
+    excluded = policy == keys.POLICY_LEADER_EXCLUDED
+    inputs = SegmentInputs(
+        kind=KIND,
+        root=root,
+        worker=worker,
+        pods=pods,
+        pods_field=f"{LWT}.size" + (" - 1" if excluded else ""),
+        pods_noun="workers per group (leader excluded)" if excluded else "pods per group",
+        spec_size=sub_size,
+        spec_size_field=f"{SGP}.subGroupSize",
+        spec_size_wins=False,
+        automatic=False,
+        warn_partial=False,
+    )
+    res = resolve(inputs, catalog, settings, decision)
+    if res.segmented and group_size is not None:
+        size = res.size
+        if excluded and (group_size - 1) % size != 0:
+            deny(decision, "lws-leader-excluded-divisibility", res.size_field, res.size_raw,
+                 f"under LeaderExcluded, size - 1 = {group_size - 1} ({LWT}.size = {group_size}) must be divisible by the segment size",
+                 f"choose a segment size that divides {group_size - 1} "
+                 f"({', '.join(str(d) for d in range(2, group_size) if (group_size - 1) % d == 0) or 'none >= 2'}), "
+                 f"or change {LWT}.size")
+        elif not excluded and group_size % size and (group_size - 1) % size:
+            decision.warn(f"size {group_size} / segment size {size}: last segment has {group_size % size} pods")
+        res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
+        current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
+        if current is not None and current != policy:
+            decision.warn(f"{keys.SEGMENT_LEADER_POLICY}={quote(current)} replaced by subGroupPolicyType {policy}")
+    plan = Plan(resolution=res, root=root, worker=worker)
+    if leader is not None:
+        wanted = _leader_plan(leader, res, policy, decision)
+        if wanted:
+            plan.other_templates.append((leader, wanted))
+    return plan
+
+
+def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+    """Admit a LeaderWorkerSet AdmissionReview ``request`` (CREATE/UPDATE; others allowed
+    unchanged). Writes the resolved keys and the leader policy on the workerTemplate and, as
+    described in the module docstring, on the leaderTemplate."""
+    return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)

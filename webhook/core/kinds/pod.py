@@ -1,0 +1,121 @@
+"""Pod CREATE: stamp the segment index and subgroup name on the pod (DESIGN.md §7).
+
+Inputs come from the pod alone (its labels and annotations, copied from the PodTemplateSpec the
+workload handler patched, plus the labels the training-operator / LWS controller set):
+
+* segment size S: annotation ``kai.scheduler/segment-size``, else LWS's
+  ``leaderworkerset.sigs.k8s.io/subgroup-size``; a pod with neither gets an empty patch;
+* LWS pods (label ``leaderworkerset.sigs.k8s.io/worker-index`` or ``.../name`` present): worker
+  index w from ``worker-index`` (0 = leader), group size R from annotation
+  ``leaderworkerset.sigs.k8s.io/size``, policy from ``kai.scheduler/segment-leader-policy``, else
+  ``leaderworkerset.sigs.k8s.io/subgroup-policy-type``, else ``LeaderWorker``;
+* other pods (PyTorchJob and native): ``training.kubeflow.org/replica-type`` (``worker`` /
+  ``master``, case-insensitive) and ``training.kubeflow.org/replica-index``.
+
+Written labels: ``kai.scheduler/segment-index`` and ``kai.scheduler/subgroup-name`` (``master``
+/ ``worker-<k>``; LWS ``segment-<k>`` or ``leader``). A pod whose inputs are missing or garbled
+gets no segment label and a warning, never a denial (pods are created by controllers; a denial
+would stall them). Master pods of a segmented workload inherit ``kai.scheduler/subgroup-name:
+master`` from their PodTemplateSpec, which the workload handler labels (``_workload.Plan.master``);
+a Master pod that carries a segment size itself is labelled here too.
+UPDATE, DELETE and CONNECT: allowed, empty patch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from webhook.core import keys
+from webhook.core.constraints import deny_malformed, quote, read_string_map
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.patching import PatchBuilder
+from webhook.core.segments import (
+    lws_segment,
+    lws_subgroup_name,
+    parse_plain_decimal,
+    training_segment,
+    training_subgroup_name,
+)
+from webhook.core.topology import TopologyCatalog
+
+KIND = "Pod"
+GROUP = ""
+
+
+def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+    """The segment labels one pod should carry, and warnings (DESIGN.md §7).
+
+    ``labels`` / ``annotations``: the pod's maps (string values). Returns
+    ``({"kai.scheduler/segment-index": "<k>", "kai.scheduler/subgroup-name": "<name>"}, [])``
+    for a segmented pod, ``({"kai.scheduler/subgroup-name": "master" | "leader"}, [])`` for a
+    Master pod or an excluded LWS leader, ``({}, [])`` for a pod without a segment size, and
+    ``({}, [warning])`` when an input is missing or garbled. Never raises.
+    """
+    size_key = keys.SEGMENT_SIZE if keys.SEGMENT_SIZE in annotations else keys.LWS_SUBGROUP_SIZE
+    raw_size = annotations.get(size_key)
+    if raw_size is None:
+        return {}, []
+    size = parse_plain_decimal(raw_size)
+    if size is None or size < 1:
+        return {}, [f"pod {size_key}={quote(raw_size)} is not a positive integer; no segment label"]
+
+    if keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels:
+        policy = annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) or keys.POLICY_LEADER_WORKER
+        if policy not in keys.LEADER_POLICIES:
+            return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
+        raw_w = labels.get(keys.LWS_WORKER_INDEX)
+        worker = parse_plain_decimal(raw_w)
+        if worker is None:
+            return {}, [f"pod label {keys.LWS_WORKER_INDEX}={quote(raw_w)} missing or not an integer; no segment label"]
+        if worker == 0:
+            segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
+        else:
+            raw_r = annotations.get(keys.LWS_SIZE)
+            group = parse_plain_decimal(raw_r)
+            if group is None or group < 1:
+                return {}, [f"pod annotation {keys.LWS_SIZE}={quote(raw_r)} missing or not an integer; no segment label"]
+            if worker >= group:
+                return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
+            segment = lws_segment(worker, group, size, policy)
+        if segment is None:
+            return {keys.SUBGROUP_NAME: lws_subgroup_name(None)}, []
+        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: lws_subgroup_name(segment)}, []
+
+    rtype = labels.get(keys.KF_REPLICA_TYPE)
+    role = rtype.lower() if isinstance(rtype, str) else None
+    if role == "master":
+        return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
+    if role != "worker":
+        return {}, [f"pod label {keys.KF_REPLICA_TYPE}={quote(rtype)} is not worker/master; no segment label"]
+    raw_i = labels.get(keys.KF_REPLICA_INDEX)
+    index = parse_plain_decimal(raw_i)
+    if index is None:
+        return {}, [f"pod label {keys.KF_REPLICA_INDEX}={quote(raw_i)} missing or not an integer; no segment label"]
+    segment = training_segment(index, size)
+    return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
+
+
+def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+    """Admit a Pod AdmissionReview ``request``: CREATE gets the labels of
+    :func:`segment_labels` as a JSONPatch (``metadata.labels`` added whole when missing);
+    every other operation is allowed with an empty patch. A pod whose ``metadata``,
+    ``labels`` or ``annotations`` are not maps of strings is denied with 400 naming the field."""
+    decision = Decision(kind=KIND)
+    if request.get("operation") != "CREATE" or request.get("subResource"):
+        return decision
+    pod = request.get("object")
+    if not isinstance(pod, Mapping):
+        deny_malformed(decision, "request.object", pod, "a Pod object")
+        return decision
+    labels = read_string_map(pod, "", "labels", decision)
+    annotations = read_string_map(pod, "", "annotations", decision)
+    if labels is None or annotations is None:
+        return decision
+    wanted, warnings = segment_labels(labels, annotations)
+    for text in warnings:
+        decision.warn(text)
+    if wanted and mutate:
+        builder = PatchBuilder(pod)
+        builder.set_entries((), "labels", wanted)
+        decision.patch = builder.build()
+    return decision

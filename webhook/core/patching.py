@@ -1,0 +1,98 @@
+"""JSONPatch (RFC 6902) construction for the keys the webhook owns.
+
+Only ``add`` and ``replace`` operations are ever produced, and only for the keys the webhook
+writes (DESIGN.md §2, §7): user keys are never removed or rewritten. Paths are JSON Pointers
+(RFC 6901) built with :mod:`jsonpointer` (``/`` → ``~1``, ``~`` → ``~0``), so an annotation key
+such as ``kai.scheduler/segment-size`` becomes ``.../annotations/kai.scheduler~1segment-size``.
+A missing ``metadata``, ``annotations`` or ``labels`` map is added whole (one ``add`` of the map),
+because RFC 6902 ``add`` needs the parent to exist. The result is validated by
+``jsonpatch.JsonPatch`` before it leaves :meth:`PatchBuilder.build`.
+
+Nothing here deep-copies the reviewed object: the builder only reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import jsonpatch
+from jsonpointer import JsonPointer
+
+
+def pointer(parts: Sequence[str]) -> str:
+    """RFC 6901 JSON Pointer for ``parts`` (each escaped: ``/`` → ``~1``, ``~`` → ``~0``).
+
+    ``pointer(["metadata", "annotations", "kai.scheduler/topology"])`` →
+    ``"/metadata/annotations/kai.scheduler~1topology"``.
+    """
+    return JsonPointer.from_parts([str(p) for p in parts]).path
+
+
+class PatchBuilder:
+    """Accumulates RFC 6902 operations that set string entries of ``metadata.annotations`` /
+    ``metadata.labels`` maps inside one object.
+
+    Usage: ``b = PatchBuilder(obj); b.set_entries(("spec", "worker", "template"), "annotations",
+    {"k": "v"}); ops = b.build()``. ``obj`` is the object the patch will be applied to (the
+    AdmissionReview ``request.object``); it is read, never modified.
+    """
+
+    def __init__(self, obj: Mapping[str, Any]):
+        self._obj = obj
+        self._ops: list[dict] = []
+        # Maps created by an earlier ``add`` of a whole map in this patch: container → entries.
+        self._created: dict[tuple[str, ...], dict] = {}
+
+    def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
+        """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
+
+        ``container``: path parts of the object that owns the ``metadata`` (``()`` for the root,
+        ``("spec", "pytorchReplicaSpecs", "Worker", "template")`` for a PodTemplateSpec);
+        ``map_name``: ``"annotations"`` or ``"labels"``; ``desired``: key → string value.
+        Emits ``add`` for a missing key, ``replace`` for a different value, nothing for an equal
+        one (so re-reviewing a patched object yields no operation). The first missing map on the
+        way (``metadata`` or the map itself, or a missing template) is added whole.
+        Raises ``ValueError`` when a component on the path exists but is not a mapping (callers
+        validate the object first and deny it as malformed).
+        """
+        if not desired:
+            return
+        parts = tuple(container) + ("metadata", map_name)
+        created = self._created.get(parts)
+        if created is not None:  # already added whole by this builder: extend that value
+            created.update(desired)
+            return
+        node: Any = self._obj
+        for depth, part in enumerate(parts):
+            if not isinstance(node, Mapping):
+                raise ValueError(f"{pointer(parts[:depth])} is not an object")
+            if part not in node or node[part] is None:
+                value: dict = dict(desired)
+                for outer in reversed(parts[depth + 1:]):
+                    value = {outer: value}
+                self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]), "value": value})
+                # Remember the innermost dict so later calls for the same map extend it.
+                inner = value
+                for outer in parts[depth + 1:]:
+                    inner = inner[outer]
+                self._created[parts] = inner
+                return
+            node = node[part]
+        if not isinstance(node, Mapping):
+            raise ValueError(f"{pointer(parts)} is not an object")
+        for key, val in desired.items():
+            if key not in node:
+                self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
+            elif node[key] != val:
+                self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
+
+    def build(self) -> list[dict]:
+        """The RFC 6902 operations, in emission order, validated by ``jsonpatch.JsonPatch``
+        (raises ``jsonpatch.InvalidJsonPatch`` on a malformed operation: a programming error)."""
+        return list(jsonpatch.JsonPatch(self._ops).patch)
+
+
+def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping]) -> Any:
+    """Apply RFC 6902 ``ops`` to a copy of ``obj`` with :mod:`jsonpatch` and return the copy
+    (offline dry runs and tests; not used on the request hot path)."""
+    return jsonpatch.JsonPatch(list(ops)).apply(obj, in_place=False)

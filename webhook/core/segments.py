@@ -1,0 +1,114 @@
+"""Segment index arithmetic (DESIGN.md §7) as small pure functions.
+
+Every function here takes plain integers and returns plain integers (or ``None``); nothing reads
+Kubernetes objects. The pod handler (``webhook.core.kinds.pod``) parses labels and annotations and
+calls these; the placement engine may call them to expand a workload into its segments.
+
+Terms: *segment size* ``S`` (pods per segment), *replica index* ``i`` (training-operator
+``training.kubeflow.org/replica-index``, 0-based among the Workers), *worker index* ``w`` (LWS
+``leaderworkerset.sigs.k8s.io/worker-index``, 0 is the leader), *group size* ``R`` (LWS
+``spec.leaderWorkerTemplate.size``, leader included).
+"""
+
+from __future__ import annotations
+
+import re
+
+from webhook.core.keys import POLICY_LEADER_EXCLUDED, POLICY_LEADER_WORKER
+
+_PLAIN_DECIMAL = re.compile(r"[0-9]+")
+
+
+def parse_plain_decimal(value: object) -> int | None:
+    """Parse a Kubernetes annotation/label value that must be a plain decimal integer.
+
+    Returns the integer for a ``str`` matching ``^[0-9]+$`` (ASCII digits only, leading zeros
+    allowed: ``"04"`` → 4), else ``None``: ``"4x"``, ``"-1"``, ``"+4"``, ``"1e3"``, ``" 4"``,
+    ``"4 "``, ``""``, ``"٤"`` (non-ASCII digit) and every non-string value give ``None``.
+    Rule source: DESIGN.md §5 (segment size must be a plain decimal integer).
+    """
+    if isinstance(value, str) and _PLAIN_DECIMAL.fullmatch(value) and value.isascii():
+        return int(value)
+    return None
+
+
+def _check(size: int, index: int, index_name: str) -> None:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(f"segment size must be an integer >= 1, got {size!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"{index_name} must be an integer >= 0, got {index!r}")
+
+
+def training_segment(replica_index: int, size: int) -> int:
+    """Segment of a PyTorchJob / native Worker pod: ``replica_index // size``.
+
+    ``replica_index``: the Worker's 0-based ``training.kubeflow.org/replica-index``;
+    ``size``: pods per segment (>= 1). Returns the 0-based segment index. The last segment may be
+    partial: 10 workers, S=4 → {0-3} {4-7} {8-9} (DESIGN.md §7). Raises ``ValueError`` for a
+    negative index or a size < 1.
+    """
+    _check(size, replica_index, "replica index")
+    return replica_index // size
+
+
+def lws_leader_in_first_segment(group_size: int, size: int) -> bool:
+    """True when LWS counts the leader as an *extra* pod of segment 0 for its workers' indices:
+    ``(R - 1) % S == 0 and R % S != 0`` (DESIGN.md §7; LWS pod webhook ``getSubGroupIndex``).
+
+    ``group_size``: R, pods per LWS group including the leader (>= 1); ``size``: S (>= 1).
+    """
+    return (group_size - 1) % size == 0 and group_size % size != 0
+
+
+def lws_segment(worker_index: int, group_size: int, size: int, policy: str = POLICY_LEADER_WORKER) -> int | None:
+    """Segment of one pod of an LWS group, or ``None`` for a leader excluded from segmentation.
+
+    ``worker_index``: w from ``leaderworkerset.sigs.k8s.io/worker-index`` (0 = leader, < R);
+    ``group_size``: R (>= 1); ``size``: S (>= 1); ``policy``: ``LeaderWorker`` or
+    ``LeaderExcluded``. Rules (DESIGN.md §7, the same as LWS's own ``subgroup-index`` label):
+
+    * leader (w = 0): segment 0 under LeaderWorker, ``None`` under LeaderExcluded;
+    * worker (w >= 1): ``(w - 1) // S`` when :func:`lws_leader_in_first_segment`, else ``w // S``.
+
+    Examples: R=5,S=2,LeaderWorker → {L,1,2} {3,4}; R=4,S=2 → {L,1} {2,3};
+    R=9,S=4 → {L,1,2,3,4} {5..8}; R=5,S=2,LeaderExcluded → L alone, {1,2} {3,4}.
+    Raises ``ValueError`` for an unknown policy, w < 0, w >= R, R < 1 or S < 1.
+    """
+    _check(size, worker_index, "worker index")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group size must be an integer >= 1, got {group_size!r}")
+    if worker_index >= group_size:
+        raise ValueError(f"worker index {worker_index} is outside a group of {group_size} pods")
+    if policy not in (POLICY_LEADER_WORKER, POLICY_LEADER_EXCLUDED):
+        raise ValueError(f"unknown leader policy {policy!r}")
+    if worker_index == 0:
+        return None if policy == POLICY_LEADER_EXCLUDED else 0
+    if lws_leader_in_first_segment(group_size, size):
+        return (worker_index - 1) // size
+    return worker_index // size
+
+
+def segment_count(pods: int, size: int) -> int:
+    """Number of segments for ``pods`` segmented pods of ``size`` each (ceiling division; the
+    last segment may be partial). ``segment_count(10, 4) == 3``. Raises ``ValueError`` for
+    size < 1 or pods < 0."""
+    _check(size, pods, "pod count")
+    return -(-pods // size)
+
+
+def lws_segmented_pods(group_size: int, policy: str) -> int:
+    """Pods of one LWS group that are segmented: R under LeaderWorker, R - 1 under
+    LeaderExcluded (DESIGN.md §5: the replica count a segment size is checked against)."""
+    return group_size - 1 if policy == POLICY_LEADER_EXCLUDED else group_size
+
+
+def training_subgroup_name(segment: int | None) -> str:
+    """``kai.scheduler/subgroup-name`` of a PyTorchJob / native pod: ``worker-<k>`` for a Worker
+    in segment k, ``master`` for ``None`` (the Master is never segmented; DESIGN.md §2)."""
+    return "master" if segment is None else f"worker-{segment}"
+
+
+def lws_subgroup_name(segment: int | None) -> str:
+    """``kai.scheduler/subgroup-name`` of an LWS pod: ``segment-<k>``, or ``leader`` for
+    ``None`` (the leader under LeaderExcluded; DESIGN.md §2)."""
+    return "leader" if segment is None else f"segment-{segment}"
