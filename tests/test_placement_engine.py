@@ -1,0 +1,88 @@
+"""Engine unit tests on hand-built clusters (no admission core involved)."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
+
+from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, RACK, ZONE, node
+
+GPU = "nvidia.com/gpu"
+
+
+def cluster(gpus_per_rack: dict[str, list[int]]):
+    """Racks named ``r-<zone><block><rack>``; each entry lists free GPUs per node (8 allocatable)."""
+    nodes = []
+    for rack, frees in gpus_per_rack.items():
+        z, b = rack[2], rack[2:4]
+        for i, free in enumerate(frees):
+            n = node(f"n-{rack[2:]}-{i}", f"z{z}", f"b{b}", rack, **{GPU: 8000, "cpu": 64000})
+            n.free[GPU] = free * 1000
+            nodes.append(n)
+    return ClusterIndex(nodes, CLUSTER_TOPOLOGY)
+
+
+def workers(n, seg, gpus=4, prefix="w"):
+    return [PodRequest(f"ns/{prefix}-{i}", {GPU: gpus * 1000, "pods": 1000}, segment=(0, i // seg)) for i in range(n)]
+
+
+def test_unknown_level_is_an_error_listing_levels():
+    idx = cluster({"r-000": [8]})
+    with pytest.raises(PlacementError, match="not a level of topology cluster-topology; levels: .*topology-rack"):
+        place(idx, Gang(workers(2, 2), segment_required="example.com/row"))
+
+
+def test_workload_preferred_rack_escalates_to_block():
+    # no rack has 16 GPUs free for 4 pods of 4 GPUs; block b00 has 8 + 8 = 16
+    idx = cluster({"r-000": [8, 0], "r-001": [8, 0], "r-010": [4, 4], "r-011": [4, 0]})
+    res = place(idx, Gang(workers(4, 2), workload_preferred=RACK, segment_preferred=RACK))
+    assert res.placed
+    assert (res.workload_level, res.workload_domain) == (BLOCK, "b00")
+    assert res.objective == (2, (2,))  # workload at depth 2 (block); both segments within one rack
+    assert [(s.level, s.domain) for s in res.segments] == [("kubernetes.io/hostname", "n-000-0"),
+                                                           ("kubernetes.io/hostname", "n-001-0")]
+
+
+def test_workload_required_zone_not_broken():
+    idx = cluster({"r-000": [8], "r-100": [8, 8]})
+    res = place(idx, Gang(workers(4, 2), workload_required=ZONE))
+    assert res.placed and (res.workload_level, res.workload_domain) == (RACK, "r-100")  # deepest shared
+    assert set(res.assignments.values()) == {"n-100-0", "n-100-1"}
+    res = place(idx, Gang(workers(6, 2), workload_required=ZONE))
+    assert not res.placed
+    assert res.reason == ("workload level topology.kubernetes.io/zone: 2 domain(s); the best (z1) holds "
+                          "2 of 3 segments of 2 pods at segment level topology.kubernetes.io/zone "
+                          "(binding resource: nvidia.com/gpu)")
+
+
+def test_heterogeneous_segment_stays_in_required_rack():
+    idx = cluster({"r-000": [8, 2], "r-001": [8, 8]})
+    leader = PodRequest("ns/leader", {GPU: 6000, "pods": 1000}, segment=(0, 0))
+    pods = [leader] + workers(4, 2)  # segment 0 = leader + w-0 + w-1, segment 1 = w-2, w-3
+    res = place(idx, Gang(pods, segment_required=RACK))
+    assert res.placed
+    racks = {s.index: {res.assignments[p][2:5] for p in s.pods} for s in res.segments}
+    assert all(len(v) == 1 for v in racks.values())
+    used: dict[str, int] = {}
+    for p in pods:
+        used[res.assignments[p.key]] = used.get(res.assignments[p.key], 0) + p.requests[GPU]
+    free = {n.name: n.free[GPU] for n in idx.nodes}
+    assert all(v <= free[n] for n, v in used.items())
+
+
+def test_resource_no_node_has():
+    idx = cluster({"r-000": [8]})
+    res = place(idx, Gang([PodRequest("ns/p", {"example.com/fpga": 1000, "pods": 1000})]))
+    assert not res.placed and res.reason == "pod ns/p requests example.com/fpga, which no node in the topology has"
+
+
+def test_overcommitted_resource_not_requested_does_not_block():
+    idx = cluster({"r-000": [8, 8]})
+    first = idx.nodes[0]
+    idx.free[0, idx.col["cpu"]] = -500  # bound pods over-commit cpu on n-000-0
+    res = place(idx, Gang([PodRequest("ns/master", {GPU: 8000, "pods": 1000})] + workers(2, 2)))
+    assert res.placed
+    assert res.assignments["ns/master"] == first.name  # asks no cpu: the over-commit does not matter
+    res = place(idx, Gang([PodRequest("ns/m", {"cpu": 1000, "pods": 1000})]))
+    assert res.assignments["ns/m"] == "n-000-1"

@@ -1,0 +1,87 @@
+"""Kubernetes resource quantities, parsed exactly.
+
+Rule source: Kubernetes apimachinery ``resource.Quantity`` (``ParseQuantity``): a signed decimal
+number, then an optional suffix — binary SI (``Ki Mi Gi Ti Pi Ei``), decimal SI
+(``n u m k M G T P E``) or a decimal exponent (``e3``, ``E-2``). Values are kept as
+:class:`fractions.Fraction` (no floats); the engine compares integer milli-units.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from fractions import Fraction
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
+    "k": Fraction(10**3), "M": Fraction(10**6), "G": Fraction(10**9), "T": Fraction(10**12),
+    "P": Fraction(10**15), "E": Fraction(10**18),
+}
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+)
+#: Largest milli-value the engine handles (int64 arrays); larger values are clamped to it.
+MAX_MILLI = 2**62
+
+
+class QuantityError(ValueError):
+    """A string is not a Kubernetes quantity; the message quotes it."""
+
+
+def parse_quantity(value: object) -> Fraction:
+    """Parse a Kubernetes quantity into an exact :class:`Fraction` of base units.
+
+    ``value``: a string such as ``"500m"``, ``"64Gi"``, ``"1e3"``, ``"1.5"``, or an int (YAML
+    ``cpu: 2``). Floats from YAML (``cpu: 1.5``) are taken through their decimal text.
+    Returns e.g. ``Fraction(1, 2)`` for ``"500m"``, ``68719476736`` for ``"64Gi"``.
+    Raises :class:`QuantityError` for anything else (``"1.5.2"``, ``"10 Gi"``, ``"abc"``, ``""``).
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise QuantityError(f"{value!r} is not a quantity")
+        value = repr(value)
+    if not isinstance(value, str):
+        raise QuantityError(f"{value!r} is not a quantity (expected a string such as '500m' or '64Gi')")
+    m = _QUANTITY_RE.match(value)
+    if not m:
+        raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: '500m', '2', '64Gi', '1e3')")
+    num = Fraction(m.group("num"))
+    suffix = m.group("suffix") or ""
+    if suffix in _BINARY:
+        return num * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return num * _DECIMAL[suffix]
+    exp = int(suffix[1:])
+    if abs(exp) > 30:
+        raise QuantityError(f"{value!r}: exponent out of range")
+    return num * Fraction(10) ** exp
+
+
+def to_milli(q: Fraction, *, round_up: bool) -> int:
+    """Integer milli-units of ``q`` (``Fraction(1, 2)`` → 500), clamped to ±:data:`MAX_MILLI`.
+
+    ``round_up=True`` (requests) rounds towards +∞ like Kubernetes ``MilliValue``;
+    ``round_up=False`` (allocatable) rounds towards −∞, so a comparison never over-commits.
+    """
+    m = q * 1000
+    v = math.ceil(m) if round_up else math.floor(m)
+    return max(-MAX_MILLI, min(MAX_MILLI, v))
+
+
+def format_milli(resource: str, milli: int) -> str:
+    """Human text for a milli-value: ``cpu`` in cores/millicores, ``memory`` in Gi/Mi, others as
+    plain numbers (``format_milli("cpu", 500)`` → ``"500m"``, ``("memory", 2**30*1000)`` → ``"1Gi"``)."""
+    if milli % 1000:
+        return f"{milli}m"
+    v = milli // 1000
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for suf, mult in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if v >= mult and v % mult == 0:
+                return f"{v // mult}{suf}"
+    return str(v)
