@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import keys
 from webhook.core.decision import AdmissionSettings, Decision

@@ -13,7 +13,8 @@ Nothing here deep-copies the reviewed object: the builder only reads it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import jsonpatch
 from jsonpointer import JsonPointer

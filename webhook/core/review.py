@@ -6,7 +6,8 @@ Transport-free: the HTTP adapter (``webhook.http``) and the offline dry run
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.topology import TopologyCatalog

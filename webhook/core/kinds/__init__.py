@@ -8,7 +8,8 @@ CREATE/UPDATE flow the three workload kinds share.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from webhook.core.constraints import MALFORMED
 from webhook.core.decision import AdmissionSettings, Decision

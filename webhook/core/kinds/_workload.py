@@ -9,7 +9,8 @@ the workload root and, for LWS, the leader template).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from webhook.core import keys
 from webhook.core.constraints import AnnotationMap, Resolution, deny, deny_malformed, key_field, quote

@@ -14,7 +14,8 @@ template (root inherited) is honoured, as for the other kinds.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import keys
 from webhook.core.constraints import (

@@ -25,7 +25,8 @@ Segment counts are per group (the LWS gang); the 10,000-segment limit applies pe
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import keys
 from webhook.core.constraints import (

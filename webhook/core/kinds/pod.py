@@ -23,7 +23,8 @@ UPDATE, DELETE and CONNECT: allowed, empty patch.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import keys
 from webhook.core.constraints import deny_malformed, quote, read_string_map

@@ -8,7 +8,8 @@ configured platform identity.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from webhook.core.constraints import (
     SegmentInputs,

@@ -1,0 +1,529 @@
+"""The kustomize manifests under deploy/: rendered with ``kubectl kustomize``, validated against the
+Kubernetes OpenAPI schema (kubernetes-validate, strict) and checked field by field against the
+deployment contract (task brief, DESIGN.md §1, §3, §7).
+
+cert-manager ``Issuer``/``Certificate`` are CRD-typed; kubernetes-validate has no schema for them,
+so their required fields are checked by hand (``test_cert_manager_objects``).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonpatch
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+CRD_FILE = DEPLOY / "crds" / "segments.dev_distributedworkloads.yaml"
+EXAMPLES = ROOT.parent / "shared" / "examples"
+KUBECTL = shutil.which("kubectl")
+K8S_VERSION = "1.30.0"  # matchConditions are GA (admissionregistration v1) since Kubernetes 1.30
+
+NAMESPACE = "segment-webhook-system"
+SERVICE = "segment-webhook"
+CERT_DIR = "/etc/segment-webhook/certs"
+IMAGE = "ghcr.io/segment-webhook/segment-webhook:0.1.0"
+POD_MATCH_EXPRESSION = (
+    "has(object.metadata.labels) && "
+    "('training.kubeflow.org/replica-type' in object.metadata.labels || "
+    "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels)"
+)
+WORKLOAD_RULES = [
+    {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "resources": ["leaderworkersets"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["segments.dev"], "apiVersions": ["v1alpha1"], "resources": ["distributedworkloads"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+]
+POD_RULES = [
+    {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "Namespaced"},
+]
+NAMESPACE_SELECTOR = {
+    "matchExpressions": [
+        {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "segment-webhook-system"]},
+    ],
+}
+
+needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: cannot render kustomize")
+
+
+def kustomize(path: Path) -> list[dict]:
+    out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"kubectl kustomize {path} failed: {out.stderr}"
+    return [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def base():
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed: cannot render kustomize")
+    return kustomize(DEPLOY / "base")
+
+
+@pytest.fixture(scope="module")
+def cert_manager():
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed: cannot render kustomize")
+    return kustomize(DEPLOY / "overlays" / "cert-manager")
+
+
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory):
+    """Render the self-signed overlay from a temporary copy of deploy/ whose certs/ directory is
+    filled by ``segment-webhook certs`` (the documented step). Returns (docs, ca.crt bytes)."""
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed: cannot render kustomize")
+    tmp = tmp_path_factory.mktemp("deploy") / "deploy"
+    shutil.copytree(DEPLOY, tmp, ignore=shutil.ignore_patterns("*.crt", "*.key"))
+    certs = tmp / "overlays" / "self-signed" / "certs"
+    out = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "certs", "--out", str(certs)],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert out.returncode == 0, f"segment-webhook certs failed: {out.stderr}"
+    return kustomize(tmp / "overlays" / "self-signed"), (certs / "ca.crt").read_bytes()
+
+
+def all_renders(base, cert_manager, self_signed):
+    return {"base": base, "cert-manager": cert_manager, "self-signed": self_signed[0]}
+
+
+# ----------------------------------------------------------------- schema validation
+
+CERT_MANAGER_KINDS = {("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")}
+
+
+@needs_kubectl
+def test_every_object_is_valid_kubernetes(base, cert_manager, self_signed):
+    checked = 0
+    for render, docs in all_renders(base, cert_manager, self_signed).items():
+        for doc in docs:
+            if (doc["apiVersion"], doc["kind"]) in CERT_MANAGER_KINDS:
+                continue  # CRD-typed: test_cert_manager_objects
+            try:
+                kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            except kubernetes_validate.ValidationError as exc:
+                pytest.fail(f"{render}: {doc['kind']}/{doc['metadata']['name']} invalid: {exc.message} at {list(exc.path)}")
+            checked += 1
+    # base: Namespace, CRD, ServiceAccount, ClusterRole, ClusterRoleBinding, Service, Deployment,
+    # PodDisruptionBudget, Mutating- and ValidatingWebhookConfiguration = 10; self-signed adds a Secret.
+    assert checked == 10 + 10 + 11
+
+
+def test_strict_validation_is_not_a_no_op(base):
+    """Guard against a validator that accepts anything: an unknown field must fail."""
+    deployment = copy.deepcopy(one(base, "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbez"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+
+
+@needs_kubectl
+def test_base_objects(base):
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in base)
+    assert kinds == sorted([
+        ("Namespace", NAMESPACE),
+        ("CustomResourceDefinition", "distributedworkloads.segments.dev"),
+        ("ServiceAccount", SERVICE),
+        ("ClusterRole", "segment-webhook-topology-reader"),
+        ("ClusterRoleBinding", "segment-webhook-topology-reader"),
+        ("Service", SERVICE),
+        ("Deployment", SERVICE),
+        ("PodDisruptionBudget", SERVICE),
+        ("MutatingWebhookConfiguration", SERVICE),
+        ("ValidatingWebhookConfiguration", SERVICE),
+    ])
+    for d in base:
+        if d["kind"] in ("ServiceAccount", "Service", "Deployment", "PodDisruptionBudget"):
+            assert d["metadata"]["namespace"] == NAMESPACE
+
+
+# ----------------------------------------------------------------- RBAC
+
+@needs_kubectl
+def test_rbac_is_least_privilege(base):
+    role = one(base, "ClusterRole")
+    assert role["rules"] == [{"apiGroups": ["kai.scheduler"], "resources": ["topologies"], "verbs": ["get", "list", "watch"]}]
+    binding = one(base, "ClusterRoleBinding")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "segment-webhook-topology-reader"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
+    assert not [d for d in base if d["kind"] in ("Role", "RoleBinding")]
+    pod = one(base, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE
+
+
+# ----------------------------------------------------------------- Deployment, PDB, Service
+
+@needs_kubectl
+def test_deployment(base):
+    dep = one(base, "Deployment")
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["runAsNonRoot"] is True
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert isinstance(sc["runAsUser"], int) and sc["runAsUser"] != 0
+
+    assert container["image"] == IMAGE
+    assert container["command"] == ["segment-webhook"]
+    assert container["args"] == ["serve", "--bind", "0.0.0.0:8443", "--cert-dir", CERT_DIR]
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+
+    for key in ("requests", "limits"):
+        assert set(container["resources"][key]) == {"cpu", "memory"}
+
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": 8443, "scheme": "HTTPS"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": 8443, "scheme": "HTTPS"}
+
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "SEGMENT_WEBHOOK_PLATFORM_USER" in env and "SEGMENT_WEBHOOK_PLATFORM_GROUP" in env
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # TLS Secret at the cert dir, read-only, as a whole directory (no subPath: rotation works)
+    certs = mounts[CERT_DIR]
+    assert certs.get("readOnly") is True and "subPath" not in certs
+    assert volumes[certs["name"]]["secret"]["secretName"].startswith("segment-webhook-tls")
+    # writable emptyDirs: prometheus multiprocess dir and the temp dir gunicorn's workers use
+    metrics_mount = mounts[env["PROMETHEUS_MULTIPROC_DIR"]]
+    assert "emptyDir" in volumes[metrics_mount["name"]]
+    assert "emptyDir" in volumes[mounts["/tmp"]["name"]]
+    assert env["TMPDIR"] == "/tmp"
+
+
+@needs_kubectl
+def test_container_command_and_env_are_accepted_by_the_cli(base):
+    """The Deployment's command line parses with the real ``segment-webhook`` parser, and every
+    SEGMENT_WEBHOOK_* variable is one that ``serve`` reads (webhook/http/commands.py)."""
+    commands = pytest.importorskip("webhook.http.commands")
+    from webhook.cli import build_parser
+
+    container = one(base, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(container["args"])
+    assert args.command == "serve"
+    assert args.bind == "0.0.0.0:8443"
+    assert args.cert_dir == CERT_DIR
+    known = {commands.env_name(spec.flag) for spec in args._env_flags}
+    ours = {e["name"] for e in container["env"] if e["name"].startswith("SEGMENT_WEBHOOK_")}
+    assert ours <= known, f"unknown variables: {sorted(ours - known)}"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    commands.apply_env(args, env)  # raises UsageError for a bad value
+    assert args.workers == 2 and args.threads == 4
+
+
+@needs_kubectl
+def test_pdb(base):
+    pdb = one(base, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    labels = one(base, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+@needs_kubectl
+def test_service(base):
+    svc = one(base, "Service", SERVICE)
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP"}]
+    labels = one(base, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+
+
+# ----------------------------------------------------------------- webhook configurations
+
+def webhooks_by_name(doc: dict) -> dict:
+    return {w["name"]: w for w in doc["webhooks"]}
+
+
+@needs_kubectl
+def test_mutating_webhook_configuration(base):
+    hooks = webhooks_by_name(one(base, "MutatingWebhookConfiguration"))
+    assert set(hooks) == {"workloads.segment-webhook.segments.dev", "pods.segment-webhook.segments.dev"}
+    for hook in hooks.values():
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "None"
+        assert hook["timeoutSeconds"] == 5
+        assert hook["reinvocationPolicy"] == "IfNeeded"
+        assert hook["namespaceSelector"] == NAMESPACE_SELECTOR
+        assert hook["clientConfig"]["service"] == {"name": SERVICE, "namespace": NAMESPACE, "path": "/mutate", "port": 443}
+    workloads = hooks["workloads.segment-webhook.segments.dev"]
+    assert workloads["rules"] == WORKLOAD_RULES
+    assert workloads["failurePolicy"] == "Fail"
+    assert "matchConditions" not in workloads
+    pods = hooks["pods.segment-webhook.segments.dev"]
+    assert pods["rules"] == POD_RULES
+    assert pods["failurePolicy"] == "Fail"
+    assert pods["matchConditions"] == [{"name": "training-operator-or-lws-pod", "expression": POD_MATCH_EXPRESSION}]
+
+
+@needs_kubectl
+def test_validating_webhook_configuration(base):
+    hooks = webhooks_by_name(one(base, "ValidatingWebhookConfiguration"))
+    assert set(hooks) == {"workloads.segment-webhook.segments.dev"}
+    hook = hooks["workloads.segment-webhook.segments.dev"]
+    assert hook["admissionReviewVersions"] == ["v1"]
+    assert hook["sideEffects"] == "None"
+    assert hook["timeoutSeconds"] == 5
+    assert hook["failurePolicy"] == "Fail"
+    assert "reinvocationPolicy" not in hook  # a mutating-only field
+    assert hook["namespaceSelector"] == NAMESPACE_SELECTOR
+    assert hook["rules"] == WORKLOAD_RULES
+    assert hook["clientConfig"]["service"] == {"name": SERVICE, "namespace": NAMESPACE, "path": "/validate", "port": 443}
+
+
+def cel_eval(expression: str, **variables) -> bool:
+    """Evaluate a CEL expression (cel-python) with JSON-shaped variables."""
+    celpy = pytest.importorskip("celpy", reason="cel-python (test extra) evaluates the CEL expressions")
+    env = celpy.Environment()
+    program = env.program(env.compile(expression))
+    return bool(program.evaluate({k: celpy.json_to_cel(v) for k, v in variables.items()}))
+
+
+@needs_kubectl
+@pytest.mark.parametrize("metadata, expected", [
+    ({"labels": {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "3"}}, True),
+    ({"labels": {"training.kubeflow.org/replica-type": "master"}}, True),
+    ({"labels": {"leaderworkerset.sigs.k8s.io/name": "lws-segmented", "leaderworkerset.sigs.k8s.io/worker-index": "0"}}, True),
+    ({"labels": {"app": "nginx"}}, False),
+    ({"labels": {}}, False),
+    ({"name": "no-labels-at-all"}, False),
+])
+def test_pod_match_condition_selects_training_operator_and_lws_pods(base, metadata, expected):
+    hooks = webhooks_by_name(one(base, "MutatingWebhookConfiguration"))
+    (condition,) = hooks["pods.segment-webhook.segments.dev"]["matchConditions"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": [{"name": "c"}]}}
+    assert cel_eval(condition["expression"], object=pod) is expected
+
+
+# ----------------------------------------------------------------- overlays
+
+@needs_kubectl
+def test_cert_manager_objects(cert_manager):
+    issuers = {d["metadata"]["name"]: d for d in cert_manager if d["kind"] == "Issuer"}
+    certs = {d["metadata"]["name"]: d for d in cert_manager if d["kind"] == "Certificate"}
+    assert set(issuers) == {"segment-webhook-selfsigned", "segment-webhook-ca"}
+    assert set(certs) == {"segment-webhook-ca", "segment-webhook-serving"}
+    for d in list(issuers.values()) + list(certs.values()):
+        assert d["apiVersion"] == "cert-manager.io/v1"
+        assert d["metadata"]["namespace"] == NAMESPACE
+    assert issuers["segment-webhook-selfsigned"]["spec"] == {"selfSigned": {}}
+    ca = certs["segment-webhook-ca"]["spec"]
+    assert ca["isCA"] is True
+    assert ca["issuerRef"]["name"] == "segment-webhook-selfsigned" and ca["issuerRef"]["kind"] == "Issuer"
+    assert issuers["segment-webhook-ca"]["spec"] == {"ca": {"secretName": ca["secretName"]}}
+    serving = certs["segment-webhook-serving"]["spec"]
+    # required fields of a cert-manager v1 Certificate: secretName, issuerRef.name
+    assert serving["secretName"] == "segment-webhook-tls"
+    assert serving["issuerRef"]["name"] == "segment-webhook-ca" and serving["issuerRef"]["kind"] == "Issuer"
+    assert "segment-webhook.segment-webhook-system.svc" in serving["dnsNames"]
+    assert "segment-webhook.segment-webhook-system.svc.cluster.local" in serving["dnsNames"]
+    assert "server auth" in serving["usages"]
+
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        cfg = one(cert_manager, kind)
+        assert cfg["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "segment-webhook-system/segment-webhook-serving"
+    pod = one(cert_manager, "Deployment")["spec"]["template"]["spec"]
+    secret_names = [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v]
+    assert secret_names == ["segment-webhook-tls"]
+
+
+@needs_kubectl
+def test_self_signed_overlay_carries_the_generated_ca(self_signed):
+    docs, ca_pem = self_signed
+    secret = one(docs, "Secret")
+    assert secret["metadata"]["name"].startswith("segment-webhook-tls-")  # name hash: Deployment rolls on rotation
+    assert secret["metadata"]["namespace"] == NAMESPACE
+    assert secret["type"] == "kubernetes.io/tls"
+    assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]
+    assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem
+    assert base64.b64decode(secret["data"]["tls.key"]).startswith(b"-----BEGIN PRIVATE KEY-----")
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v] == [secret["metadata"]["name"]]
+    bundles = 0
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for hook in one(docs, kind)["webhooks"]:
+            assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+            bundles += 1
+    assert bundles == 3
+
+
+def test_self_signed_certs_dir_is_git_ignored():
+    ignore = (DEPLOY / "overlays" / "self-signed" / "certs" / ".gitignore").read_text().split()
+    assert ignore == ["*", "!.gitignore"]
+
+
+# ----------------------------------------------------------------- the DistributedWorkload CRD
+
+@pytest.fixture(scope="module")
+def crd():
+    return yaml.safe_load(CRD_FILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def dw_schema(crd):
+    (version,) = crd["spec"]["versions"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+def test_crd_shape(crd):
+    kubernetes_validate.validate(crd, K8S_VERSION, strict=True)
+    assert crd["apiVersion"] == "apiextensions.k8s.io/v1"
+    spec = crd["spec"]
+    assert spec["group"] == "segments.dev"
+    assert spec["scope"] == "Namespaced"
+    assert spec["names"]["plural"] == "distributedworkloads"
+    assert spec["names"]["kind"] == "DistributedWorkload"
+    (version,) = spec["versions"]
+    assert version["name"] == "v1alpha1" and version["served"] is True and version["storage"] is True
+    assert version["subresources"] == {"status": {}}
+    props = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert props["required"] == ["framework", "workers", "worker"]
+    assert props["properties"]["framework"]["enum"] == ["PyTorch", "TensorFlow", "MPI", "XGBoost", "JAX"]
+    assert props["properties"]["workers"]["minimum"] == 1
+    assert props["properties"]["workersPerSegment"]["minimum"] == 2
+
+
+def _structural(schema, path="openAPIV3Schema"):
+    """Kubernetes structural-schema rules this CRD relies on: every node has a type, no $ref."""
+    assert "$ref" not in schema, f"{path}: $ref is not allowed in a CRD schema"
+    assert "type" in schema, f"{path}: missing type"
+    for name, sub in (schema.get("properties") or {}).items():
+        _structural(sub, f"{path}.properties.{name}")
+    if "items" in schema:
+        _structural(schema["items"], f"{path}.items")
+    if isinstance(schema.get("additionalProperties"), dict):
+        _structural(schema["additionalProperties"], f"{path}.additionalProperties")
+
+
+def test_crd_schema_is_structural(dw_schema):
+    _structural(dw_schema)
+
+
+def test_native_example_is_valid(dw_schema):
+    example = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())
+    jsonschema.validate(example, dw_schema)
+    assert example["spec"]["workersPerSegment"] == 8
+
+
+def _errors(schema, obj) -> dict[str, str]:
+    validator = jsonschema.Draft7Validator(schema)
+    return {".".join(map(str, e.absolute_path)): e.validator for e in validator.iter_errors(obj)}
+
+
+def test_bad_distributed_workload_fails_naming_the_fields(dw_schema):
+    bad = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())
+    bad["spec"]["framework"] = "Foo"
+    bad["spec"]["workers"] = 0
+    assert _errors(dw_schema, bad) == {"spec.framework": "enum", "spec.workers": "minimum"}
+
+
+@pytest.mark.parametrize("mutate, field, rule", [
+    (lambda s: s.update(workersPerSegment=1), "spec.workersPerSegment", "minimum"),
+    (lambda s: s.update(workers="32"), "spec.workers", "type"),
+    (lambda s: s.pop("framework"), "spec", "required"),
+    (lambda s: s.pop("worker"), "spec", "required"),
+    (lambda s: s["worker"].pop("template"), "spec.worker", "required"),
+    (lambda s: s["worker"]["template"]["spec"].pop("containers"), "spec.worker.template.spec", "required"),
+    (lambda s: s.update(master={"template": {"metadata": {"annotations": {"a": 1}}, "spec": {"containers": [{"name": "m"}]}}}),
+     "spec.master.template.metadata.annotations.a", "type"),
+])
+def test_more_bad_distributed_workloads(dw_schema, mutate, field, rule):
+    bad = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())
+    mutate(bad["spec"])
+    assert _errors(dw_schema, bad) == {field: rule}
+
+
+def test_crd_cel_rules_present(dw_schema):
+    rules = [r["rule"] for r in dw_schema["properties"]["spec"]["x-kubernetes-validations"]]
+    assert rules == [
+        "!has(self.workersPerSegment) || self.framework == 'PyTorch'",
+        "!has(self.workersPerSegment) || self.workersPerSegment <= self.workers",
+    ]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ({"framework": "PyTorch", "workers": 32, "workersPerSegment": 8}, [True, True]),
+    ({"framework": "JAX", "workers": 32}, [True, True]),
+    # DESIGN.md §3: workersPerSegment with another framework is denied
+    ({"framework": "JAX", "workers": 32, "workersPerSegment": 8}, [False, True]),
+    # DESIGN.md §5: segment size > replica count is denied
+    ({"framework": "PyTorch", "workers": 4, "workersPerSegment": 8}, [True, False]),
+    ({"framework": "PyTorch", "workers": 8, "workersPerSegment": 8}, [True, True]),
+])
+def test_crd_cel_rules_evaluate(dw_schema, spec, expected):
+    rules = [r["rule"] for r in dw_schema["properties"]["spec"]["x-kubernetes-validations"]]
+    assert [cel_eval(rule, self=spec) for rule in rules] == expected
+
+
+def _pruning_schema(node):
+    """CRD schema -> JSON Schema with the API server's pruning made strict: an object with
+    ``properties`` and no ``x-kubernetes-preserve-unknown-fields`` rejects unknown fields (the API
+    server would silently drop them, so a patch writing there would be lost)."""
+    if isinstance(node, list):
+        return [_pruning_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: ({p: _pruning_schema(s) for p, s in v.items()} if k == "properties" else _pruning_schema(v))
+           for k, v in node.items() if not k.startswith("x-kubernetes-")}
+    if node.get("type") == "object" and "properties" in node and "additionalProperties" not in node \
+            and not node.get("x-kubernetes-preserve-unknown-fields"):
+        out["additionalProperties"] = False
+    return out
+
+
+def test_webhook_patch_of_the_native_example_fits_the_crd(dw_schema):
+    """The webhook's automatic placement (DESIGN.md §6, native kind) writes annotations the CRD
+    keeps: the patched object validates with pruning made strict."""
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.review import review
+    from webhook.core.topology import default_catalog
+
+    obj = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())
+    request = {
+        "uid": "0", "operation": "CREATE", "namespace": "team-a", "name": "llama-tp8",
+        "kind": {"group": "segments.dev", "version": "v1alpha1", "kind": "DistributedWorkload"},
+        "resource": {"group": "segments.dev", "version": "v1alpha1", "resource": "distributedworkloads"},
+        "userInfo": {"username": "alice"}, "object": obj,
+    }
+    decision = review(request, default_catalog(), AdmissionSettings(default_topology="cluster-topology"))
+    assert decision.allowed, decision.message
+    patched = jsonpatch.apply_patch(obj, decision.patch)
+    strict = _pruning_schema(dw_schema)
+    strict["properties"]["metadata"] = {"type": "object"}  # ObjectMeta: validated by the API server itself
+    jsonschema.validate(patched, strict)
+    annotations = patched["spec"]["worker"]["template"]["metadata"]["annotations"]
+    assert annotations["kai.scheduler/segment-size"] == "8"
+    assert annotations["kai.scheduler/segment-topology-preferred-placement"] == "kubernetes.io/hostname"
+    # the strict schema does reject a field the API server would prune
+    stray = copy.deepcopy(patched)
+    stray["spec"]["worker"]["segmentSize"] = 8
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(stray, strict)

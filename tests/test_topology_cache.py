@@ -1,0 +1,483 @@
+"""LiveTopologyCatalog against a loopback server that speaks the Kubernetes list/watch protocol
+for ``kai.scheduler/v1alpha1`` ``topologies`` (one resource, scripted scenarios).
+
+Protocol facts used here (Kubernetes API concepts, "Efficient detection of changes"): a list
+returns ``metadata.resourceVersion``; ``?watch=true&resourceVersion=N`` streams newline-delimited
+JSON events ``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}`` over a chunked
+response; an expired resourceVersion is reported as an ERROR event carrying a ``Status`` with
+``code: 410`` (or as an HTTP 410), after which the client must list again.
+
+No sleeps are assertions: every check polls with a bounded wait (``eventually``).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import random
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from kubernetes import client as k8s_client
+
+from webhook.cluster.topology_cache import Backoff, LiveTopologyCatalog, TopologyCacheError
+
+PATH = "/apis/kai.scheduler/v1alpha1/topologies"
+WAIT = 10.0  # upper bound of every wait, seconds; normally reached in milliseconds
+
+CLUSTER_TOPOLOGY_LEVELS = (
+    "topology.kubernetes.io/zone",
+    "cloud.provider.com/topology-block",
+    "cloud.provider.com/topology-rack",
+    "kubernetes.io/hostname",
+)
+
+
+def topology(name: str, levels, rv: str) -> dict:
+    return {
+        "apiVersion": "kai.scheduler/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": name, "resourceVersion": rv},
+        "spec": {"levels": [{"nodeLabel": lvl} for lvl in levels]},
+    }
+
+
+def gone_event() -> dict:
+    return {
+        "type": "ERROR",
+        "object": {
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "too old resource version: 100 (150)", "reason": "Expired", "code": 410,
+        },
+    }
+
+
+class FakeApiServer:
+    """Loopback HTTP/1.1 server for list + watch of one resource.
+
+    ``items`` / ``list_rv``: what the next list returns. ``list_failures``: how many list requests
+    answer HTTP 500 first. ``watch_status``: HTTP status codes for the next watch requests (e.g.
+    410), consumed one per request. Each watch request gets a queue; ``send(event)``,
+    ``drop()`` (close mid-stream without the terminating chunk) and ``end()`` act on the newest.
+    """
+
+    def __init__(self):
+        self.items: list[dict] = []
+        self.list_rv = "1"
+        self.list_failures = 0
+        self.watch_status: list[int] = []
+        self.list_requests: list[dict] = []
+        self.watch_requests: list[dict] = []
+        self._queues: list[queue.Queue] = []
+        self._cond = threading.Condition()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def do_GET(self):
+                url = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(url.query).items()}
+                if url.path != PATH:
+                    self._json(404, {"kind": "Status", "code": 404, "message": "not found"})
+                elif query.get("watch") == "true":
+                    fake._serve_watch(self, query)
+                else:
+                    fake._serve_list(self, query)
+
+            def _json(self, code, body):
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._handler = Handler
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    # -- server side
+    def _serve_list(self, handler, query):
+        with self._cond:
+            self.list_requests.append(query)
+            fail = self.list_failures > 0
+            if fail:
+                self.list_failures -= 1
+            body = {
+                "apiVersion": "kai.scheduler/v1alpha1", "kind": "TopologyList",
+                "metadata": {"resourceVersion": self.list_rv}, "items": list(self.items),
+            }
+            self._cond.notify_all()
+        if fail:
+            handler._json(500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
+                                "reason": "InternalError", "message": "etcd is sad"})
+        else:
+            handler._json(200, body)
+
+    def _serve_watch(self, handler, query):
+        q: queue.Queue = queue.Queue()
+        with self._cond:
+            self.watch_requests.append(query)
+            status = self.watch_status.pop(0) if self.watch_status else 200
+            if status == 200:
+                self._queues.append(q)
+            self._cond.notify_all()
+        if status != 200:
+            handler._json(status, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status,
+                                   "reason": "Expired" if status == 410 else "InternalError",
+                                   "message": f"status {status}"})
+            return
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        handler.wfile.flush()
+        try:
+            while True:
+                try:
+                    action, payload = q.get(timeout=WAIT * 3)
+                except queue.Empty:
+                    action, payload = "end", None
+                if action == "event":
+                    line = (json.dumps(payload) + "\n").encode()
+                    handler.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                    handler.wfile.flush()
+                elif action == "drop":
+                    handler.close_connection = True
+                    handler.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                else:  # end: the server-side timeoutSeconds elapsed
+                    handler.wfile.write(b"0\r\n\r\n")
+                    handler.wfile.flush()
+                    handler.close_connection = True
+                    return
+        except OSError:  # the client went away (stop())
+            handler.close_connection = True
+
+    # -- test side
+    def start(self):
+        self._thread.start()
+        return self
+
+    def close(self):
+        with self._cond:
+            for q in self._queues:
+                q.put(("end", None))
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def wait_watches(self, n: int) -> dict:
+        """Block until ``n`` watch requests arrived; returns the n-th query."""
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.watch_requests) >= n, WAIT), \
+                f"expected watch request #{n}, got {len(self.watch_requests)}"
+            return self.watch_requests[n - 1]
+
+    def _current(self) -> queue.Queue:
+        with self._cond:
+            return self._queues[-1]
+
+    def send(self, event: dict):
+        self._current().put(("event", event))
+
+    def drop(self):
+        self._current().put(("drop", None))
+
+    def end(self):
+        self._current().put(("end", None))
+
+
+def eventually(predicate, what: str, timeout: float = WAIT):
+    """Poll ``predicate`` until true or ``timeout`` seconds passed (then fail naming ``what``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.005)
+    assert predicate(), f"timed out waiting for: {what}"
+
+
+def fast_backoff() -> Backoff:
+    return Backoff(initial=0.01, maximum=0.05, rng=random.Random(7))
+
+
+@pytest.fixture
+def server():
+    srv = FakeApiServer().start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def make_cache(server):
+    caches = []
+
+    def make(**kwargs):
+        cfg = k8s_client.Configuration()
+        cfg.host = f"http://127.0.0.1:{server.port}"
+        cache = LiveTopologyCatalog(k8s_client.ApiClient(cfg), backoff=fast_backoff(), **kwargs)
+        caches.append(cache)
+        return cache
+
+    yield make
+    for cache in caches:
+        cache.stop()
+        assert not cache._thread.is_alive(), "the cache thread did not stop"
+
+
+def test_initial_list_then_added_modified_deleted_and_bookmark(server, make_cache):
+    server.items = [
+        topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90"),
+        # malformed: no levels -> skipped with a warning, never fatal
+        {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+         "metadata": {"name": "broken", "resourceVersion": "91"}, "spec": {"levels": []}},
+    ]
+    server.list_rv = "100"
+    cache = make_cache()
+    assert cache.synced is False
+    assert cache.names() == []
+    cache.start()
+
+    assert cache.wait_synced(WAIT) is True
+    assert cache.names() == ["cluster-topology"]
+    assert cache.get("cluster-topology").levels == CLUSTER_TOPOLOGY_LEVELS
+    assert cache.get("broken") is None
+
+    first = server.wait_watches(1)
+    assert first["watch"] == "true"
+    assert first["resourceVersion"] == "100"
+    assert first["allowWatchBookmarks"] == "true"
+    assert len(server.list_requests) == 1
+
+    server.send({"type": "ADDED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "101")})
+    eventually(lambda: cache.names() == ["cluster-topology", "rack-only"], "ADDED rack-only")
+    assert cache.get("rack-only").levels == ("cloud.provider.com/topology-rack",)
+
+    server.send({"type": "MODIFIED", "object": topology(
+        "rack-only", ["cloud.provider.com/topology-rack", "kubernetes.io/hostname"], "102")})
+    eventually(lambda: cache.get("rack-only").levels == ("cloud.provider.com/topology-rack", "kubernetes.io/hostname"),
+               "MODIFIED rack-only")
+
+    server.send({"type": "DELETED", "object": topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "103")})
+    eventually(lambda: cache.names() == ["rack-only"], "DELETED cluster-topology")
+    assert cache.get("cluster-topology") is None
+
+    server.send({"type": "BOOKMARK", "object": {"kind": "Topology", "apiVersion": "kai.scheduler/v1alpha1",
+                                                "metadata": {"resourceVersion": "150"}}})
+    eventually(lambda: cache.resource_version == "150", "BOOKMARK advances the resourceVersion")
+
+    # A malformed object (invalid label key) is skipped; the thread lives on and applies the next event.
+    server.send({"type": "ADDED", "object": topology("bad-key", ["not a label key!"], "151")})
+    server.send({"type": "ADDED", "object": topology("zone-only", ["topology.kubernetes.io/zone"], "152")})
+    eventually(lambda: "zone-only" in cache.names(), "ADDED after a malformed object")
+    assert cache.names() == ["rack-only", "zone-only"]
+    assert cache.resource_version == "152"
+    assert cache.synced is True
+    assert len(server.watch_requests) == 1  # all of it on one watch connection
+    assert len(server.list_requests) == 1
+
+
+def test_error_event_410_gone_relists_and_watches_from_new_version(server, make_cache):
+    server.items = [topology("old", ["kubernetes.io/hostname"], "5")]
+    server.list_rv = "100"
+    cache = make_cache().start()
+    assert server.wait_watches(1)["resourceVersion"] == "100"
+    assert cache.names() == ["old"]
+
+    # Meanwhile the cluster changed and the watch window expired.
+    server.items = [topology("new", ["topology.kubernetes.io/zone", "kubernetes.io/hostname"], "180")]
+    server.list_rv = "200"
+    server.send(gone_event())
+
+    second = server.wait_watches(2)
+    assert second["resourceVersion"] == "200"
+    assert len(server.list_requests) == 2
+    eventually(lambda: cache.names() == ["new"], "catalog replaced by the re-list")
+    assert cache.get("new").levels == ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
+    assert cache.synced is True
+    assert cache.list_count == 2
+
+
+def test_http_410_on_watch_request_relists(server, make_cache):
+    server.items = [topology("a", ["kubernetes.io/hostname"], "7")]
+    server.list_rv = "100"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    server.watch_status = [410]  # the next watch request is answered with HTTP 410
+    server.list_rv = "300"
+    server.end()  # server-side timeout: the client re-watches from 100 and gets 410
+
+    assert server.wait_watches(2)["resourceVersion"] == "100"
+    third = server.wait_watches(3)
+    assert third["resourceVersion"] == "300"
+    assert len(server.list_requests) == 2
+    assert cache.names() == ["a"]
+
+
+def test_dropped_connection_resumes_from_last_resource_version_without_relist(server, make_cache):
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    server.send({"type": "ADDED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "105")})
+    eventually(lambda: cache.get("rack-only") is not None, "ADDED before the drop")
+
+    server.drop()  # connection closed mid-stream (no terminating chunk)
+
+    resumed = server.wait_watches(2)
+    assert resumed["resourceVersion"] == "105"
+    assert len(server.list_requests) == 1
+    server.send({"type": "DELETED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "106")})
+    eventually(lambda: cache.names() == ["cluster-topology"], "DELETED after the resume")
+    assert cache.synced is True
+
+
+def test_clean_watch_end_resumes_from_last_resource_version(server, make_cache):
+    server.list_rv = "100"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    server.send({"type": "ADDED", "object": topology("z", ["topology.kubernetes.io/zone"], "120")})
+    eventually(lambda: cache.names() == ["z"], "ADDED z")
+    server.end()
+    assert server.wait_watches(2)["resourceVersion"] == "120"
+    assert len(server.list_requests) == 1
+
+
+def test_list_errors_back_off_then_sync(server, make_cache):
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
+    server.list_failures = 3  # HTTP 500 three times
+    cache = make_cache()
+    cache.start()
+    assert cache.wait_synced(WAIT) is True
+    assert len(server.list_requests) == 4
+    assert cache.names() == ["cluster-topology"]
+    assert server.wait_watches(1)["resourceVersion"] == "100"
+
+
+def test_synced_stays_true_while_watch_fails(server, make_cache):
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    server.watch_status = [500, 500]
+    server.end()
+    server.wait_watches(3)
+    eventually(lambda: cache.last_error is not None or len(server.watch_requests) >= 4, "watch errors seen")
+    assert cache.synced is True
+    assert cache.names() == ["cluster-topology"]
+    fourth = server.wait_watches(4)  # back-off, then resumes from the same version
+    assert fourth["resourceVersion"] == "100"
+    assert len(server.list_requests) == 1
+
+
+def test_stop_closes_an_open_watch(server, make_cache):
+    server.list_rv = "1"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    cache.stop(timeout=WAIT)
+    assert not cache._thread.is_alive()
+
+
+def test_reads_are_consistent_under_concurrent_updates(server, make_cache):
+    """Readers never see a half-applied update: each snapshot of names() is a set that
+    existed (the catalog is replaced, never edited in place)."""
+    server.list_rv = "1"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    seen_bad = []
+    stop = threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            for name in cache.names():
+                topo = cache.get(name)
+                if topo is not None and topo.name != name:
+                    seen_bad.append(name)
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for i in range(200):
+        server.send({"type": "ADDED", "object": topology(f"t{i}", ["kubernetes.io/hostname"], str(10 + i))})
+    eventually(lambda: len(cache.names()) == 200, "200 topologies added")
+    stop.set()
+    for t in threads:
+        t.join()
+    assert seen_bad == []
+    assert cache.resource_version == "209"
+
+
+def test_from_kubeconfig_file(server, tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+    }))
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
+    cache = LiveTopologyCatalog.from_kubeconfig(str(kubeconfig), backoff=fast_backoff()).start()
+    try:
+        assert cache.wait_synced(WAIT) is True
+        assert cache.names() == ["cluster-topology"]
+    finally:
+        cache.stop()
+
+
+def test_from_kubeconfig_errors_name_the_source(tmp_path, monkeypatch):
+    missing = str(tmp_path / "nope.yaml")
+    with pytest.raises(TopologyCacheError, match="nope.yaml"):
+        LiveTopologyCatalog.from_kubeconfig(missing)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    with pytest.raises(TopologyCacheError, match="in-cluster"):
+        LiveTopologyCatalog.from_kubeconfig(None)
+
+
+def test_backoff_doubles_to_the_cap_and_resets():
+    b = Backoff(initial=0.2, maximum=30.0, factor=2.0, jitter=0.0)
+    delays = [b.next_delay() for _ in range(10)]
+    assert delays == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0])
+    b.reset()
+    assert b.next_delay() == pytest.approx(0.2)
+
+
+def test_backoff_jitter_stays_within_half_to_full_delay():
+    b = Backoff(initial=0.2, maximum=30.0, jitter=0.5, rng=random.Random(1))
+    bases = [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]
+    delays = [b.next_delay() for _ in bases]
+    for d, base in zip(delays, bases):
+        assert base * 0.5 <= d <= base
+    assert len(set(delays)) == len(delays)  # jittered, not a fixed ladder
+
+
+@pytest.mark.parametrize("kwargs", [{"initial": 0}, {"initial": 1, "maximum": 0.5}, {"factor": 0.5}, {"jitter": 2}])
+def test_backoff_rejects_bad_parameters(kwargs):
+    with pytest.raises(ValueError):
+        Backoff(**kwargs)
+
+
+def test_missing_crd_404_is_retried_with_a_hint(server, make_cache, monkeypatch):
+    """A cluster without the Topology CRD answers 404: the cache stays unsynced, keeps retrying
+    with back-off, and its last error tells the operator what is missing."""
+    import webhook.cluster.topology_cache as tc
+
+    monkeypatch.setattr(tc, "PLURAL", "no-such-resources")  # the fake server answers 404 for it
+    cache = make_cache().start()
+    eventually(lambda: cache.last_error is not None, "a recorded list error")
+    assert "404" in cache.last_error
+    assert "topologies.kai.scheduler installed" in cache.last_error
+    assert cache.synced is False
+    assert cache.names() == []
