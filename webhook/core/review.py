@@ -26,8 +26,9 @@ def review(
     (``webhook.core.kinds.*``). ``mutate=False`` runs the same checks without building a patch
     (the ``/validate`` endpoint). Kinds the webhook does not handle are allowed unchanged.
 
-    Never raises for any JSON-shaped input: a malformed object yields a denied Decision with
-    code 400 naming the field.
+    A malformed object yields a denied Decision with code 400 naming the field; it does not
+    raise for user input (checked by the hypothesis tests). An exception would be a bug here,
+    and the transport turns it into a visible denial with code 500 (DESIGN.md §5: never HTTP 5xx).
     """
     from webhook.core.kinds import dispatch  # late import keeps this module tiny
 

@@ -49,26 +49,20 @@ def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Adm
     """Route one AdmissionReview v1 ``request`` to its kind handler and return the Decision.
 
     ``request``: the ``request`` member (a dict). Kinds not listed in :data:`HANDLERS` are
-    allowed with an empty patch. Never raises for any JSON value: a request that is not an
-    object is denied with code 400 (rule ``malformed-object``), and an unexpected exception in a
-    handler is turned into the same kind of denial naming the request (so the HTTP layer never
-    answers 5xx and a worker never crashes).
+    allowed with an empty patch. A request that is not an object is denied with code 400 (rule
+    ``malformed-object``); every malformed field inside it is denied by the handlers, which
+    validate before they read. An exception escaping a handler is a bug of this project, not of
+    the user's object, so it is NOT disguised as a 400 here: the transport
+    (``webhook.http.envelope.handle``) logs it and answers an AdmissionReview denial with
+    ``status.code`` 500, never an HTTP 5xx.
     """
     if not isinstance(request, Mapping):
         decision = Decision(kind="unknown")
         decision.deny(MALFORMED, "request", "request must be an AdmissionReview v1 request object "
                       f"(got {type(request).__name__}) (rule {MALFORMED}); fix: send an AdmissionReview v1 body.", 400)
         return decision
-    kind = "unknown"
-    try:
-        group, kind = group_kind(request)
-        handler = HANDLERS.get((group, kind))
-        if handler is None:
-            return Decision(kind=kind or "unknown")
-        return handler(request, catalog, settings, mutate=mutate)
-    except Exception as exc:  # defensive: handlers validate first, so this is not normally hit
-        decision = Decision(kind=kind or "unknown")
-        decision.deny(MALFORMED, "request.object",
-                      f"request.object: the {kind or 'object'} could not be processed ({type(exc).__name__}) "
-                      f"(rule {MALFORMED}); fix: check the object against its CRD schema.", 400)
-        return decision
+    group, kind = group_kind(request)
+    handler = HANDLERS.get((group, kind))
+    if handler is None:
+        return Decision(kind=kind or "unknown")
+    return handler(request, catalog, settings, mutate=mutate)

@@ -1,0 +1,355 @@
+"""Flask app + AdmissionReview envelope (webhook.http.app, webhook.http.envelope), in-process.
+
+Transport rules are checked with a stub domain function (the contract types of
+webhook.core.decision); the domain answers with the real core (webhook.core.review).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+
+import jsonpatch
+import pytest
+from prometheus_client import CollectorRegistry
+
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.topology import StaticTopologyCatalog, default_catalog
+from webhook.http import envelope
+from webhook.http.app import MAX_BODY_BYTES, create_app
+from webhook.http.metrics import ReviewMetrics
+
+JSON = "application/json"
+SEG = "kai.scheduler/segment-size"
+TOPO = "kai.scheduler/topology"
+SEG_REQ = "kai.scheduler/segment-topology-required-placement"
+RACK = "cloud.provider.com/topology-rack"
+
+
+def review_doc(uid="uid-1", operation="CREATE", obj=None, kind=("kubeflow.org", "v1", "PyTorchJob"), **extra):
+    request = {
+        "uid": uid,
+        "kind": {"group": kind[0], "version": kind[1], "kind": kind[2]},
+        "operation": operation,
+        "namespace": "team-a",
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": obj if obj is not None else {"apiVersion": "/".join(filter(None, kind[:2])), "kind": kind[2],
+                                                "metadata": {"name": "job-1", "namespace": "team-a"}},
+    }
+    request.update(extra)
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+def stub(decision: Decision, calls: list | None = None):
+    def review_fn(request, catalog, settings, *, mutate=True):
+        if calls is not None:
+            calls.append((request, mutate))
+        return decision
+    return review_fn
+
+
+def make_app(review_fn=None, catalog=None, tls_ready=None, settings=AdmissionSettings()):
+    metrics = ReviewMetrics(CollectorRegistry())
+    app = create_app(catalog or StaticTopologyCatalog(), settings, tls_ready=tls_ready, metrics=metrics,
+                     review_fn=review_fn)
+    return app.test_client(), metrics
+
+
+@pytest.fixture(autouse=True)
+def _single_process_metrics(monkeypatch):
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+
+def post(client, path, body, content_type=JSON):
+    data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+    return client.post(path, data=data, content_type=content_type)
+
+
+# ------------------------------------------------------------------ transport: 4xx, never 5xx
+
+def test_wrong_content_type_is_415():
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    resp = post(client, "/mutate", review_doc(), content_type="text/plain")
+    assert resp.status_code == 415
+    assert resp.get_json() == {"error": "Content-Type must be application/json, got 'text/plain'",
+                               "field": "Content-Type"}
+
+
+def test_json_with_charset_parameter_is_accepted():
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    resp = post(client, "/mutate", review_doc(), content_type="application/json; charset=utf-8")
+    assert resp.status_code == 200
+    assert resp.get_json()["response"] == {"uid": "uid-1", "allowed": True}
+
+
+def test_body_over_3_mib_is_413_before_reading():
+    calls: list = []
+    client, _ = make_app(stub(Decision(kind="PyTorchJob"), calls))
+    resp = post(client, "/mutate", b"x" * (3 * 1024 * 1024 + 1))
+    assert resp.status_code == 413
+    assert resp.get_json()["field"] == "body"
+    assert "3145728-byte limit" in resp.get_json()["error"]
+    assert calls == []
+
+
+def test_body_without_content_length_is_cut_at_3_mib():
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    stream = io.BytesIO(b"{" + b" " * (3 * 1024 * 1024 + 10) + b"}")
+    resp = client.post("/mutate", input_stream=stream, content_type=JSON,
+                       environ_overrides={"wsgi.input_terminated": True})
+    assert resp.status_code == 413
+    assert resp.get_json()["field"] == "body"
+
+
+def test_body_of_exactly_3_mib_is_read():
+    assert MAX_BODY_BYTES == 3145728
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    doc = json.dumps(review_doc())
+    body = doc + " " * (MAX_BODY_BYTES - len(doc))
+    assert len(body) == MAX_BODY_BYTES
+    resp = post(client, "/mutate", body)
+    assert resp.status_code == 200
+    assert resp.get_json()["response"]["uid"] == "uid-1"
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        (b"not json", "body"),
+        (b"\xff\xfe", "body"),
+        (b"NaN", "body"),
+        (b"[1, 2]", "body"),
+        (b"[" * 100000 + b"]" * 100000, "body"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(), "request"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "request": {"uid": 7}}).encode(), "request.uid"),
+        (json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                     "request": {"uid": ""}}).encode(), "request.uid"),
+    ],
+)
+def test_body_without_usable_uid_is_plain_400(body, field):
+    client, metrics = make_app(stub(Decision(kind="PyTorchJob")))
+    resp = post(client, "/mutate", body)
+    assert resp.status_code == 400
+    assert resp.get_json()["field"] == field
+    assert metrics.reviews.labels(kind="other", operation="unknown", decision="malformed")._value.get() == 1
+
+
+@pytest.mark.parametrize(
+    "mutation, field",
+    [
+        ({"apiVersion": "admission.k8s.io/v1beta1"}, "apiVersion"),
+        ({"kind": "TokenReview"}, "kind"),
+        ({"request.kind": "PyTorchJob"}, "request.kind"),
+        ({"request.kind": {"group": "kubeflow.org", "kind": "PyTorchJob"}}, "request.kind.version"),
+        ({"request.operation": "PATCH"}, "request.operation"),
+        ({"request.object": None}, "request.object"),
+        ({"request.object": []}, "request.object"),
+        ({"request.operation": "UPDATE"}, "request.oldObject"),
+        ({"request.userInfo": {"username": "bob", "groups": "admins"}}, "request.userInfo.groups"),
+        ({"request.userInfo": "bob"}, "request.userInfo"),
+        ({"request.namespace": 5}, "request.namespace"),
+    ],
+)
+def test_malformed_review_with_uid_is_denied_with_400_naming_the_field(mutation, field):
+    doc = review_doc(uid="u-malformed")
+    for key, value in mutation.items():
+        if key.startswith("request."):
+            doc["request"][key.split(".", 1)[1]] = value
+        else:
+            doc[key] = value
+    calls: list = []
+    client, _ = make_app(stub(Decision(kind="PyTorchJob"), calls))
+    resp = post(client, "/mutate", doc)
+    assert resp.status_code == 200
+    body = resp.get_json()
+    assert body["apiVersion"] == "admission.k8s.io/v1"
+    assert body["kind"] == "AdmissionReview"
+    assert body["response"]["uid"] == "u-malformed"
+    assert body["response"]["allowed"] is False
+    assert body["response"]["status"]["code"] == 400
+    assert f"malformed AdmissionReview: {field} " in body["response"]["status"]["message"]
+    assert calls == []
+
+
+# ------------------------------------------------------------------ response encoding
+
+def test_patch_is_base64_jsonpatch_only_when_non_empty():
+    ops = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    client, _ = make_app(stub(Decision(kind="Pod", patch=ops, warnings=["w1"])))
+    resp = post(client, "/mutate", review_doc(kind=("", "v1", "Pod")))
+    r = resp.get_json()["response"]
+    assert r["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(r["patch"])) == ops
+    assert r["warnings"] == ["w1"]
+    assert "status" not in r
+
+    client, _ = make_app(stub(Decision(kind="Pod")))
+    r = post(client, "/mutate", review_doc(kind=("", "v1", "Pod"))).get_json()["response"]
+    assert r == {"uid": "uid-1", "allowed": True}
+
+
+def test_validate_runs_core_without_mutation_and_never_patches():
+    ops = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    calls: list = []
+    client, _ = make_app(stub(Decision(kind="Pod", patch=ops), calls))
+    r = post(client, "/validate", review_doc()).get_json()["response"]
+    assert r == {"uid": "uid-1", "allowed": True}
+    assert calls[0][1] is False
+
+
+def test_denial_carries_code_message_and_no_patch():
+    d = Decision(kind="PyTorchJob", patch=[{"op": "add", "path": "/x", "value": 1}])
+    d.deny("segment-size-not-integer", "spec.x", "bad value")
+    d.deny("other-rule", "spec.y", "second")
+    client, metrics = make_app(stub(d))
+    r = post(client, "/mutate", review_doc()).get_json()["response"]
+    assert r == {"uid": "uid-1", "allowed": False,
+                 "status": {"code": 403, "message": "2 problems: (1) bad value (2) second"}}
+    assert metrics.denials.labels(rule="segment-size-not-integer")._value.get() == 1
+    assert metrics.denials.labels(rule="other-rule")._value.get() == 1
+    assert metrics.reviews.labels(kind="PyTorchJob", operation="CREATE", decision="denied")._value.get() == 1
+
+
+def test_internal_error_is_a_visible_500_denial_not_an_http_5xx(caplog):
+    def broken(request, catalog, settings, *, mutate=True):
+        raise KeyError("boom")
+
+    client, metrics = make_app(broken)
+    with caplog.at_level(logging.ERROR, logger="segment_webhook.envelope"):
+        resp = post(client, "/mutate", review_doc(uid="u-err"))
+    assert resp.status_code == 200
+    r = resp.get_json()["response"]
+    assert r["uid"] == "u-err"
+    assert r["allowed"] is False
+    assert r["status"]["code"] == 500
+    assert "u-err" in r["status"]["message"]
+    assert any("KeyError" in (rec.exc_text or "") for rec in caplog.records)
+    assert metrics.denials.labels(rule="internal-error")._value.get() == 1
+
+
+def test_one_json_log_line_per_review(caplog):
+    d = Decision(kind="PyTorchJob")
+    d.deny("segment-size-too-small", "spec.x", "too small")
+    client, _ = make_app(stub(d))
+    with caplog.at_level(logging.INFO, logger="segment_webhook.review"):
+        post(client, "/mutate", review_doc(uid="u-log"))
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "segment_webhook.review"]
+    assert len(lines) == 1
+    rec = lines[0]
+    assert {k: rec[k] for k in ("uid", "kind", "namespace", "name", "user", "operation", "decision", "rule")} == {
+        "uid": "u-log", "kind": "PyTorchJob", "namespace": "team-a", "name": "job-1", "user": "alice",
+        "operation": "CREATE", "decision": "denied", "rule": "segment-size-too-small"}
+    assert isinstance(rec["duration_ms"], float) and rec["duration_ms"] >= 0
+
+
+# ------------------------------------------------------------------ health, readiness, metrics
+
+class _Unsynced(StaticTopologyCatalog):
+    @property
+    def synced(self):
+        return False
+
+
+def test_healthz_and_readyz():
+    client, _ = make_app(stub(Decision(kind="x")))
+    assert client.get("/healthz").status_code == 200
+    resp = client.get("/readyz")
+    assert resp.status_code == 200
+    assert resp.get_json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}
+
+    client, _ = make_app(stub(Decision(kind="x")), catalog=_Unsynced())
+    resp = client.get("/readyz")
+    assert resp.status_code == 503
+    assert resp.get_json()["topologiesSynced"] is False
+
+    client, _ = make_app(stub(Decision(kind="x")), tls_ready=lambda: False)
+    resp = client.get("/readyz")
+    assert resp.status_code == 503
+    assert resp.get_json()["certificateLoaded"] is False
+
+
+def test_metrics_exposition_counts_reviews():
+    client, _ = make_app(stub(Decision(kind="Pod")))
+    post(client, "/mutate", review_doc(kind=("", "v1", "Pod")))
+    post(client, "/mutate", review_doc(kind=("", "v1", "Pod")))
+    post(client, "/mutate", review_doc(kind=("example.com", "v1", "Widget")))
+    text = client.get("/metrics").get_data(as_text=True)
+    assert 'segment_webhook_reviews_total{decision="allowed",kind="Pod",operation="CREATE"} 2.0' in text
+    assert 'segment_webhook_reviews_total{decision="allowed",kind="other",operation="CREATE"} 1.0' in text
+    assert "segment_webhook_review_duration_seconds_count 3.0" in text
+
+
+def test_unknown_path_and_method_are_json_4xx():
+    client, _ = make_app(stub(Decision(kind="x")))
+    assert client.get("/nope").status_code == 404
+    resp = client.get("/mutate")
+    assert resp.status_code == 405
+    assert resp.get_json()["code"] == 405
+
+
+# ------------------------------------------------------------------ real domain core (DESIGN.md)
+
+SEED_TP4 = {
+    "apiVersion": "kubeflow.org/v1",
+    "kind": "PyTorchJob",
+    "metadata": {"name": "pytorch-tp4", "namespace": "default"},
+    "spec": {"pytorchReplicaSpecs": {
+        "Master": {"replicas": 1, "template": {"spec": {"containers": [
+            {"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}},
+        "Worker": {"replicas": 16, "template": {
+            "metadata": {"annotations": {TOPO: "cluster-topology", SEG: "4", SEG_REQ: RACK}},
+            "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}},
+    }},
+}
+
+
+def _core_app():
+    return make_app(None, catalog=default_catalog(), settings=AdmissionSettings(default_topology="cluster-topology"))
+
+
+def _patched(obj, response):
+    return jsonpatch.apply_patch(obj, envelope.decode_patch({"response": response}))
+
+
+def test_core_seed_pytorchjob_is_allowed():
+    client, _ = _core_app()
+    r = post(client, "/mutate", review_doc(uid="seed", obj=SEED_TP4)).get_json()["response"]
+    assert r["uid"] == "seed"
+    assert r["allowed"] is True
+    out = _patched(SEED_TP4, r)
+    worker = out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert worker[TOPO] == "cluster-topology"
+    assert worker[SEG] == "4"
+    assert worker[SEG_REQ] == RACK
+
+
+def test_core_segment_size_4x_is_denied_403_naming_the_field():
+    client, metrics = _core_app()
+    job = json.loads(json.dumps(SEED_TP4))
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG] = "4x"
+    resp = post(client, "/mutate", review_doc(uid="bad", obj=job))
+    assert resp.status_code == 200
+    r = resp.get_json()["response"]
+    assert r["allowed"] is False
+    assert r["status"]["code"] == 403
+    assert SEG in r["status"]["message"]
+    assert "4x" in r["status"]["message"]
+    assert "patch" not in r
+
+
+def test_core_pod_worker_index_5_segment_size_4_gets_segment_1():
+    client, _ = _core_app()
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "pytorch-tp4-worker-5", "namespace": "default",
+                        "labels": {"training.kubeflow.org/replica-type": "worker",
+                                   "training.kubeflow.org/replica-index": "5"},
+                        "annotations": {SEG: "4", TOPO: "cluster-topology"}},
+           "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    r = post(client, "/mutate", review_doc(uid="pod", obj=pod, kind=("", "v1", "Pod"))).get_json()["response"]
+    assert r["allowed"] is True
+    labels = _patched(pod, r)["metadata"]["labels"]
+    assert labels["kai.scheduler/segment-index"] == "1"
+    assert labels["kai.scheduler/subgroup-name"] == "worker-1"

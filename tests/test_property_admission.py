@@ -1,0 +1,381 @@
+"""Property tests: random and malformed AdmissionReviews and annotation values at /mutate.
+
+Properties (brief item 8, DESIGN.md §5): every answer is well-formed JSON; HTTP 200 or 4xx, never
+5xx; an AdmissionReview answer carries the request's uid whenever the request had one; a denial
+has status.code 400 or 403 and a message; a patch is only sent when allowed and applies cleanly to
+the object (kube-apiserver would reject the review otherwise); warnings are at most 120
+characters. Most examples go through the Flask test client; a few go over real HTTPS.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import jsonpatch
+import pytest
+import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
+
+from webhook.core.decision import AdmissionSettings
+from webhook.core.topology import default_catalog
+from webhook.http.app import create_app
+from webhook.http.metrics import ReviewMetrics
+
+KEYS = [
+    "kai.scheduler/topology",
+    "kai.scheduler/topology-required-placement",
+    "kai.scheduler/topology-preferred-placement",
+    "kai.scheduler/segment-size",
+    "kai.scheduler/segment-topology-required-placement",
+    "kai.scheduler/segment-topology-preferred-placement",
+    "kai.scheduler/segment-leader-policy",
+]
+LEVELS = ["topology.kubernetes.io/zone", "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack",
+          "kubernetes.io/hostname", "not a label", "example.com/unknown"]
+
+json_scalars = st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+GOOD_VALUES = {
+    "kai.scheduler/topology": ["cluster-topology"],
+    "kai.scheduler/segment-size": ["2", "4", "8"],
+    "kai.scheduler/segment-leader-policy": ["LeaderWorker", "LeaderExcluded"],
+}
+annotation_value = st.one_of(
+    st.sampled_from(["4", "2", "1", "0", "-1", "4x", "1e3", " 4", "", "16", "17", "99999999999", "cluster-topology",
+                     "nope", "LeaderWorker", "LeaderExcluded"] + LEVELS),
+    st.text(max_size=10),
+    st.integers(-5, 40),   # not a string: malformed annotation map
+    st.none(),
+)
+
+
+@st.composite
+def good_annotations(draw):
+    """Mostly legal values (the path that builds patches), sometimes one odd value."""
+    ann = {}
+    for key in draw(st.sets(st.sampled_from(KEYS), max_size=4)):
+        ann[key] = draw(st.sampled_from(GOOD_VALUES.get(key, LEVELS[:4])))
+    if draw(st.integers(0, 4)) == 0:
+        ann[draw(st.sampled_from(KEYS))] = draw(annotation_value)
+    return ann
+
+
+annotations = st.one_of(good_annotations(), good_annotations(), good_annotations(),
+                        st.dictionaries(st.sampled_from(KEYS), annotation_value, max_size=5), json_values)
+replicas = st.one_of(st.integers(1, 33), st.integers(1, 33), st.integers(-2, 40), st.none(), st.sampled_from(["4", "x"]))
+
+
+def template(ann):
+    return {"metadata": {"annotations": ann}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+@st.composite
+def pytorchjobs(draw, annotations=annotations, replicas=replicas):
+    specs = {"Worker": {"replicas": draw(replicas), "template": template(draw(annotations))}}
+    if draw(st.booleans()):
+        specs["Master"] = {"replicas": 1, "template": template(draw(annotations))}
+    spec = {"pytorchReplicaSpecs": specs}
+    if draw(st.booleans()):
+        spec["runPolicy"] = {"suspend": draw(st.booleans())}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "j", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
+def lws(draw, annotations=annotations, replicas=replicas):
+    lwt = {"size": draw(replicas), "workerTemplate": template(draw(annotations))}
+    if draw(st.booleans()):
+        lwt["leaderTemplate"] = template(draw(annotations))
+    if draw(st.booleans()):
+        lwt["subGroupPolicy"] = {"subGroupSize": draw(replicas),
+                                 "subGroupPolicyType": draw(st.sampled_from(["LeaderWorker", "LeaderExcluded", "x"]))}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "l", "annotations": draw(annotations)}, "spec": {"leaderWorkerTemplate": lwt}}
+
+
+@st.composite
+def native(draw, annotations=annotations, replicas=replicas, frameworks=("PyTorch", "MPI", "JAX", 3)):
+    spec = {"framework": draw(st.sampled_from(frameworks)), "workers": draw(replicas),
+            "worker": {"template": template(draw(annotations))}}
+    if draw(st.booleans()):
+        spec["workersPerSegment"] = draw(replicas)
+    return {"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload",
+            "metadata": {"name": "d", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
+def pods(draw):
+    labels = draw(st.dictionaries(
+        st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
+                         "leaderworkerset.sigs.k8s.io/worker-index"]),
+        st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4)), max_size=3))
+    ann = draw(st.dictionaries(
+        st.sampled_from(KEYS + ["leaderworkerset.sigs.k8s.io/size", "leaderworkerset.sigs.k8s.io/subgroup-size",
+                                "leaderworkerset.sigs.k8s.io/subgroup-policy-type"]),
+        st.one_of(annotation_value, st.sampled_from(["5", "9", "2"])), max_size=4))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels, "annotations": ann},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+objects = st.one_of(pytorchjobs(), lws(), native(), pods(), json_values)
+
+
+def gvk_of(obj):
+    if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str):
+        group, _, version = obj["apiVersion"].rpartition("/")
+        return {"group": group, "version": version, "kind": obj.get("kind")}
+    return {"group": "", "version": "v1", "kind": "Pod"}
+
+
+workloads = st.one_of(pytorchjobs(), lws(), native(), pods())
+clean_replicas = st.integers(1, 33)
+@st.composite
+def seedlike(draw):
+    """Legal variants of the seed manifests (DESIGN.md §3): mostly allowed, usually patched."""
+    size = draw(st.sampled_from(["2", "4"]))
+    seg = {"kai.scheduler/segment-size": size}
+    if draw(st.booleans()):
+        seg["kai.scheduler/segment-topology-required-placement"] = "cloud.provider.com/topology-rack"
+    if draw(st.booleans()):
+        seg["kai.scheduler/segment-topology-preferred-placement"] = "kubernetes.io/hostname"
+    root = {}
+    if draw(st.booleans()):
+        root["kai.scheduler/topology"] = "cluster-topology"
+    else:
+        seg["kai.scheduler/topology"] = "cluster-topology"
+    if draw(st.booleans()):
+        root["kai.scheduler/topology-required-placement"] = "topology.kubernetes.io/zone"
+    kind = draw(st.sampled_from(["PyTorchJob", "LeaderWorkerSet", "DistributedWorkload"]))
+    n = draw(st.integers(4, 32))
+    if kind == "PyTorchJob":
+        spec = {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template({})},
+                                        "Worker": {"replicas": n, "template": template(seg)}}}
+        api = "kubeflow.org/v1"
+    elif kind == "LeaderWorkerSet":
+        policy = draw(st.sampled_from(["LeaderWorker", "LeaderExcluded"]))
+        spec = {"leaderWorkerTemplate": {"size": n + 1 if policy == "LeaderExcluded" else n,
+                                         "subGroupPolicy": {"subGroupSize": int(size), "subGroupPolicyType": policy},
+                                         "leaderTemplate": template({}), "workerTemplate": template(seg)}}
+        api = "leaderworkerset.x-k8s.io/v1"
+    else:
+        seg.pop("kai.scheduler/segment-size")
+        spec = {"framework": "PyTorch", "workers": n, "workersPerSegment": int(size), "worker": {"template": template(seg)}}
+        api = "segments.dev/v1alpha1"
+    return {"apiVersion": api, "kind": kind, "metadata": {"name": "s", "annotations": root}, "spec": spec}
+
+
+@st.composite
+def clean_pods(draw):
+    """Pods as the training operator / LWS controller label them (DESIGN.md §7)."""
+    size = draw(st.sampled_from(["2", "4"]))
+    if draw(st.booleans()):
+        labels = {"training.kubeflow.org/replica-type": draw(st.sampled_from(["worker", "master"])),
+                  "training.kubeflow.org/replica-index": str(draw(st.integers(0, 20)))}
+        ann = {"kai.scheduler/segment-size": size}
+    else:
+        r = draw(st.integers(2, 12))
+        labels = {"leaderworkerset.sigs.k8s.io/worker-index": str(draw(st.integers(0, r - 1)))}
+        ann = {"leaderworkerset.sigs.k8s.io/size": str(r), "kai.scheduler/segment-size": size,
+               "kai.scheduler/segment-leader-policy": draw(st.sampled_from(["LeaderWorker", "LeaderExcluded"]))}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels, "annotations": ann},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+#: Structurally valid workloads with legal-looking keys: the path that builds patches.
+clean_workloads = st.one_of(
+    seedlike(),
+    pytorchjobs(annotations=good_annotations(), replicas=clean_replicas),
+    lws(annotations=good_annotations(), replicas=clean_replicas),
+    native(annotations=good_annotations(), replicas=clean_replicas, frameworks=("PyTorch",)),
+    clean_pods(),
+)
+
+
+@st.composite
+def valid_reviews(draw):
+    """Well-formed envelopes around (mostly) structured objects: CREATE, or UPDATE with oldObject."""
+    obj = draw(st.one_of(clean_workloads, clean_workloads, workloads))
+    operation = draw(st.sampled_from(["CREATE", "CREATE", "UPDATE"]))
+    request = {"uid": str(draw(st.uuids())), "kind": gvk_of(obj), "operation": operation, "object": obj,
+               "namespace": "team-a",
+               "userInfo": {"username": draw(st.sampled_from(["kubectl-user", "platform"])),
+                            "groups": ["system:authenticated"]}}
+    if operation == "UPDATE":
+        request["oldObject"] = draw(st.one_of(st.just(obj), clean_workloads, workloads))
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@st.composite
+def reviews(draw):
+    obj = draw(objects)
+    request = {
+        "uid": draw(st.one_of(st.uuids().map(str), st.text(min_size=1, max_size=8))),
+        "kind": draw(st.one_of(st.just(gvk_of(obj)), json_values)),
+        "operation": draw(st.sampled_from(["CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT", "PATCH", None])),
+        "object": obj,
+        "userInfo": draw(st.one_of(
+            st.just({"username": "kubectl-user", "groups": ["system:authenticated"]}),
+            st.just({"username": "platform", "groups": ["system:authenticated"]}),
+            json_values)),
+    }
+    if draw(st.booleans()):
+        request["oldObject"] = draw(st.one_of(st.just(obj), objects))
+    for key in draw(st.sets(st.sampled_from(list(request)), max_size=2)):
+        if draw(st.booleans()):
+            del request[key]
+        else:
+            request[key] = draw(json_values)
+    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    if draw(st.integers(0, 9)) == 0:
+        doc["apiVersion"] = draw(st.sampled_from(["admission.k8s.io/v1beta1", None, 1]))
+    return doc
+
+
+bodies = st.one_of(
+    valid_reviews().map(lambda d: json.dumps(d).encode()),
+    valid_reviews().map(lambda d: json.dumps(d).encode()),
+    reviews().map(lambda d: json.dumps(d).encode()),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=64),
+    reviews().map(lambda d: json.dumps(d).encode()[: len(json.dumps(d)) // 2]),  # truncated JSON
+)
+
+
+def expected_uid(body: bytes):
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and isinstance(doc.get("request"), dict):
+        uid = doc["request"].get("uid")
+        if isinstance(uid, str) and uid:
+            return uid
+    return None
+
+
+def check_answer(body: bytes, status: int, payload: bytes, mutate: bool = True) -> None:
+    assert status < 500, (status, payload[:300])
+    assert status in (200, 400), (status, payload[:300])
+    answer = json.loads(payload)
+    uid = expected_uid(body)
+    if status == 400:
+        assert uid is None
+        assert isinstance(answer["error"], str) and answer["error"]
+        assert isinstance(answer["field"], str)
+        return
+    assert uid is not None
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    response = answer["response"]
+    assert response["uid"] == uid
+    assert isinstance(response["allowed"], bool)
+    for warning in response.get("warnings", []):
+        assert isinstance(warning, str) and len(warning) <= 120
+    if response["allowed"]:
+        assert "status" not in response
+        if "patch" in response:
+            assert mutate
+            assert response["patchType"] == "JSONPatch"
+            ops = json.loads(base64.b64decode(response["patch"]))
+            assert ops, "an empty patch must not be sent"
+            obj = json.loads(body)["request"]["object"]
+            jsonpatch.apply_patch(obj, ops)  # raises if kube-apiserver could not apply it either
+        else:
+            assert "patchType" not in response
+    else:
+        assert "patch" not in response
+        assert response["status"]["code"] in (400, 403), response["status"]
+        assert isinstance(response["status"]["message"], str) and response["status"]["message"]
+
+
+@pytest.fixture(scope="module")
+def client():
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    app = create_app(default_catalog(), AdmissionSettings(platform_users=frozenset({"platform"}),
+                                                          default_topology="cluster-topology"),
+                     metrics=ReviewMetrics(CollectorRegistry()))
+    return app.test_client()
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(body=bodies, path=st.sampled_from(["/mutate", "/mutate", "/validate"]))
+def test_any_body_gets_a_well_formed_answer(client, body, path):
+    resp = client.post(path, data=body, content_type="application/json")
+    check_answer(body, resp.status_code, resp.get_data(), mutate=path == "/mutate")
+
+
+# ------------------------------------------------------------------ a few over real HTTPS
+
+@pytest.fixture(scope="module")
+def https_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("prop")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir",
+         str(base / "certs"), "--workers", "1", "--threads", "2", "--platform-user", "platform"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url, ca = f"https://127.0.0.1:{port}", str(base / "certs" / "ca.crt")
+    session = requests.Session()
+    try:
+        end = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "server exited early"
+            try:
+                if os.path.exists(ca) and session.get(url + "/healthz", verify=ca, timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < end, "server did not start"
+            time.sleep(0.1)
+        yield url, ca, session
+    finally:
+        session.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(body=bodies)
+def test_any_body_over_https_gets_a_well_formed_answer(https_server, body):
+    url, ca, session = https_server
+    resp = session.post(url + "/mutate", data=body, headers={"Content-Type": "application/json"}, verify=ca,
+                        timeout=30)
+    check_answer(body, resp.status_code, resp.content)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(doc=valid_reviews())
+def test_mutation_is_idempotent(client, doc):
+    """Kubernetes requires mutating webhooks to be idempotent (a reinvoked webhook sees its own
+    output): reviewing the patched object again is allowed and yields no further patch."""
+    r = client.post("/mutate", data=json.dumps(doc), content_type="application/json").get_json()["response"]
+    if not (r["allowed"] and "patch" in r):
+        return
+    patched = jsonpatch.apply_patch(doc["request"]["object"], json.loads(base64.b64decode(r["patch"])))
+    doc["request"]["object"] = patched
+    if doc["request"]["operation"] == "UPDATE":
+        doc["request"]["oldObject"] = patched
+    again = client.post("/mutate", data=json.dumps(doc), content_type="application/json").get_json()["response"]
+    assert again["allowed"] is True, again
+    assert "patch" not in again, json.loads(base64.b64decode(again["patch"]))

@@ -1,0 +1,244 @@
+"""`segment-webhook review` (webhook.review_cli): offline dry run through the /mutate code path.
+
+Expected values are DESIGN.md §2-§7 and the seed, on the shared sample manifests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
+TOPO = "kai.scheduler/topology"
+SEG = "kai.scheduler/segment-size"
+SEG_REQ = "kai.scheduler/segment-topology-required-placement"
+SEG_PREF = "kai.scheduler/segment-topology-preferred-placement"
+WL_PREF = "kai.scheduler/topology-preferred-placement"
+POLICY = "kai.scheduler/segment-leader-policy"
+RACK = "cloud.provider.com/topology-rack"
+HOST = "kubernetes.io/hostname"
+DENIAL_PREFIX = 'admission webhook "segment-webhook.segments.dev" denied the request: '
+
+
+def run(capsys, *argv):
+    code = main(["review", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def example(name):
+    path = EXAMPLES / name
+    assert path.is_file(), f"missing shared example {path} (tests expect ../shared beside the repository)"
+    return str(path)
+
+
+def write(tmp_path, name, obj):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(obj) if not isinstance(obj, str) else obj)
+    return str(path)
+
+
+def load_example(name):
+    return yaml.safe_load(Path(example(name)).read_text())
+
+
+# ------------------------------------------------------------------ sample manifests, -o yaml
+
+def test_pytorchjob_tp4_keeps_its_explicit_worker_keys(capsys):
+    code, out, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "-o", "yaml")
+    assert code == 0, err
+    job = yaml.safe_load(out)
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    assert specs["Worker"]["template"]["metadata"]["annotations"] == {
+        TOPO: "cluster-topology", SEG: "4", SEG_REQ: RACK}
+    # kubectl user: no automatic placement, the Master is never segmented (DESIGN.md §3, §6)
+    assert SEG not in (specs["Master"]["template"].get("metadata") or {}).get("annotations", {})
+    assert WL_PREF not in (job["metadata"].get("annotations") or {})
+
+
+def test_zone_and_rack_worker_inherits_root_topology(capsys):
+    code, out, err = run(capsys, "-f", example("pytorchjob-zone-and-rack.yaml"), "-o", "yaml")
+    assert code == 0, err
+    job = yaml.safe_load(out)
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert worker[TOPO] == "cluster-topology"
+    assert worker[SEG] == "4"
+    assert worker[SEG_REQ] == RACK
+    assert job["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] == "topology.kubernetes.io/zone"
+
+
+def test_lws_segment_size_from_subgroupsize_and_leader_in_segment_0(capsys):
+    code, out, err = run(capsys, "-f", example("lws-segmented.yaml"), "-o", "yaml")
+    assert code == 0, err
+    lwt = yaml.safe_load(out)["spec"]["leaderWorkerTemplate"]
+    expected = {TOPO: "cluster-topology", SEG: "2", SEG_REQ: RACK, POLICY: "LeaderWorker"}
+    assert lwt["workerTemplate"]["metadata"]["annotations"] == expected
+    # LeaderWorker: the leader belongs to segment 0 and gets the same keys (DESIGN.md §2)
+    assert lwt["leaderTemplate"]["metadata"]["annotations"] == expected
+    # never automatic for LWS (DESIGN.md §6)
+    assert SEG_PREF not in lwt["workerTemplate"]["metadata"]["annotations"]
+
+
+def test_native_workload_gets_automatic_segment_placement(capsys):
+    code, out, err = run(capsys, "-f", example("distributedworkload-native.yaml"), "-o", "yaml")
+    assert code == 0, err
+    wl = yaml.safe_load(out)
+    worker = wl["spec"]["worker"]["template"]["metadata"]["annotations"]
+    assert worker[SEG] == "8"
+    assert worker[TOPO] == "cluster-topology"     # the only loaded topology is the default
+    assert worker[SEG_PREF] == HOST               # lowest level, DESIGN.md §6
+    assert wl["metadata"]["annotations"][WL_PREF] == HOST
+
+
+def test_json_output_is_an_admission_review_response(capsys):
+    code, out, err = run(capsys, "-f", example("pytorchjob-zone-and-rack.yaml"))
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["apiVersion"] == "admission.k8s.io/v1"
+    assert doc["kind"] == "AdmissionReview"
+    assert doc["response"]["allowed"] is True
+    uuid.UUID(doc["response"]["uid"])
+    assert doc["response"]["patchType"] == "JSONPatch"
+
+
+# ------------------------------------------------------------------ automatic mode by identity
+
+def _job_with_only_size(tmp_path):
+    job = load_example("pytorchjob-tp4.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"] = {SEG: "4"}
+    return write(tmp_path, "job.yaml", job)
+
+
+def test_platform_user_gets_automatic_placement_kubectl_user_does_not(tmp_path, capsys):
+    path = _job_with_only_size(tmp_path)
+    code, out, err = run(capsys, "-f", path, "-o", "yaml", "--user", "runai-platform",
+                         "--platform-user", "runai-platform")
+    assert code == 0, err
+    worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert worker == {SEG: "4", TOPO: "cluster-topology", SEG_PREF: HOST}
+
+    code, out, err = run(capsys, "-f", path, "-o", "yaml", "--platform-user", "runai-platform")
+    assert code == 0, err
+    worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert SEG_PREF not in worker
+
+
+def test_platform_group_matches_request_groups(tmp_path, capsys):
+    path = _job_with_only_size(tmp_path)
+    code, out, err = run(capsys, "-f", path, "-o", "yaml", "--user", "svc", "--group", "platform",
+                         "--platform-group", "platform")
+    assert code == 0, err
+    worker = yaml.safe_load(out)["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    assert worker[SEG_PREF] == HOST
+
+
+# ------------------------------------------------------------------ denials: exit 1, kubectl line
+
+def test_segment_size_4x_is_denied_like_kubectl_shows_it(tmp_path, capsys):
+    job = load_example("pytorchjob-tp4.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG] = "4x"
+    path = write(tmp_path, "job.yaml", job)
+    code, out, err = run(capsys, "-f", path, "-o", "yaml")
+    assert code == 1
+    assert out == ""
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f'Error from server (Forbidden): error when creating "{path}": {DENIAL_PREFIX}')
+    assert SEG in line and '"4x"' in line
+
+
+def test_update_changing_segment_size_is_denied(tmp_path, capsys):
+    old = load_example("pytorchjob-tp4.yaml")
+    new = load_example("pytorchjob-tp4.yaml")
+    new["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG] = "8"
+    code, out, err = run(capsys, "-f", write(tmp_path, "new.yaml", new), "--operation", "UPDATE",
+                         "--old", write(tmp_path, "old.yaml", old))
+    assert code == 1
+    assert "error when replacing" in err
+    assert json.loads(out)["response"]["status"]["code"] == 403
+
+    code, out, err = run(capsys, "-f", write(tmp_path, "same.yaml", old), "--operation", "UPDATE",
+                         "--old", write(tmp_path, "old2.yaml", old))
+    assert code == 0, err
+
+
+def test_pod_review_stamps_segment_index(tmp_path, capsys):
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "pytorch-tp4-worker-9",
+                        "labels": {"training.kubeflow.org/replica-type": "worker",
+                                   "training.kubeflow.org/replica-index": "9"},
+                        "annotations": {SEG: "4"}},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    code, out, err = run(capsys, "-f", write(tmp_path, "pod.yaml", pod), "-o", "yaml")
+    assert code == 0, err
+    labels = yaml.safe_load(out)["metadata"]["labels"]
+    assert labels["kai.scheduler/segment-index"] == "2"   # 9 // 4, DESIGN.md §7
+    assert labels["kai.scheduler/subgroup-name"] == "worker-2"
+
+
+# ------------------------------------------------------------------ usage errors: exit 2
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        (None, "cannot read"),
+        ("a: [unclosed", "not valid YAML"),
+        ("- just\n- a list\n", "is not a Kubernetes object"),
+        ("kind: PyTorchJob\nmetadata: {name: x}\n", "apiVersion is missing"),
+        ("", "no Kubernetes object found"),
+        ("a: " + "[" * 5000 + "1" + "]" * 5000 + "\n", "nested too deeply"),
+    ],
+)
+def test_unreadable_input_exits_2(tmp_path, capsys, content, needle):
+    path = tmp_path / "m.yaml"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = run(capsys, "-f", str(path))
+    assert code == 2
+    assert needle in err
+    assert str(path) in err
+
+
+def test_update_without_old_exits_2(capsys):
+    code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--operation", "UPDATE")
+    assert code == 2
+    assert "--operation UPDATE needs --old" in err
+
+
+def test_unknown_default_topology_exits_2(capsys):
+    code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--default-topology", "nope")
+    assert code == 2
+    assert "--default-topology 'nope' is not a loaded topology; loaded: cluster-topology" in err
+
+
+def test_bad_topology_file_exits_2(tmp_path, capsys):
+    topo = write(tmp_path, "t.yaml", "apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n")
+    code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--topology-file", topo)
+    assert code == 2
+    assert "--topology-file" in err and "spec.levels" in err
+
+
+def test_topology_file_replaces_embedded_default(tmp_path, capsys):
+    topo = write(tmp_path, "t.yaml", {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+                                      "metadata": {"name": "other"},
+                                      "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"},
+                                                          {"nodeLabel": HOST}]}})
+    code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--topology-file", topo)
+    assert code == 1  # cluster-topology is unknown now
+    assert "cluster-topology" in err and "other" in err
+
+
+def test_console_script_exit_codes():
+    ok = subprocess.run([sys.executable, "-m", "webhook.cli", "review", "-f", example("lws-segmented.yaml")],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    missing = subprocess.run([sys.executable, "-m", "webhook.cli", "review", "-f", "/nonexistent.yaml"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2

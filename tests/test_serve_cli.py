@@ -1,0 +1,307 @@
+"""`segment-webhook serve` flags, environment variables, topology sources and start-up errors.
+
+Start-up checks run in-process (they happen before gunicorn starts); one module-scoped real server
+watches Topologies from a loopback fake API server through --kubeconfig (live catalog wiring).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import requests
+import yaml
+
+from webhook.cli import build_parser, main
+from webhook.http import commands
+
+TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t-one"},
+            "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for key in list(os.environ):
+        if key.startswith("SEGMENT_WEBHOOK_"):
+            monkeypatch.delenv(key)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+
+
+def prepare(*argv):
+    args = build_parser().parse_args(["serve", *argv])
+    return commands._prepare_serve(args)
+
+
+def settings_of(factory):
+    return factory().extensions["segment_webhook"]["settings"]
+
+
+def write_topologies(path, *docs):
+    path.write_text(yaml.safe_dump_all(docs))
+    return str(path)
+
+
+# ------------------------------------------------------------------ flags and environment
+
+def test_defaults(tmp_path):
+    factory, options = prepare("--cert-dir", str(tmp_path / "c"))
+    assert options.bind == "0.0.0.0:8443"
+    assert (options.workers, options.threads) == (2, 4)
+    s = settings_of(factory)
+    assert s.default_topology == "cluster-topology"     # the embedded default is the only topology
+    assert s.platform_users == frozenset() and s.platform_groups == frozenset()
+    assert sorted(os.listdir(tmp_path / "c")) == ["ca.crt", "tls.crt", "tls.key"]
+
+
+def test_environment_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEGMENT_WEBHOOK_BIND", "127.0.0.1:9443")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_CERT_DIR", str(tmp_path / "env-certs"))
+    monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_USER", "runai, system:serviceaccount:runai:workload-controller")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_GROUP", "platform")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_WORKERS", "3")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_THREADS", "8")
+    factory, options = prepare()
+    assert options.bind == "127.0.0.1:9443"
+    assert (options.workers, options.threads) == (3, 8)
+    assert os.path.isfile(tmp_path / "env-certs" / "tls.crt")
+    s = settings_of(factory)
+    assert s.platform_users == frozenset({"runai", "system:serviceaccount:runai:workload-controller"})
+    assert s.platform_groups == frozenset({"platform"})
+
+
+def test_command_line_wins_over_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEGMENT_WEBHOOK_WORKERS", "3")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_USER", "from-env")
+    factory, options = prepare("--cert-dir", str(tmp_path), "--workers", "1", "--platform-user", "a",
+                               "--platform-user", "b")
+    assert options.workers == 1
+    assert settings_of(factory).platform_users == frozenset({"a", "b"})
+
+
+def test_topology_files_and_default_topology(tmp_path):
+    two = write_topologies(tmp_path / "two.yaml", TOPOLOGY, dict(TOPOLOGY, metadata={"name": "t-two"}))
+    factory, _ = prepare("--cert-dir", str(tmp_path / "c"), "--topology-file", two)
+    assert settings_of(factory).default_topology is None           # two loaded: no implicit default
+    factory, _ = prepare("--cert-dir", str(tmp_path / "c"), "--topology-file", two, "--default-topology", "t-two")
+    assert settings_of(factory).default_topology == "t-two"
+    one = write_topologies(tmp_path / "one.yaml", {"apiVersion": "v1", "kind": "List", "items": [TOPOLOGY]})
+    factory, _ = prepare("--cert-dir", str(tmp_path / "c"), "--topology-file", one)
+    assert settings_of(factory).default_topology == "t-one"
+    catalog = factory().extensions["segment_webhook"]["catalog"]
+    assert catalog.names() == ["t-one"]
+
+
+# ------------------------------------------------------------------ bad input: exit 2, named
+
+@pytest.mark.parametrize(
+    "argv, env, needle",
+    [
+        (["--workers", "0"], {}, "argument --workers: 0 is out of range 1..64"),
+        (["--threads", "many"], {}, "argument --threads: 'many' is not a whole number"),
+        (["--bind", "8443"], {}, "argument --bind: '8443' is not HOST:PORT"),
+        ([], {"SEGMENT_WEBHOOK_WORKERS": "x"}, "SEGMENT_WEBHOOK_WORKERS='x': 'x' is not a whole number"),
+        ([], {"SEGMENT_WEBHOOK_BIND": "localhost:99999"}, "SEGMENT_WEBHOOK_BIND='localhost:99999'"),
+        (["--topology-file", "/nonexistent/t.yaml"], {}, "--topology-file: /nonexistent/t.yaml: cannot read"),
+        (["--default-topology", "nope"], {}, "--default-topology 'nope' is not a loaded topology; loaded: cluster-topology"),
+        (["--kubeconfig", "/nonexistent/kubeconfig"], {}, "--kubeconfig /nonexistent/kubeconfig: cannot configure"),
+        ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "in-cluster configuration: cannot configure"),
+    ],
+)
+def test_bad_values_exit_2_naming_the_flag(tmp_path, monkeypatch, capsys, argv, env, needle):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        code = main(["serve", "--cert-dir", str(tmp_path / "c"), *argv])
+    except SystemExit as exc:  # argparse rejects a bad command-line value itself
+        code = exc.code
+    assert code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_topology_file_without_topologies_exits_2(tmp_path, capsys):
+    path = tmp_path / "empty.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main(["serve", "--cert-dir", str(tmp_path / "c"), "--topology-file", str(path)]) == 2
+    assert f"no kai.scheduler/v1alpha1 Topology object in {path}" in capsys.readouterr().err
+
+
+def test_half_a_certificate_pair_exits_2(tmp_path, capsys):
+    (tmp_path / "tls.crt").write_text("x")
+    assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
+    assert "has tls.crt but not its pair" in capsys.readouterr().err
+    assert not (tmp_path / "tls.key").exists()  # never overwrites a mounted Secret
+
+
+def test_unusable_certificate_exits_2(tmp_path, capsys):
+    (tmp_path / "tls.crt").write_text("not a certificate")
+    (tmp_path / "tls.key").write_text("not a key")
+    assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
+    assert "cannot load the serving certificate" in capsys.readouterr().err
+
+
+def test_help_lists_every_environment_variable(capsys):
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    for var in ("SEGMENT_WEBHOOK_BIND", "SEGMENT_WEBHOOK_CERT_DIR", "SEGMENT_WEBHOOK_TOPOLOGY_FILE",
+                "SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY", "SEGMENT_WEBHOOK_PLATFORM_USER", "SEGMENT_WEBHOOK_PLATFORM_GROUP",
+                "SEGMENT_WEBHOOK_KUBECONFIG", "SEGMENT_WEBHOOK_WORKERS", "SEGMENT_WEBHOOK_THREADS"):
+        assert var in out.replace("\n", "").replace(" ", "")
+
+
+# ------------------------------------------------------------------ live catalog (--kubeconfig)
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_kubeconfig(path, server_url):
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": server_url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+    }))
+    return str(path)
+
+
+def test_live_catalog_not_synced_means_not_ready(tmp_path):
+    kubeconfig = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{_free_port()}")  # nobody listens
+    factory, _ = prepare("--cert-dir", str(tmp_path / "c"), "--kubeconfig", kubeconfig)
+    app = factory()
+    catalog = app.extensions["segment_webhook"]["catalog"]
+    try:
+        resp = app.test_client().get("/readyz")
+        assert resp.status_code == 503
+        assert resp.get_json()["topologiesSynced"] is False
+        assert app.extensions["segment_webhook"]["settings"].default_topology is None
+    finally:
+        catalog.stop()
+
+
+class FakeApiServer:
+    """Serves a TopologyList with one Topology ``live-topology``; watches stay open, silent."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                if not self.path.startswith("/apis/kai.scheduler/v1alpha1/topologies"):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if "watch=true" in self.path or "watch=1" in self.path:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    fake.stop.wait(60)
+                    return
+                body = json.dumps({
+                    "apiVersion": "kai.scheduler/v1alpha1", "kind": "TopologyList",
+                    "metadata": {"resourceVersion": "7"},
+                    "items": [{"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+                               "metadata": {"name": "live-topology", "resourceVersion": "7"},
+                               "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"},
+                                                   {"nodeLabel": "kubernetes.io/hostname"}]}}],
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def live_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("live")
+    api = FakeApiServer()
+    kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir",
+         str(base / "certs"), "--kubeconfig", kubeconfig, "--workers", "2", "--threads", "2"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url, ca = f"https://127.0.0.1:{port}", str(base / "certs" / "ca.crt")
+    try:
+        end, ready_in_a_row = time.monotonic() + 30, 0
+        while ready_in_a_row < 8:  # new connections: every worker has synced its own catalog
+            assert proc.poll() is None, "server exited early"
+            try:
+                ok = os.path.exists(ca) and requests.get(url + "/readyz", verify=ca, timeout=2,
+                                                         headers={"Connection": "close"}).status_code == 200
+            except requests.RequestException:
+                ok = False
+            ready_in_a_row = ready_in_a_row + 1 if ok else 0
+            assert time.monotonic() < end, "server did not become ready"
+            if not ok:
+                time.sleep(0.1)
+        yield url, ca
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        api.close()
+
+
+def _job(topology):
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "default"},
+            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 8, "template": {
+                "metadata": {"annotations": {"kai.scheduler/topology": topology, "kai.scheduler/segment-size": "4",
+                                             "kai.scheduler/segment-topology-required-placement": "kubernetes.io/hostname"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}}}}
+
+
+def _review(url, ca, obj):
+    doc = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"},
+        "operation": "CREATE", "namespace": "default", "object": obj,
+        "userInfo": {"username": "kubectl-user", "groups": ["system:authenticated"]}}}
+    # Connection: close → a new connection each time, so both workers answer
+    resp = requests.post(url + "/mutate", json=doc, verify=ca, timeout=10, headers={"Connection": "close"})
+    return resp.json()["response"]
+
+
+def test_every_worker_uses_the_live_topologies(live_server):
+    url, ca = live_server
+    for _ in range(6):
+        assert _review(url, ca, _job("live-topology"))["allowed"] is True
+        denied = _review(url, ca, _job("cluster-topology"))   # not in the cluster, catalog synced
+        assert denied["allowed"] is False
+        assert denied["status"]["code"] == 403
+        assert "live-topology" in denied["status"]["message"]

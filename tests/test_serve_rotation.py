@@ -1,0 +1,214 @@
+"""Serving-certificate rotation without restart (issue 4 item 4).
+
+Unit tests of CertificateReloader (plain files and the ``..data`` symlink swap of a Kubernetes
+Secret volume), then a real `segment-webhook serve`: the files are replaced under the running
+process while clients keep sending reviews; new handshakes must present the new certificate
+(compared by SHA-256 fingerprint) and no request may fail during the swap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+import requests
+
+from webhook.http import certs
+from webhook.http.server import CertificateLoadError, CertificateReloader
+
+
+def fingerprint_of(bundle: certs.CertificateBundle) -> str:
+    return certs.certificate_fingerprint(bundle.cert_pem)
+
+
+# ------------------------------------------------------------------ CertificateReloader (unit)
+
+def test_reloader_serves_tls12_minimum_and_reloads_changed_files(tmp_path):
+    first, second = certs.generate(), certs.generate()
+    certs.write_certificates(first, str(tmp_path))
+    reloader = CertificateReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    ctx = reloader.context()
+    assert ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert reloader.fingerprint == fingerprint_of(first)
+    assert reloader.context() is ctx  # unchanged files: same context, no reload
+    certs.write_certificates(second, str(tmp_path))
+    assert reloader.context() is not ctx
+    assert reloader.fingerprint == fingerprint_of(second)
+
+
+def test_reloader_keeps_previous_pair_when_new_pair_is_broken(tmp_path):
+    first, second = certs.generate(), certs.generate()
+    certs.write_certificates(first, str(tmp_path))
+    reloader = CertificateReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    ctx = reloader.context()
+    (tmp_path / "tls.crt").write_bytes(second.cert_pem)  # key not yet replaced: mismatched pair
+    assert reloader.context() is ctx
+    assert reloader.fingerprint == fingerprint_of(first)
+    (tmp_path / "tls.key").write_bytes(second.key_pem)   # pair complete: picked up
+    assert reloader.context() is not ctx
+    assert reloader.fingerprint == fingerprint_of(second)
+
+
+def test_reloader_follows_secret_volume_symlink_swap(tmp_path):
+    """kubelet updates a Secret volume by writing ..<timestamp>/ and swapping the ..data link."""
+    first, second = certs.generate(), certs.generate()
+    certs.write_certificates(first, str(tmp_path / "..v1"))
+    os.symlink("..v1", tmp_path / "..data")
+    for name in ("tls.crt", "tls.key"):
+        os.symlink(os.path.join("..data", name), tmp_path / name)
+    reloader = CertificateReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    assert reloader.ready()
+    assert reloader.fingerprint == fingerprint_of(first)
+    certs.write_certificates(second, str(tmp_path / "..v2"))
+    os.symlink("..v2", tmp_path / "..data_tmp")
+    os.replace(tmp_path / "..data_tmp", tmp_path / "..data")
+    reloader.context()
+    assert reloader.fingerprint == fingerprint_of(second)
+
+
+def test_reloader_without_files_is_not_ready(tmp_path):
+    reloader = CertificateReloader(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+    assert reloader.ready() is False
+    with pytest.raises(CertificateLoadError) as info:
+        reloader.load()
+    assert "tls.crt" in str(info.value)
+
+
+# ------------------------------------------------------------------ a running server
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def served_fingerprint(port: int) -> str:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+            return hashlib.sha256(tls.getpeercert(binary_form=True)).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def rotating_server(tmp_path_factory):
+    base = tmp_path_factory.mktemp("rotation")
+    cert_dir = base / "certs"
+    first, second = certs.generate(), certs.generate()
+    certs.write_certificates(first, str(cert_dir))
+    both_cas = base / "both-cas.pem"
+    both_cas.write_bytes(first.ca_pem + second.ca_pem)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    log = open(base / "stderr.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir),
+         "--workers", "2", "--threads", "4"], stdout=subprocess.DEVNULL, stderr=log, env=env)
+    url = f"https://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, "server exited early"
+            try:
+                if requests.get(url + "/healthz", verify=str(both_cas), timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < end, "server did not start"
+            time.sleep(0.1)
+        yield {"url": url, "port": port, "dir": cert_dir, "first": first, "second": second,
+               "both_cas": str(both_cas), "proc": proc}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _review_doc() -> str:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "operation": "CREATE", "object": pod}})
+
+
+def test_rotation_new_handshakes_get_new_certificate_and_no_request_fails(rotating_server):
+    srv = rotating_server
+    assert served_fingerprint(srv["port"]) == fingerprint_of(srv["first"])
+    stop = threading.Event()
+    results = {"ok": 0, "failed": []}
+    lock = threading.Lock()
+
+    def new_connections():
+        while not stop.is_set():
+            try:  # a new TCP + TLS connection per request
+                resp = requests.post(srv["url"] + "/mutate", data=_review_doc(), verify=srv["both_cas"],
+                                     headers={"Content-Type": "application/json", "Connection": "close"}, timeout=10)
+                good = resp.status_code == 200 and resp.json()["response"]["allowed"] is True
+            except requests.RequestException as exc:
+                good = False
+                resp = exc
+            with lock:
+                if good:
+                    results["ok"] += 1
+                else:
+                    results["failed"].append(repr(resp))
+
+    def keep_alive():
+        with requests.Session() as session:  # one connection opened before the swap
+            while not stop.is_set():
+                try:
+                    resp = session.post(srv["url"] + "/mutate", data=_review_doc(), verify=srv["both_cas"],
+                                        headers={"Content-Type": "application/json"}, timeout=10)
+                    good = resp.status_code == 200
+                except requests.RequestException as exc:
+                    good, resp = False, exc
+                with lock:
+                    if good:
+                        results["ok"] += 1
+                    else:
+                        results["failed"].append(repr(resp))
+
+    threads = [threading.Thread(target=new_connections) for _ in range(3)] + [threading.Thread(target=keep_alive)]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.3)
+        certs.write_certificates(srv["second"], str(srv["dir"]))  # the rotation
+        new_fp = fingerprint_of(srv["second"])
+        deadline = time.monotonic() + 15
+        seen = served_fingerprint(srv["port"])
+        while seen != new_fp and time.monotonic() < deadline:
+            time.sleep(0.05)
+            seen = served_fingerprint(srv["port"])
+        with lock:
+            ok_at_swap = results["ok"]
+        time.sleep(0.3)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert seen == new_fp
+    assert results["failed"] == []
+    assert results["ok"] > ok_at_swap > 0
+    # every worker now presents the new certificate: several fresh handshakes
+    assert {served_fingerprint(srv["port"]) for _ in range(8)} == {new_fp}
+    # and a client that trusts only the new CA verifies it
+    new_ca = srv["dir"] / "ca.crt"
+    assert requests.get(srv["url"] + "/readyz", verify=str(new_ca), timeout=10).status_code == 200
+    assert srv["proc"].poll() is None

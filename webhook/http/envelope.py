@@ -1,0 +1,347 @@
+"""AdmissionReview v1 transport: parse and check a request body, build the response body.
+
+No Flask here: the HTTP app (``webhook.http.app``) and the offline dry run
+(``segment-webhook review``) both call :func:`handle`, so a manifest reviewed offline goes
+through exactly the code path of ``POST /mutate``.
+
+Wire format (upstream ``k8s.io/api/admission/v1``):
+
+* request: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {uid,
+  kind: {group, version, kind}, operation, object, oldObject, userInfo, namespace, name, ...}}``
+* response: ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {uid,
+  allowed, patchType: "JSONPatch", patch: base64(JSON), warnings: [...], status: {code, message}}}``
+
+Decisions of this module (DESIGN.md is silent on transport details):
+
+* A body that is not JSON, or not an AdmissionReview with a ``request.uid`` string, gets
+  HTTP 400 and a plain JSON error ``{"error": message, "field": path}``: there is no uid to
+  answer to, and kube-apiserver only sends well-formed reviews, so only a broken client sees it.
+* A review that carries a uid but is malformed otherwise (wrong apiVersion, unknown operation,
+  ``request.object`` missing on CREATE, ...) gets HTTP 200 and an AdmissionReview with
+  ``allowed: false`` and ``status.code: 400`` whose message names the field: kube-apiserver
+  shows the message of a 200 answer to the user, but only a generic error for a non-200 one.
+* An unexpected exception in the domain core is logged with its traceback and answered with
+  HTTP 200, ``allowed: false``, ``status.code: 500`` ("internal error ... uid ..."): the failure is
+  visible to the user and in metrics (``decision="error"``), and never kills a worker.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+ADMISSION_KIND = "AdmissionReview"
+#: Operations of an AdmissionReview v1 request (``admission/v1.Operation``).
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+#: Operations that carry ``request.object`` (and, for UPDATE, ``request.oldObject``).
+OBJECT_OPERATIONS = ("CREATE", "UPDATE")
+
+DECISION_ALLOWED = "allowed"
+DECISION_DENIED = "denied"
+DECISION_MALFORMED = "malformed"
+DECISION_ERROR = "error"
+
+#: Rule identifier used in logs and ``segment_webhook_denials_total`` for a malformed review.
+RULE_MALFORMED = "malformed-review"
+#: Rule identifier for an unexpected exception inside the domain core.
+RULE_INTERNAL = "internal-error"
+
+log = logging.getLogger("segment_webhook.envelope")
+
+ReviewFunction = Callable[..., Any]
+
+
+class EnvelopeError(ValueError):
+    """A request body that is not a usable AdmissionReview v1.
+
+    ``field``: the path of the offending member (``body``, ``apiVersion``, ``request.uid``, ...).
+    ``uid``: the request uid when one could be read (then the answer is an AdmissionReview),
+    else None (then the answer is a plain JSON error with HTTP 400).
+    """
+
+    def __init__(self, message: str, *, field: str, uid: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.uid = uid
+
+
+@dataclass
+class Outcome:
+    """Result of one :func:`handle` call: what to send and what to log/count.
+
+    ``http_status``: 200 for every AdmissionReview answer, 400 for a body without a usable uid.
+    ``body``: the JSON document to send (AdmissionReview, or ``{"error", "field"}``).
+    ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
+    ``rules``: identifiers of the violated rules, de-duplicated, in order (empty when allowed).
+    ``patch``: RFC 6902 operations sent to the apiserver (empty when none / denied / validate).
+    ``kind``/``operation``/``namespace``/``name``/``user``: from the request, ``""`` if absent.
+    """
+
+    http_status: int
+    body: dict
+    uid: str | None = None
+    decision: str = DECISION_MALFORMED
+    rules: tuple[str, ...] = ()
+    message: str = ""
+    patch: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    kind: str = ""
+    operation: str = ""
+    namespace: str = ""
+    name: str = ""
+    user: str = ""
+
+    @property
+    def allowed(self) -> bool:
+        """True when the AdmissionReview answer allows the request."""
+        return self.decision == DECISION_ALLOWED
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def decode_json(raw: bytes | str) -> Any:
+    """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
+
+    Raises :class:`EnvelopeError` (``field="body"``) for anything that is not JSON, including
+    nesting too deep for the decoder.
+    """
+    try:
+        if isinstance(raw, (bytes, bytearray)):
+            raw = bytes(raw).decode("utf-8")
+        return json.loads(raw, parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise EnvelopeError("request body is not UTF-8 text", field="body") from None
+    except RecursionError:
+        raise EnvelopeError("request body is nested too deeply to be an AdmissionReview", field="body") from None
+    except ValueError as exc:
+        raise EnvelopeError(f"request body is not valid JSON: {exc}", field="body") from None
+
+
+def _peek_uid(body: Any) -> str | None:
+    if isinstance(body, Mapping):
+        request = body.get("request")
+        if isinstance(request, Mapping):
+            uid = request.get("uid")
+            if isinstance(uid, str) and uid:
+                return uid
+    return None
+
+
+def parse_review(body: Any) -> dict:
+    """Check a decoded AdmissionReview v1 body and return its ``request`` member.
+
+    Checks (each failure raises :class:`EnvelopeError` naming the field): the body is an object;
+    ``request`` is an object with a non-empty string ``uid``; ``apiVersion`` is
+    ``admission.k8s.io/v1``; ``kind`` is ``AdmissionReview``; ``request.kind`` is an object with
+    string ``group``/``version``/``kind`` (``group`` may be ``""`` or absent for the core group);
+    ``request.operation`` is one of CREATE, UPDATE, DELETE, CONNECT; ``request.object`` is an
+    object for CREATE and UPDATE; ``request.oldObject`` is an object for UPDATE (kube-apiserver
+    always sends it; the immutability rules of DESIGN.md §5 need it); ``request.userInfo``, when
+    present, is an object with a string ``username`` and a list of string ``groups``;
+    ``request.namespace``/``request.name``, when present, are strings.
+    """
+    if not isinstance(body, Mapping):
+        raise EnvelopeError(
+            f"request body must be a JSON object (an AdmissionReview), got {_json_type(body)}", field="body"
+        )
+    uid = _peek_uid(body)
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise EnvelopeError(
+            f"request is {'missing' if request is None else _json_type(request)}: an AdmissionReview "
+            "sent to a webhook must carry a request object", field="request",
+        )
+    if uid is None:
+        raise EnvelopeError("request.uid must be a non-empty string", field="request.uid")
+
+    def bad(path: str, message: str) -> EnvelopeError:
+        return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
+
+    if body.get("apiVersion") != ADMISSION_API_VERSION:
+        raise bad("apiVersion", f"is {body.get('apiVersion')!r}; this webhook speaks {ADMISSION_API_VERSION!r} only "
+                                "(set admissionReviewVersions: [\"v1\"] in the webhook configuration)")
+    if body.get("kind") != ADMISSION_KIND:
+        raise bad("kind", f"is {body.get('kind')!r}, expected {ADMISSION_KIND!r}")
+    gvk = request.get("kind")
+    if not isinstance(gvk, Mapping):
+        raise bad("request.kind", "must be an object {group, version, kind}")
+    for key in ("version", "kind"):
+        if not isinstance(gvk.get(key), str) or not gvk.get(key):
+            raise bad(f"request.kind.{key}", "must be a non-empty string")
+    if not isinstance(gvk.get("group", ""), str):
+        raise bad("request.kind.group", "must be a string")
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise bad("request.operation", f"is {operation!r}; expected one of {', '.join(OPERATIONS)}")
+    if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), Mapping):
+        raise bad("request.object", f"must be an object for {operation}, got {_json_type(request.get('object'))}")
+    if operation == "UPDATE" and not isinstance(request.get("oldObject"), Mapping):
+        raise bad("request.oldObject", f"must be an object for UPDATE, got {_json_type(request.get('oldObject'))}")
+    for key in ("namespace", "name"):
+        if request.get(key) is not None and not isinstance(request.get(key), str):
+            raise bad(f"request.{key}", "must be a string")
+    user_info = request.get("userInfo")
+    if user_info is not None:
+        if not isinstance(user_info, Mapping):
+            raise bad("request.userInfo", "must be an object")
+        if user_info.get("username") is not None and not isinstance(user_info.get("username"), str):
+            raise bad("request.userInfo.username", "must be a string")
+        groups = user_info.get("groups")
+        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
+            raise bad("request.userInfo.groups", "must be a list of strings")
+    return dict(request)
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, Mapping):
+        return "an object"
+    return type(value).__name__
+
+
+def review_response(
+    uid: str,
+    *,
+    allowed: bool,
+    patch: list | None = None,
+    warnings: list[str] | None = None,
+    code: int | None = None,
+    message: str | None = None,
+) -> dict:
+    """Build an AdmissionReview v1 response document.
+
+    ``patch`` (RFC 6902 operations) is sent as ``patchType: JSONPatch`` + base64 of its JSON only
+    when non-empty and ``allowed``. ``warnings`` is sent only when non-empty. ``status: {code,
+    message}`` is sent on denial (``allowed`` False); ``code`` defaults to 403.
+    """
+    response: dict[str, Any] = {"uid": uid, "allowed": bool(allowed)}
+    if allowed and patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
+    if warnings:
+        response["warnings"] = list(warnings)
+    if not allowed:
+        response["status"] = {"code": int(code or 403), "message": message or "denied"}
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
+
+
+def error_body(message: str, field_path: str) -> dict:
+    """A plain JSON error for a body that cannot be answered with an AdmissionReview."""
+    return {"error": message, "field": field_path}
+
+
+def decode_patch(response_review: Mapping) -> list:
+    """Inverse of the patch encoding of :func:`review_response`: the RFC 6902 operations of an
+    AdmissionReview response (``[]`` when it has no patch). Raises ``ValueError`` when the
+    ``patch`` member is not base64 of a JSON array."""
+    response = response_review.get("response") or {}
+    if "patch" not in response:
+        return []
+    ops = json.loads(base64.b64decode(response["patch"], validate=True))
+    if not isinstance(ops, list):
+        raise ValueError("response.patch is not a JSON array")
+    return ops
+
+
+def _default_review() -> ReviewFunction:
+    from webhook.core.review import review
+
+    return review
+
+
+def handle(
+    raw: bytes | str | Mapping,
+    catalog: Any,
+    settings: Any,
+    *,
+    mutate: bool = True,
+    review_fn: ReviewFunction | None = None,
+) -> Outcome:
+    """Answer one AdmissionReview: decode, check, run the domain core, encode.
+
+    ``raw``: the request body (bytes/str of JSON, or an already decoded dict). ``catalog``: a
+    ``TopologyCatalog``; ``settings``: ``AdmissionSettings``. ``mutate=False`` (``/validate``)
+    runs the same checks and never sends a patch. ``review_fn``: the domain entry point, default
+    ``webhook.core.review.review(request, catalog, settings, mutate=...) -> Decision``.
+
+    Never raises (see the module docstring for the mapping of failures to answers).
+    """
+    try:
+        body = raw if isinstance(raw, Mapping) else decode_json(raw)
+        request = parse_review(body)
+    except EnvelopeError as exc:
+        if exc.uid is None:
+            return Outcome(400, error_body(exc.message, exc.field), message=exc.message, rules=(RULE_MALFORMED,))
+        outcome = Outcome(
+            200,
+            review_response(exc.uid, allowed=False, code=400, message=exc.message),
+            uid=exc.uid, rules=(RULE_MALFORMED,), message=exc.message,
+        )
+        _describe(outcome, body.get("request") if isinstance(body, Mapping) else None)
+        return outcome
+
+    uid = request["uid"]
+    outcome = Outcome(200, {}, uid=uid)
+    _describe(outcome, request)
+    try:
+        fn = review_fn or _default_review()
+        decision = fn(request, catalog, settings, mutate=mutate)
+        allowed = bool(decision.allowed)
+        patch = list(decision.patch or []) if (mutate and allowed) else []
+        warnings = [str(w) for w in (decision.warnings or [])]
+        code = int(decision.code) if not allowed else None
+        message = str(decision.message) if not allowed else ""
+        rules: list[str] = []
+        for violation in getattr(decision, "violations", None) or []:
+            if violation.rule not in rules:
+                rules.append(str(violation.rule))
+        outcome.body = review_response(uid, allowed=allowed, patch=patch, warnings=warnings, code=code, message=message)
+    except Exception:  # noqa: BLE001 - an internal error must become a visible denial, not a 5xx
+        log.exception("internal error while reviewing uid=%s kind=%s", uid, outcome.kind)
+        message = f"internal error in segment-webhook while reviewing this object (uid {uid}); see the webhook log"
+        outcome.body = review_response(uid, allowed=False, code=500, message=message)
+        outcome.decision, outcome.rules, outcome.message = DECISION_ERROR, (RULE_INTERNAL,), message
+        return outcome
+    outcome.decision = DECISION_ALLOWED if allowed else DECISION_DENIED
+    outcome.rules = tuple(rules)
+    outcome.message = message
+    outcome.patch = patch
+    outcome.warnings = warnings
+    return outcome
+
+
+def _describe(outcome: Outcome, request: Any) -> None:
+    """Fill kind/operation/namespace/name/user of ``outcome`` from a (possibly malformed) request."""
+    if not isinstance(request, Mapping):
+        return
+    gvk = request.get("kind")
+    if isinstance(gvk, Mapping) and isinstance(gvk.get("kind"), str):
+        outcome.kind = gvk["kind"]
+    if isinstance(request.get("operation"), str):
+        outcome.operation = request["operation"]
+    obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    for attr in ("namespace", "name"):
+        value = request.get(attr) or meta.get(attr) or (meta.get("generateName") if attr == "name" else None)
+        if isinstance(value, str):
+            setattr(outcome, attr, value)
+    user_info = request.get("userInfo")
+    if isinstance(user_info, Mapping) and isinstance(user_info.get("username"), str):
+        outcome.user = user_info["username"]

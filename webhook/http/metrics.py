@@ -1,0 +1,202 @@
+"""Prometheus metrics (``prometheus_client``, multiprocess mode under gunicorn) and the JSON
+review log.
+
+Metrics (one set per process; under gunicorn every worker writes into
+``PROMETHEUS_MULTIPROC_DIR`` and ``GET /metrics`` aggregates all workers with
+``prometheus_client.multiprocess.MultiProcessCollector``):
+
+* ``segment_webhook_reviews_total{kind,operation,decision}`` counter: one per AdmissionReview.
+  ``kind``: ``PyTorchJob`` | ``LeaderWorkerSet`` | ``DistributedWorkload`` | ``Pod`` | ``other``
+  (bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
+  CONNECT | ``unknown``; ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
+* ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds
+  (decode + check + domain core + encode; not network time).
+* ``segment_webhook_denials_total{rule}`` counter: +1 per distinct violated rule of a denied
+  review (``malformed-review`` for a malformed AdmissionReview, ``internal-error`` for an
+  unexpected exception).
+
+``prometheus_client`` picks its value storage when it is first imported, so this module imports
+it lazily: :func:`prepare_multiprocess_dir` must run (in the gunicorn master, before workers
+fork) before anything touches the metrics.
+
+Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
+``time`` (UTC ISO 8601), ``uid``, ``kind``, ``namespace``, ``name``, ``user``, ``operation``,
+``decision``, ``rule`` (first violated rule or null), ``rules``, ``warnings`` (count),
+``duration_ms``, ``http_status``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+from typing import Any
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+KNOWN_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "Pod")
+KNOWN_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+#: Histogram buckets in seconds: a review is sub-millisecond to a few milliseconds.
+DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+REVIEW_LOGGER = "segment_webhook.review"
+review_log = logging.getLogger(REVIEW_LOGGER)
+
+
+def prepare_multiprocess_dir() -> tuple[str, bool]:
+    """Make sure ``PROMETHEUS_MULTIPROC_DIR`` names a directory; call before workers fork.
+
+    When the variable is unset, a fresh temporary directory is created and exported. Returns
+    ``(path, created)``: ``created`` is True when this call made the directory (the caller
+    removes it at exit). A directory given by the operator (e.g. an ``emptyDir``, which outlives
+    a container restart) is created if missing and its stale ``*.db`` metric files from a previous
+    run are deleted, as prometheus_client's multiprocess documentation requires.
+    Raises ``ValueError`` naming the variable when the directory cannot be created or cleaned.
+    """
+    path = os.environ.get(MULTIPROC_ENV)
+    created = False
+    if path:
+        try:
+            os.makedirs(path, exist_ok=True)
+            for name in os.listdir(path):
+                if name.endswith(".db"):
+                    os.unlink(os.path.join(path, name))
+        except OSError as exc:
+            raise ValueError(f"{MULTIPROC_ENV}={path!r} is not a usable directory: {exc.strerror}") from exc
+    else:
+        path = tempfile.mkdtemp(prefix="segment-webhook-metrics-")
+        os.environ[MULTIPROC_ENV] = path
+        created = True
+    values = sys.modules.get("prometheus_client.values")
+    if values is not None:  # imported too early: switch to the multiprocess value class now
+        values.ValueClass = values.get_value_class()
+    return path, created
+
+
+def multiprocess_enabled() -> bool:
+    """True when ``PROMETHEUS_MULTIPROC_DIR`` is set (metrics are shared across workers)."""
+    return bool(os.environ.get(MULTIPROC_ENV))
+
+
+def mark_process_dead(pid: int) -> None:
+    """Tell prometheus_client that worker ``pid`` exited (gunicorn ``child_exit`` hook), so its
+    live-gauge files are dropped. No-op outside multiprocess mode."""
+    if multiprocess_enabled():
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid)
+
+
+class ReviewMetrics:
+    """The webhook's metrics in one registry.
+
+    ``registry``: a ``prometheus_client.CollectorRegistry`` to register into (default: the
+    process-wide ``REGISTRY``; pass a fresh one in tests that build several apps). Creating two
+    ``ReviewMetrics`` on the same registry raises ``ValueError`` (duplicate metric names), so
+    use :func:`default_metrics` for the process-wide instance.
+    """
+
+    def __init__(self, registry: Any = None):
+        from prometheus_client import REGISTRY, Counter, Histogram
+
+        self.registry = registry if registry is not None else REGISTRY
+        self.reviews = Counter(
+            "segment_webhook_reviews",
+            "AdmissionReviews answered, by workload kind, operation and decision.",
+            ("kind", "operation", "decision"),
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "segment_webhook_review_duration_seconds",
+            "Time to answer one AdmissionReview (decode, check, mutate, encode), in seconds.",
+            buckets=DURATION_BUCKETS,
+            registry=self.registry,
+        )
+        self.denials = Counter(
+            "segment_webhook_denials",
+            "Denied AdmissionReviews, by violated rule (one count per distinct rule of a review).",
+            ("rule",),
+            registry=self.registry,
+        )
+
+    def observe(self, outcome: Any, seconds: float) -> None:
+        """Count one answered review. ``outcome``: a :class:`webhook.http.envelope.Outcome`;
+        ``seconds``: time taken to answer it."""
+        kind = outcome.kind if outcome.kind in KNOWN_KINDS else "other"
+        operation = outcome.operation if outcome.operation in KNOWN_OPERATIONS else "unknown"
+        self.reviews.labels(kind=kind, operation=operation, decision=outcome.decision).inc()
+        self.duration.observe(max(seconds, 0.0))
+        if not outcome.allowed:
+            for rule in outcome.rules:
+                self.denials.labels(rule=rule).inc()
+
+    def render(self) -> tuple[bytes, str]:
+        """The exposition text for ``GET /metrics`` and its Content-Type.
+
+        In multiprocess mode the values of every worker (files in ``PROMETHEUS_MULTIPROC_DIR``)
+        are aggregated; otherwise this instance's registry is rendered.
+        """
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+        if multiprocess_enabled():
+            from prometheus_client import multiprocess
+
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+_default: ReviewMetrics | None = None
+_default_lock = threading.Lock()
+
+
+def default_metrics() -> ReviewMetrics:
+    """The process-wide :class:`ReviewMetrics` on prometheus_client's default registry (created
+    on first use, so after :func:`prepare_multiprocess_dir`)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = ReviewMetrics()
+        return _default
+
+
+def review_record(outcome: Any, seconds: float) -> dict:
+    """The JSON log record of one review (fields listed in the module docstring)."""
+    return {
+        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "msg": "admission review",
+        "uid": outcome.uid,
+        "kind": outcome.kind,
+        "namespace": outcome.namespace,
+        "name": outcome.name,
+        "user": outcome.user,
+        "operation": outcome.operation,
+        "decision": outcome.decision,
+        "rule": outcome.rules[0] if (outcome.rules and not outcome.allowed) else None,
+        "rules": list(outcome.rules) if not outcome.allowed else [],
+        "warnings": len(outcome.warnings),
+        "duration_ms": round(seconds * 1000.0, 3),
+        "http_status": outcome.http_status,
+    }
+
+
+def log_review(outcome: Any, seconds: float) -> None:
+    """Write one JSON line for a review on the ``segment_webhook.review`` logger (INFO)."""
+    if review_log.isEnabledFor(logging.INFO):
+        review_log.info(json.dumps(review_record(outcome, seconds), separators=(",", ":")))
+
+
+def configure_review_log(stream: Any = None) -> None:
+    """Send the review log to ``stream`` (default stderr) as bare JSON lines, once per process."""
+    if any(getattr(h, "_segment_webhook", False) for h in review_log.handlers):
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._segment_webhook = True  # type: ignore[attr-defined]
+    review_log.addHandler(handler)
+    review_log.setLevel(logging.INFO)
+    review_log.propagate = False
