@@ -11,7 +11,7 @@ call on a built ``ClusterIndex`` (snapshot parsing and index build are reported 
 Peak memory: ``tracemalloc`` peak during one decision, and the subprocess's max RSS.
 
 Part 2 replays 1,000 arriving workloads with departures on a 1,024-node cluster and compares this
-engine with first-fit and a Kueue-TAS-style greedy (see ``docs/placement.md`` for definitions).
+engine with first-fit and a Kueue-TAS-style greedy (see ``README.md ("Placement engine")`` for definitions).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ domain is a contiguous range of nodes and domain ids ascend with domain names (t
 tie-break).
 
 Objective, in order (DESIGN.md §8; the precise definition of "most segments at their lowest
-levels" is this project's, documented in docs/placement.md):
+levels" is this project's, documented in README.md ("Placement engine")):
 
 1. every required constraint (workload: all pods in one domain of the required level; segment:
    all pods of one segment in one domain of the segment required level) and every node's capacity;
@@ -21,7 +21,7 @@ levels" is this project's, documented in docs/placement.md):
    costs the fewest segment slots;
 5. domain name order.
 
-Method (complete for identical worker pods, see docs/placement.md): per node, ``slots`` = how many
+Method (complete for identical worker pods, see README.md ("Placement engine")): per node, ``slots`` = how many
 worker pods fit (min over resources of free // request); a domain of depth L holds
 ``floor(sum(slots) / S)`` segments of S pods at level L, since segments may share nodes; the
 number of segments a workload domain W can hold at level L is the sum of that over the
