@@ -12,15 +12,11 @@ from __future__ import annotations
 import base64
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 
 import jsonpatch
 import pytest
 import requests
+from serving import running_serve
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -320,37 +316,9 @@ def test_any_body_gets_a_well_formed_answer(client, body, path):
 @pytest.fixture(scope="module")
 def https_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("prop")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir",
-         str(base / "certs"), "--workers", "1", "--threads", "2", "--platform-user", "platform"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url, ca = f"https://127.0.0.1:{port}", str(base / "certs" / "ca.crt")
-    session = requests.Session()
-    try:
-        end = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "server exited early"
-            try:
-                if os.path.exists(ca) and session.get(url + "/healthz", verify=ca, timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < end, "server did not start"
-            time.sleep(0.1)
-        yield url, ca, session
-    finally:
-        session.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with running_serve(base, "--workers", "1", "--threads", "2", "--platform-user", "platform") as srv, \
+            requests.Session() as session:
+        yield srv["url"], srv["ca"], session
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

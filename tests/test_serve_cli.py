@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import threading
-import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
+from serving import free_port, running_serve
 import yaml
 
 from webhook.cli import build_parser, main
@@ -160,12 +156,6 @@ def test_help_lists_every_environment_variable(capsys):
 
 # ------------------------------------------------------------------ live catalog (--kubeconfig)
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def write_kubeconfig(path, server_url):
     path.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
@@ -177,7 +167,7 @@ def write_kubeconfig(path, server_url):
 
 
 def test_live_catalog_not_synced_means_not_ready(tmp_path):
-    kubeconfig = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{_free_port()}")  # nobody listens
+    kubeconfig = write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{free_port()}")  # nobody listens
     factory, _ = prepare("--cert-dir", str(tmp_path / "c"), "--kubeconfig", kubeconfig)
     app = factory()
     catalog = app.extensions["segment_webhook"]["catalog"]
@@ -247,35 +237,11 @@ def live_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("live")
     api = FakeApiServer()
     kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir",
-         str(base / "certs"), "--kubeconfig", kubeconfig, "--workers", "2", "--threads", "2"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    url, ca = f"https://127.0.0.1:{port}", str(base / "certs" / "ca.crt")
     try:
-        end, ready_in_a_row = time.monotonic() + 30, 0
-        while ready_in_a_row < 8:  # new connections: every worker has synced its own catalog
-            assert proc.poll() is None, "server exited early"
-            try:
-                ok = os.path.exists(ca) and requests.get(url + "/readyz", verify=ca, timeout=2,
-                                                         headers={"Connection": "close"}).status_code == 200
-            except requests.RequestException:
-                ok = False
-            ready_in_a_row = ready_in_a_row + 1 if ok else 0
-            assert time.monotonic() < end, "server did not become ready"
-            if not ok:
-                time.sleep(0.1)
-        yield url, ca
+        # 8 ready answers in a row on new connections: every worker has synced its own catalog
+        with running_serve(base, "--kubeconfig", kubeconfig, "--threads", "2", ready_path="/readyz", in_a_row=8) as srv:
+            yield srv["url"], srv["ca"]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
         api.close()
 
 

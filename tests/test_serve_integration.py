@@ -13,14 +13,12 @@ import re
 import signal
 import socket
 import ssl
-import subprocess
-import sys
 import time
-import uuid
 
 import jsonpatch
 import pytest
 import requests
+from serving import admission_review, running_serve
 
 SEG = "kai.scheduler/segment-size"
 TOPO = "kai.scheduler/topology"
@@ -28,68 +26,13 @@ SEG_REQ = "kai.scheduler/segment-topology-required-placement"
 RACK = "cloud.provider.com/topology-rack"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_healthy(url: str, ca: str, proc: subprocess.Popen, deadline_s: float = 30.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited early with {proc.returncode}")
-        try:
-            if os.path.exists(ca) and requests.get(url + "/healthz", verify=ca, timeout=2).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("server did not become healthy")
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    base = tmp_path_factory.mktemp("serve")
-    cert_dir = base / "certs"
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    log = open(base / "stderr.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir),
-         "--workers", "2", "--threads", "4"],
-        stdout=subprocess.DEVNULL, stderr=log, env=env,
-    )
-    url = f"https://127.0.0.1:{port}"
-    ca = str(cert_dir / "ca.crt")
-    try:
-        wait_healthy(url, ca, proc)
-        yield {"url": url, "ca": ca, "proc": proc, "log": base / "stderr.log", "port": port}
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        log.close()
+    with running_serve(tmp_path_factory.mktemp("serve")) as srv:
+        yield srv
 
 
-def review(obj, *, uid=None, operation="CREATE", kind=None, user="kubectl-user"):
-    api_version = obj.get("apiVersion", "v1")
-    group, _, version = api_version.rpartition("/")
-    return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": kind or {"group": group, "version": version, "kind": obj.get("kind", "")},
-            "operation": operation, "namespace": "default", "name": obj.get("metadata", {}).get("name"),
-            "userInfo": {"username": user, "groups": ["system:authenticated"]},
-            "object": obj,
-        },
-    }
+review = admission_review
 
 
 def post(server, body, path="/mutate", **kw):

@@ -11,17 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import socket
 import ssl
-import subprocess
-import sys
 import threading
 import time
 import uuid
 
 import pytest
 import requests
+from serving import running_serve
 
 from webhook.http import certs
 from webhook.http.server import CertificateLoadError, CertificateReloader
@@ -86,12 +84,6 @@ def test_reloader_without_files_is_not_ready(tmp_path):
 
 # ------------------------------------------------------------------ a running server
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def served_fingerprint(port: int) -> str:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
@@ -109,35 +101,9 @@ def rotating_server(tmp_path_factory):
     certs.write_certificates(first, str(cert_dir))
     both_cas = base / "both-cas.pem"
     both_cas.write_bytes(first.ca_pem + second.ca_pem)
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
-    env.pop("KUBERNETES_SERVICE_HOST", None)
-    log = open(base / "stderr.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir),
-         "--workers", "2", "--threads", "4"], stdout=subprocess.DEVNULL, stderr=log, env=env)
-    url = f"https://127.0.0.1:{port}"
-    try:
-        end = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "server exited early"
-            try:
-                if requests.get(url + "/healthz", verify=str(both_cas), timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < end, "server did not start"
-            time.sleep(0.1)
-        yield {"url": url, "port": port, "dir": cert_dir, "first": first, "second": second,
-               "both_cas": str(both_cas), "proc": proc}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with running_serve(base, ca=str(both_cas)) as srv:
+        yield {"url": srv["url"], "port": srv["port"], "dir": cert_dir, "first": first, "second": second,
+               "both_cas": str(both_cas), "proc": srv["proc"]}
 
 
 def _review_doc() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,7 @@ import time
 
 import pytest
 import requests
+from serving import free_port, wait_ready
 
 from webhook.http import certs
 
@@ -48,12 +48,6 @@ SERVER = textwrap.dedent(
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def slow_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("shutdown")
@@ -61,22 +55,13 @@ def slow_server(tmp_path_factory):
     script = base / "server.py"
     script.write_text(SERVER)
     marker = base / "slow-started"
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROMETHEUS_MULTIPROC")}
     proc = subprocess.Popen([sys.executable, str(script), f"127.0.0.1:{port}", str(base / "certs"), str(marker)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     url, ca = f"https://127.0.0.1:{port}", str(base / "certs" / "ca.crt")
     try:
-        end = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()
-            try:
-                if requests.get(url + "/fast", verify=ca, timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < end, "server did not start"
-            time.sleep(0.1)
+        wait_ready(url, ca, proc, path="/fast")
         yield {"url": url, "ca": ca, "proc": proc, "marker": marker}
     finally:
         if proc.poll() is None:

@@ -405,7 +405,6 @@ def _place_at(index: ClusterIndex, gang: Gang, plan: _Plan, wd: int, sr: int, sp
     Ls = list(range(p_eff, r_eff - 1, -1))  # deepest first
     startsW = index.starts[wd]
     nW = len(startsW)
-    endsW = np.r_[startsW[1:], index.n]
     Wof = index.dom[wd]
     if nmain:
         elig_main = index.eligible(plan.main_proto)

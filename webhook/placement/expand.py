@@ -219,10 +219,6 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     meta = workload.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ExpandError("metadata.name is missing")
-    try:
-        import webhook.core.kinds  # noqa: F401  (the admission core)
-    except ModuleNotFoundError as exc:  # pragma: no cover - only before the core lands
-        raise ExpandError("the admission core (webhook.core.kinds) is not available") from exc
     obj = copy.deepcopy(dict(workload))
     obj["metadata"] = dict(meta)
     obj["metadata"].setdefault("namespace", "default")
