@@ -192,3 +192,15 @@ def test_lws_pod_label_equals_lws_subgroup_index(group):
         labels, warnings = segment_labels({LWS_NAME: "lws", LWS_W: str(w)}, ann)
         assert warnings == []
         assert labels.get(INDEX) == lws_subgroup_index_oracle(size, sub, w, policy)
+
+
+def test_leader_excluded_leader_without_a_segment_size_is_named_leader():
+    # DESIGN.md §2: under LeaderExcluded the leaderTemplate gets no segment keys; §7: the leader
+    # is named `leader`. LWS without subGroupSize adds no subgroup-size annotation either.
+    leader = pod(labels={"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+                 annotations={"kai.scheduler/segment-leader-policy": "LeaderExcluded",
+                              "leaderworkerset.sigs.k8s.io/size": "5"})
+    _, patched_pod = admit(leader)
+    assert patched_pod["metadata"]["labels"] == {
+        "leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/worker-index": "0",
+        "kai.scheduler/subgroup-name": "leader"}

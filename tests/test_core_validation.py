@@ -12,7 +12,7 @@ from conftest import UnsyncedCatalog, make_request
 
 from webhook.core.decision import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.topology import Topology
+from webhook.core.topology import StaticTopologyCatalog, Topology
 
 TOPO = "kai.scheduler/topology"
 SIZE = "kai.scheduler/segment-size"
@@ -243,11 +243,31 @@ def test_invalid_topology_name_is_denied(example_catalog):
     assert rules(d) == ["invalid-topology-name"]
 
 
-def test_template_topology_beats_root(example_catalog):
-    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, root={TOPO: "other"})
-    d = run(obj, example_catalog)
-    # the root name is not used, so it is not checked: the template value takes precedence (seed)
-    assert d.allowed and d.patch == []
+TWO_TOPOLOGIES = StaticTopologyCatalog((Topology("cluster-topology", (ZONE, BLOCK, RACK, HOST)),
+                                        Topology("other", ("x.io/a", "x.io/b"))))
+
+
+def test_template_topology_beats_root():
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK}, root={TOPO: "other"})
+    d = run(obj, TWO_TOPOLOGIES)
+    # the seed: "If it is set in both places, the segment-based (PodTemplate) value takes precedence"
+    assert d.allowed and d.patch == [] and d.warnings == []
+
+
+def test_overridden_root_topology_must_still_exist(example_catalog):
+    # a root name that the template overrides is still the user's input: a typo is denied, not dropped
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, root={TOPO: "nope"}), example_catalog)
+    assert rules(d) == ["unknown-topology"]
+    assert d.violations[0].field == 'metadata.annotations["kai.scheduler/topology"]'
+    assert "use one of: cluster-topology" in d.message
+
+
+def test_workload_level_of_another_topology_than_the_segments_is_denied():
+    obj = pytorchjob({TOPO: "other", SIZE: "4", SEG_REQ: "x.io/b"}, root={TOPO: "cluster-topology", WL_REQ: ZONE})
+    d = run(obj, TWO_TOPOLOGIES)
+    assert rules(d) == ["conflicting-topology"]
+    assert d.violations[0].field == 'metadata.annotations["kai.scheduler/topology-required-placement"]'
+    assert '"cluster-topology"' in d.message and '"other"' in d.message
 
 
 @pytest.mark.parametrize("req, pref, ok", [(RACK, ZONE, False), (RACK, BLOCK, False), (RACK, RACK, True), (RACK, HOST, True)])
@@ -630,3 +650,84 @@ def test_validate_only_reports_the_same_violations(example_catalog):
     obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4x"})
     d = review(make_request(obj), example_catalog, PLAIN, mutate=False)
     assert rules(d) == ["segment-size-not-integer"] and d.patch == []
+
+
+# ----------------------------------------------------------------------------- found in review
+
+def test_malformed_master_template_labels_are_a_400_naming_the_field(example_catalog):
+    job = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"]["labels"] = "oops"
+    d = run(job, example_catalog)
+    assert d.code == 400 and rules(d) == ["malformed-object"]
+    assert d.violations[0].field == "spec.pytorchReplicaSpecs.Master.template.metadata.labels"
+
+
+def test_malformed_native_master_labels_are_a_400_naming_the_field(example_catalog):
+    obj = native()
+    obj["spec"]["master"] = {"template": {"metadata": {"labels": []}, "spec": {"containers": []}}}
+    d = run(obj, example_catalog, PLATFORM)
+    assert d.code == 400 and rules(d) == ["malformed-object"]
+    assert d.violations[0].field == "spec.master.template.metadata.labels"
+
+
+def test_platform_update_of_a_kubectl_created_job_adds_no_defaults(example_catalog):
+    # DESIGN.md §5/§6: automatic defaults must not change the constraint of a running workload
+    stored = patched(pytorchjob({SIZE: "4"}, root={TOPO: "cluster-topology"}),
+                     run(pytorchjob({SIZE: "4"}, root={TOPO: "cluster-topology"}), example_catalog))
+    new = jsonpatch.JsonPatch([{"op": "add", "path": "/metadata/labels", "value": {"edited": "yes"}}]).apply(stored)
+    d = run(new, example_catalog, PLATFORM, operation="UPDATE", old=stored, user=PLATFORM_USER)
+    assert d.allowed and d.patch == []
+
+
+def test_update_that_drops_the_defaults_gets_them_back(example_catalog):
+    # kubectl replace / server-side apply of the original manifest by the platform
+    created = run(pytorchjob({SIZE: "4"}), example_catalog, PLATFORM, user=PLATFORM_USER)
+    stored = patched(pytorchjob({SIZE: "4"}), created)
+    d = run(pytorchjob({SIZE: "4"}), example_catalog, PLATFORM, operation="UPDATE", old=stored, user=PLATFORM_USER)
+    assert d.allowed
+    assert patched(pytorchjob({SIZE: "4"}), d) == stored
+
+
+def test_native_created_before_its_topology_was_known_gets_no_defaults_on_update(example_catalog):
+    stored = patched(native(), run(native(), UnsyncedCatalog(()), PLATFORM))
+    assert "annotations" not in stored["metadata"]  # automatic placement was skipped (warning)
+    d = run(stored, example_catalog, PLATFORM, operation="UPDATE", old=stored)
+    assert d.allowed and d.patch == []
+
+
+def test_lws_leader_policy_is_immutable(example_catalog):
+    stored = patched(lws({TOPO: "cluster-topology"}, sub_size=2, policy="LeaderWorker"),
+                     run(lws({TOPO: "cluster-topology"}, sub_size=2, policy="LeaderWorker"), example_catalog))
+    new = lws({TOPO: "cluster-topology"}, sub_size=2, policy="LeaderExcluded")
+    d = run(new, example_catalog, operation="UPDATE", old=stored)
+    assert rules(d) == ["immutable-field"]
+    assert d.violations[0].field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType"
+    assert 'was "LeaderWorker"' in d.message
+
+
+def test_immutable_size_is_shown_as_written(example_catalog):
+    stored = patched(native(per_segment=8), run(native(per_segment=8), example_catalog))
+    d = run(native(per_segment=4), example_catalog, operation="UPDATE", old=stored)
+    assert rules(d) == ["immutable-field"]
+    assert d.message.startswith("spec.workersPerSegment = 4: the segment size of an existing workload cannot change (was 8)")
+
+
+def test_changes_are_allowed_while_resuming_a_suspended_job(example_catalog):
+    stored = patched(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, suspend=True),
+                     run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, suspend=True), example_catalog))
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "8"}, suspend=False), example_catalog,
+            operation="UPDATE", old=stored)
+    assert d.allowed
+
+
+def test_lws_size_beyond_int32_is_a_400():
+    d = run(lws({TOPO: "cluster-topology"}, size=2**31, sub_size=2), StaticTopologyCatalog(()))
+    assert d.code == 400
+    assert d.violations[0].field == "spec.leaderWorkerTemplate.size"
+
+
+def test_leader_excluded_fix_lists_at_most_8_divisors(example_catalog):
+    # size - 1 = 2**31 - 2 = 2 * 3**2 * 7 * 11 * 31 * 151 * 331: the 8 smallest divisors >= 2
+    d = run(lws({TOPO: "cluster-topology"}, size=2**31 - 1, sub_size=300_000, policy="LeaderExcluded"), example_catalog)
+    assert rules(d) == ["lws-leader-excluded-divisibility"]
+    assert "(2, 3, 6, 7, 9, 11, 14, 18)" in d.message

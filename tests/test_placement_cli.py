@@ -11,7 +11,6 @@ import yaml
 from conftest import EXAMPLES, load_example
 from webhook.cli import main
 
-pytest.importorskip("webhook.core.kinds")
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +82,9 @@ def test_denied_workload_exit_1(gen_cluster, tmp_path, capsys):
     ("kind: PyTorchJob\nmetadata: {name: j}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 2, template: "
      "{spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}}}}}\n",
      "spec.containers[0].resources.requests[cpu]"),
+    ("kind: PyTorchJob\nmetadata: {name: j}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 2000000000, template: "
+     "{spec: {containers: [{name: c}]}}}}}\n",
+     "replicas: 2000000000 pods is more than the 100000 this command expands"),
 ])
 def test_bad_workload_exit_2(gen_cluster, tmp_path, capsys, content, needle):
     path = tmp_path / "w.yaml"

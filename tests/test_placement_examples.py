@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 
-import pytest
 import yaml
 
 from conftest import EXAMPLES, load_example
 from webhook.cli import main
 
-pytest.importorskip("webhook.core.kinds")
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"

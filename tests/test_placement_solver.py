@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import random
 
-import pytest
 
-pytest.importorskip("ortools")
-from ortools.sat.python import cp_model  # noqa: E402
+from ortools.sat.python import cp_model
 
 from webhook.core.topology import Topology  # noqa: E402
 from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place  # noqa: E402

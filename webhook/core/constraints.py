@@ -117,14 +117,21 @@ def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision
     return value
 
 
-def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *, default: int | None, minimum: int = 0) -> int | None:
-    """``parent[key]`` as an integer >= ``minimum`` (``default`` when absent or null). Booleans,
-    floats, strings and negative numbers → 400 denial naming the field, returns ``None``."""
+#: Largest value of an ``int32`` field: PyTorchJob ``replicas`` and LWS ``size`` are int32 in their
+#: CRDs (``shared/crds``), and kube-apiserver checks that schema only after mutating admission.
+INT32_MAX = 2**31 - 1
+
+
+def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *, default: int | None,
+            minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
+    """``parent[key]`` as an integer in ``[minimum, maximum]`` (``default`` when absent or null).
+    Booleans, floats, strings and out-of-range numbers → 400 denial naming the field, returns
+    ``None``. The int32 upper bound keeps every later computation small."""
     value = parent.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        deny_malformed(decision, join_field(parent_field, key), value, f"an integer >= {minimum}")
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        deny_malformed(decision, join_field(parent_field, key), value, f"an integer from {minimum} to {maximum}")
         return None
     return value
 
@@ -223,6 +230,7 @@ class Resolution:
     auto_segment_preferred: str | None = None
     auto_workload_preferred: str | None = None
     extra_worker_keys: dict[str, str] = field(default_factory=dict)
+    leader_policy_field: str | None = None
 
     @property
     def segmented(self) -> bool:
@@ -270,8 +278,10 @@ class Resolution:
 
     def immutable_view(self) -> tuple:
         """What UPDATE may not change (DESIGN.md §5): segment size, topology name, segment
-        levels (effective values, automatic ones included)."""
-        return (self.size, self.topology_name, self.segment_required, self.segment_preferred)
+        levels (effective values, automatic ones included), and the LWS leader policy, which
+        decides segment membership as much as the size does (our addition)."""
+        return (self.size, self.topology_name, self.segment_required, self.segment_preferred,
+                self.extra_worker_keys.get(keys.SEGMENT_LEADER_POLICY))
 
 
 def is_automatic_requester(request: Mapping[str, Any], settings: AdmissionSettings) -> bool:
@@ -359,6 +369,25 @@ def _check_level(level: Sourced, topology: Topology | None, topo_name: str | Non
     return True
 
 
+def _check_topology_name(src: Sourced, catalog: TopologyCatalog, decision: Decision) -> Topology | None:
+    """Validate one ``kai.scheduler/topology`` value (DESIGN.md §5): an object name, and known
+    to a synced catalog. Returns its Topology, or ``None`` (denied, or not loaded yet: warning)."""
+    if not (len(src.value) <= 253 and _DNS_SUBDOMAIN.fullmatch(src.value)):
+        deny(decision, "invalid-topology-name", src.field, src.value,
+             "a topology name must be a Kubernetes object name (lowercase DNS subdomain)",
+             "name an existing Topology" + (f": {', '.join(catalog.names())}" if catalog.names() else ""))
+        return None
+    topology = catalog.get(src.value)
+    if topology is None:
+        if catalog.synced:
+            known = catalog.names()
+            deny(decision, "unknown-topology", src.field, src.value, "no Topology has this name",
+                 f"use one of: {', '.join(known)}" if known else "create the Topology first")
+        else:
+            decision.warn(f"topology {quote(src.value)} not loaded yet; levels not checked")
+    return topology
+
+
 def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSettings, decision: Decision) -> Resolution:
     """Resolve and validate one workload's keys (DESIGN.md §4, §5, §6).
 
@@ -410,22 +439,10 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
             decision.warn("automatic segment placement skipped: no kai.scheduler/topology and no default topology")
             auto = False
 
-    # §5 topology name.
+    # §5 topology name (the resolved one, and a root name that the template overrides).
     topology: Topology | None = None
     if topo_src is not None:
-        if not (len(topo_src.value) <= 253 and _DNS_SUBDOMAIN.fullmatch(topo_src.value)):
-            deny(decision, "invalid-topology-name", topo_src.field, topo_src.value,
-                 "a topology name must be a Kubernetes object name (lowercase DNS subdomain)",
-                 "name an existing Topology" + (f": {', '.join(catalog.names())}" if catalog.names() else ""))
-        else:
-            topology = catalog.get(topo_src.value)
-            if topology is None:
-                if catalog.synced:
-                    known = catalog.names()
-                    deny(decision, "unknown-topology", topo_src.field, topo_src.value, "no Topology has this name",
-                         f"use one of: {', '.join(known)}" if known else "create the Topology first")
-                else:
-                    decision.warn(f"topology {quote(topo_src.value)} not loaded yet; levels not checked")
+        topology = _check_topology_name(topo_src, catalog, decision)
     elif topo_name is not None:  # automatic default
         topology = catalog.get(topo_name)
         if topology is None:
@@ -433,6 +450,17 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
             auto = False
             topo_name = None
             res.auto_topology = False
+    root_topo = root.get(keys.TOPOLOGY)
+    conflict = root_topo is not None and topo_src is not None and root_topo.value != topo_src.value
+    if conflict:
+        _check_topology_name(root_topo, catalog, decision)
+        for s in (res.wl_required, res.wl_preferred):
+            if s is not None:
+                deny(decision, "conflicting-topology", s.field, s.value,
+                     f"this workload-level placement belongs to the root's topology {quote(root_topo.value)}, but "
+                     f"the worker template names topology {quote(topo_src.value)} ({topo_src.field}); "
+                     "one workload is placed in one topology",
+                     "name the same topology in both places, or set it only in metadata.annotations")
     res.topology_name = topo_name
     res.topology_field = topo_src.field if topo_src else (key_field(worker.field, keys.TOPOLOGY) if worker else None)
     res.topology = topology
@@ -440,7 +468,8 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     # §5 placement keys need a topology name.
     placement = [(s, scope) for s, scope in (
         (res.wl_required, "workload"), (res.wl_preferred, "workload"),
-        (res.seg_required, "segment"), (res.seg_preferred, "segment")) if s is not None]
+        (res.seg_required, "segment"), (res.seg_preferred, "segment"))
+        if s is not None and not (conflict and scope == "workload")]  # conflicting: denied above
     if topo_name is None:
         where = f"{worker.field} or metadata.annotations" if worker is not None else "metadata.annotations"
         for s, _scope in placement:

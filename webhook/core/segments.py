@@ -112,3 +112,22 @@ def lws_subgroup_name(segment: int | None) -> str:
     """``kai.scheduler/subgroup-name`` of an LWS pod: ``segment-<k>``, or ``leader`` for
     ``None`` (the leader under LeaderExcluded; DESIGN.md §2)."""
     return "leader" if segment is None else f"segment-{segment}"
+
+
+def divisors(n: int, *, most: int) -> list[int]:
+    """The smallest ``most`` divisors of ``n`` that are >= 2, ascending (for the LeaderExcluded
+    fix text, DESIGN.md §5). ``n`` >= 0; ``divisors(4, most=8)`` → ``[2, 4]``; ``0`` → ``[]``.
+
+    O(sqrt(n)) steps: at most 46,341 for an int32 LWS size (the handlers bound sizes to int32)."""
+    if n < 2:
+        return []
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            if d >= 2:
+                small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return (small + large[::-1])[:most]

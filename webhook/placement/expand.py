@@ -121,6 +121,17 @@ def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotatio
             "spec": copy.deepcopy(dict(tmpl["spec"]))}
 
 
+#: Most pods one workload may expand into: far above any real gang (the benchmarks place 4,096),
+#: low enough that a typo such as ``replicas: 2000000000`` fails at once instead of exhausting memory.
+MAX_PODS = 100_000
+
+
+def _check_pod_count(total: int, where: str) -> None:
+    """Raise :class:`ExpandError` when a workload would expand into more than :data:`MAX_PODS` pods."""
+    if total > MAX_PODS:
+        raise ExpandError(f"{where}: {total} pods is more than the {MAX_PODS} this command expands")
+
+
 def _replicas(value: Any, where: str, default: int = 1) -> int:
     if value is None:
         return default
@@ -156,6 +167,7 @@ def _kf_pods(obj: Mapping, kind: str) -> list[tuple[int, dict]]:
         parts.append(("worker", _replicas(spec.get("workers"), "spec.workers"),
                       _template(w.get("template") if isinstance(w, Mapping) else None, "spec.worker.template")))
         operator = "distributedworkload-controller"
+    _check_pod_count(sum(count for _, count, _ in parts), "replicas")
     for rtype, count, tmpl in parts:
         for i in range(count):
             labels = {keys.KF_REPLICA_TYPE: rtype, keys.KF_REPLICA_INDEX: str(i),
@@ -175,6 +187,7 @@ def _lws_pods(obj: Mapping) -> list[tuple[int, dict]]:
     size = _replicas(lwt.get("size"), "spec.leaderWorkerTemplate.size")
     if size < 1:
         raise ExpandError("spec.leaderWorkerTemplate.size: must be at least 1")
+    _check_pod_count(replicas * size, "spec.replicas × spec.leaderWorkerTemplate.size")
     worker = _template(lwt.get("workerTemplate"), "spec.leaderWorkerTemplate.workerTemplate")
     leader = _template(lwt["leaderTemplate"], "spec.leaderWorkerTemplate.leaderTemplate") if lwt.get("leaderTemplate") else worker
     sgp = lwt.get("subGroupPolicy")

@@ -26,7 +26,10 @@ class Plan:
     ``resolution``: the resolved keys; ``root`` / ``worker``: the annotation maps of the workload
     root and the worker PodTemplateSpec (``worker`` is ``None`` without a worker template);
     ``other_templates``: further templates and the owned keys they receive (LWS leaderTemplate);
-    ``suspended``: PyTorchJob ``spec.runPolicy.suspend`` is true (UPDATE may change keys).
+    ``suspended``: PyTorchJob ``spec.runPolicy.suspend`` is true. An UPDATE may change the
+    segment keys when the old or the new object is suspended: either no pods exist (old
+    suspended) or the operator deletes them now (new suspended), so no running pod keeps a stale
+    constraint.
     ``master``: the annotation map of a never-segmented Master PodTemplateSpec (PyTorchJob,
     native), or ``None``. When the workload is segmented, that template receives the label
     ``kai.scheduler/subgroup-name: master`` (DESIGN.md §2, §7: Master pods are named ``master``
@@ -41,20 +44,30 @@ class Plan:
     suspended: bool = False
     master: AnnotationMap | None = None
 
+    def owned_keys(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(worker template keys, root keys) this plan makes the webhook own (DESIGN.md §2)."""
+        return self.resolution.worker_keys(), self.resolution.root_keys(self.root)
 
-Analyse = Callable[[Mapping[str, Any], Mapping[str, Any], TopologyCatalog, AdmissionSettings, Decision], "Plan | None"]
 
-_IMMUTABLE_NAMES = ("segment size", "topology name", "segment required level", "segment preferred level")
-_IMMUTABLE_KEYS = (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED)
+#: ``analyse(obj, request, catalog, settings, decision, *, defaults=True) -> Plan | None``; with
+#: ``defaults=False`` automatic placement (§6) is off: the object's explicit keys only.
+Analyse = Callable[..., "Plan | None"]
+
+_IMMUTABLE_NAMES = ("segment size", "topology name", "segment required level", "segment preferred level",
+                    "segment leader policy")
+_IMMUTABLE_KEYS = (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED,
+                   keys.SEGMENT_LEADER_POLICY)
 
 
 def _changed_field(plan: Plan, position: int) -> str:
     res = plan.resolution
-    sourced = (None, None, res.seg_required, res.seg_preferred)[position]
+    sourced = (None, None, res.seg_required, res.seg_preferred, None)[position]
     if position == 0 and res.size_field:
         return res.size_field
     if position == 1 and res.topology_field:
         return res.topology_field
+    if position == 4 and res.leader_policy_field:
+        return res.leader_policy_field
     if sourced is not None:
         return sourced.field
     owner = plan.worker.field if plan.worker is not None else plan.root.field
@@ -70,17 +83,26 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
         fix = "restore the old value, or delete and recreate the workload"
         if kind == "PyTorchJob":
             fix += " (or suspend it first: spec.runPolicy.suspend: true)"
-        deny(decision, "immutable-field", _changed_field(plan, i), None if new is None else str(new),
-             f"the {_IMMUTABLE_NAMES[i]} of an existing workload cannot change (was {quote(None if old is None else str(old))})", fix)
+        if i == 0:  # show the size as written (annotation string or spec integer)
+            new, old = plan.resolution.size_raw, old_plan.resolution.size_raw
+        deny(decision, "immutable-field", _changed_field(plan, i), new,
+             f"the {_IMMUTABLE_NAMES[i]} of an existing workload cannot change (was {quote(old)})", fix)
 
 
 def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], catalog: TopologyCatalog,
                     settings: AdmissionSettings, *, mutate: bool) -> Decision:
     """Admit a workload request (DESIGN.md §4–§6).
 
-    CREATE / UPDATE of the main resource: analyse, validate, and (``mutate``) patch. UPDATE also
-    compares the resolved segment size, topology name and segment levels of ``oldObject`` and
-    ``object`` and denies a change (``immutable-field``) unless the plan is ``suspended``.
+    CREATE / UPDATE of the main resource: analyse, validate, and (``mutate``) patch.
+
+    UPDATE compares the new object's resolved segment size, topology name, segment levels and
+    leader policy with the stored ``oldObject``'s and denies a change (``immutable-field``,
+    §5) unless either object is a suspended PyTorchJob. The stored object's constraint is its
+    explicit keys (CREATE wrote every default out). Automatic defaults (§6) are applied on
+    UPDATE only when the stored object already carries them all, so that an update that drops
+    them (``kubectl replace``, server-side apply) gets them back, while an update of a workload
+    created without them (e.g. by kubectl, or while the Topology was not loaded) never adds
+    them to a running workload.
     DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
     """
     decision = Decision(kind=kind)
@@ -91,16 +113,20 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if not isinstance(obj, Mapping):
         deny_malformed(decision, "request.object", obj, f"a {kind} object")
         return decision
-    plan = analyse(obj, request, catalog, settings, decision)
+    old_plan = None
+    defaults = True
+    old = request.get("oldObject") if operation == "UPDATE" else None
+    if isinstance(old, Mapping):
+        # The stored object's own problems are not this request's: scratch decisions.
+        old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=False)
+        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=True)
+        defaults = (old_plan is not None and old_with_defaults is not None
+                    and old_plan.owned_keys() == old_with_defaults.owned_keys())
+    plan = analyse(obj, request, catalog, settings, decision, defaults=defaults)
     if plan is None:
         return decision
-    if operation == "UPDATE" and not plan.suspended:
-        old = request.get("oldObject")
-        if isinstance(old, Mapping):
-            scratch = Decision(kind=kind)  # the stored object's own problems are not this request's
-            old_plan = analyse(old, request, catalog, settings, scratch)
-            if old_plan is not None:
-                _check_immutable(kind, plan, old_plan, decision)
+    if old_plan is not None and not (plan.suspended or old_plan.suspended):
+        _check_immutable(kind, plan, old_plan, decision)
     if not decision.allowed or not mutate:
         return decision
     builder = PatchBuilder(obj)

@@ -25,6 +25,7 @@ from webhook.core.constraints import (
     get_int,
     get_mapping,
     read_annotations,
+    read_string_map,
     resolve,
 )
 from webhook.core.decision import AdmissionSettings, Decision
@@ -46,11 +47,13 @@ def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, require
     template = get_mapping(holder, "template", f"spec.{role}", decision, required=True)
     if template is None:
         return None
+    if role == "master" and read_string_map(template, f"spec.{role}.template", "labels", decision) is None:
+        return None  # the master template's labels receive kai.scheduler/subgroup-name
     return read_annotations(template, f"spec.{role}.template", ("spec", role, "template"), decision)
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
     """Read, resolve and validate one DistributedWorkload object. Returns ``None`` when it is
     too malformed to resolve (400 denials already recorded)."""
     root = read_annotations(obj, "", (), decision)
@@ -65,7 +68,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     worker = _template(spec, "worker", decision, required=True)
     master = _template(spec, "master", decision, required=False)
     warn_ignored_segment_keys(master, "the master template", decision)
-    if worker is None:
+    if worker is None or (spec.get("master") is not None and master is None):
         return None
     supported = framework in SEGMENT_FRAMEWORKS
     if framework in FRAMEWORKS and not supported:
@@ -85,7 +88,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=per_segment,
         spec_size_field="spec.workersPerSegment",
         spec_size_wins=True,
-        automatic=supported,
+        automatic=supported and defaults,
     )
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master)
 

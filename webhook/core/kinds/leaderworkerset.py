@@ -41,7 +41,7 @@ from webhook.core.constraints import (
 )
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload
-from webhook.core.segments import lws_segmented_pods
+from webhook.core.segments import divisors, lws_segmented_pods
 from webhook.core.topology import TopologyCatalog
 
 KIND = "LeaderWorkerSet"
@@ -75,9 +75,10 @@ def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
     """Read, resolve and validate one LeaderWorkerSet object (adds the LeaderExcluded
-    divisibility rule of DESIGN.md §5). Returns ``None`` when too malformed to resolve."""
+    divisibility rule of DESIGN.md §5). Returns ``None`` when too malformed to resolve.
+    ``defaults`` is accepted for the shared flow; automatic placement never applies to LWS (§6)."""
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     lwt = get_mapping(spec, "leaderWorkerTemplate", "spec", decision, required=True) if spec is not None else None
@@ -122,11 +123,12 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             deny(decision, "lws-leader-excluded-divisibility", res.size_field, res.size_raw,
                  f"under LeaderExcluded, size - 1 = {group_size - 1} ({LWT}.size = {group_size}) must be divisible by the segment size",
                  f"choose a segment size that divides {group_size - 1} "
-                 f"({', '.join(str(d) for d in range(2, group_size) if (group_size - 1) % d == 0) or 'none >= 2'}), "
+                 f"({', '.join(map(str, divisors(group_size - 1, most=8))) or 'none >= 2'}), "
                  f"or change {LWT}.size")
         elif not excluded and group_size % size and (group_size - 1) % size:
             decision.warn(f"size {group_size} / segment size {size}: last segment has {group_size % size} pods")
         res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
+        res.leader_policy_field = f"{SGP}.subGroupPolicyType"
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
             decision.warn(f"{keys.SEGMENT_LEADER_POLICY}={quote(current)} replaced by subGroupPolicyType {policy}")

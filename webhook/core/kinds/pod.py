@@ -54,14 +54,19 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     """
     size_key = keys.SEGMENT_SIZE if keys.SEGMENT_SIZE in annotations else keys.LWS_SUBGROUP_SIZE
     raw_size = annotations.get(size_key)
+    is_lws = keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels
+    policy = annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) or keys.POLICY_LEADER_WORKER
     if raw_size is None:
+        # An excluded LWS leader carries no segment size (its template gets no segment keys,
+        # DESIGN.md §2) but is still named `leader` (§7).
+        if is_lws and policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
+            return {keys.SUBGROUP_NAME: lws_subgroup_name(None)}, []
         return {}, []
     size = parse_plain_decimal(raw_size)
     if size is None or size < 1:
         return {}, [f"pod {size_key}={quote(raw_size)} is not a positive integer; no segment label"]
 
-    if keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels:
-        policy = annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) or keys.POLICY_LEADER_WORKER
+    if is_lws:
         if policy not in keys.LEADER_POLICIES:
             return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
         raw_w = labels.get(keys.LWS_WORKER_INDEX)

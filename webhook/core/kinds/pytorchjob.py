@@ -18,6 +18,7 @@ from webhook.core.constraints import (
     get_mapping,
     is_automatic_requester,
     read_annotations,
+    read_string_map,
     resolve,
 )
 from webhook.core.decision import AdmissionSettings, Decision
@@ -39,21 +40,25 @@ def _replica_key(specs: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decision, *, need_replicas: bool):
+def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decision, *, worker: bool):
+    """(annotations of the replica type's PodTemplateSpec, Worker replicas). The Master
+    template's labels are validated too: they receive ``kai.scheduler/subgroup-name``."""
     field = f"spec.{SPECS}.{rkey}"
     rspec = specs[rkey]
     if not isinstance(rspec, Mapping):
         deny_malformed(decision, field, rspec, "a ReplicaSpec object")
         return None, None
-    replicas = get_int(rspec, "replicas", field, decision, default=1) if need_replicas else None
+    replicas = get_int(rspec, "replicas", field, decision, default=1) if worker else None
     template = get_mapping(rspec, "template", field, decision, required=True)
     if template is None:
+        return None, replicas
+    if not worker and read_string_map(template, f"{field}.template", "labels", decision) is None:
         return None, replicas
     return read_annotations(template, f"{field}.template", ("spec", SPECS, rkey, "template"), decision), replicas
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
     """Read, resolve and validate one PyTorchJob object. Returns ``None`` when it is too
     malformed to resolve (400 denials already recorded in ``decision``)."""
     root = read_annotations(obj, "", (), decision)
@@ -66,12 +71,14 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     replicas = None
     wkey = _replica_key(specs, "Worker")
     if wkey is not None:
-        worker, replicas = _template_annotations(specs, wkey, decision, need_replicas=True)
+        worker, replicas = _template_annotations(specs, wkey, decision, worker=True)
         if worker is None:
             return None
     mkey = _replica_key(specs, "Master")
     if mkey is not None:
-        master, _ = _template_annotations(specs, mkey, decision, need_replicas=False)
+        master, _ = _template_annotations(specs, mkey, decision, worker=False)
+        if master is None:
+            return None
         warn_ignored_segment_keys(master, "the Master template", decision)
     run_policy = spec.get("runPolicy")
     suspended = isinstance(run_policy, Mapping) and run_policy.get("suspend") is True
@@ -82,7 +89,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=replicas,
         pods_field=f"spec.{SPECS}.{wkey or 'Worker'}.replicas",
         pods_noun="Worker replicas",
-        automatic=is_automatic_requester(request, settings),
+        automatic=defaults and is_automatic_requester(request, settings),
     )
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
                 suspended=suspended, master=master)
