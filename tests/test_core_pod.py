@@ -98,7 +98,7 @@ def test_missing_or_garbled_index_warns_and_is_allowed(labels):
 def test_garbled_segment_size_warns():
     d, _ = admit(pod({RTYPE: "worker", RINDEX: "1"}, {SIZE: "4x"}))
     assert d.patch == []
-    assert d.warnings == ['pod kai.scheduler/segment-size="4x" is not a positive integer; no segment label']
+    assert d.warnings == ['pod kai.scheduler/segment-size="4x" is not an int32 >= 1; no segment label']
 
 
 def test_stale_label_is_replaced_and_user_labels_kept():
@@ -158,7 +158,7 @@ def test_lws_r4_s2_default_policy():
 
 def test_lws_worker_without_size_annotation_warns():
     d, _ = admit(lws_pod(2, {SIZE: "2"}))
-    assert d.patch == [] and d.warnings == ['pod annotation leaderworkerset.sigs.k8s.io/size=null missing or not an integer; no segment label']
+    assert d.patch == [] and d.warnings == ['pod annotation leaderworkerset.sigs.k8s.io/size=null missing or not an int32; no segment label']
 
 
 def test_lws_pod_without_worker_index_warns():
@@ -204,3 +204,16 @@ def test_leader_excluded_leader_without_a_segment_size_is_named_leader():
     assert patched_pod["metadata"]["labels"] == {
         "leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/worker-index": "0",
         "kai.scheduler/subgroup-name": "leader"}
+
+
+def test_huge_index_label_gets_no_overlong_segment_label():
+    # a 70-digit index would make a label value over Kubernetes' 63 characters
+    d, _ = admit(pod({RTYPE: "worker", RINDEX: "9" * 70}, {SIZE: "4"}))
+    assert d.patch == []
+    assert len(d.warnings) == 1 and len(d.warnings[0]) == 120  # DESIGN.md §5: warnings <= 120 characters
+    assert d.warnings[0].startswith('pod label training.kubeflow.org/replica-index="9999')
+
+
+def test_5000_digit_segment_size_is_a_warning_not_an_error():
+    d, _ = admit(pod({RTYPE: "worker", RINDEX: "1"}, {SIZE: "9" * 5000}))
+    assert d.patch == [] and len(d.warnings) == 1

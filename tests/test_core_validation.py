@@ -251,7 +251,8 @@ def test_template_topology_beats_root():
     obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK}, root={TOPO: "other"})
     d = run(obj, TWO_TOPOLOGIES)
     # the seed: "If it is set in both places, the segment-based (PodTemplate) value takes precedence"
-    assert d.allowed and d.patch == [] and d.warnings == []
+    assert d.allowed and d.patch == []
+    assert d.warnings == ['root kai.scheduler/topology="other" overridden by template']
 
 
 def test_overridden_root_topology_must_still_exist(example_catalog):
@@ -731,3 +732,46 @@ def test_leader_excluded_fix_lists_at_most_8_divisors(example_catalog):
     d = run(lws({TOPO: "cluster-topology"}, size=2**31 - 1, sub_size=300_000, policy="LeaderExcluded"), example_catalog)
     assert rules(d) == ["lws-leader-excluded-divisibility"]
     assert "(2, 3, 6, 7, 9, 11, 14, 18)" in d.message
+
+
+def test_invalid_root_values_shadowed_by_the_template_are_denied_not_dropped(example_catalog):
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK},
+                     root={TOPO: "Bad Name", SIZE: "4x", SEG_REQ: "rack!"})
+    d = run(obj, example_catalog)
+    assert sorted(rules(d)) == ["invalid-level", "invalid-topology-name", "segment-size-not-integer"]
+    assert {v.field for v in d.violations} == {
+        'metadata.annotations["kai.scheduler/topology"]', 'metadata.annotations["kai.scheduler/segment-size"]',
+        'metadata.annotations["kai.scheduler/segment-topology-required-placement"]'}
+
+
+def test_valid_root_values_shadowed_by_the_template_warn(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK}, root={SIZE: "8", SEG_REQ: BLOCK}),
+            example_catalog)
+    assert d.allowed
+    assert d.warnings == ['root kai.scheduler/segment-size="8" overridden by template',
+                          'root kai.scheduler/segment-topology-required-placement="cloud.provider.com/topology-block" '
+                          'overridden by template']
+
+
+def test_5000_digit_segment_size_exceeds_the_replicas(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "9" * 5000}), example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+
+
+def test_fix_hint_for_fewer_than_2_workers(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "2"}, replicas=0), example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert d.message.endswith("fix: raise spec.pytorchReplicaSpecs.Worker.replicas to at least 2, "
+                              "or remove kai.scheduler/segment-size for no segments.")
+
+
+def test_leading_zero_size_is_written_canonically_with_a_warning(example_catalog):
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "04"}), example_catalog)
+    assert d.warnings == ['kai.scheduler/segment-size="04" written as "4"']
+
+
+def test_topology_file_with_an_invalid_object_name_is_rejected():
+    from webhook.core.topology import TopologyError, load_topology_text
+
+    with pytest.raises(TopologyError, match="Topology metadata.name 'Bad_Name' is not a Kubernetes object name"):
+        load_topology_text("kind: Topology\nmetadata: {name: Bad_Name}\nspec: {levels: [{nodeLabel: a.io/b}]}\n")

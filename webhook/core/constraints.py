@@ -330,6 +330,8 @@ def _resolve_size(inp: SegmentInputs, res: Resolution, decision: Decision) -> tu
         return None, True
     if spec_size is not None and spec_size != size:
         decision.warn(f"subGroupSize overridden: {keys.SEGMENT_SIZE}={quote(ann.value)} beats subGroupSize={spec_size}")
+    if ann.value != str(size):
+        decision.warn(f"{keys.SEGMENT_SIZE}={quote(ann.value)} written as {quote(str(size))}")
     return size, True
 
 
@@ -341,9 +343,10 @@ def _check_size(inp: SegmentInputs, size: int, size_field: str, raw: Any, decisi
              f"set a segment size of at least 2 (or remove {keys.SEGMENT_SIZE} for no segments)")
         ok = False
     elif inp.pods is not None and size > inp.pods:
+        fix = (f"use a segment size between 2 and {inp.pods}, or raise {inp.pods_field}" if inp.pods >= 2
+               else f"raise {inp.pods_field} to at least 2, or remove {keys.SEGMENT_SIZE} for no segments")
         deny(decision, "segment-size-exceeds-replicas", size_field, raw,
-             f"the segment size exceeds the {inp.pods} {inp.pods_noun} ({inp.pods_field})",
-             f"use a segment size between 2 and {inp.pods}, or raise {inp.pods_field}")
+             f"the segment size exceeds the {inp.pods} {inp.pods_noun} ({inp.pods_field})", fix)
         ok = False
     elif inp.pods is not None and segment_count(inp.pods, size) > keys.MAX_SEGMENTS:
         deny(decision, "too-many-segments", size_field, raw,
@@ -386,6 +389,32 @@ def _check_topology_name(src: Sourced, catalog: TopologyCatalog, decision: Decis
         else:
             decision.warn(f"topology {quote(src.value)} not loaded yet; levels not checked")
     return topology
+
+
+def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, topology: Topology | None,
+                              topology_conflict: bool, decision: Decision) -> None:
+    """Root segment keys that the worker template overrides (DESIGN.md §4.2: template value
+    wins) are still the user's input, so nothing is dropped silently: an invalid root value is
+    denied like an effective one (§5), a valid but different one gets a warning. ``topology`` is
+    the resolved topology; root levels are checked against it unless the root names another
+    topology (``topology_conflict``), whose own checks ran already."""
+    for key in keys.SEGMENT_KEYS:
+        shadowed, winner = root.get(key), worker.get(key)
+        if shadowed is None or winner is None or shadowed.value == winner.value:
+            continue
+        if key == keys.SEGMENT_SIZE:
+            if parse_plain_decimal(shadowed.value) is None:
+                deny(decision, "segment-size-not-integer", shadowed.field, shadowed.value,
+                     "the segment size must be a plain decimal integer (digits 0-9 only, no sign, spaces or exponent)",
+                     f'write digits, e.g. "4", or remove it: the worker template\'s value {quote(winner.value)} wins')
+                continue
+        elif not _check_level(shadowed, None if topology_conflict else topology,
+                              topology.name if topology is not None else None, decision):
+            continue
+        decision.warn(f"root {key}={quote(shadowed.value)} overridden by template")
+    topo_root, topo_worker = root.get(keys.TOPOLOGY), worker.get(keys.TOPOLOGY)
+    if topo_root is not None and topo_worker is not None and topo_root.value != topo_worker.value:
+        decision.warn(f"root {keys.TOPOLOGY}={quote(topo_root.value)} overridden by template")
 
 
 def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSettings, decision: Decision) -> Resolution:
@@ -461,6 +490,8 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
                      f"the worker template names topology {quote(topo_src.value)} ({topo_src.field}); "
                      "one workload is placed in one topology",
                      "name the same topology in both places, or set it only in metadata.annotations")
+    if worker is not None:
+        _check_shadowed_root_keys(root, worker, topology, conflict, decision)
     res.topology_name = topo_name
     res.topology_field = topo_src.field if topo_src else (key_field(worker.field, keys.TOPOLOGY) if worker else None)
     res.topology = topology

@@ -19,6 +19,10 @@ from webhook.core.keys import POLICY_LEADER_EXCLUDED, POLICY_LEADER_WORKER
 _PLAIN_DECIMAL = re.compile(r"[0-9]+")
 
 
+#: Upper bound of :func:`parse_plain_decimal`: larger values saturate to it.
+SATURATION = 10**18
+
+
 def parse_plain_decimal(value: object) -> int | None:
     """Parse a Kubernetes annotation/label value that must be a plain decimal integer.
 
@@ -26,9 +30,14 @@ def parse_plain_decimal(value: object) -> int | None:
     allowed: ``"04"`` → 4), else ``None``: ``"4x"``, ``"-1"``, ``"+4"``, ``"1e3"``, ``" 4"``,
     ``"4 "``, ``""``, ``"٤"`` (non-ASCII digit) and every non-string value give ``None``.
     Rule source: DESIGN.md §5 (segment size must be a plain decimal integer).
+
+    Values above :data:`SATURATION` (10**18) saturate to it, so a 5,000-digit value costs no
+    big-integer conversion (Python refuses more than 4,300 digits) and is still denied by the
+    range rules (a segment size above the replica count, an index above int32).
     """
     if isinstance(value, str) and _PLAIN_DECIMAL.fullmatch(value) and value.isascii():
-        return int(value)
+        significant = value.lstrip("0")
+        return SATURATION if len(significant) > 18 else int(value)
     return None
 
 

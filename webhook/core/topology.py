@@ -87,6 +87,8 @@ class Topology:
         name = meta.get("name") if isinstance(meta, Mapping) else None
         if not isinstance(name, str) or not name:
             raise TopologyError("Topology metadata.name is missing")
+        if len(name) > 253 or not re.fullmatch(_DNS_SUBDOMAIN, name):
+            raise TopologyError(f"Topology metadata.name {name!r} is not a Kubernetes object name (lowercase DNS subdomain)")
         spec = obj.get("spec") or {}
         raw_levels = spec.get("levels") if isinstance(spec, Mapping) else None
         if not isinstance(raw_levels, list) or not raw_levels:

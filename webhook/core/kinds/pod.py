@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import deny_malformed, quote, read_string_map
+from webhook.core.constraints import INT32_MAX, deny_malformed, quote, read_string_map
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.patching import PatchBuilder
 from webhook.core.segments import (
@@ -41,6 +41,13 @@ from webhook.core.topology import TopologyCatalog
 
 KIND = "Pod"
 GROUP = ""
+
+
+def _pod_int(raw: object) -> int | None:
+    """A pod label/annotation as a plain decimal int32 (0..2**31-1), else ``None``. The bound
+    keeps every label this handler writes short (Kubernetes label values: at most 63 characters)."""
+    value = parse_plain_decimal(raw)
+    return value if value is not None and value <= INT32_MAX else None
 
 
 def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -62,24 +69,24 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
         if is_lws and policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
             return {keys.SUBGROUP_NAME: lws_subgroup_name(None)}, []
         return {}, []
-    size = parse_plain_decimal(raw_size)
+    size = _pod_int(raw_size)
     if size is None or size < 1:
-        return {}, [f"pod {size_key}={quote(raw_size)} is not a positive integer; no segment label"]
+        return {}, [f"pod {size_key}={quote(raw_size)} is not an int32 >= 1; no segment label"]
 
     if is_lws:
         if policy not in keys.LEADER_POLICIES:
             return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
         raw_w = labels.get(keys.LWS_WORKER_INDEX)
-        worker = parse_plain_decimal(raw_w)
+        worker = _pod_int(raw_w)
         if worker is None:
-            return {}, [f"pod label {keys.LWS_WORKER_INDEX}={quote(raw_w)} missing or not an integer; no segment label"]
+            return {}, [f"pod label {keys.LWS_WORKER_INDEX}={quote(raw_w)} missing or not an int32; no segment label"]
         if worker == 0:
             segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
         else:
             raw_r = annotations.get(keys.LWS_SIZE)
-            group = parse_plain_decimal(raw_r)
+            group = _pod_int(raw_r)
             if group is None or group < 1:
-                return {}, [f"pod annotation {keys.LWS_SIZE}={quote(raw_r)} missing or not an integer; no segment label"]
+                return {}, [f"pod annotation {keys.LWS_SIZE}={quote(raw_r)} missing or not an int32; no segment label"]
             if worker >= group:
                 return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
             segment = lws_segment(worker, group, size, policy)
@@ -94,9 +101,9 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     if role != "worker":
         return {}, [f"pod label {keys.KF_REPLICA_TYPE}={quote(rtype)} is not worker/master; no segment label"]
     raw_i = labels.get(keys.KF_REPLICA_INDEX)
-    index = parse_plain_decimal(raw_i)
+    index = _pod_int(raw_i)
     if index is None:
-        return {}, [f"pod label {keys.KF_REPLICA_INDEX}={quote(raw_i)} missing or not an integer; no segment label"]
+        return {}, [f"pod label {keys.KF_REPLICA_INDEX}={quote(raw_i)} missing or not an int32; no segment label"]
     segment = training_segment(index, size)
     return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
 
