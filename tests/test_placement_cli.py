@@ -98,3 +98,190 @@ def test_bad_cluster_exit_2(tmp_path, capsys):
     bad.write_text("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: many}}\n")
     assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(bad)]) == 2
     assert f"{bad}: Node 'n1': status.allocatable[cpu]" in capsys.readouterr().err
+
+
+# --- new-user trial findings ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--zones", "100", "--blocks", "100", "--racks", "100", "--nodes", "100", "--gpus", "8"],
+     "--zones × --blocks × --racks × --nodes = 100×100×100×100 = 100,000,000 nodes is more than the limit of "
+     "100,000 nodes"),
+    (["--zones", "1", "--blocks", "1", "--racks", "1", "--nodes", "1", "--gpus", "1000000"],
+     "--gpus 1000000 is more than the limit of 64 GPUs per node"),
+    (["--zones", "10", "--blocks", "10", "--racks", "10", "--nodes", "100", "--gpus", "16"],
+     "100,000 nodes × --gpus 16 = 1,600,000 GPUs is more than the limit of 1,000,000 GPUs"),
+    (["--zones", "0"], "--zones must be a positive integer, got 0"),
+])
+def test_gen_cluster_bounds_exit_2_before_allocating(tmp_path, capsys, argv, message):
+    out = tmp_path / "x.yaml"
+    assert main(["gen-cluster", *argv, "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"segment-webhook gen-cluster: error: {message}\n"
+    assert not out.exists()
+
+
+def test_gen_cluster_at_the_node_limit_is_accepted():
+    from webhook.placement.gencluster import MAX_NODES, generate
+
+    assert MAX_NODES == 100_000
+    with pytest.raises(ValueError, match="100,001 nodes is more than the limit of 100,000 nodes"):
+        generate(1, 1, 1, 100_001, 8)
+    doc = generate(1, 1, 1, 64, 64, fill=0.0)  # the largest --gpus is fine
+    assert doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu"] == "64"
+
+
+NO_NODES = "no Node objects (dump them with `kubectl get nodes -o yaml`)"
+
+
+@pytest.mark.parametrize("content", ["", "kind: List\nitems: []\n", "---\n---\n",
+                                     "kind: Pod\nmetadata: {name: p}\nspec: {nodeName: n1, containers: []}\n"])
+def test_place_cluster_without_nodes_exit_2(tmp_path, capsys, content):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(content)
+    assert main(["place", "-f", str(EXAMPLES / "distributedworkload-native.yaml"), "--cluster", str(empty)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"segment-webhook place: error: {empty}: {NO_NODES}\n"
+
+
+def test_place_no_nodes_in_any_cluster_file_names_them_all(tmp_path, capsys, gen_cluster):
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("")
+    b.write_text("kind: List\nitems: []\n")
+    assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(a), "--cluster", str(b)]) == 2
+    assert capsys.readouterr().err == f"segment-webhook place: error: {a}, {b}: {NO_NODES}\n"
+    # one empty file next to a file with nodes is fine
+    assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(a), "--cluster", gen_cluster,
+                 "-o", "json"]) in (0, 1)
+    assert capsys.readouterr().err == ""
+
+
+def test_place_and_gen_cluster_error_prefix(tmp_path, capsys):
+    missing = tmp_path / "missing.yaml"
+    assert main(["place", "-f", str(missing), "--cluster", str(missing)]) == 2
+    assert capsys.readouterr().err == f"segment-webhook place: error: {missing}: cannot read: No such file or directory\n"
+    assert main(["gen-cluster", "--zones", "1", "-o", str(tmp_path / "no-such-dir" / "c.yaml")]) == 2
+    assert capsys.readouterr().err == (f"segment-webhook gen-cluster: error: {tmp_path / 'no-such-dir' / 'c.yaml'}: "
+                                       "cannot write: No such file or directory\n")
+
+
+def _bad_cluster(tmp_path, what):
+    if what == "directory":
+        return tmp_path, f"{tmp_path}: cannot read: Is a directory"
+    path = tmp_path / "c.yaml"
+    if what == "binary":
+        path.write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")
+        return path, f"{path}: not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 8: invalid start byte"
+    if what == "nul":
+        path.write_bytes(b"a\x00b: c\n")
+        return path, (f"{path}: not valid YAML or JSON: unacceptable character #x0000: control characters are not "
+                      "allowed\n  in \"<unicode string>\", position 1")
+    if what == "scalar":
+        path.write_text("hello\n")
+        return path, f"{path}: document 1: expected a Kubernetes object, got str"
+    if what == "number":
+        path.write_text("42\n")
+        return path, f"{path}: document 1: expected a Kubernetes object, got int"
+    raise AssertionError(what)
+
+
+@pytest.mark.parametrize("what", ["directory", "binary", "nul", "scalar", "number"])
+def test_place_unusable_cluster_file_exit_2(tmp_path, capsys, what):
+    path, message = _bad_cluster(tmp_path, what)
+    assert main(["place", "-f", str(EXAMPLES / "distributedworkload-native.yaml"), "--cluster", str(path)]) == 2
+    assert capsys.readouterr().err == f"segment-webhook place: error: {message}\n"
+
+
+def _huge_node_yaml(tmp_path, n_nodes=1, **alloc):
+    items = []
+    for i in range(n_nodes):
+        items.append({"kind": "Node", "metadata": {"name": f"n{i}", "labels": {
+            "topology.kubernetes.io/zone": "z", "cloud.provider.com/topology-block": "b",
+            "cloud.provider.com/topology-rack": "r", "kubernetes.io/hostname": f"n{i}"}},
+            "status": {"allocatable": alloc or {"cpu": "1e30", "memory": "1e30", "nvidia.com/gpu": 1e30, "pods": "1e30"}}})
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump({"kind": "List", "items": items}))
+    return str(path)
+
+
+def test_place_node_with_huge_allocatable(tmp_path, capsys):
+    huge = _huge_node_yaml(tmp_path)
+    assert main(["place", "-f", str(EXAMPLES / "distributedworkload-native.yaml"), "--cluster", huge]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "placed: 32 pods on 1 nodes; workload meets at kubernetes.io/hostname=n0; segments: 4 at kubernetes.io/hostname")
+
+
+def test_place_bound_pods_far_over_allocatable_not_placed(tmp_path, capsys):
+    """Bound pods requesting 1e30 cpu each used to overflow int64 (OverflowError traceback)."""
+    items = [{"kind": "Node", "metadata": {"name": "n0", "labels": {
+        "topology.kubernetes.io/zone": "z", "cloud.provider.com/topology-block": "b",
+        "cloud.provider.com/topology-rack": "r", "kubernetes.io/hostname": "n0"}},
+        "status": {"allocatable": {"cpu": "1", "nvidia.com/gpu": "8"}}}]
+    items += [{"kind": "Pod", "metadata": {"name": f"p{i}"}, "spec": {"nodeName": "n0", "containers": [
+        {"name": "c", "resources": {"requests": {"cpu": "1e30"}}}]}, "status": {"phase": "Running"}} for i in range(4)]
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump({"kind": "List", "items": items}))
+    job = tmp_path / "job.yaml"
+    job.write_text("kind: PyTorchJob\nmetadata: {name: t}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 4, template: "
+                   "{metadata: {annotations: {kai.scheduler/segment-size: '2'}}, spec: {containers: [{name: c, resources: "
+                   "{requests: {cpu: 1m}}}]}}}}}\n")
+    assert main(["place", "-f", str(job), "--cluster", str(cluster)]) == 1
+    assert capsys.readouterr().out == (
+        "not placed: workload level cluster: 1 domain(s); the best (cluster) holds 0 of 2 segments of 2 pods at "
+        "segment level cluster (binding resource: cpu)\n")
+
+
+def _dw(tmp_path, workers, per_segment, master=False):
+    dw = load_example("distributedworkload-native.yaml")
+    dw["spec"]["workers"] = workers
+    dw["spec"]["workersPerSegment"] = per_segment
+    if master:
+        dw["spec"]["master"] = {"template": dw["spec"]["worker"]["template"]}
+    path = tmp_path / "dw.yaml"
+    path.write_text(yaml.safe_dump(dw))
+    return str(path)
+
+
+@pytest.mark.parametrize("workers, per_segment, master, field", [
+    (100_001, 100, False, "spec.workers: 100001"),
+    (100_001, 8, False, "spec.workers: 100001"),  # the cap comes before the webhook's too-many-segments denial
+    (100_000, 100, True, "spec.master + spec.workers: 100001"),
+    (2_000_000_000, 1000, False, "spec.workers: 2000000000"),
+])
+def test_place_workload_over_pod_cap_exit_2_quickly(tmp_path, capsys, workers, per_segment, master, field):
+    import time
+
+    wl = _dw(tmp_path, workers, per_segment, master)
+    t0 = time.monotonic()
+    assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path)]) == 2
+    assert time.monotonic() - t0 < 2.0
+    assert capsys.readouterr().err == (
+        f"segment-webhook place: error: {field} pods is more than the 100000 this command expands\n")
+
+
+@pytest.mark.parametrize("content, field", [
+    ("kind: PyTorchJob\nmetadata: {name: j}\nspec: {pytorchReplicaSpecs: {Master: {replicas: 1, template: {spec: "
+     "{containers: [{name: c}]}}}, Worker: {replicas: 100000, template: {spec: {containers: [{name: c}]}}}}}\n",
+     "spec.pytorchReplicaSpecs.Master.replicas + spec.pytorchReplicaSpecs.Worker.replicas: 100001"),
+    ("kind: LeaderWorkerSet\nmetadata: {name: l}\nspec: {replicas: 7, leaderWorkerTemplate: {size: 14286, "
+     "workerTemplate: {spec: {containers: [{name: c}]}}}}\n",
+     "spec.replicas × spec.leaderWorkerTemplate.size: 100002"),
+])
+def test_place_pod_cap_names_the_fields(tmp_path, capsys, content, field):
+    path = tmp_path / "w.yaml"
+    path.write_text(content)
+    assert main(["place", "-f", str(path), "--cluster", _huge_node_yaml(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"segment-webhook place: error: {field} pods is more than the 100000 this command expands\n")
+
+
+def test_place_100000_workers_at_the_cap(tmp_path, capsys):
+    """The largest workload the command expands: 100,000 pods, each through the webhook (≈5 s on 2 cores)."""
+    import time
+
+    wl = _dw(tmp_path, 100_000, 100)
+    t0 = time.monotonic()
+    assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path), "-o", "json"]) == 0
+    assert time.monotonic() - t0 < 30.0
+    res = json.loads(capsys.readouterr().out)
+    assert len(res["assignments"]) == 100_000 and len(res["segments"]) == 1000
+    assert res["workload"] == {"domain": "n0", "level": "kubernetes.io/hostname"}

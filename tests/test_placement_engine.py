@@ -86,3 +86,49 @@ def test_overcommitted_resource_not_requested_does_not_block():
     assert res.assignments["ns/master"] == first.name  # asks no cpu: the over-commit does not matter
     res = place(idx, Gang([PodRequest("ns/m", {"cpu": 1000, "pods": 1000})]))
     assert res.assignments["ns/m"] == "n-000-1"
+
+
+def test_huge_allocatable_on_many_nodes_does_not_overflow_slot_sums():
+    """3,000 nodes reporting 1e30 of everything (clamped to 2**62 milli): the per-node slots used to
+    sum past int64 and the gang was reported as holding a negative number of segments."""
+    from webhook.placement.quantity import MAX_MILLI
+
+    nodes = [node(f"n{i:04d}", "z", "b", "r", cpu=MAX_MILLI, pods=MAX_MILLI, **{GPU: MAX_MILLI}) for i in range(3000)]
+    idx = ClusterIndex(nodes, CLUSTER_TOPOLOGY)
+    pods = [PodRequest(f"ns/w-{i}", {"cpu": 1, "pods": 1000}, segment=(0, i // 2)) for i in range(4)]
+    res = place(idx, Gang(pods, segment_required=RACK))
+    assert res.placed and res.reason is None
+    assert set(res.assignments.values()) == {"n0000"}
+    assert [(s.level, s.domain) for s in res.segments] == [("kubernetes.io/hostname", "n0000")] * 2
+
+
+@pytest.mark.parametrize("patch", [
+    [{"op": "add", "path": "/metadata/labels/kai.scheduler~1segment-index", "value": "0"},
+     {"op": "add", "path": "/metadata/annotations/a~0b", "value": "x"}],
+    [{"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
+     {"op": "add", "path": "/metadata/annotations/k2", "value": "v2"}],
+    [{"op": "add", "path": "/spec/containers/0/env", "value": []},  # list parent: jsonpatch applies the rest
+     {"op": "add", "path": "/metadata/labels/x", "value": "1"}],
+    [{"op": "replace", "path": "/metadata/labels/app", "value": "b"},
+     {"op": "remove", "path": "/metadata/labels/app"},
+     {"op": "add", "path": "/metadata/labels/y", "value": "2"}],
+])
+def test_expand_patch_fast_path_matches_jsonpatch(patch):
+    import copy
+
+    import jsonpatch
+
+    from webhook.placement.expand import _apply_patch
+
+    pod = {"metadata": {"name": "p", "labels": {"app": "a"}, "annotations": {}}, "spec": {"containers": [{"name": "c"}]}}
+    expected = jsonpatch.apply_patch(copy.deepcopy(pod), patch)
+    assert _apply_patch(copy.deepcopy(pod), copy.deepcopy(patch)) == expected
+
+
+def test_expand_patch_fast_path_errors_like_jsonpatch():
+    import jsonpatch
+
+    from webhook.placement.expand import _apply_patch
+
+    with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException)):
+        _apply_patch({"metadata": {}}, [{"op": "add", "path": "/metadata/labels/x", "value": "1"}])

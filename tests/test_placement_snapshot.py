@@ -150,3 +150,24 @@ def test_candidates_exclude_unschedulable_notready_tainted_and_unlabelled():
     assert sorted(set(res.assignments.values())) == ["a-ok", "d-tainted", "e-prefer"]
     res = place(index, Gang([PodRequest(f"x/p{i}", {"pods": 1000, "cpu": 1000}) for i in range(17)]))
     assert not res.placed and "holds 16 of 17 pods" in res.reason and "binding resource: cpu" in res.reason
+
+
+def test_bound_pods_far_over_allocatable_stay_in_int64():
+    """Four bound pods of 1e30 cpu on a 1-cpu node: free cpu is clamped at -2**62 milli (it used to
+    reach -2**64 and fail with OverflowError when the engine copied it into int64 arrays)."""
+    from webhook.placement.quantity import MAX_MILLI
+
+    snap = snapshot_from_objects([_node("n1")] + [_pod(f"p{i}", "n1", cpu="1e30") for i in range(4)])
+    assert snap.nodes[0].free["cpu"] == -MAX_MILLI == -(2**62)
+    idx = ClusterIndex(snap.nodes, CLUSTER_TOPOLOGY)
+    assert int(idx.free[0, idx.col["cpu"]]) == -(2**62)
+
+
+def test_load_snapshot_without_nodes(tmp_path):
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    with pytest.raises(SnapshotError) as info:
+        load_snapshot([str(empty)])
+    assert str(info.value) == f"{empty}: no Node objects (dump them with `kubectl get nodes -o yaml`)"
+    # in-memory snapshots (tests, benchmarks) may still be empty
+    assert snapshot_from_objects([]).nodes == []

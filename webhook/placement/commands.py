@@ -50,8 +50,10 @@ def register(subparsers) -> None:
     g.set_defaults(func=run_gen_cluster)
 
 
-def _err(msg: str) -> int:
-    print(f"error: {msg}", file=sys.stderr)
+def _err(command: str, msg: str) -> int:
+    """Print ``segment-webhook <command>: error: <msg>`` (the prefix ``review``, ``serve`` and
+    ``certs`` use) to stderr; return exit code 2."""
+    print(f"segment-webhook {command}: error: {msg}", file=sys.stderr)
     return 2
 
 
@@ -62,7 +64,7 @@ def run_gen_cluster(args: argparse.Namespace) -> int:
     try:
         doc = generate(args.zones, args.blocks, args.racks, args.nodes, args.gpus, args.fill, args.seed)
     except ValueError as exc:
-        return _err(str(exc))
+        return _err("gen-cluster", str(exc))
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     text = yaml.dump(doc, Dumper=dumper, sort_keys=False, default_flow_style=False)
     if args.output:
@@ -70,7 +72,7 @@ def run_gen_cluster(args: argparse.Namespace) -> int:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            return _err(f"{args.output}: cannot write: {exc.strerror}")
+            return _err("gen-cluster", f"{args.output}: cannot write: {exc.strerror}")
     else:
         sys.stdout.write(text)
     return 0
@@ -182,7 +184,7 @@ def run_place(args: argparse.Namespace) -> int:
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
                              platform_users=args.platform_user, platform_groups=args.platform_group)
     except (SnapshotError, ExpandError, PlacementError) as exc:
-        return _err(str(exc))
+        return _err("place", str(exc))
     for w in out["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     result = out["result"]
@@ -202,5 +204,5 @@ def run_place(args: argparse.Namespace) -> int:
                 with open(args.svg, "w", encoding="utf-8") as fh:
                     fh.write(svg)
             except OSError as exc:
-                return _err(f"{args.svg}: cannot write: {exc.strerror}")
+                return _err("place", f"{args.svg}: cannot write: {exc.strerror}")
     return out["exit"]

@@ -266,13 +266,19 @@ class ClusterIndex:
             self.free[self.node_pos[node]] += q
 
 
+#: Most worker slots counted per node: far above any gang, small enough that a sum over 2**20 nodes
+#: fits in int64 (a node reporting ``nvidia.com/gpu: 1e30`` would otherwise overflow the sums).
+_SLOT_CAP = 1 << 40
+
+
 def _slots(free: np.ndarray, q: np.ndarray, elig: np.ndarray) -> np.ndarray:
-    """Pods of request ``q`` that fit on each row of ``free`` (0 where not eligible)."""
+    """Pods of request ``q`` that fit on each row of ``free`` (0 where not eligible), at most
+    :data:`_SLOT_CAP` per node so sums over many nodes with huge allocatable stay within int64."""
     cols = np.flatnonzero(q > 0)
     if len(cols) == 0:
-        s = np.full(free.shape[0], 1 << 40, dtype=np.int64)
+        s = np.full(free.shape[0], _SLOT_CAP, dtype=np.int64)
     else:
-        s = (free[:, cols] // q[cols]).min(axis=1)
+        s = np.minimum((free[:, cols] // q[cols]).min(axis=1), _SLOT_CAP)
     s = np.maximum(s, 0)
     return np.where(elig, s, 0)
 
@@ -668,7 +674,7 @@ def _binding_resource(index: ClusterIndex, plan: _Plan, a: int, b: int) -> str:
     elig = index.eligible(plan.main_proto)[a:b]
     best, name = None, "pods"
     for c in np.flatnonzero(plan.q > 0):
-        tot = int(np.where(elig, np.maximum(index.free[a:b, c], 0) // plan.q[c], 0).sum())
+        tot = int(np.where(elig, np.minimum(np.maximum(index.free[a:b, c], 0) // plan.q[c], _SLOT_CAP), 0).sum())
         if best is None or tot < best:
             best, name = tot, index.resources[c]
     if not elig.any():

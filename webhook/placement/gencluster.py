@@ -17,6 +17,13 @@ LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16
 MEM_GIB_PER_GPU = 256
+#: Most nodes one snapshot may hold (``--zones × --blocks × --racks × --nodes``). The benchmarks use
+#: 32,768; 100,000 nodes at 8 GPUs and ``--fill 1`` take about 50 s and 2.5 GB to write.
+MAX_NODES = 100_000
+#: Most GPUs per node (``--gpus``); real GPU nodes have 1-16.
+MAX_GPUS_PER_NODE = 64
+#: Most GPUs in the whole snapshot (nodes × ``--gpus``); bounds the number of bound pods generated.
+MAX_TOTAL_GPUS = 1_000_000
 
 
 def topology_object(name: str = "cluster-topology") -> dict:
@@ -31,12 +38,23 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
     ``blocks`` per zone, ``racks`` per block, ``nodes`` per rack, ``gpus`` per node. Each node
     has allocatable ``cpu = 16·gpus``, ``memory = 256Gi·gpus``, ``nvidia.com/gpu = gpus``,
     ``pods = 110``. Bound ``Running`` pods of 1, 2, 4 or 8 GPUs (with proportional cpu/memory)
-    take ``fill`` (0..1) of all GPUs, on random nodes. Raises ``ValueError`` for counts < 1 or
-    ``fill`` outside [0, 1].
+    take ``fill`` (0..1) of all GPUs, on random nodes. Raises ``ValueError`` (naming the flag and
+    the limit) for counts < 1, ``fill`` outside [0, 1], more than :data:`MAX_NODES` nodes, more
+    than :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs, before
+    anything is allocated.
     """
     for label, v in (("--zones", zones), ("--blocks", blocks), ("--racks", racks), ("--nodes", nodes), ("--gpus", gpus)):
-        if not isinstance(v, int) or v < 1:
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{label} must be a positive integer, got {v!r}")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise ValueError(f"--gpus {gpus} is more than the limit of {MAX_GPUS_PER_NODE} GPUs per node")
+    total = zones * blocks * racks * nodes
+    if total > MAX_NODES:
+        raise ValueError(f"--zones × --blocks × --racks × --nodes = {zones}×{blocks}×{racks}×{nodes} = {total:,} nodes "
+                         f"is more than the limit of {MAX_NODES:,} nodes")
+    if total * gpus > MAX_TOTAL_GPUS:
+        raise ValueError(f"{total:,} nodes × --gpus {gpus} = {total * gpus:,} GPUs is more than the limit of "
+                         f"{MAX_TOTAL_GPUS:,} GPUs")
     if not 0 <= fill <= 1:
         raise ValueError(f"--fill must be between 0 and 1, got {fill!r}")
     rng = random.Random(seed)

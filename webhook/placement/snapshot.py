@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from webhook.core.topology import Topology, TopologyError
-from webhook.placement.quantity import QuantityError, parse_quantity, to_milli
+from webhook.placement.quantity import MAX_MILLI, QuantityError, parse_quantity, to_milli
 
 try:  # the C loader is ~10x faster on 30,000-node dumps
     _Loader = yaml.CSafeLoader
@@ -277,7 +277,8 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies
             continue
         bound += 1
         for res, v in req.items():
-            node.free[res] = node.free.get(res, 0) - v
+            # clamped like every quantity, so huge requests on one node stay within int64
+            node.free[res] = max(-MAX_MILLI, node.free.get(res, 0) - v)
     return Snapshot(
         nodes=[nodes[k] for k in sorted(nodes)],
         topologies=[topologies[k] for k in sorted(topologies)],
@@ -288,8 +289,9 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies
 def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> Snapshot:
     """Read ``--cluster`` files (and ``--topology-file`` files) into a :class:`Snapshot`.
 
-    Raises :class:`SnapshotError` for unreadable files, bad YAML/JSON and bad objects; the
-    message names the file, the object and the field (the CLI prints it and exits 2).
+    Raises :class:`SnapshotError` for unreadable files, bad YAML/JSON, bad objects and when no
+    ``--cluster`` file holds a Node (``empty.yaml: no Node objects …``); the message names the
+    file, the object and the field (the CLI prints it and exits 2).
     """
     objects: list[tuple[str, str, Mapping]] = []
     extra: list[Topology] = []
@@ -301,10 +303,15 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
                     extra.append(Topology.from_object(obj))
                 except TopologyError as exc:
                     raise SnapshotError(f"{path}: {here}: {exc}") from None
+    paths = list(paths)
     for path in paths:
         text = _read(path)
         objects.extend((path, here, obj) for here, obj in _flatten(parse_documents(text, path), path))
-    return build_snapshot(objects, extra)
+    snapshot = build_snapshot(objects, extra)
+    if paths and not snapshot.nodes:
+        # an empty dump (or only pods/topologies) is bad input, not a cluster where nothing fits
+        raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
+    return snapshot
 
 
 def snapshot_from_objects(objs: Iterable[Mapping], source: str = "<objects>") -> Snapshot:
