@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per phase (default 10)")
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop offered rate, reviews/s (default 200)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of both servers (default 2)")
-    parser.add_argument("--threads", type=int, default=4, help="gthread threads per worker (default 4)")
+    parser.add_argument("--threads", type=int, default=8, help="gthread threads per worker (default 8, as serve)")
     parser.add_argument("--procs", type=int, default=2, help="client processes (default 2)")
     parser.add_argument("--conns", type=int, default=4, help="keep-alive connections per client process (default 4)")
     parser.add_argument("--slices", type=int, default=5,

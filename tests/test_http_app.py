@@ -103,6 +103,117 @@ def test_body_without_content_length_is_cut_at_3_mib():
     assert resp.get_json()["field"] == "body"
 
 
+class RecordingStream:
+    """A wsgi.input that counts the bytes read and calls ``on_read(n)`` after each read."""
+
+    def __init__(self, data: bytes, on_read=None):
+        self.buffer = io.BytesIO(data)
+        self.read_bytes = 0
+        self.on_read = on_read
+
+    def read(self, size=-1):
+        chunk = self.buffer.read(size)
+        self.read_bytes += len(chunk)
+        if self.on_read is not None:
+            self.on_read(len(chunk))
+        return chunk
+
+
+def call_wsgi(app, environ_extra):
+    """Call the WSGI app directly; returns (status, headers, iterable) before the body is iterated."""
+    from werkzeug.test import EnvironBuilder
+
+    environ = EnvironBuilder(path="/mutate", method="POST", content_type=JSON).get_environ()
+    environ.update(environ_extra)
+    started = {}
+
+    def start_response(status, headers, exc_info=None):
+        started["status"], started["headers"] = status, dict(headers)
+
+    iterable = app(environ, start_response)
+    return started, iterable
+
+
+def test_announced_oversized_body_is_413_at_once_and_drained_only_after_the_answer():
+    app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()),
+                     review_fn=stub(Decision(kind="PyTorchJob")), read_timeout=5)
+    stream = RecordingStream(b"x" * 100)  # announces 5 MB, sends 100 bytes
+    started, iterable = call_wsgi(app, {"CONTENT_LENGTH": "5000000", "wsgi.input": stream})
+    assert started["status"].startswith("413")
+    assert started["headers"]["Connection"] == "close"
+    assert stream.read_bytes == 0  # answered before reading anything
+    body = b"".join(iterable)
+    assert json.loads(body)["field"] == "body" and b"5000000 bytes" in body
+    iterable.close()  # the server calls close() after writing the answer: the drain happens now
+    assert stream.read_bytes == 100
+
+
+def test_chunked_body_over_3_mib_is_413_with_connection_close():
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    stream = io.BytesIO(b"{" + b" " * (3 * 1024 * 1024 + 10) + b"}")
+    resp = client.post("/mutate", input_stream=stream, content_type=JSON,
+                       environ_overrides={"wsgi.input_terminated": True})
+    assert resp.status_code == 413
+    assert resp.headers["Connection"] == "close"
+
+
+def test_body_that_stops_arriving_is_408_with_connection_close():
+    class Stalled:
+        def read(self, size=-1):
+            raise TimeoutError("The read operation timed out")  # what a socket timeout raises
+
+    calls: list = []
+    app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()),
+                     review_fn=stub(Decision(kind="PyTorchJob"), calls))
+    started, iterable = call_wsgi(app, {"CONTENT_LENGTH": "1000", "wsgi.input": Stalled()})
+    assert started["status"].startswith("408")
+    assert started["headers"]["Connection"] == "close"
+    assert json.loads(b"".join(iterable))["field"] == "body"
+    iterable.close()
+    assert calls == []
+
+
+def test_review_latency_excludes_the_time_the_body_takes_to_arrive(monkeypatch):
+    """duration (histogram and duration_ms) runs from body read to answer built: a client that
+    takes 100 s (of a fake clock) to send its body is not 100 s of webhook latency."""
+    from webhook.http import app as app_module
+
+    now = [1000.0]
+    monkeypatch.setattr(app_module, "_clock", lambda: now[0])
+
+    def slow_network(n):
+        now[0] += 100.0
+
+    observed = []
+
+    class Recorder(ReviewMetrics):
+        def observe(self, outcome, seconds):
+            observed.append(seconds)
+
+    def review_fn(request, catalog, settings, *, mutate=True):
+        now[0] += 0.25  # the review itself
+        return Decision(kind="PyTorchJob")
+
+    app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=Recorder(CollectorRegistry()),
+                     review_fn=review_fn)
+    body = json.dumps(review_doc()).encode()
+    started, iterable = call_wsgi(app, {"CONTENT_LENGTH": str(len(body)),
+                                        "wsgi.input": RecordingStream(body, on_read=slow_network)})
+    assert started["status"].startswith("200")
+    iterable.close()
+    assert observed == [0.25]
+
+
+def test_app_creation_imports_the_review_code(monkeypatch):
+    """A broken install (review code that does not import) fails when the app is created, i.e.
+    when a worker starts, not on the first review."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "webhook.core.review", None)  # "import webhook.core.review" fails
+    with pytest.raises(ImportError):
+        create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()))
+
+
 def test_body_of_exactly_3_mib_is_read():
     assert MAX_BODY_BYTES == 3145728
     client, _ = make_app(stub(Decision(kind="PyTorchJob")))

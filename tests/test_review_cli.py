@@ -218,6 +218,15 @@ def test_unknown_default_topology_exits_2(capsys):
     assert "--default-topology 'nope' is not a loaded topology; loaded: cluster-topology" in err
 
 
+@pytest.mark.parametrize("name", ["", "Bad Name", "UPPER", "x-", "x" * 254])
+def test_empty_or_invalid_default_topology_exits_2_naming_the_flag(capsys, name):
+    with pytest.raises(SystemExit) as exc:  # argparse rejects it
+        main(["review", "-f", example("pytorchjob-tp4.yaml"), "--default-topology", name])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --default-topology:" in err and "is not a Topology name" in err
+
+
 def test_bad_topology_file_exits_2(tmp_path, capsys):
     topo = write(tmp_path, "t.yaml", "apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n")
     code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--topology-file", topo)

@@ -51,7 +51,7 @@ def write_topologies(path, *docs):
 def test_defaults(tmp_path):
     factory, options = prepare("--cert-dir", str(tmp_path / "c"))
     assert options.bind == "0.0.0.0:8443"
-    assert (options.workers, options.threads) == (2, 4)
+    assert (options.workers, options.threads, options.read_timeout) == (2, 8, 10.0)
     s = settings_of(factory)
     assert s.default_topology == "cluster-topology"     # the embedded default is the only topology
     assert s.platform_users == frozenset() and s.platform_groups == frozenset()
@@ -64,10 +64,11 @@ def test_environment_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_USER", "runai, system:serviceaccount:runai:workload-controller")
     monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_GROUP", "platform")
     monkeypatch.setenv("SEGMENT_WEBHOOK_WORKERS", "3")
-    monkeypatch.setenv("SEGMENT_WEBHOOK_THREADS", "8")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_THREADS", "16")
+    monkeypatch.setenv("SEGMENT_WEBHOOK_READ_TIMEOUT", "2.5")
     factory, options = prepare()
     assert options.bind == "127.0.0.1:9443"
-    assert (options.workers, options.threads) == (3, 8)
+    assert (options.workers, options.threads, options.read_timeout) == (3, 16, 2.5)
     assert os.path.isfile(tmp_path / "env-certs" / "tls.crt")
     s = settings_of(factory)
     assert s.platform_users == frozenset({"runai", "system:serviceaccount:runai:workload-controller"})
@@ -110,6 +111,15 @@ def test_topology_files_and_default_topology(tmp_path):
         (["--default-topology", "nope"], {}, "--default-topology 'nope' is not a loaded topology; loaded: cluster-topology"),
         (["--kubeconfig", "/nonexistent/kubeconfig"], {}, "--kubeconfig /nonexistent/kubeconfig: cannot configure"),
         ([], {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "in-cluster configuration: cannot configure"),
+        (["--read-timeout", "0"], {}, "argument --read-timeout: 0 is out of range 0.1..300 seconds"),
+        (["--read-timeout", "soon"], {}, "argument --read-timeout: 'soon' is not a number of seconds"),
+        ([], {"SEGMENT_WEBHOOK_READ_TIMEOUT": "nan"}, "SEGMENT_WEBHOOK_READ_TIMEOUT='nan': nan is out of range"),
+        (["--default-topology", ""], {}, "argument --default-topology: '' is not a Topology name"),
+        (["--default-topology", "Bad Name"], {}, "argument --default-topology: 'Bad Name' is not a Topology name"),
+        ([], {"SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY": "Bad_Name"},
+         "SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY='Bad_Name': 'Bad_Name' is not a Topology name"),
+        (["--kubeconfig", "/nonexistent/kubeconfig", "--default-topology", ""], {},
+         "argument --default-topology: '' is not a Topology name"),
     ],
 )
 def test_bad_values_exit_2_naming_the_flag(tmp_path, monkeypatch, capsys, argv, env, needle):
@@ -121,6 +131,33 @@ def test_bad_values_exit_2_naming_the_flag(tmp_path, monkeypatch, capsys, argv, 
         code = exc.code
     assert code == 2
     assert needle in capsys.readouterr().err
+
+
+def test_port_in_use_exits_2_before_starting_gunicorn(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(tmp_path / "c")])
+    assert code == 2
+    assert f"segment-webhook serve: error: --bind 127.0.0.1:{port}: address already in use" in capsys.readouterr().err
+
+
+def test_unbindable_address_exits_2(tmp_path, capsys):
+    code = main(["serve", "--bind", "192.0.2.1:9443", "--cert-dir", str(tmp_path / "c")])  # not a local address
+    assert code == 2
+    assert "segment-webhook serve: error: --bind 192.0.2.1:9443: cannot assign requested address" in capsys.readouterr().err
+
+
+def test_certs_help_names_its_own_variables_and_the_days_range(capsys):
+    with pytest.raises(SystemExit):
+        main(["certs", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "SEGMENT_WEBHOOK_CERT_DIR" not in out  # certs has no --cert-dir
+    assert "(e.g. SEGMENT_WEBHOOK_OUT)" in out
+    assert "1..3650" in out
 
 
 def test_topology_file_without_topologies_exits_2(tmp_path, capsys):
@@ -150,7 +187,8 @@ def test_help_lists_every_environment_variable(capsys):
     out = capsys.readouterr().out
     for var in ("SEGMENT_WEBHOOK_BIND", "SEGMENT_WEBHOOK_CERT_DIR", "SEGMENT_WEBHOOK_TOPOLOGY_FILE",
                 "SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY", "SEGMENT_WEBHOOK_PLATFORM_USER", "SEGMENT_WEBHOOK_PLATFORM_GROUP",
-                "SEGMENT_WEBHOOK_KUBECONFIG", "SEGMENT_WEBHOOK_WORKERS", "SEGMENT_WEBHOOK_THREADS"):
+                "SEGMENT_WEBHOOK_KUBECONFIG", "SEGMENT_WEBHOOK_WORKERS", "SEGMENT_WEBHOOK_THREADS",
+                "SEGMENT_WEBHOOK_READ_TIMEOUT"):
         assert var in out.replace("\n", "").replace(" ", "")
 
 

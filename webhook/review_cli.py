@@ -24,7 +24,8 @@ import argparse
 import json
 import sys
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 

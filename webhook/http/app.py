@@ -11,13 +11,22 @@ Endpoints:
 
 Transport rules (checked in this order, each answered with a JSON body, never a 5xx):
 
-1. ``Content-Length`` over :data:`MAX_BODY_BYTES` (3 MiB) → 413, before the body is read; a
-   body without ``Content-Length`` (chunked) is read in 64 KiB steps and answered with 413 as
-   soon as it passes the limit. Nothing of an oversized body is kept or parsed; it
-   is read and dropped (up to 16 MiB in all) so that the client, still sending, sees the 413.
+1. ``Content-Length`` over :data:`MAX_BODY_BYTES` (3 MiB) → 413 at once, before any of the body
+   is read; a body without ``Content-Length`` (chunked) is read in 64 KiB steps and answered with
+   413 as soon as it passes the limit. Both answers carry ``Connection: close``: after the answer
+   is written, what the client is still sending is read and dropped for at most ``read_timeout``
+   seconds (and 16 MiB), so a client that really sends its body sees the 413 rather than a
+   connection reset, and a client that announces a large body and sends nothing is closed.
 2. ``Content-Type`` other than ``application/json`` → 415.
-3. Body not JSON / not an AdmissionReview with a uid → 400 ``{"error", "field"}``; with a uid →
+3. A body that stops arriving (a socket read timed out, see ``webhook.http.server``) → 408
+   ``{"error", "field": "body"}`` with ``Connection: close``.
+4. Body not JSON / not an AdmissionReview with a uid → 400 ``{"error", "field"}``; with a uid →
    200 AdmissionReview, ``allowed: false``, ``status.code: 400`` (see ``webhook.http.envelope``).
+
+Review latency (``segment_webhook_review_duration_seconds``, ``duration_ms`` of the review log) is
+measured from the moment the whole body has been read to the moment the answer is built (decode,
+checks, patch, encode): the time the client takes to send its body or to read the answer is not
+in it.
 
 3 MiB is kube-apiserver's own request body limit (``MaxRequestBodyBytes``), so every object the
 apiserver can store fits in a review.
@@ -39,9 +48,14 @@ from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 #: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON_MIMETYPE = "application/json"
-#: An oversized body is read and dropped up to this many bytes in total before answering 413,
-#: so the client sees the answer; beyond it the connection is simply closed.
+#: After a 413, at most this many bytes of the body are read and dropped (so the client, still
+#: sending, sees the answer); beyond it the connection is simply closed.
 DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+#: Default for ``create_app(read_timeout=...)``: seconds a 413's body is drained at most.
+DEFAULT_READ_TIMEOUT = 10.0
+
+#: The clock of review latency (a module attribute so that tests can replace it).
+_clock = time.perf_counter
 
 log = logging.getLogger("segment_webhook.http")
 
@@ -50,15 +64,48 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body, separators=(",", ":")) + "\n", status=status, mimetype=JSON_MIMETYPE)
 
 
-def _discard(stream: Any, max_bytes: int) -> None:
-    """Read and drop up to ``max_bytes`` of an unwanted body, 64 KiB at a time, so the client
-    (still sending) receives the 413 answer instead of a connection reset ("lingering close",
-    as nginx does; gunicorn itself drains only 64 KiB before closing)."""
-    while max_bytes > 0:
-        chunk = stream.read(min(max_bytes, 65536))
-        if not chunk:
-            return
-        max_bytes -= len(chunk)
+class BodyTooLarge(Exception):
+    """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
+
+
+def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
+    """Read and drop what the client sends of an unwanted body, at most ``max_bytes`` and for
+    at most ``seconds`` in all ("lingering close", as nginx does), so that a client still
+    sending receives the answer instead of a connection reset. Runs after the answer is written
+    (a response ``call_on_close`` callback) on a connection that is closed next.
+
+    Under gunicorn the connection's socket (``gunicorn.socket``) is read directly, each
+    ``recv`` waiting only for the time left: the body reader would wait for whole 64 KiB blocks,
+    which a client sending a byte now and then could stretch far beyond ``seconds``. Elsewhere
+    (tests, other servers) ``wsgi.input`` is read. Never raises.
+    """
+    sock = environ.get("gunicorn.socket")
+    stream = environ.get("wsgi.input")
+    deadline = time.monotonic() + seconds
+    try:
+        if sock is not None and hasattr(sock, "recv") and hasattr(sock, "settimeout"):
+            prior = sock.gettimeout()
+            try:
+                while max_bytes > 0:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    sock.settimeout(remaining)
+                    chunk = sock.recv(min(max_bytes, 65536))
+                    if not chunk:
+                        return
+                    max_bytes -= len(chunk)
+            finally:
+                sock.settimeout(prior)
+        while stream is not None and max_bytes > 0 and time.monotonic() < deadline:
+            chunk = stream.read(min(max_bytes, 65536))
+            if not chunk:
+                return
+            max_bytes -= len(chunk)
+    except (OSError, ValueError):
+        return  # timed out, reset or closed: the connection is closed anyway
+    except Exception:  # noqa: BLE001 - the connection is closed anyway
+        log.debug("draining an oversized body stopped", exc_info=True)
 
 
 def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
@@ -66,8 +113,9 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
 
     With ``Content-Length`` (already checked against ``limit``) exactly that many bytes are read.
     Without it (chunked transfer), the body is read only when the server terminates the stream
-    (``wsgi.input_terminated``, set by gunicorn) and :class:`RequestEntityTooLarge` is raised as
-    soon as more than ``limit`` bytes arrive; otherwise the body is empty.
+    (``wsgi.input_terminated``, set by gunicorn) and :class:`BodyTooLarge` is raised as soon as
+    more than ``limit`` bytes arrive; otherwise the body is empty. A socket timeout while reading
+    propagates (``TimeoutError``).
     """
     stream = environ["wsgi.input"]
     if length is not None:
@@ -88,8 +136,7 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
             return b"".join(chunks)
         total += len(chunk)
         if total > limit:
-            _discard(stream, DRAIN_LIMIT_BYTES - total)
-            raise RequestEntityTooLarge()
+            raise BodyTooLarge()
         chunks.append(chunk)
 
 
@@ -101,6 +148,7 @@ def create_app(
     metrics: ReviewMetrics | None = None,
     review_fn: Callable[..., Any] | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Flask:
     """Build the webhook's Flask app.
 
@@ -110,11 +158,15 @@ def create_app(
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:
-    the domain entry point (default ``webhook.core.review.review``). ``max_body_bytes``: body
-    limit in bytes (default 3 MiB).
+    the domain entry point (default ``webhook.core.review.review``, imported here, so that an
+    install whose review code does not load fails when the app is created, not on the first
+    review). ``max_body_bytes``: body limit in bytes (default 3 MiB). ``read_timeout``: seconds
+    the rest of an oversized body is drained at most after the 413 (the server's socket timeout).
 
     Returns a Flask app; ``app.extensions["segment_webhook"]`` holds ``catalog`` and ``settings``.
     """
+    if review_fn is None:
+        review_fn = envelope._default_review()  # ImportError here: a broken install fails at start
     app = Flask("segment_webhook")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False
@@ -127,26 +179,45 @@ def create_app(
             counter = default_metrics()
         return counter
 
+    def closing(resp: Response, drain_bytes: int = 0) -> Response:
+        """``resp`` with ``Connection: close``; after it is written, drain up to ``drain_bytes``
+        of the unread body within ``read_timeout`` seconds."""
+        resp.headers["Connection"] = "close"
+        if drain_bytes > 0:
+            environ = request.environ
+            resp.call_on_close(lambda: _drain(environ, drain_bytes, read_timeout))
+        return resp
+
+    def too_large(length: int | None) -> Response:
+        size = f"{length} bytes, " if length is not None else ""
+        return _json(envelope.error_body(
+            f"request body is {size}larger than the {max_body_bytes}-byte limit", "body"), 413)
+
     def admit(mutate: bool) -> Response:
-        started = time.perf_counter()
         length = request.content_length
         if length is not None and length > max_body_bytes:
-            _discard(request.environ["wsgi.input"], min(length, DRAIN_LIMIT_BYTES))
-            return _json(envelope.error_body(
-                f"request body is {length} bytes, larger than the {max_body_bytes}-byte limit", "body"), 413)
+            return closing(too_large(length), min(length, DRAIN_LIMIT_BYTES))
         if request.mimetype != JSON_MIMETYPE:
             return _json(envelope.error_body(
                 f"Content-Type must be {JSON_MIMETYPE}, got {request.content_type or 'none'!r}",
                 "Content-Type"), 415)
-        raw = _read_body(request.environ, length, max_body_bytes)
+        try:
+            raw = _read_body(request.environ, length, max_body_bytes)
+        except BodyTooLarge:
+            return closing(too_large(None), DRAIN_LIMIT_BYTES)
+        except TimeoutError:
+            return closing(_json(envelope.error_body(
+                f"the request body stopped arriving (no data for {read_timeout:g} s)", "body"), 408))
+        started = _clock()  # review latency: body read → answer built (not network time)
         outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
-        elapsed = time.perf_counter() - started
+        resp = _json(outcome.body, outcome.http_status)
+        elapsed = _clock() - started
         try:
             get_metrics().observe(outcome, elapsed)
             log_review(outcome, elapsed)
         except Exception:  # noqa: BLE001 - bookkeeping must never fail a review
             log.exception("could not record metrics/log for uid=%s", outcome.uid)
-        return _json(outcome.body, outcome.http_status)
+        return resp
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -182,7 +253,7 @@ def create_app(
         return Response(payload, status=200, content_type=content_type)
 
     @app.errorhandler(RequestEntityTooLarge)
-    def too_large(exc: RequestEntityTooLarge) -> Response:
+    def too_large_error(exc: RequestEntityTooLarge) -> Response:
         return _json(envelope.error_body(
             f"request body is larger than the {max_body_bytes}-byte limit", "body"), 413)
 

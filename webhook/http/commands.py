@@ -21,8 +21,11 @@ or the embedded default, that one; else none (a live catalog's content is unknow
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -30,6 +33,15 @@ from typing import Any, Callable
 ENV_PREFIX = "SEGMENT_WEBHOOK_"
 DEFAULT_BIND = "0.0.0.0:8443"
 DEFAULT_CERT_DIR = "certs"
+DEFAULT_WORKERS = 2
+#: Threads per worker: a thread is held by a connection while its request is read, reviewed and
+#: answered, so a slow client occupies one for up to --read-timeout; reviews take about a
+#: millisecond of CPU, so more threads cost little (GIL-bound either way) and absorb slow clients.
+DEFAULT_THREADS = 8
+#: Seconds one blocking socket operation (TLS handshake, a read of the request, a write of the
+#: answer) may wait: kube-apiserver gives a webhook call at most 30 s (timeoutSeconds, ours 5).
+DEFAULT_READ_TIMEOUT = 10.0
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class UsageError(ValueError):
@@ -119,6 +131,50 @@ def positive_int(limit: int) -> Callable[[str], int]:
     return convert
 
 
+def seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number of seconds from ``low`` to ``high`` (fractions allowed)."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not low <= value <= high:  # also rejects nan
+            raise argparse.ArgumentTypeError(f"{text} is out of range {low:g}..{high:g} seconds")
+        return value
+
+    return convert
+
+
+def topology_name(text: str) -> str:
+    """An argparse ``type``: a Topology name (a Kubernetes object name: lowercase DNS subdomain,
+    at most 253 characters)."""
+    if not (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Topology name (a lowercase DNS subdomain, e.g. cluster-topology)")
+    return text
+
+
+def check_bindable(bind: str) -> None:
+    """Raise :class:`UsageError` naming ``--bind`` when ``HOST:PORT`` cannot be bound now (in use,
+    not a local address, a privileged port, a host that does not resolve). The check binds with
+    ``SO_REUSEADDR`` like gunicorn, so a port left in TIME_WAIT is not reported."""
+    host, _, port = bind.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--bind {bind}: cannot resolve {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
+            raise UsageError(f"--bind {bind}: {reason}") from None
+
+
 def bind_address(text: str) -> str:
     """An argparse ``type``: ``HOST:PORT`` with a port 1..65535 (IPv6 as ``[::]:8443``)."""
     host, sep, port = str(text).rpartition(":")
@@ -135,7 +191,7 @@ def add_topology_flags(parser: argparse.ArgumentParser, *, env: bool) -> None:
             **{k: v for k, v in kw.items() if k != "default"}))
     add("--topology-file", repeatable=True, metavar="FILE",
         help="Topology objects (kai.scheduler/v1alpha1; YAML stream or List); repeatable")
-    add("--default-topology", metavar="NAME",
+    add("--default-topology", metavar="NAME", type=topology_name,
         help="topology used by automatic segment placement when a manifest names none "
              "(default: the only loaded topology, if exactly one)")
     add("--platform-user", repeatable=True, metavar="USER",
@@ -259,10 +315,10 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
         if live_config is not None:
             worker_catalog = _live_catalog_class().from_kubeconfig(live_config[0])
             worker_catalog.start()
-        return create_app(worker_catalog, settings, tls_ready=reloader.ready)
+        return create_app(worker_catalog, settings, tls_ready=reloader.ready, read_timeout=args.read_timeout)
 
     options = ServeOptions(bind=args.bind, reloader=reloader, certfile=reloader.certfile, keyfile=reloader.keyfile,
-                           workers=args.workers, threads=args.threads)
+                           workers=args.workers, threads=args.threads, read_timeout=args.read_timeout)
     return app_factory, options
 
 
@@ -271,6 +327,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     try:
         app_factory, options = _prepare_serve(args)
+        check_bindable(options.bind)
         metrics_dir, created = metrics.prepare_multiprocess_dir()
     except (UsageError, ValueError) as exc:
         print(f"segment-webhook serve: error: {exc}", file=sys.stderr)
@@ -288,14 +345,16 @@ def _serve(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``serve`` and ``certs`` to the ``segment-webhook`` command line."""
-    env_note = ("Every flag can also be set with SEGMENT_WEBHOOK_<FLAG> (e.g. SEGMENT_WEBHOOK_CERT_DIR); "
+    def env_note(example: str) -> str:
+        return (f"Every flag can also be set with SEGMENT_WEBHOOK_<FLAG> (e.g. {example}); "
                 "repeatable flags take a comma-separated list; the command line wins.")
+
     serve = subparsers.add_parser(
         "serve",
         help="run the admission webhook (HTTPS, gunicorn)",
         description="Serve POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz, /metrics over "
                     "TLS 1.2+. Topologies come from --topology-file, else from the cluster (--kubeconfig or "
-                    "in-cluster), else the embedded default 'cluster-topology'. " + env_note,
+                    "in-cluster), else the embedded default 'cluster-topology'. " + env_note("SEGMENT_WEBHOOK_CERT_DIR"),
     )
     add_env_flag(serve, "--bind", default=DEFAULT_BIND, type=bind_address, metavar="HOST:PORT",
                  help="address to listen on")
@@ -305,9 +364,13 @@ def register(subparsers: Any) -> None:
     add_topology_flags(serve, env=True)
     add_env_flag(serve, "--kubeconfig", metavar="PATH",
                  help="watch Topology objects of this cluster (in a pod: the in-cluster config is used without it)")
-    add_env_flag(serve, "--workers", default=2, type=positive_int(64), metavar="N", help="gunicorn worker processes")
-    add_env_flag(serve, "--threads", default=4, type=positive_int(256), metavar="N",
-                 help="threads per worker (gthread)")
+    add_env_flag(serve, "--workers", default=DEFAULT_WORKERS, type=positive_int(64), metavar="N",
+                 help="gunicorn worker processes, 1..64")
+    add_env_flag(serve, "--threads", default=DEFAULT_THREADS, type=positive_int(256), metavar="N",
+                 help="threads per worker (gthread), 1..256; a slow client holds one for up to --read-timeout")
+    add_env_flag(serve, "--read-timeout", default=DEFAULT_READ_TIMEOUT, type=seconds(0.1, 300), metavar="SECONDS",
+                 help="longest wait of one TLS handshake, request read or answer write on a connection, "
+                      "0.1..300; a client stalled longer is answered 408 (or dropped) and disconnected")
     serve.set_defaults(func=_serve)
 
     from webhook.http.certs import DEFAULT_DAYS, DEFAULT_NAMESPACE, DEFAULT_SERVICE
@@ -317,11 +380,11 @@ def register(subparsers: Any) -> None:
         help="generate a CA and the webhook's serving certificate",
         description="Write ca.crt (for the webhook configuration's caBundle), tls.crt and tls.key (0600) into "
                     "--out. The serving certificate covers NAME, NAME.NS, NAME.NS.svc, NAME.NS.svc.cluster.local, "
-                    "localhost and 127.0.0.1. " + env_note,
+                    "localhost and 127.0.0.1. " + env_note("SEGMENT_WEBHOOK_OUT"),
     )
     add_env_flag(certs_parser, "--out", default=DEFAULT_CERT_DIR, metavar="DIR", help="output directory")
     add_env_flag(certs_parser, "--service", default=DEFAULT_SERVICE, metavar="NAME", help="Service name")
     add_env_flag(certs_parser, "--namespace", default=DEFAULT_NAMESPACE, metavar="NS", help="Service namespace")
     add_env_flag(certs_parser, "--days", default=DEFAULT_DAYS, type=positive_int(3650), metavar="N",
-                 help="validity in days")
+                 help="validity of the CA and serving certificate in days, 1..3650")
     certs_parser.set_defaults(func=_certs)

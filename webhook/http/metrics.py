@@ -9,8 +9,10 @@ Metrics (one set per process; under gunicorn every worker writes into
   ``kind``: ``PyTorchJob`` | ``LeaderWorkerSet`` | ``DistributedWorkload`` | ``Pod`` | ``other``
   (bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
   CONNECT | ``unknown``; ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
-* ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds
-  (decode + check + domain core + encode; not network time).
+* ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds,
+  from the moment its body has been read to the moment the answer is built (decode + check +
+  domain core + encode). Not in it: TLS handshake, the time the client takes to send the body or
+  to read the answer, queueing for a worker thread.
 * ``segment_webhook_denials_total{rule}`` counter: +1 per distinct violated rule of a denied
   review (``malformed-review`` for a malformed AdmissionReview, ``internal-error`` for an
   unexpected exception).
@@ -22,7 +24,7 @@ fork) before anything touches the metrics.
 Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
 ``time`` (UTC ISO 8601), ``uid``, ``kind``, ``namespace``, ``name``, ``user``, ``operation``,
 ``decision``, ``rule`` (first violated rule or null), ``rules``, ``warnings`` (count),
-``duration_ms``, ``http_status``.
+``duration_ms`` (the histogram's measure, in milliseconds), ``http_status``.
 """
 
 from __future__ import annotations
@@ -111,7 +113,8 @@ class ReviewMetrics:
         )
         self.duration = Histogram(
             "segment_webhook_review_duration_seconds",
-            "Time to answer one AdmissionReview (decode, check, mutate, encode), in seconds.",
+            "Time from an AdmissionReview's body read to its answer built (decode, check, mutate, encode), "
+            "in seconds; network time excluded.",
             buckets=DURATION_BUCKETS,
             registry=self.registry,
         )

@@ -8,6 +8,13 @@
   changes (a rewritten file, or the ``..data`` symlink swap of a Kubernetes Secret volume). New handshakes present the new pair; connections already open keep theirs; no restart.
   A pair that does not load (e.g. read between the writes of key and certificate) is logged and
   the previous pair stays in use until the next handshake retries.
+* Timeouts: the worker class :class:`TimedThreadWorker` (gthread) puts a socket timeout of
+  ``read_timeout`` seconds on every connection it hands to a worker thread: the TLS handshake and
+  every blocking read or write while a request is handled wait at most that long, so a stalled
+  client holds a thread for at most ``read_timeout`` per socket operation, never forever. Idle
+  keep-alive connections wait in gunicorn's poller (no thread) for ``keepalive`` seconds.
+* gunicorn's own error answers (request line or headers too long or malformed: 400, 414, 431) are
+  JSON ``{"error", "field"}`` like the app's.
 * Graceful shutdown: SIGTERM → gunicorn stops accepting, lets in-flight requests finish for up
   to ``graceful_timeout`` seconds, closes idle keep-alive connections, exits 0.
 * The app factory runs in each worker after the fork (``preload_app`` off), so every worker
@@ -18,13 +25,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import socket
 import ssl
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
+from gunicorn.http import errors as gunicorn_errors
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook.http.metrics import mark_process_dead
 
@@ -125,6 +137,184 @@ class CertificateReloader:
         return self._fingerprint
 
 
+class _TimedSocket(socket.socket):
+    """An accepted socket on which ``setblocking(True)`` means "blocking with a timeout of
+    ``read_timeout`` seconds" (gthread calls ``setblocking(True)`` right before the TLS wrap,
+    which would otherwise clear the timeout the ``SSLSocket`` inherits)."""
+
+    read_timeout: float | None = None
+
+    def setblocking(self, flag: bool) -> None:
+        if flag and self.read_timeout is not None:
+            self.settimeout(self.read_timeout)
+        else:
+            super().setblocking(flag)
+
+
+class _TimedConn(TConn):
+    """A gthread connection whose socket gets a timeout whenever a worker thread takes it up.
+
+    gthread calls ``init()`` every time it hands the connection to a thread, before the first
+    read: gunicorn ≥ 24 from ``handle()`` right after ``sock.setblocking(True)`` (which clears
+    any timeout), gunicorn 23 from ``enqueue_req()``. On the first call the accepted socket is
+    replaced by a :class:`_TimedSocket`, so the TLS handshake (the ``SSLSocket`` inherits the
+    timeout) and the first reads are bounded; on every call the timeout is set again after
+    gunicorn's own ``setblocking(True)``. When the connection goes back to the poller for
+    keep-alive, gthread makes it non-blocking (no thread waits on it there).
+    """
+
+    read_timeout: float | None = None
+
+    def init(self) -> None:
+        if not self.initialized and type(self.sock) is socket.socket:  # noqa: E721 - the accepted socket
+            timed = _TimedSocket(self.sock.family, self.sock.type, self.sock.proto, fileno=self.sock.detach())
+            timed.read_timeout = self.read_timeout
+            self.sock = timed
+        self.sock.settimeout(self.read_timeout)
+        super().init()
+        self.sock.settimeout(self.read_timeout)
+
+    _closed = False
+
+    def close(self, graceful: bool = False) -> None:
+        """Close once (later calls do nothing). ``graceful``: half-close, then read and drop what
+        the peer still sends for up to 2 s before closing (gunicorn's ``close_graceful``)."""
+        if self._closed:
+            return
+        self._closed = True
+        if graceful and hasattr(gunicorn_util, "close_graceful"):
+            try:
+                self.sock.setblocking(True)
+            except OSError:
+                pass
+            gunicorn_util.close_graceful(self.sock)
+        else:
+            gunicorn_util.close(self.sock)
+
+
+class _TimeoutLog(logging.Filter):
+    """Turns gthread's traceback for a socket timeout ("Socket error processing request.") into
+    one INFO line: a stalled client is expected, not a server error."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, TimeoutError):
+            record.msg = "closed a connection: the client sent or read nothing for %s s (read timeout)"
+            record.args = (self.seconds,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+#: gunicorn parse errors answered as JSON by :meth:`TimedThreadWorker.handle_error`:
+#: (exception class name in ``gunicorn.http.errors``, HTTP status, reason, ``field``). Names a
+#: gunicorn release does not have are skipped; anything else gets gunicorn's own answer.
+_CLIENT_ERRORS = (
+    ("LimitRequestLine", 414, "URI Too Long", "request-line"),
+    ("LimitRequestHeaders", 431, "Request Header Fields Too Large", "headers"),
+    ("InvalidRequestMethod", 400, "Bad Request", "method"),
+    ("InvalidHTTPVersion", 400, "Bad Request", "request-line"),
+    ("InvalidRequestLine", 400, "Bad Request", "request-line"),
+    ("InvalidHeaderName", 400, "Bad Request", "headers"),
+    ("InvalidHeader", 400, "Bad Request", "headers"),
+    ("ObsoleteFolding", 400, "Bad Request", "headers"),
+    ("InvalidChunkSize", 400, "Bad Request", "body"),
+    ("ChunkMissingTerminator", 400, "Bad Request", "body"),
+    ("InvalidChunkExtension", 400, "Bad Request", "body"),
+    ("UnsupportedTransferCoding", 501, "Not Implemented", "Transfer-Encoding"),
+)
+
+
+def client_error_answer(exc: BaseException) -> bytes | None:
+    """The complete HTTP/1.1 answer (JSON ``{"error", "field"}``, ``Connection: close``) for a
+    request gunicorn could not parse, or None when ``exc`` is not such an error."""
+    for name, status, reason, field_name in _CLIENT_ERRORS:
+        cls = getattr(gunicorn_errors, name, None)
+        if cls is not None and isinstance(exc, cls):
+            body = json.dumps({"error": str(exc) or reason, "field": field_name}, separators=(",", ":")) + "\n"
+            head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n")
+            return (head + body).encode("latin-1")
+    return None
+
+
+def _honour_connection_close(app: WSGIApplication) -> WSGIApplication:
+    """Wrap a WSGI app so that an answer with ``Connection: close`` makes gunicorn close the
+    connection after it (gunicorn drops hop-by-hop headers of the app and writes its own
+    ``Connection`` header from ``Response.should_close()``)."""
+
+    def wrapped(environ: dict, start_response: Callable[..., Any]) -> Any:
+        def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
+            if any(k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers):
+                force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if callable(force_close):
+                    force_close()
+            return start_response(status, headers, exc_info) if exc_info is not None else start_response(status, headers)
+
+        return app(environ, closing_start_response)
+
+    return wrapped
+
+
+class TimedThreadWorker(ThreadWorker):
+    """gunicorn's gthread worker with a per-connection socket timeout (:attr:`read_timeout`
+    seconds) on the TLS handshake and every blocking read/write while a request is handled, JSON
+    answers for requests gunicorn cannot parse, and ``Connection: close`` from the app honoured.
+
+    Use :func:`timed_worker_class` to get a subclass with a given timeout.
+    """
+
+    read_timeout: float = 10.0
+
+    def init_process(self) -> None:
+        error_log = getattr(self.log, "error_log", None)
+        if isinstance(error_log, logging.Logger) and not any(isinstance(f, _TimeoutLog) for f in error_log.filters):
+            error_log.addFilter(_TimeoutLog(self.read_timeout))
+        super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        self.wsgi = _honour_connection_close(self.wsgi)
+
+    def enqueue_req(self, conn: Any) -> None:
+        if type(conn) is TConn:  # noqa: E721 - exactly gthread's own class, made by accept()
+            conn.__class__ = _TimedConn
+            conn.read_timeout = self.read_timeout
+        super().enqueue_req(conn)
+
+    def handle(self, conn: Any) -> Any:
+        result = super().handle(conn)
+        if result is False and isinstance(conn, _TimedConn):
+            # Close here, in the worker thread: gthread would do the graceful close (a linger of
+            # up to 2 s for a peer that does not close) in the poller's thread, which accepts and
+            # dispatches every connection of this worker, so a few stalled clients would stop it.
+            conn.close(graceful=True)
+        return result
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        answer = client_error_answer(exc)
+        if answer is None:
+            super().handle_error(req, client, addr, exc)
+            return
+        self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
+        try:
+            gunicorn_util.write_nonblock(client, answer)
+        except Exception:  # noqa: BLE001 - the client is gone; nothing to answer
+            self.log.debug("Failed to send error message.")
+
+
+def timed_worker_class(read_timeout: float) -> type:
+    """A :class:`TimedThreadWorker` subclass whose connections time out after ``read_timeout``
+    seconds of a blocked socket operation (the value of ``--read-timeout``)."""
+    if not read_timeout > 0:
+        raise ValueError(f"read_timeout must be positive, got {read_timeout!r}")
+    return type("TimedThreadWorker", (TimedThreadWorker,), {"read_timeout": float(read_timeout)})
+
+
 @dataclass
 class ServeOptions:
     """gunicorn settings of the webhook (shared by ``serve`` and benchmarks).
@@ -138,6 +328,9 @@ class ServeOptions:
     so the server never closes a connection the apiserver is about to reuse for a POST it would
     not retry. ``timeout``: seconds of worker
     silence before the master restarts it. ``worker_connections``: open connections per worker.
+    ``read_timeout``: seconds every blocking socket operation of a connection being served (TLS
+    handshake, reading the request line, headers and body, writing the answer) may wait before
+    the connection is given up (see :class:`TimedThreadWorker`).
     ``loglevel``: gunicorn error-log level. ``accesslog``: gunicorn access log target (None = off;
     the JSON review log replaces it). ``extra``: further raw gunicorn settings.
     """
@@ -147,7 +340,8 @@ class ServeOptions:
     keyfile: str | None = None
     reloader: CertificateReloader | None = None
     workers: int = 2
-    threads: int = 4
+    threads: int = 8
+    read_timeout: float = 10.0
     graceful_timeout: int = 30
     keepalive: int = 120
     timeout: int = 30
@@ -197,7 +391,7 @@ class _Application(BaseApplication):
 def gunicorn_settings(options: ServeOptions) -> dict:
     """The gunicorn settings for ``options``: a dict of gunicorn setting names to values.
 
-    Includes the ``gthread`` worker class, ``preload_app = False`` (the app factory runs in each
+    Includes the worker class (:func:`timed_worker_class`: gthread with ``options.read_timeout``), ``preload_app = False`` (the app factory runs in each
     worker after the fork), the ``child_exit`` hook (prometheus ``mark_process_dead``), the
     ``worker_exit`` hook (stops a live catalog), and, with TLS, ``certfile``/``keyfile`` plus the
     ``ssl_context`` hook returning the :class:`CertificateReloader`'s current context.
@@ -207,7 +401,7 @@ def gunicorn_settings(options: ServeOptions) -> dict:
     settings: dict[str, Any] = {
         "bind": [options.bind],
         "workers": options.workers,
-        "worker_class": "gthread",
+        "worker_class": timed_worker_class(options.read_timeout),
         "threads": options.threads,
         "graceful_timeout": options.graceful_timeout,
         "keepalive": options.keepalive,
