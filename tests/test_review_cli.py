@@ -251,3 +251,20 @@ def test_console_script_exit_codes():
     missing = subprocess.run([sys.executable, "-m", "webhook.cli", "review", "-f", "/nonexistent.yaml"],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2
+
+
+def test_number_over_4300_digits_is_unreadable_input_exit_2(tmp_path, capsys):
+    # Python refuses to convert integers of more than 4,300 digits; that is bad input (exit 2), not a denial
+    path = tmp_path / "job.yaml"
+    path.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: j}\n"
+                    "spec: {pytorchReplicaSpecs: {Worker: {replicas: " + "9" * 5000 + "}}}\n")
+    assert main(["review", "-f", str(path)]) == 2
+    assert capsys.readouterr().err == f"segment-webhook review: error: {path}: a number has more than 4300 digits\n"
+
+
+def test_topology_file_number_over_4300_digits_exit_2(tmp_path, capsys):
+    topo = tmp_path / "topo.yaml"
+    topo.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/b}]}\nextra: " + "9" * 5000 + "\n")
+    assert main(["review", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--topology-file", str(topo)]) == 2
+    assert capsys.readouterr().err == (
+        f"segment-webhook review: error: --topology-file: {topo}: a number has more than 4300 digits\n")

@@ -60,6 +60,8 @@ def read_documents(path: str) -> list[dict]:
         raise InputError(f"{path}: not valid YAML: {exc}") from None
     except RecursionError:
         raise InputError(f"{path}: nested too deeply to be a Kubernetes object") from None
+    except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise InputError(f"{path}: a number has more than 4300 digits") from None
     objects: list[dict] = []
     for i, doc in enumerate(docs):
         if doc is None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from webhook.core import keys
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.segments import parse_plain_decimal, segment_count
+from webhook.core.segments import SATURATION, parse_plain_decimal, segment_count
 from webhook.core.topology import Topology, TopologyCatalog, is_valid_label_key
 
 MALFORMED = "malformed-object"
@@ -330,7 +330,7 @@ def _resolve_size(inp: SegmentInputs, res: Resolution, decision: Decision) -> tu
         return None, True
     if spec_size is not None and spec_size != size:
         decision.warn(f"subGroupSize overridden: {keys.SEGMENT_SIZE}={quote(ann.value)} beats subGroupSize={spec_size}")
-    if ann.value != str(size):
+    if ann.value != str(size) and size < SATURATION:  # a saturated value is denied by the range rules
         decision.warn(f"{keys.SEGMENT_SIZE}={quote(ann.value)} written as {quote(str(size))}")
     return size, True
 

@@ -165,6 +165,8 @@ def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
         docs = list(yaml.safe_load_all(text))
     except yaml.YAMLError as exc:
         raise TopologyError(f"{source}: not valid YAML: {exc}") from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise TopologyError(f"{source}: a number has more than 4300 digits") from exc
     try:
         return topologies_from_documents(docs)
     except TopologyError as exc:

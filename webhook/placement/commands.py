@@ -172,7 +172,8 @@ def _table(result: dict, placement: Placement | None) -> str:
     lines.append("")
     wl = result["workload"]
     where = "spans the whole cluster" if wl["level"] == "cluster" else f"meets at {wl['level']}={wl['domain']}"
-    lines.append(f"placed: {len(result['assignments'])} pods on {nodes} nodes; workload {where}; segments: {summary}")
+    lines.append(f"placed: {len(result['assignments'])} pods on {nodes} node{'s' if nodes != 1 else ''}; "
+                 f"workload {where}; segments: {summary}")
     return "\n".join(lines) + "\n"
 
 
@@ -183,8 +184,10 @@ def run_place(args: argparse.Namespace) -> int:
         workload = _load_workload(args.filename)
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
                              platform_users=args.platform_user, platform_groups=args.platform_group)
-    except (SnapshotError, ExpandError, PlacementError) as exc:
+    except (SnapshotError, PlacementError) as exc:
         return _err("place", str(exc))
+    except ExpandError as exc:  # a problem of the workload file: name it
+        return _err("place", f"{args.filename}: {exc}")
     for w in out["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     result = out["result"]

@@ -152,6 +152,8 @@ def parse_documents(text: str, source: str) -> list[Any]:
         return list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
         raise SnapshotError(f"{source}: not valid YAML or JSON: {exc}") from exc
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise SnapshotError(f"{source}: a number has more than 4300 digits") from exc
 
 
 def _flatten(docs: Iterable[Any], source: str, where: str = "") -> Iterable[tuple[str, Mapping]]:
