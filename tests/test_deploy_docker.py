@@ -124,7 +124,7 @@ def test_requirement_extraction_step_reads_setup_cfg(tmp_path):
     (tmp_path / "setup.cfg").write_text((ROOT / "setup.cfg").read_text())
     subprocess.run([sys.executable, "-c", command], cwd=tmp_path, check=True, timeout=60)
     requirements = out_file.read_text().split()
-    for expected in ("PyYAML>=6.0", "jsonpatch>=1.33", "Flask>=3.0", "gunicorn>=23.0",
+    for expected in ("PyYAML>=6.0", "jsonpatch>=1.33", "Flask>=3.0", "gunicorn>=23.0,<28",
                      "cryptography>=42.0", "prometheus_client>=0.20", "kubernetes>=30.1"):
         assert expected in requirements
     cfg = configparser.ConfigParser()
