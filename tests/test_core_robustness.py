@@ -28,7 +28,8 @@ EXAMPLES["pod"] = POD
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(min_value=-2**40, max_value=2**40) | st.floats(allow_nan=False)
-    | st.text(max_size=12) | st.sampled_from(["4", "", " 4", "LeaderExcluded", "cluster-topology", "kubernetes.io/hostname"]),
+    | st.text(max_size=12) | st.sampled_from(["4", "", " 4", "LeaderExcluded", "cluster-topology", "kubernetes.io/hostname"])
+    | st.text(alphabet="0123456789", min_size=19, max_size=6000),  # beyond int64 and Python's 4,300-digit limit
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )

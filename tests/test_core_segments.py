@@ -127,3 +127,14 @@ def test_lws_segment_equals_lws_subgroup_index(group):
     for w in range(size):
         ours = lws_segment(w, size, sub, policy)
         assert (None if ours is None else str(ours)) == lws_subgroup_index_oracle(size, sub, w, policy)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("0" * 5000, 0),                 # leading zeros: Python would refuse to convert 5,000 digits
+    ("0" * 4990 + "42", 42),
+    ("9" * 5000, 10**18),            # saturates (denied later by the range rules)
+    ("1" + "0" * 18, 10**18),
+    ("999999999999999999", 999999999999999999),
+])
+def test_parse_plain_decimal_long_strings(value, expected):
+    assert parse_plain_decimal(value) == expected

@@ -50,6 +50,7 @@ annotation_value = st.one_of(
     st.sampled_from(["4", "2", "1", "0", "-1", "4x", "1e3", " 4", "", "16", "17", "99999999999", "cluster-topology",
                      "nope", "LeaderWorker", "LeaderExcluded"] + LEVELS),
     st.text(max_size=10),
+    st.text(alphabet="0123456789", min_size=19, max_size=6000),  # beyond int64 and Python's 4,300-digit limit
     st.integers(-5, 40),   # not a string: malformed annotation map
     st.none(),
 )
@@ -114,7 +115,8 @@ def pods(draw):
     labels = draw(st.dictionaries(
         st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
                          "leaderworkerset.sigs.k8s.io/worker-index"]),
-        st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4)), max_size=3))
+        st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4),
+                  st.text(alphabet="0123456789", min_size=19, max_size=6000)), max_size=3))
     ann = draw(st.dictionaries(
         st.sampled_from(KEYS + ["leaderworkerset.sigs.k8s.io/size", "leaderworkerset.sigs.k8s.io/subgroup-size",
                                 "leaderworkerset.sigs.k8s.io/subgroup-policy-type"]),
@@ -347,3 +349,32 @@ def test_mutation_is_idempotent(client, doc):
     again = client.post("/mutate", data=json.dumps(doc), content_type="application/json").get_json()["response"]
     assert again["allowed"] is True, again
     assert "patch" not in again, json.loads(base64.b64decode(again["patch"]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(key=st.sampled_from(KEYS), where=st.sampled_from(["worker", "root", "pod"]),
+       digits=st.one_of(st.text(alphabet="0123456789", min_size=19, max_size=64),
+                        st.builds(lambda n, d: d * n, st.sampled_from([4300, 4301, 6000]), st.sampled_from("0123456789"))))
+def test_huge_digit_strings_anywhere_get_a_well_formed_answer(client, key, where, digits):
+    """Digit strings beyond int64 and beyond Python's 4,300-digit conversion limit, in every key
+    the webhook reads, on the workload root, the Worker template and a pod: never a 5xx and never
+    an internal error (status.code 500) inside the AdmissionReview."""
+    if where == "pod":
+        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": "p", "labels": {"training.kubeflow.org/replica-type": "worker",
+                                    "training.kubeflow.org/replica-index": digits[:63]},
+            "annotations": {key: digits, "leaderworkerset.sigs.k8s.io/size": digits}}}
+        kind = {"group": "", "version": "v1", "kind": "Pod"}
+    else:
+        obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+               "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 16, "template": {
+                   "metadata": {"annotations": {"kai.scheduler/topology": "cluster-topology"}}, "spec": {}}}}}}
+        target = obj["metadata"] if where == "root" else obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+        target.setdefault("annotations", {})[key] = digits
+        kind = {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"}
+    body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "u-huge", "kind": kind, "operation": "CREATE", "object": obj,
+        "userInfo": {"username": "platform"}}}).encode()
+    resp = client.post("/mutate", data=body, content_type="application/json")
+    check_answer(body, resp.status_code, resp.get_data())

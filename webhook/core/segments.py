@@ -37,7 +37,7 @@ def parse_plain_decimal(value: object) -> int | None:
     """
     if isinstance(value, str) and _PLAIN_DECIMAL.fullmatch(value) and value.isascii():
         significant = value.lstrip("0")
-        return SATURATION if len(significant) > 18 else int(value)
+        return SATURATION if len(significant) > 18 else int(significant or "0")
     return None
 
 
