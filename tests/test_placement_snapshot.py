@@ -171,3 +171,11 @@ def test_load_snapshot_without_nodes(tmp_path):
     assert str(info.value) == f"{empty}: no Node objects (dump them with `kubectl get nodes -o yaml`)"
     # in-memory snapshots (tests, benchmarks) may still be empty
     assert snapshot_from_objects([]).nodes == []
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, "0" * 5000 + "1", "0." + "0" * 5000 + "1"])
+def test_quantity_with_thousands_of_digits_is_a_quantity_error(value):
+    from webhook.placement.quantity import QuantityError, parse_quantity
+
+    with pytest.raises(QuantityError, match="more than 100 digits is not a quantity"):
+        parse_quantity(value)

@@ -30,6 +30,10 @@ class QuantityError(ValueError):
     """A string is not a Kubernetes quantity; the message quotes it."""
 
 
+#: Longest number part accepted in a quantity (Kubernetes' own parser keeps far fewer digits).
+MAX_QUANTITY_DIGITS = 100
+
+
 def parse_quantity(value: object) -> Fraction:
     """Parse a Kubernetes quantity into an exact :class:`Fraction` of base units.
 
@@ -51,6 +55,9 @@ def parse_quantity(value: object) -> Fraction:
     m = _QUANTITY_RE.match(value)
     if not m:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: '500m', '2', '64Gi', '1e3')")
+    if len(m.group("num")) > MAX_QUANTITY_DIGITS:
+        # Python refuses to convert more than 4,300 digits; no real quantity comes close
+        raise QuantityError(f"{value[:20]!r}...: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
     num = Fraction(m.group("num"))
     suffix = m.group("suffix") or ""
     if suffix in _BINARY:
