@@ -10,6 +10,7 @@ of the same names:
   oldObject).
 * ``example_catalog``: a StaticTopologyCatalog with ``shared/examples/topology.yaml``.
 * ``UnsyncedCatalog``: a catalog whose topology cache has not synced yet.
+* ``TOPO``, ``SIZE``, ``SEG_REQ``, ``SEG_PREF``, ``WL_REQ``, ``WL_PREF``, ``POLICY``: the keys of DESIGN.md §2.
 """
 
 from __future__ import annotations
@@ -29,6 +30,16 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 EXAMPLES = SHARED / "examples"
 CRDS = SHARED / "crds"
+
+#: The user-facing keys, written out literally (DESIGN.md §2) so tests do not read them from the
+#: code under test.
+TOPO = "kai.scheduler/topology"
+SIZE = "kai.scheduler/segment-size"
+SEG_REQ = "kai.scheduler/segment-topology-required-placement"
+SEG_PREF = "kai.scheduler/segment-topology-preferred-placement"
+WL_REQ = "kai.scheduler/topology-required-placement"
+WL_PREF = "kai.scheduler/topology-preferred-placement"
+POLICY = "kai.scheduler/segment-leader-policy"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

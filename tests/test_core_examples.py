@@ -7,18 +7,11 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import load_example, make_request
+from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, load_example, make_request
 
 from webhook.core.decision import AdmissionSettings
 from webhook.core.review import review
 
-TOPO = "kai.scheduler/topology"
-SIZE = "kai.scheduler/segment-size"
-SEG_REQ = "kai.scheduler/segment-topology-required-placement"
-SEG_PREF = "kai.scheduler/segment-topology-preferred-placement"
-WL_REQ = "kai.scheduler/topology-required-placement"
-WL_PREF = "kai.scheduler/topology-preferred-placement"
-POLICY = "kai.scheduler/segment-leader-policy"
 RACK = "cloud.provider.com/topology-rack"
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"

@@ -8,19 +8,12 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import UnsyncedCatalog, make_request
+from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, UnsyncedCatalog, make_request
 
 from webhook.core.decision import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 
-TOPO = "kai.scheduler/topology"
-SIZE = "kai.scheduler/segment-size"
-SEG_REQ = "kai.scheduler/segment-topology-required-placement"
-SEG_PREF = "kai.scheduler/segment-topology-preferred-placement"
-WL_REQ = "kai.scheduler/topology-required-placement"
-WL_PREF = "kai.scheduler/topology-preferred-placement"
-POLICY = "kai.scheduler/segment-leader-policy"
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
