@@ -444,6 +444,12 @@ def test_from_kubeconfig_errors_name_the_source(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with pytest.raises(TopologyCacheError, match="in-cluster"):
         LiveTopologyCatalog.from_kubeconfig(None)
+    not_a_kubeconfig = tmp_path / "hostname"
+    not_a_kubeconfig.write_text("build-host\n")
+    with pytest.raises(TopologyCacheError) as info:
+        LiveTopologyCatalog.from_kubeconfig(str(not_a_kubeconfig))
+    assert str(info.value) == (f"cannot load kubeconfig {str(not_a_kubeconfig)!r}: "
+                               "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
 
 
 def test_backoff_doubles_to_the_cap_and_resets():

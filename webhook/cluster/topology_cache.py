@@ -199,9 +199,13 @@ class LiveTopologyCatalog:
                 k8s_config.load_incluster_config(client_configuration=configuration)
             else:
                 k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, TypeError, ValueError) as exc:
+        except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
             source = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)" if path is None else f"kubeconfig {path!r}"
-            raise TopologyCacheError(f"cannot load {source}: {exc}") from exc
+            # The client's own message for a file that is not a kubeconfig mapping is a Python
+            # internal one ("'str' object does not support item assignment"): say what is wrong.
+            why = (str(exc) if isinstance(exc, (k8s_config.ConfigException, OSError))
+                   else "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+            raise TopologyCacheError(f"cannot load {source}: {why}") from exc
         return cls(k8s_client.ApiClient(configuration), **kwargs)
 
     # ---------------------------------------------------------------- TopologyCatalog

@@ -189,7 +189,7 @@ def run_place(args: argparse.Namespace) -> int:
     except ExpandError as exc:  # a problem of the workload file: name it
         return _err("place", f"{args.filename}: {exc}")
     for w in out["warnings"]:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
     result = out["result"]
     if args.output == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
