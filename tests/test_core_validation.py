@@ -768,3 +768,52 @@ def test_topology_file_with_an_invalid_object_name_is_rejected():
 
     with pytest.raises(TopologyError, match="Topology metadata.name 'Bad_Name' is not a Kubernetes object name"):
         load_topology_text("kind: Topology\nmetadata: {name: Bad_Name}\nspec: {levels: [{nodeLabel: a.io/b}]}\n")
+
+
+# ----------------------------------------------------------------------------- UPDATE, second review
+
+def stored_after_create(obj, catalog, settings=PLAIN, **kw):
+    return patched(obj, run(obj, catalog, settings, **kw))
+
+
+def test_changed_root_size_shadowed_by_the_written_template_is_denied(example_catalog):
+    # kubectl apply keeps the keys the webhook wrote on the template; the user edits the root
+    stored = stored_after_create(pytorchjob(root={TOPO: "cluster-topology", SIZE: "4"}), example_catalog)
+    new = jsonpatch.JsonPatch([{"op": "replace", "path": "/metadata/annotations/kai.scheduler~1segment-size",
+                                "value": "8"}]).apply(stored)
+    d = run(new, example_catalog, operation="UPDATE", old=stored)
+    assert rules(d) == ["immutable-field"]
+    assert d.violations[0].field == 'metadata.annotations["kai.scheduler/segment-size"]'
+    assert 'cannot change (was "4")' in d.message
+
+
+def test_changed_lws_subgroupsize_beaten_by_the_written_annotation_is_denied(example_catalog):
+    stored = stored_after_create(lws({TOPO: "cluster-topology"}, size=9, sub_size=2), example_catalog)
+    new = jsonpatch.JsonPatch([{"op": "replace", "path": "/spec/leaderWorkerTemplate/subGroupPolicy/subGroupSize",
+                                "value": 4}]).apply(stored)
+    d = run(new, example_catalog, operation="UPDATE", old=stored)
+    assert rules(d) == ["immutable-field"]
+    assert d.violations[0].field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
+    assert d.message.startswith("spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize = 4: ")
+
+
+def test_kubectl_replace_of_a_platform_created_job_gets_its_defaults_back(example_catalog):
+    # created by the platform (automatic placement), then replaced by a kubectl user with the
+    # original manifest: the stored object carried every default, so they come back
+    stored = stored_after_create(pytorchjob({SIZE: "4"}), example_catalog, PLATFORM, user=PLATFORM_USER)
+    d = run(pytorchjob({SIZE: "4"}), example_catalog, PLATFORM, operation="UPDATE", old=stored, user="alice")
+    assert d.allowed, d.message
+    assert patched(pytorchjob({SIZE: "4"}), d) == stored
+
+
+def test_kubectl_user_adding_segments_while_suspended_gets_no_defaults(example_catalog):
+    old = pytorchjob({TOPO: "cluster-topology"}, suspend=True)
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, suspend=True), example_catalog, PLATFORM,
+            operation="UPDATE", old=old, user="alice")
+    assert d.allowed and SEG_PREF not in str(d.patch)
+
+
+def test_native_framework_fix_names_the_annotation_when_that_is_the_source(example_catalog):
+    d = run(native(per_segment=None, framework="MPI", worker={SIZE: "8"}), example_catalog)
+    assert rules(d) == ["native-framework-unsupported"]
+    assert d.message.endswith("fix: remove kai.scheduler/segment-size, or use framework PyTorch.")

@@ -13,7 +13,7 @@ import logging
 
 import jsonpatch
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
@@ -171,6 +171,22 @@ def test_body_that_stops_arriving_is_408_with_connection_close():
     assert json.loads(b"".join(iterable))["field"] == "body"
     iterable.close()
     assert calls == []
+
+
+def test_client_gone_mid_body_is_400_and_not_counted_as_a_review():
+    import io
+
+    calls: list = []
+    metrics = ReviewMetrics(CollectorRegistry())
+    app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=metrics,
+                     review_fn=stub(Decision(kind="PyTorchJob"), calls))
+    started, iterable = call_wsgi(app, {"CONTENT_LENGTH": "1000", "wsgi.input": io.BytesIO(b'{"apiVersion": "adm')})
+    assert started["status"].startswith("400")
+    assert started["headers"]["Connection"] == "close"
+    assert json.loads(b"".join(iterable)) == {"error": "the request body ended after 19 of 1000 bytes", "field": "body"}
+    iterable.close()
+    assert calls == []
+    assert "segment_webhook_reviews_total{" not in generate_latest(metrics.registry).decode()
 
 
 def test_review_latency_excludes_the_time_the_body_takes_to_arrive(monkeypatch):

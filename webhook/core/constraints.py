@@ -231,6 +231,8 @@ class Resolution:
     auto_workload_preferred: str | None = None
     extra_worker_keys: dict[str, str] = field(default_factory=dict)
     leader_policy_field: str | None = None
+    spec_size: int | None = None
+    spec_size_field: str | None = None
 
     @property
     def segmented(self) -> bool:
@@ -427,7 +429,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     automatic placement skipped) in ``decision``. Never raises for validated annotation maps.
     Returns the :class:`Resolution`; ``size`` is ``None`` when not segmented or denied.
     """
-    res = Resolution()
+    res = Resolution(spec_size=inp.spec_size, spec_size_field=inp.spec_size_field)
     root, worker = inp.root, inp.worker
 
     # §4.1 / §4.2: template value, else root value.

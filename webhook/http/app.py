@@ -108,6 +108,10 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
         log.debug("draining an oversized body stopped", exc_info=True)
 
 
+class BodyIncomplete(Exception):
+    """The client sent fewer body bytes than its ``Content-Length`` and closed: not a review."""
+
+
 def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
     """Read the request body, at most ``limit`` bytes.
 
@@ -115,7 +119,8 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
     Without it (chunked transfer), the body is read only when the server terminates the stream
     (``wsgi.input_terminated``, set by gunicorn) and :class:`BodyTooLarge` is raised as soon as
     more than ``limit`` bytes arrive; otherwise the body is empty. A socket timeout while reading
-    propagates (``TimeoutError``).
+    propagates (``TimeoutError``); a stream that ends before ``Content-Length`` bytes (the client
+    went away) raises :class:`BodyIncomplete`.
     """
     stream = environ["wsgi.input"]
     if length is not None:
@@ -126,6 +131,8 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
                 break
             chunks.append(chunk)
             remaining -= len(chunk)
+        if remaining > 0:
+            raise BodyIncomplete(f"the request body ended after {length - remaining} of {length} bytes")
         return b"".join(chunks)
     if not environ.get("wsgi.input_terminated"):
         return b""  # neither Content-Length nor chunked: an empty body (RFC 9112 §6.3)
@@ -208,6 +215,8 @@ def create_app(
         except TimeoutError:
             return closing(_json(envelope.error_body(
                 f"the request body stopped arriving (no data for {read_timeout:g} s)", "body"), 408))
+        except BodyIncomplete as exc:  # the client is gone: answer for the record, count nothing
+            return closing(_json(envelope.error_body(str(exc), "body"), 400))
         started = _clock()  # review latency: body read → answer built (not network time)
         outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
         resp = _json(outcome.body, outcome.http_status)

@@ -8,6 +8,7 @@ the workload root and, for LWS, the leader template).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -44,13 +45,39 @@ class Plan:
     suspended: bool = False
     master: AnnotationMap | None = None
 
+    def segment_inputs(self) -> dict[str, Any]:
+        """Every segment input the object states, by field path: the topology name, segment size
+        and segment levels on the root and on the worker template, and the spec's segment size
+        (LWS ``subGroupSize``, native ``workersPerSegment``)."""
+        out: dict[str, Any] = {}
+        for amap in (self.root, self.worker):
+            if amap is not None:
+                for key in _IMMUTABLE_KEYS[:4]:
+                    if key in amap.values:
+                        out[key_field(amap.field, key)] = amap.values[key]
+        res = self.resolution
+        if res.spec_size is not None and res.spec_size_field:
+            out[res.spec_size_field] = res.spec_size
+        return out
+
     def owned_keys(self) -> tuple[dict[str, str], dict[str, str]]:
         """(worker template keys, root keys) this plan makes the webhook own (DESIGN.md §2)."""
         return self.resolution.worker_keys(), self.resolution.root_keys(self.root)
 
 
-#: ``analyse(obj, request, catalog, settings, decision, *, defaults=True) -> Plan | None``; with
-#: ``defaults=False`` automatic placement (§6) is off: the object's explicit keys only.
+class Defaults(enum.Enum):
+    """When a kind handler applies automatic placement (DESIGN.md §6) while analysing an object."""
+
+    #: never: the object's explicit keys only (the stored object of an UPDATE)
+    OFF = "off"
+    #: as on CREATE: the native kind always, a PyTorchJob when the requester is a platform identity
+    AS_CREATE = "as-create"
+    #: whoever sends the request (UPDATE of a workload that carries all its defaults already, so a
+    #: kubectl user's `replace` that drops them gets them back as the platform's would)
+    ANY_REQUESTER = "any-requester"
+
+
+#: ``analyse(obj, request, catalog, settings, decision, *, defaults=Defaults.AS_CREATE) -> Plan | None``
 Analyse = Callable[..., "Plan | None"]
 
 _IMMUTABLE_NAMES = ("segment size", "topology name", "segment required level", "segment preferred level",
@@ -89,6 +116,24 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
              f"the {_IMMUTABLE_NAMES[i]} of an existing workload cannot change (was {quote(old)})", fix)
 
 
+def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
+    """Deny (``immutable-field``) a segment input present in both objects with another value,
+    unless that field was denied already. Catches changes the resolved view cannot see: a root
+    key shadowed by the template, or ``subGroupSize`` beaten by the annotation (LWS would then
+    label subgroups of the new size while the webhook keeps the old one). A removed input is not
+    a change here: the resolved view decides (an update that drops keys gets them re-resolved)."""
+    denied = {v.field for v in decision.violations}
+    old_inputs = old_plan.segment_inputs()
+    for path, new in plan.segment_inputs().items():
+        if path in denied or path not in old_inputs or old_inputs[path] == new:
+            continue
+        fix = "restore the old value, or delete and recreate the workload"
+        if kind == "PyTorchJob":
+            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
+        deny(decision, "immutable-field", path, new,
+             f"a segment setting of an existing workload cannot change (was {quote(old_inputs[path])})", fix)
+
+
 def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], catalog: TopologyCatalog,
                     settings: AdmissionSettings, *, mutate: bool) -> Decision:
     """Admit a workload request (DESIGN.md §4–§6).
@@ -99,10 +144,13 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     leader policy with the stored ``oldObject``'s and denies a change (``immutable-field``,
     §5) unless either object is a suspended PyTorchJob. The stored object's constraint is its
     explicit keys (CREATE wrote every default out). Automatic defaults (§6) are applied on
-    UPDATE only when the stored object already carries them all, so that an update that drops
-    them (``kubectl replace``, server-side apply) gets them back, while an update of a workload
-    created without them (e.g. by kubectl, or while the Topology was not loaded) never adds
-    them to a running workload.
+    UPDATE only when the stored object already carries them all, whoever sends the update, so
+    that an update that drops them (``kubectl replace``, server-side apply) gets them back, while
+    an update of a workload created without them (e.g. by kubectl, or while the Topology was not
+    loaded) never adds them to a running workload. Besides the resolved values, a segment input
+    that is present in both objects with different values is denied too (:func:`_check_inputs`),
+    even when a template value shadows it: otherwise a changed root key or ``subGroupSize``
+    would be silently ignored.
     DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
     """
     decision = Decision(kind=kind)
@@ -114,19 +162,25 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         deny_malformed(decision, "request.object", obj, f"a {kind} object")
         return decision
     old_plan = None
-    defaults = True
+    defaults = Defaults.AS_CREATE
     old = request.get("oldObject") if operation == "UPDATE" else None
     if isinstance(old, Mapping):
         # The stored object's own problems are not this request's: scratch decisions.
-        old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=False)
-        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=True)
-        defaults = (old_plan is not None and old_with_defaults is not None
-                    and old_plan.owned_keys() == old_with_defaults.owned_keys())
+        old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.OFF)
+        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind),
+                                    defaults=Defaults.ANY_REQUESTER)
+        if old_plan is None or not old_plan.resolution.segmented:
+            defaults = Defaults.AS_CREATE  # no segments yet: adding them (while suspended) is like a CREATE
+        elif old_with_defaults is not None and old_plan.owned_keys() == old_with_defaults.owned_keys():
+            defaults = Defaults.ANY_REQUESTER
+        else:
+            defaults = Defaults.OFF
     plan = analyse(obj, request, catalog, settings, decision, defaults=defaults)
     if plan is None:
         return decision
     if old_plan is not None and not (plan.suspended or old_plan.suspended):
         _check_immutable(kind, plan, old_plan, decision)
+        _check_inputs(kind, plan, old_plan, decision)
     if not decision.allowed or not mutate:
         return decision
     builder = PatchBuilder(obj)

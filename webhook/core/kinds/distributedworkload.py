@@ -29,7 +29,12 @@ from webhook.core.constraints import (
     resolve,
 )
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import (
+    Defaults,
+    Plan,
+    review_workload,
+    warn_ignored_segment_keys,
+)
 from webhook.core.topology import TopologyCatalog
 
 KIND = "DistributedWorkload"
@@ -53,7 +58,7 @@ def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, require
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
     """Read, resolve and validate one DistributedWorkload object. Returns ``None`` when it is
     too malformed to resolve (400 denials already recorded)."""
     root = read_annotations(obj, "", (), decision)
@@ -77,7 +82,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             fld, val = ("spec.workersPerSegment", per_segment) if per_segment is not None else (size_src.field, size_src.value)
             deny(decision, "native-framework-unsupported", fld, val,
                  f"segments are supported for framework PyTorch only, not {framework}",
-                 "remove workersPerSegment, or use framework PyTorch")
+                 f"remove {'workersPerSegment' if per_segment is not None else keys.SEGMENT_SIZE}, or use framework PyTorch")
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
@@ -88,7 +93,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=per_segment,
         spec_size_field="spec.workersPerSegment",
         spec_size_wins=True,
-        automatic=supported and defaults,
+        automatic=supported and defaults is not Defaults.OFF,
     )
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master)
 

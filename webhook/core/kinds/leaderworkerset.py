@@ -40,7 +40,7 @@ from webhook.core.constraints import (
     resolve,
 )
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.kinds._workload import Defaults, Plan, review_workload
 from webhook.core.segments import divisors, lws_segmented_pods
 from webhook.core.topology import TopologyCatalog
 
@@ -75,7 +75,7 @@ def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
     """Read, resolve and validate one LeaderWorkerSet object (adds the LeaderExcluded
     divisibility rule of DESIGN.md §5). Returns ``None`` when too malformed to resolve.
     ``defaults`` is accepted for the shared flow; automatic placement never applies to LWS (§6)."""

@@ -22,7 +22,12 @@ from webhook.core.constraints import (
     resolve,
 )
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import (
+    Defaults,
+    Plan,
+    review_workload,
+    warn_ignored_segment_keys,
+)
 from webhook.core.topology import TopologyCatalog
 
 KIND = "PyTorchJob"
@@ -58,7 +63,7 @@ def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decisio
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: bool = True) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
     """Read, resolve and validate one PyTorchJob object. Returns ``None`` when it is too
     malformed to resolve (400 denials already recorded in ``decision``)."""
     root = read_annotations(obj, "", (), decision)
@@ -89,7 +94,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=replicas,
         pods_field=f"spec.{SPECS}.{wkey or 'Worker'}.replicas",
         pods_noun="Worker replicas",
-        automatic=defaults and is_automatic_requester(request, settings),
+        automatic=defaults is Defaults.ANY_REQUESTER or (defaults is Defaults.AS_CREATE and is_automatic_requester(request, settings)),
     )
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
                 suspended=suspended, master=master)
