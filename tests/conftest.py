@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 import yaml
 
-from webhook.core.topology import StaticTopologyCatalog, Topology, load_topology_files
+from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.manifests import load_topology_files
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

@@ -224,20 +224,19 @@ def test_deployment(base):
 @needs_kubectl
 def test_container_command_and_env_are_accepted_by_the_cli(base):
     """The Deployment's command line parses with the real ``segment-webhook`` parser, and every
-    SEGMENT_WEBHOOK_* variable is one that ``serve`` reads (webhook/http/commands.py)."""
-    from webhook.http import commands
-    from webhook.cli import build_parser
+    SEGMENT_WEBHOOK_* variable is one that ``serve`` reads (webhook/cli/serve.py, webhook/cli/flags.py)."""
+    from webhook.cli import build_parser, flags
 
     container = one(base, "Deployment")["spec"]["template"]["spec"]["containers"][0]
     args = build_parser().parse_args(container["args"])
     assert args.command == "serve"
     assert args.bind == "0.0.0.0:8443"
     assert args.cert_dir == CERT_DIR
-    known = {commands.env_name(spec.flag) for spec in args._env_flags}
+    known = {flags.env_name(spec.flag) for spec in args._env_flags}
     ours = {e["name"] for e in container["env"] if e["name"].startswith("SEGMENT_WEBHOOK_")}
     assert ours <= known, f"unknown variables: {sorted(ours - known)}"
     env = {e["name"]: e["value"] for e in container["env"]}
-    commands.apply_env(args, env)  # raises UsageError for a bad value
+    flags.apply_env(args, env)  # raises UsageError for a bad value
     assert args.workers == 2 and args.threads == 8
 
 

@@ -150,7 +150,7 @@ def _ignored(path: str, patterns: list[str]) -> bool:
     ("setup.cfg", False),
     ("pyproject.toml", False),
     ("README.md", False),
-    ("webhook/cli.py", False),
+    ("webhook/cli/__init__.py", False),
     ("webhook/data/topology.yaml", False),
     ("webhook/__pycache__/cli.cpython-311.pyc", True),
     ("tests/test_deploy.py", True),

@@ -1,4 +1,4 @@
-"""`segment-webhook review` (webhook.review_cli): offline dry run through the /mutate code path.
+"""`segment-webhook review` (webhook.cli.review): offline dry run through the /mutate code path.
 
 Expected values are DESIGN.md §2-§7 and the seed, on the shared sample manifests.
 """
@@ -190,10 +190,10 @@ def test_pod_review_stamps_segment_index(tmp_path, capsys):
     [
         (None, "cannot read"),
         ("a: [unclosed", "not valid YAML"),
-        ("- just\n- a list\n", "is not a Kubernetes object"),
+        ("- just\n- a list\n", "expected a Kubernetes object, got list"),
         ("kind: PyTorchJob\nmetadata: {name: x}\n", "apiVersion is missing"),
         ("", "no Kubernetes object found"),
-        ("a: " + "[" * 5000 + "1" + "]" * 5000 + "\n", "nested too deeply"),
+        ("kind: Pod\napiVersion: v1\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n", "nested too deeply"),
     ],
 )
 def test_unreadable_input_exits_2(tmp_path, capsys, content, needle):

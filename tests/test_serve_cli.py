@@ -18,7 +18,7 @@ from serving import free_port, running_serve
 import yaml
 
 from webhook.cli import build_parser, main
-from webhook.http import commands
+from webhook.cli import serve as serve_command
 
 TOPOLOGY = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t-one"},
             "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "kubernetes.io/hostname"}]}}
@@ -34,7 +34,7 @@ def clean_env(monkeypatch):
 
 def prepare(*argv):
     args = build_parser().parse_args(["serve", *argv])
-    return commands._prepare_serve(args)
+    return serve_command._prepare_serve(args)
 
 
 def settings_of(factory):

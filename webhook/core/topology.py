@@ -173,19 +173,6 @@ def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
         raise TopologyError(f"{source}: {exc}") from exc
 
 
-def load_topology_files(paths: Iterable[str]) -> StaticTopologyCatalog:
-    """Read Topology files into a catalog. Raises :class:`TopologyError` (also for I/O errors)."""
-    topologies: list[Topology] = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise TopologyError(f"{path}: cannot read: {exc.strerror}") from exc
-        topologies.extend(load_topology_text(text, source=path))
-    return StaticTopologyCatalog(topologies)
-
-
 def default_catalog() -> StaticTopologyCatalog:
     """The embedded default: the packaged example topology ``cluster-topology``
     (zone > block > rack > hostname, as in ``shared/examples/topology.yaml``)."""

@@ -12,17 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-import yaml
-
+from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
 from webhook.placement.quantity import MAX_MILLI, QuantityError, parse_quantity, to_milli
-
-try:  # the C loader is ~10x faster on 30,000-node dumps
-    _Loader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110
@@ -146,36 +139,6 @@ def pod_requests_milli(spec: Mapping, where: str = "spec") -> dict[str, int]:
     return out
 
 
-def parse_documents(text: str, source: str) -> list[Any]:
-    """Parse a YAML stream or JSON text into documents. Raises :class:`SnapshotError`."""
-    try:
-        return list(yaml.load_all(text, Loader=_Loader))
-    except yaml.YAMLError as exc:
-        raise SnapshotError(f"{source}: not valid YAML or JSON: {exc}") from exc
-    except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
-        raise SnapshotError(f"{source}: a number has more than 4300 digits") from exc
-
-
-def _flatten(docs: Iterable[Any], source: str, where: str = "") -> Iterable[tuple[str, Mapping]]:
-    for i, doc in enumerate(docs):
-        if doc is None:
-            continue
-        here = f"{where}items[{i}]" if where else f"document {i + 1}"
-        if not isinstance(doc, Mapping):
-            raise SnapshotError(f"{source}: {here}: expected a Kubernetes object, got {type(doc).__name__}")
-        if "items" in doc and (doc.get("kind") in (None, "List") or str(doc.get("kind", "")).endswith("List")):
-            items = doc.get("items")
-            if items is None:
-                continue
-            if not isinstance(items, list):
-                raise SnapshotError(f"{source}: {here}: items must be a list")
-            yield from _flatten(items, source, f"{here}." if where else "")
-            continue
-        if "kind" not in doc:
-            raise SnapshotError(f"{source}: {here}: object has no kind")
-        yield here, doc
-
-
 def _name_of(obj: Mapping, source: str, here: str, kind: str) -> tuple[str, str]:
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
@@ -297,18 +260,19 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
     """
     objects: list[tuple[str, str, Mapping]] = []
     extra: list[Topology] = []
-    for path in topology_paths:
-        text = _read(path)
-        for here, obj in _flatten(parse_documents(text, path), path):
-            if obj.get("kind") == "Topology":
-                try:
-                    extra.append(Topology.from_object(obj))
-                except TopologyError as exc:
-                    raise SnapshotError(f"{path}: {here}: {exc}") from None
-    paths = list(paths)
-    for path in paths:
-        text = _read(path)
-        objects.extend((path, here, obj) for here, obj in _flatten(parse_documents(text, path), path))
+    try:
+        for path in topology_paths:
+            for here, obj in manifests.load_objects(path):
+                if obj.get("kind") == "Topology":
+                    try:
+                        extra.append(Topology.from_object(obj))
+                    except TopologyError as exc:
+                        raise SnapshotError(f"{path}: {here}: {exc}") from None
+        paths = list(paths)
+        for path in paths:
+            objects.extend((path, here, obj) for here, obj in manifests.load_objects(path))
+    except manifests.ManifestError as exc:
+        raise SnapshotError(str(exc)) from None
     snapshot = build_snapshot(objects, extra)
     if paths and not snapshot.nodes:
         # an empty dump (or only pods/topologies) is bad input, not a cluster where nothing fits
@@ -318,14 +282,8 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
 
 def snapshot_from_objects(objs: Iterable[Mapping], source: str = "<objects>") -> Snapshot:
     """Build a :class:`Snapshot` from in-memory objects (tests, benchmarks, ``gen-cluster``)."""
-    return build_snapshot((source, here, obj) for here, obj in _flatten(list(objs), source))
-
-
-def _read(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise SnapshotError(f"{path}: cannot read: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise SnapshotError(f"{path}: not UTF-8 text: {exc}") from exc
+        located = list(manifests.flatten(list(objs), source))
+    except manifests.ManifestError as exc:
+        raise SnapshotError(str(exc)) from None
+    return build_snapshot((source, here, obj) for here, obj in located)

@@ -29,58 +29,35 @@ from typing import Any
 
 import yaml
 
+from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
+from webhook.manifests import ManifestError, deeper_than, load_objects
+
 WEBHOOK_NAME = "segment-webhook.segments.dev"
 DEFAULT_USER = "kubectl-user"
 AUTHENTICATED_GROUP = "system:authenticated"
+
+#: Deepest nesting of a reviewed object: PyYAML's pure-Python loader, which ``review`` used
+#: before the libyaml reader, stopped at about 450 levels; real objects nest about 20.
+MAX_NESTING = 400
 
 _REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
 _VERBS = {"CREATE": "creating", "UPDATE": "replacing"}
 
 
-class InputError(ValueError):
-    """Unreadable or unusable manifest (exit 2); the message names the file."""
-
-
-def read_documents(path: str) -> list[dict]:
-    """Kubernetes objects of a YAML/JSON file (``-`` = stdin); ``kind: List`` items expanded,
-    empty documents skipped. Raises :class:`InputError` naming the file and document."""
-    try:
-        if path == "-":
-            text = sys.stdin.read()
-        else:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise InputError(f"{path}: nested too deeply to be a Kubernetes object") from None
-    except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
-        raise InputError(f"{path}: a number has more than 4300 digits") from None
+def read_objects(path: str) -> list[dict]:
+    """The Kubernetes objects of a YAML/JSON file (``-`` = stdin) to review, read by
+    :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped); each needs
+    ``apiVersion`` and ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming the file and document."""
     objects: list[dict] = []
-    for i, doc in enumerate(docs):
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise InputError(f"{path}: document {i + 1} is not a Kubernetes object (a mapping)")
-        if isinstance(doc.get("items"), list) and str(doc.get("kind", "")).endswith("List"):
-            items = doc["items"]
-        else:
-            items = [doc]
-        for item in items:
-            if not isinstance(item, dict):
-                raise InputError(f"{path}: document {i + 1}: a List item is not a mapping")
-            for key in ("apiVersion", "kind"):
-                if not isinstance(item.get(key), str) or not item.get(key):
-                    raise InputError(f"{path}: document {i + 1}: {key} is missing")
-            objects.append(item)
+    for here, obj in load_objects(path):
+        if deeper_than(obj, MAX_NESTING):
+            raise ManifestError(path, "nested too deeply to be a Kubernetes object")
+        for key in ("apiVersion", "kind"):
+            if not isinstance(obj.get(key), str) or not obj.get(key):
+                raise ManifestError(path, f"{here}: {key} is missing")
+        objects.append(obj)
     if not objects:
-        raise InputError(f"{path}: no Kubernetes object found")
+        raise ManifestError(path, "no Kubernetes object found")
     return objects
 
 
@@ -130,21 +107,20 @@ def denial_line(path: str, operation: str, code: int, message: str) -> str:
             f'"{WEBHOOK_NAME}" denied the request: {message}')
 
 
-def _review(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """The ``review`` command: exit 0 all allowed, 1 any denied, 2 bad usage or unreadable input."""
     import jsonpatch
 
     from webhook.http import envelope
-    from webhook.http.commands import UsageError, admission_settings, static_topologies
 
     def fail(message: str) -> int:
-        print(f"segment-webhook review: error: {message}", file=sys.stderr)
-        return 2
+        return error("review", message)
 
     try:
         catalog, default = static_topologies(args.topology_file, args.default_topology)
-        objects = read_documents(args.filename)
-        old_objects = read_documents(args.old) if args.old else None
-    except (UsageError, InputError) as exc:
+        objects = read_objects(args.filename)
+        old_objects = read_objects(args.old) if args.old else None
+    except (UsageError, ManifestError) as exc:
         return fail(str(exc))
     if args.operation == "UPDATE":
         if old_objects is None:
@@ -191,8 +167,6 @@ def _review(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     """Add ``review`` to the ``segment-webhook`` command line."""
-    from webhook.http.commands import add_topology_flags
-
     parser = subparsers.add_parser(
         "review",
         help="dry-run the webhook on a manifest (offline, same code path as /mutate)",
@@ -213,4 +187,4 @@ def register(subparsers: Any) -> None:
     add_topology_flags(parser, env=False)
     parser.add_argument("-o", "--output", choices=("json", "yaml"), default="json",
                         help="json: the AdmissionReview response (default); yaml: the object with the patch applied")
-    parser.set_defaults(func=_review)
+    parser.set_defaults(func=run)

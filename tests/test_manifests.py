@@ -1,0 +1,76 @@
+"""webhook.manifests: the one reader of manifests and kubectl dumps."""
+
+from __future__ import annotations
+
+import pytest
+
+from webhook import manifests
+from webhook.manifests import ManifestError
+
+
+def test_json_is_detected_by_its_first_character_and_kept_as_one_document():
+    text = '\n  {"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}]}'
+    docs = manifests.parse_documents(text, "nodes.json")
+    assert docs == [{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}]}]
+    assert list(manifests.flatten(docs, "nodes.json")) == [("document 1", {"kind": "Node", "metadata": {"name": "n1"}})]
+
+
+def test_yaml_flow_mapping_starting_with_a_brace_is_read_as_yaml():
+    assert manifests.parse_documents("{kind: Pod, metadata: {name: p}}\n", "pod.yaml") == [
+        {"kind": "Pod", "metadata": {"name": "p"}}]
+
+
+def test_yaml_stream_with_empty_documents():
+    docs = manifests.parse_documents("kind: Pod\n---\n---\nkind: Node\n", "x.yaml")
+    assert docs == [{"kind": "Pod"}, None, {"kind": "Node"}]
+    assert [obj["kind"] for _, obj in manifests.flatten(docs, "x.yaml")] == ["Pod", "Node"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("a: [b\n", "not valid YAML or JSON: "),
+    ("kind: Pod\nx: " + "9" * 5000 + "\n", "a number has more than 4300 digits"),
+    ("[" * 5000 + "]" * 5000, "nested too deeply to be a Kubernetes object"),
+])
+def test_parse_errors_name_the_file(text, message):
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents(text, "bad.yaml")
+    assert caught.value.source == "bad.yaml"
+    assert str(caught.value).startswith("bad.yaml: " + message)
+
+
+@pytest.mark.parametrize("docs, message", [
+    (["hello"], "bad.yaml: document 1: expected a Kubernetes object, got str"),
+    ([{"kind": "List", "items": {"a": 1}}], "bad.yaml: document 1: items must be a list"),
+    ([{"apiVersion": "v1"}], "bad.yaml: document 1: object has no kind"),
+])
+def test_flatten_errors(docs, message):
+    with pytest.raises(ManifestError, match="^" + message.replace(".", r"\.") + "$"):
+        list(manifests.flatten(docs, "bad.yaml"))
+
+
+def test_read_errors(tmp_path):
+    missing = tmp_path / "missing.yaml"
+    with pytest.raises(ManifestError, match=f"^{missing}: cannot read: No such file or directory$"):
+        manifests.load_documents(str(missing))
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"kind: \xff\n")
+    with pytest.raises(ManifestError, match=f"^{binary}: not UTF-8 text: "):
+        manifests.load_documents(str(binary))
+
+
+def test_topology_files_skip_other_kinds_and_name_the_file_of_a_bad_topology(tmp_path):
+    good = tmp_path / "t.yaml"
+    good.write_text("kind: Node\nmetadata: {name: n}\n---\napiVersion: kai.scheduler/v1alpha1\nkind: Topology\n"
+                    "metadata: {name: t}\nspec: {levels: [{nodeLabel: topology.kubernetes.io/zone}]}\n")
+    assert manifests.load_topology_files([str(good)]).names() == ["t"]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: []}\n")
+    with pytest.raises(ManifestError) as caught:
+        manifests.load_topology_files([str(good), str(bad)])
+    assert str(caught.value).startswith(f"{bad}: ")
+
+
+def test_deeper_than():
+    assert manifests.deeper_than({"a": [1]}, 1) is True
+    assert manifests.deeper_than({"a": [1]}, 2) is False
+    assert manifests.deeper_than(7, 0) is False

@@ -1,0 +1,44 @@
+"""The ``segment-webhook`` command line (console script ``segment-webhook = webhook.cli:main``).
+
+One module per sub-command in this package, listed in :data:`COMMAND_MODULES`; each has a
+``register(subparsers)`` function that adds its parser and sets ``func`` (a callable taking
+the parsed ``argparse.Namespace`` and returning the exit code). Exit codes: 0 success, 1 denied / not placed, 2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+from webhook import __version__
+
+#: Modules that provide ``register(subparsers)``; order is the order in ``--help``. Shared flags,
+#: converters and ``SEGMENT_WEBHOOK_*`` handling: :mod:`webhook.cli.flags`.
+COMMAND_MODULES = (
+    "webhook.cli.serve",        # serve
+    "webhook.cli.certs",        # certs
+    "webhook.cli.review",       # review (offline dry run)
+    "webhook.cli.place",        # place
+    "webhook.cli.gen_cluster",  # gen-cluster
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every sub-command registered."""
+    parser = argparse.ArgumentParser(
+        prog="segment-webhook",
+        description="Segment-based topology-aware placement: admission webhook and placement engine.",
+    )
+    parser.add_argument("--version", action="version", version=f"segment-webhook {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)

@@ -1,0 +1,208 @@
+"""Flags, converters and environment handling shared by the ``segment-webhook`` sub-commands.
+
+Flags added with :func:`add_env_flag` (``serve``, ``certs``) can also be set with an environment
+variable ``SEGMENT_WEBHOOK_<FLAG>`` (upper case, ``-`` → ``_``; e.g. ``--cert-dir`` →
+``SEGMENT_WEBHOOK_CERT_DIR``); repeatable flags take a comma-separated list. A flag given on the
+command line wins over its variable. Bad values exit with status 2 and a message naming the flag
+or variable, before any worker is forked.
+
+Default topology (automatic mode, DESIGN.md §6), :func:`static_topologies`: ``--default-topology``
+when given (with a static catalog it must be one of the loaded names); else, when exactly one
+topology was loaded from files or the embedded default, that one; else none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+ENV_PREFIX = "SEGMENT_WEBHOOK_"
+DEFAULT_CERT_DIR = "certs"
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+class UsageError(ValueError):
+    """A bad flag or input file; the message names the flag (exit status 2)."""
+
+
+def error(command: str, message: str) -> int:
+    """Print ``segment-webhook <command>: error: <message>`` to stderr; return exit code 2."""
+    print(f"segment-webhook {command}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def env_note(example: str) -> str:
+    """The sentence on ``SEGMENT_WEBHOOK_*`` variables that ends a sub-command's description."""
+    return (f"Every flag can also be set with SEGMENT_WEBHOOK_<FLAG> (e.g. {example}); "
+            "repeatable flags take a comma-separated list; the command line wins.")
+
+
+def env_name(flag: str) -> str:
+    """``--cert-dir`` → ``SEGMENT_WEBHOOK_CERT_DIR``."""
+    return ENV_PREFIX + flag.lstrip("-").upper().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class _EnvFlag:
+    dest: str
+    flag: str
+    repeatable: bool
+    convert: Callable[[str], Any]
+    default: Any
+
+
+def add_env_flag(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    *,
+    help: str,
+    default: Any = None,
+    repeatable: bool = False,
+    type: Callable[[str], Any] = str,
+    metavar: str | None = None,
+) -> None:
+    """Add ``flag`` to ``parser`` with a ``SEGMENT_WEBHOOK_<FLAG>`` environment fallback.
+
+    The value is resolved by :func:`apply_env` after parsing: command line, else the variable
+    (comma-separated for ``repeatable``), else ``default``. ``type`` converts one value and raises
+    ``argparse.ArgumentTypeError``/``ValueError`` with a message for a bad one.
+    """
+    env = env_name(flag)
+    shown = f"; default {default}" if default not in (None, [], ()) else ""
+    extra = f" [env {env}{', comma-separated' if repeatable else ''}{shown}]"
+    dest = flag.lstrip("-").replace("-", "_")
+    parser.add_argument(
+        flag, dest=dest, action="append" if repeatable else "store", default=None,
+        type=type, metavar=metavar, help=help + extra,
+    )
+    specs = parser.get_default("_env_flags") or []
+    parser.set_defaults(_env_flags=specs + [_EnvFlag(dest, flag, repeatable, type, default)])
+
+
+def apply_env(args: argparse.Namespace, environ: dict | None = None) -> argparse.Namespace:
+    """Fill flags not given on the command line from their environment variables or defaults.
+
+    Raises :class:`UsageError` naming the variable when its value does not convert.
+    """
+    environ = os.environ if environ is None else environ
+    for spec in getattr(args, "_env_flags", None) or []:
+        if getattr(args, spec.dest) is not None:
+            continue
+        env = env_name(spec.flag)
+        raw = environ.get(env)
+        if raw is None or raw == "":
+            value = list(spec.default) if spec.repeatable and spec.default is not None else spec.default
+            if spec.repeatable and value is None:
+                value = []
+        else:
+            parts = [p.strip() for p in raw.split(",") if p.strip()] if spec.repeatable else [raw]
+            try:
+                converted = [spec.convert(p) for p in parts]
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                raise UsageError(f"{env}={raw!r}: {exc}") from None
+            value = converted if spec.repeatable else converted[0]
+        setattr(args, spec.dest, value)
+    return args
+
+
+def positive_int(limit: int) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from 1 to ``limit``."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(str(text).strip(), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not 1 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"{value} is out of range 1..{limit}")
+        return value
+
+    return convert
+
+
+def seconds(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number of seconds from ``low`` to ``high`` (fractions allowed)."""
+
+    def convert(text: str) -> float:
+        try:
+            value = float(str(text).strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not low <= value <= high:  # also rejects nan
+            raise argparse.ArgumentTypeError(f"{text} is out of range {low:g}..{high:g} seconds")
+        return value
+
+    return convert
+
+
+def topology_name(text: str) -> str:
+    """An argparse ``type``: a Topology name (a Kubernetes object name: lowercase DNS subdomain,
+    at most 253 characters)."""
+    if not (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Topology name (a lowercase DNS subdomain, e.g. cluster-topology)")
+    return text
+
+
+def bind_address(text: str) -> str:
+    """An argparse ``type``: ``HOST:PORT`` with a port 1..65535 (IPv6 as ``[::]:8443``)."""
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 0.0.0.0:8443, 127.0.0.1:9443, [::]:8443)")
+    return text
+
+
+def add_topology_flags(parser: argparse.ArgumentParser, *, env: bool) -> None:
+    """The topology flags shared by ``serve`` and ``review``."""
+    add = (lambda flag, **kw: add_env_flag(parser, flag, **kw)) if env else (
+        lambda flag, **kw: parser.add_argument(
+            flag, action="append" if kw.pop("repeatable", False) else "store",
+            **{k: v for k, v in kw.items() if k != "default"}))
+    add("--topology-file", repeatable=True, metavar="FILE",
+        help="Topology objects (kai.scheduler/v1alpha1; YAML stream or List); repeatable")
+    add("--default-topology", metavar="NAME", type=topology_name,
+        help="topology used by automatic segment placement when a manifest names none "
+             "(default: the only loaded topology, if exactly one)")
+    add("--platform-user", repeatable=True, metavar="USER",
+        help="request.userInfo.username of the platform; its PyTorchJobs get automatic segment placement; repeatable")
+    add("--platform-group", repeatable=True, metavar="GROUP",
+        help="request.userInfo group of the platform (as --platform-user); repeatable")
+
+
+def static_topologies(files: list[str] | None, default_topology: str | None) -> tuple[Any, str | None]:
+    """Load ``files`` (or the embedded default when none) into a static catalog and pick the
+    default topology: ``default_topology`` if given (must be loaded), else the only loaded one.
+
+    Returns ``(StaticTopologyCatalog, default name or None)``. Raises :class:`UsageError`
+    naming the file or flag.
+    """
+    from webhook.core.topology import TopologyError, default_catalog
+    from webhook.manifests import ManifestError, load_topology_files
+
+    try:
+        catalog = load_topology_files(files) if files else default_catalog()
+    except (ManifestError, TopologyError) as exc:
+        raise UsageError(f"--topology-file: {exc}") from None
+    names = catalog.names()
+    if files and not names:
+        raise UsageError(f"--topology-file: no kai.scheduler/v1alpha1 Topology object in {', '.join(files)}")
+    if default_topology:
+        if default_topology not in names:
+            raise UsageError(f"--default-topology {default_topology!r} is not a loaded topology; loaded: {', '.join(names)}")
+        return catalog, default_topology
+    return catalog, names[0] if len(names) == 1 else None
+
+
+def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None) -> Any:
+    """``AdmissionSettings`` from the flag values (empty strings dropped)."""
+    from webhook.core.decision import AdmissionSettings
+
+    return AdmissionSettings(
+        platform_users=frozenset(u for u in users or () if u),
+        platform_groups=frozenset(g for g in groups or () if g),
+        default_topology=default_topology or None,
+    )

@@ -1,0 +1,111 @@
+"""``segment-webhook place``: place a workload on a cluster snapshot (dry run of the scheduler).
+
+Reads the files (:mod:`webhook.manifests`, :func:`webhook.placement.snapshot.load_snapshot`),
+runs :func:`webhook.placement.pipeline.place_workload` and renders its result as a table, JSON,
+YAML and optionally SVG. Exit codes: 0 placed, 1 not placed or denied by the webhook, 2 bad input
+(the message names the file, the object and the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from webhook.cli.flags import error
+from webhook.manifests import ManifestError, load_documents
+from webhook.placement.engine import Placement, PlacementError
+from webhook.placement.expand import ExpandError
+from webhook.placement.pipeline import place_workload
+from webhook.placement.snapshot import SnapshotError, load_snapshot
+
+
+def register(subparsers: Any) -> None:
+    """Add ``place`` to the ``segment-webhook`` command line."""
+    p = subparsers.add_parser("place", help="place a workload on a cluster snapshot (dry run of the scheduler)",
+                              description="Expand a workload into its pods, pass them through the webhook and place "
+                                          "them on a cluster snapshot. Exit 0 placed, 1 not placed/denied, 2 bad input.")
+    p.add_argument("-f", "--filename", required=True, metavar="WORKLOAD", help="PyTorchJob, LeaderWorkerSet or DistributedWorkload manifest")
+    p.add_argument("--cluster", action="append", required=True, metavar="FILE",
+                   help="kubectl get nodes/pods/topologies -o yaml|json output (repeatable)")
+    p.add_argument("--topology-file", action="append", default=[], metavar="F", help="extra Topology objects (repeatable)")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
+                   help="table: one line per segment and a summary (default); json/yaml: the placement result "
+                        "(placed, assignments, segments, workload, reason)")
+    p.add_argument("--svg", metavar="FILE", help="write an SVG drawing of the placement")
+    p.add_argument("--user", default="kubectl-user", help="request.userInfo.username the webhook sees (default: kubectl-user)")
+    p.add_argument("--group", action="append", default=[], help="request.userInfo.groups entry (repeatable)")
+    p.add_argument("--platform-user", action="append", default=[], help="identity that gets automatic placement (repeatable)")
+    p.add_argument("--platform-group", action="append", default=[], help="group that gets automatic placement (repeatable)")
+    p.set_defaults(func=run)
+
+
+def load_workload(path: str) -> dict:
+    """The one workload object of the file ``path``. Raises :class:`ManifestError` naming the file."""
+    docs = [d for d in load_documents(path) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ManifestError(path, f"expected exactly one workload object, found {len(docs)} documents")
+    return docs[0]
+
+
+def render_table(result: dict) -> str:
+    """The ``-o table`` text of a result document (:func:`webhook.placement.pipeline.result_document`)."""
+    if not result["placed"]:
+        return result["reason"] + "\n"
+    lines = [f"{'SEGMENT':<8} {'PODS':>4}  {'LEVEL':<34} {'DOMAIN':<20} NODES"]
+    for s in result["segments"]:
+        nodes = sorted({result["assignments"][p] for p in s["pods"]})
+        seg = f"{s.get('group', 0)}/{s['index']}" if "group" in s else str(s["index"])
+        lines.append(f"{seg:<8} {len(s['pods']):>4}  {s['level']:<34} {s['domain']:<20} {','.join(nodes)}")
+    in_seg = {p for s in result["segments"] for p in s["pods"]}
+    for pod, node in result["assignments"].items():
+        if pod not in in_seg:
+            lines.append(f"{'-':<8} {1:>4}  {'(no segment)':<34} {'':<20} {node}  ({pod})")
+    by_level: dict[str, int] = {}
+    for s in result["segments"]:
+        by_level[s["level"]] = by_level.get(s["level"], 0) + 1
+    nodes = len(set(result["assignments"].values()))
+    summary = ", ".join(f"{n} at {lv}" for lv, n in by_level.items()) or "no segments"
+    lines.append("")
+    wl = result["workload"]
+    where = "spans the whole cluster" if wl["level"] == "cluster" else f"meets at {wl['level']}={wl['domain']}"
+    lines.append(f"placed: {len(result['assignments'])} pods on {nodes} node{'s' if nodes != 1 else ''}; "
+                 f"workload {where}; segments: {summary}")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``place`` command: exit 0 placed, 1 not placed or denied, 2 bad input."""
+    try:
+        snapshot = load_snapshot(args.cluster, args.topology_file)
+        workload = load_workload(args.filename)
+        out = place_workload(workload, snapshot, user=args.user, groups=args.group,
+                             platform_users=args.platform_user, platform_groups=args.platform_group)
+    except (SnapshotError, ManifestError, PlacementError) as exc:
+        return error("place", str(exc))
+    except ExpandError as exc:  # a problem of the workload file: name it
+        return error("place", f"{args.filename}: {exc}")
+    for w in out.warnings:
+        print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
+    result = out.document
+    if args.output == "json":
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
+    else:
+        sys.stdout.write(render_table(result))
+    if args.svg:
+        from webhook.placement.svg import render
+
+        p = out.placement or Placement(placed=False, reason=result["reason"])
+        if out.index is not None:
+            svg = render(out.index, p, title=f"{workload['kind']} {workload['metadata'].get('name')}")
+            try:
+                with open(args.svg, "w", encoding="utf-8") as fh:
+                    fh.write(svg)
+            except OSError as exc:
+                return error("place", f"{args.svg}: cannot write: {exc.strerror}")
+    return out.exit_code

@@ -1,0 +1,186 @@
+"""``segment-webhook serve``: run the admission webhook (HTTPS, gunicorn).
+
+Every flag can also be set with ``SEGMENT_WEBHOOK_<FLAG>`` (:mod:`webhook.cli.flags`).
+
+Topology source (first that applies):
+
+1. ``--topology-file`` (repeatable; YAML stream or ``kind: List``) → a static catalog;
+2. ``--kubeconfig`` given, or running in a pod (``KUBERNETES_SERVICE_HOST`` set) → a live catalog
+   (list + watch of ``kai.scheduler/v1alpha1`` Topologies; each worker runs its own watch);
+3. the embedded default topology ``cluster-topology`` (zone > block > rack > hostname).
+
+Default topology: as :func:`webhook.cli.flags.static_topologies`; with a live catalog only
+``--default-topology`` (its content is unknown at start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import shutil
+import socket
+import sys
+from typing import Any, Callable
+
+from webhook.cli.flags import (
+    DEFAULT_CERT_DIR,
+    UsageError,
+    add_env_flag,
+    add_topology_flags,
+    admission_settings,
+    apply_env,
+    bind_address,
+    env_note,
+    error,
+    positive_int,
+    seconds,
+    static_topologies,
+)
+
+DEFAULT_BIND = "0.0.0.0:8443"
+DEFAULT_WORKERS = 2
+#: Threads per worker: a thread is held by a connection while its request is read, reviewed and
+#: answered, so a slow client occupies one for up to --read-timeout; reviews take about a
+#: millisecond of CPU, so more threads cost little (GIL-bound either way) and absorb slow clients.
+DEFAULT_THREADS = 8
+#: Seconds one blocking socket operation (TLS handshake, a read of the request, a write of the
+#: answer) may wait: kube-apiserver gives a webhook call at most 30 s (timeoutSeconds, ours 5).
+DEFAULT_READ_TIMEOUT = 10.0
+
+
+def check_bindable(bind: str) -> None:
+    """Raise :class:`UsageError` naming ``--bind`` when ``HOST:PORT`` cannot be bound now (in use,
+    not a local address, a privileged port, a host that does not resolve). The check binds with
+    ``SO_REUSEADDR`` like gunicorn, so a port left in TIME_WAIT is not reported."""
+    host, _, port = bind.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--bind {bind}: cannot resolve {host!r}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
+            raise UsageError(f"--bind {bind}: {reason}") from None
+
+
+def _live_catalog_class() -> Any:
+    try:
+        from webhook.cluster.topology_cache import LiveTopologyCatalog
+    except ImportError as exc:
+        raise UsageError(f"the live Topology cache is not available ({exc}); use --topology-file") from None
+    return LiveTopologyCatalog
+
+
+def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
+    """Check every input of ``serve`` and build (app factory, ServeOptions). Raises UsageError."""
+    from webhook.http import certs
+    from webhook.http.server import CertificateLoadError, CertificateReloader, ServeOptions
+
+    apply_env(args)
+    live_config: tuple[str | None] | None = None
+    if args.topology_file:
+        catalog, default = static_topologies(args.topology_file, args.default_topology)
+    elif args.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
+        live_cls = _live_catalog_class()
+        try:  # fail before forking: bad kubeconfig / no service account
+            live_cls.from_kubeconfig(args.kubeconfig)
+        except Exception as exc:  # noqa: BLE001 - any config error is a usage error here
+            where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
+            raise UsageError(f"{where}: cannot configure the Kubernetes client: {exc}") from None
+        catalog, default = None, args.default_topology or None
+        live_config = (args.kubeconfig,)
+    else:
+        catalog, default = static_topologies(None, args.default_topology)
+    settings = admission_settings(args.platform_user, args.platform_group, default)
+    if live_config is not None:
+        source = f"live from {'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'the in-cluster API server'}"
+    else:
+        source = f"{'--topology-file' if args.topology_file else 'embedded default'} ({', '.join(catalog.names())})"
+    print(f"segment-webhook serve: topologies {source}; default topology {default or 'none'}; platform users "
+          f"{sorted(settings.platform_users) or 'none'}, groups {sorted(settings.platform_groups) or 'none'}",
+          file=sys.stderr)
+
+    cert_dir = args.cert_dir
+    present = [n for n in (certs.CERT_FILE, certs.KEY_FILE) if os.path.isfile(os.path.join(cert_dir, n))]
+    if not present:
+        try:
+            paths = certs.write_certificates(certs.generate(), cert_dir)
+        except certs.CertificateError as exc:
+            raise UsageError(f"--cert-dir: {exc}") from None
+        print(f"segment-webhook serve: no certificate in {cert_dir}; generated a CA and serving certificate "
+              f"(caBundle: {paths['ca']})", file=sys.stderr)
+    elif len(present) == 1:
+        raise UsageError(f"--cert-dir {cert_dir}: has {present[0]} but not its pair; provide both tls.crt and tls.key "
+                         "or neither (then they are generated)")
+    reloader = CertificateReloader(os.path.join(cert_dir, certs.CERT_FILE), os.path.join(cert_dir, certs.KEY_FILE))
+    try:
+        reloader.load()
+    except CertificateLoadError as exc:
+        raise UsageError(f"--cert-dir: {exc}") from None
+
+    def app_factory() -> Any:
+        from webhook.http.app import create_app
+
+        worker_catalog = catalog
+        if live_config is not None:
+            worker_catalog = _live_catalog_class().from_kubeconfig(live_config[0])
+            worker_catalog.start()
+        return create_app(worker_catalog, settings, tls_ready=reloader.ready, read_timeout=args.read_timeout)
+
+    options = ServeOptions(bind=args.bind, reloader=reloader, certfile=reloader.certfile, keyfile=reloader.keyfile,
+                           workers=args.workers, threads=args.threads, read_timeout=args.read_timeout)
+    return app_factory, options
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``serve`` command: serves until SIGTERM/SIGINT (exit 0); 2 for a bad flag or input."""
+    from webhook.http import metrics, server
+
+    try:
+        app_factory, options = _prepare_serve(args)
+        check_bindable(options.bind)
+        metrics_dir, created = metrics.prepare_multiprocess_dir()
+    except (UsageError, ValueError) as exc:
+        return error("serve", str(exc))
+    metrics.configure_review_log()
+
+    def on_exit(arbiter: Any) -> None:
+        if created:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+    options.extra["on_exit"] = on_exit
+    server.run(app_factory, options)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``serve`` to the ``segment-webhook`` command line."""
+    serve = subparsers.add_parser(
+        "serve",
+        help="run the admission webhook (HTTPS, gunicorn)",
+        description="Serve POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz, /metrics over "
+                    "TLS 1.2+. Topologies come from --topology-file, else from the cluster (--kubeconfig or "
+                    "in-cluster), else the embedded default 'cluster-topology'. " + env_note("SEGMENT_WEBHOOK_CERT_DIR"),
+    )
+    add_env_flag(serve, "--bind", default=DEFAULT_BIND, type=bind_address, metavar="HOST:PORT",
+                 help="address to listen on")
+    add_env_flag(serve, "--cert-dir", default=DEFAULT_CERT_DIR, metavar="DIR",
+                 help="directory with tls.crt and tls.key (generated with a CA when both are missing); "
+                      "reloaded when the files change")
+    add_topology_flags(serve, env=True)
+    add_env_flag(serve, "--kubeconfig", metavar="PATH",
+                 help="watch Topology objects of this cluster (in a pod: the in-cluster config is used without it)")
+    add_env_flag(serve, "--workers", default=DEFAULT_WORKERS, type=positive_int(64), metavar="N",
+                 help="gunicorn worker processes, 1..64")
+    add_env_flag(serve, "--threads", default=DEFAULT_THREADS, type=positive_int(256), metavar="N",
+                 help="threads per worker (gthread), 1..256; a slow client holds one for up to --read-timeout")
+    add_env_flag(serve, "--read-timeout", default=DEFAULT_READ_TIMEOUT, type=seconds(0.1, 300), metavar="SECONDS",
+                 help="longest wait of one TLS handshake, request read or answer write on a connection, "
+                      "0.1..300; a client stalled longer is answered 408 (or dropped) and disconnected")
+    serve.set_defaults(func=run)

@@ -1,0 +1,101 @@
+"""The ``place`` pipeline (issue 3 §4): expand a workload into its pods through the webhook,
+build the cluster index, place every gang; the command line (``webhook.cli.place``) only reads
+the files and renders the :class:`PlaceResult`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from webhook.core.decision import AdmissionSettings
+from webhook.core.topology import StaticTopologyCatalog, default_catalog
+from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
+from webhook.placement.expand import expand
+from webhook.placement.snapshot import Snapshot
+
+
+@dataclass
+class PlaceResult:
+    """What :func:`place_workload` found.
+
+    ``placed``: every gang placed (exit 0) or not (denied by the webhook / not placed: exit 1);
+    ``document``: the JSON result (:func:`result_document`); ``index``: the cluster index the
+    placement is on (``None`` when the webhook denied); ``placement``: the merged placement, or a
+    failed one carrying the reason (``None`` when denied); ``warnings``: the webhook's warnings.
+    """
+
+    placed: bool
+    document: dict
+    index: ClusterIndex | None
+    placement: Placement | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 placed, 1 not placed or denied."""
+        return 0 if self.placed else 1
+
+
+def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
+                   platform_groups=()) -> PlaceResult:
+    """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
+
+    Returns a :class:`PlaceResult` (not placed or denied: ``placed`` false, ``reason`` in its
+    ``document``). Raises :class:`ExpandError`, :class:`PlacementError` for bad input.
+    Topology catalog: the snapshot's topologies, or the embedded default when it has none;
+    ``default_topology`` is the only topology when exactly one is loaded.
+    """
+    fallback = default_catalog()
+    topologies = snapshot.topologies or [fallback.get(name) for name in fallback.names()]
+    catalog = StaticTopologyCatalog(topologies)
+    settings = AdmissionSettings(platform_users=frozenset(platform_users), platform_groups=frozenset(platform_groups),
+                                 default_topology=topologies[0].name if len(topologies) == 1 else None)
+    exp = expand(workload, catalog, settings, user=user, groups=list(groups))
+    if exp.denied:
+        return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
+                           exp.warnings)
+    topo = catalog.get(exp.topology) if exp.topology else None
+    if exp.topology and topo is None:
+        raise PlacementError(f"topology {exp.topology!r} is not in the snapshot; known: {catalog.names()}")
+    index = ClusterIndex(snapshot.nodes, topo)
+    saved = index.free.copy()
+    merged = Placement(placed=True)
+    reasons = []
+    for gang in exp.gangs:
+        res = place(index, gang)
+        if not res.placed:
+            reasons.append(f"{gang.name}: {res.reason}" if len(exp.gangs) > 1 else res.reason)
+            break
+        index.commit(res, gang.pods)
+        merged.assignments.update(res.assignments)
+        merged.segments.extend(res.segments)
+    index.free[:] = saved
+    if reasons:
+        return PlaceResult(False, result_document(None, "not placed: " + reasons[0]), index,
+                           Placement(placed=False, reason=reasons[0]), exp.warnings)
+    if merged.assignments:
+        merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
+    result = result_document(merged, None)
+    if workload.get("kind") == "LeaderWorkerSet":  # segments are numbered per LWS group (replica)
+        for seg, res in zip(merged.segments, result["segments"]):
+            res["group"] = seg.group
+    return PlaceResult(True, result, index, merged, exp.warnings)
+
+
+def _natural(text: str) -> tuple:
+    """Sort key that orders ``worker-2`` before ``worker-10``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def result_document(p: Placement | None, reason: str | None) -> dict:
+    """The JSON result of ``place`` (``-o json``): ``placed``, ``assignments`` (pod → node, in
+    natural pod order), ``segments`` (``index``, ``domain``, ``level``, ``pods``), ``workload``
+    (``domain``, ``level``) and ``reason`` (``None`` when placed)."""
+    if p is None:
+        return {"placed": False, "assignments": {}, "segments": [], "workload": None, "reason": reason}
+    segs = []
+    for s in p.segments:
+        segs.append({"index": s.index, "domain": s.domain, "level": s.level, "pods": s.pods})
+    return {"placed": True, "assignments": dict(sorted(p.assignments.items(), key=lambda kv: _natural(kv[0]))), "segments": segs,
+            "workload": {"domain": p.workload_domain, "level": p.workload_level}, "reason": None}
