@@ -110,8 +110,9 @@ def test_lws_segmented_pods(example_catalog):
         labels = pod_labels(ann, {"leaderworkerset.sigs.k8s.io/name": "lws-segmented",
                                   "leaderworkerset.sigs.k8s.io/worker-index": str(w)}, example_catalog)
         got[w] = (labels["kai.scheduler/segment-index"], labels["kai.scheduler/subgroup-name"])
-    # R=5, S=2, LeaderWorker → {L,1,2} {3,4}
-    assert got == {0: ("0", "segment-0"), 1: ("0", "segment-0"), 2: ("0", "segment-0"),
+    # R=5, S=2, LeaderWorker → {L,1,2} {3,4}; subgroup names are KAI's leaf subgroups (DESIGN.md §2):
+    # in segment 0 the leader is `leader` and the other pods `workers`
+    assert got == {0: ("0", "leader"), 1: ("0", "workers"), 2: ("0", "workers"),
                    3: ("1", "segment-1"), 4: ("1", "segment-1")}
 
 
@@ -126,9 +127,11 @@ def test_native_automatic(example_catalog):
 
 def test_native_without_default_topology_skips_automatic_placement(example_catalog):
     decision, patched = admit(load_example("distributedworkload-native.yaml"), example_catalog, PLAIN)
-    assert patched["spec"]["worker"]["template"]["metadata"]["annotations"] == {SIZE: "8"}
-    assert "annotations" not in patched["metadata"]
-    assert any("automatic segment placement skipped" in w for w in decision.warnings)
+    # no topology anywhere: segments without a topology (DESIGN.md §5) write no segment keys
+    assert decision.patch == []
+    assert decision.warnings == [
+        "automatic segment placement skipped: no kai.scheduler/topology and no default topology",
+        "kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; set it in metadata.annotations"]
 
 
 @pytest.mark.parametrize("name, settings", EXAMPLES)

@@ -29,12 +29,19 @@ CATALOG = StaticTopologyCatalog()
 PLAIN = AdmissionSettings()
 
 
-def pod(labels=None, annotations=None):
+TOPO = "kai.scheduler/topology"
+
+
+def pod(labels=None, annotations=None, topology="cluster-topology"):
+    """A pod; a pod with annotations carries the topology its template got (DESIGN.md §2), unless
+    ``topology`` is None."""
     meta = {"name": "p-0", "namespace": "team-a"}
     if labels is not None:
         meta["labels"] = dict(labels)
     if annotations is not None:
         meta["annotations"] = dict(annotations)
+        if topology is not None:
+            meta["annotations"].setdefault(TOPO, topology)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
@@ -65,7 +72,7 @@ def test_pod_without_labels_warns_and_is_allowed():
     # no replica type and no LWS labels: the pod's role is unknown → warning, no label, no denial
     d, _ = admit(pod(None, {SIZE: "4"}))
     assert d.patch == []
-    assert d.warnings == ["pod label training.kubeflow.org/replica-type=null is not worker/master; no segment label"]
+    assert d.warnings == ["pod label training.kubeflow.org/replica-type is missing or not worker/master; no segment label"]
     bare = pod(None, {SIZE: "4"})
     bare["metadata"]["labels"] = None
     d, _ = admit(bare)
@@ -129,8 +136,9 @@ def lws_result(w, annotations):
 
 def test_lws_leader_worker_r5_s2():
     ann = {SIZE: "2", POLICY: "LeaderWorker", LWS_R: "5"}
+    # subgroup names: KAI's leaf subgroups (DESIGN.md §2): `leader` and `workers` in segment 0
     assert [lws_result(w, ann) for w in range(5)] == [
-        ("0", "segment-0"), ("0", "segment-0"), ("0", "segment-0"), ("1", "segment-1"), ("1", "segment-1")]
+        ("0", "leader"), ("0", "workers"), ("0", "workers"), ("1", "segment-1"), ("1", "segment-1")]
 
 
 def test_lws_leader_excluded_r5_s2():
@@ -158,7 +166,7 @@ def test_lws_r4_s2_default_policy():
 
 def test_lws_worker_without_size_annotation_warns():
     d, _ = admit(lws_pod(2, {SIZE: "2"}))
-    assert d.patch == [] and d.warnings == ['pod annotation leaderworkerset.sigs.k8s.io/size=null missing or not an int32; no segment label']
+    assert d.patch == [] and d.warnings == ['pod annotation leaderworkerset.sigs.k8s.io/size missing or not an int32; no segment label']
 
 
 def test_lws_pod_without_worker_index_warns():
@@ -177,8 +185,19 @@ def test_malformed_pod_annotations_are_400():
 
 
 def test_segment_labels_pure_function():
-    assert segment_labels({RTYPE: "worker", RINDEX: "5"}, {SIZE: "4"}) == ({INDEX: "1", NAME: "worker-1"}, [])
+    assert segment_labels({RTYPE: "worker", RINDEX: "5"}, {SIZE: "4", TOPO: "t"}) == ({INDEX: "1", NAME: "worker-1"}, [])
     assert segment_labels({}, {}) == ({}, [])
+
+
+def test_pod_with_segment_size_but_no_topology_gets_no_label():
+    # DESIGN.md §5 "Segments without a topology": KAI ignores such segments, so no segment label
+    assert segment_labels({RTYPE: "worker", RINDEX: "5"}, {SIZE: "4"}) == (
+        {}, ["pod has kai.scheduler/segment-size but no kai.scheduler/topology; no segment label"])
+
+
+def test_pod_of_an_lws_that_did_not_opt_in_gets_no_label():
+    # DESIGN.md §5 "Opt-in": LWS's own subgroup-size alone does not make the pod the webhook's
+    assert segment_labels({LWS_NAME: "lws", LWS_W: "1"}, {LWS_SUB: "2", LWS_R: "4"}) == ({}, [])
 
 
 @settings(max_examples=150, deadline=None)
@@ -188,7 +207,7 @@ def test_lws_pod_label_equals_lws_subgroup_index(group):
     webhook's segment-index equals LWS's own subgroup-index label (oracle in test_core_segments)."""
     size, sub, policy = group
     for w in range(size):
-        ann = {SIZE: str(sub), LWS_SUB: str(sub), LWS_R: str(size), LWS_TYPE: policy, POLICY: policy}
+        ann = {SIZE: str(sub), LWS_SUB: str(sub), LWS_R: str(size), LWS_TYPE: policy, POLICY: policy, TOPO: "t"}
         labels, warnings = segment_labels({LWS_NAME: "lws", LWS_W: str(w)}, ann)
         assert warnings == []
         assert labels.get(INDEX) == lws_subgroup_index_oracle(size, sub, w, policy)
@@ -198,7 +217,7 @@ def test_leader_excluded_leader_without_a_segment_size_is_named_leader():
     # DESIGN.md §2: under LeaderExcluded the leaderTemplate gets no segment keys; §7: the leader
     # is named `leader`. LWS without subGroupSize adds no subgroup-size annotation either.
     leader = pod(labels={"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/worker-index": "0"},
-                 annotations={"kai.scheduler/segment-leader-policy": "LeaderExcluded",
+                 annotations={"kai.scheduler/segment-leader-policy": "LeaderExcluded", TOPO: "cluster-topology",
                               "leaderworkerset.sigs.k8s.io/size": "5"})
     _, patched_pod = admit(leader)
     assert patched_pod["metadata"]["labels"] == {

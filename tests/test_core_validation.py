@@ -307,7 +307,7 @@ def test_all_errors_are_reported_together(example_catalog):
     (lambda o: o["spec"].__setitem__("pytorchReplicaSpecs", None), "spec.pytorchReplicaSpecs"),
 ])
 def test_malformed_pytorchjob_is_400_naming_the_field(mutate, field, example_catalog):
-    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"})
+    obj = pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, root={WL_REQ: ZONE})
     mutate(obj)
     d = run(obj, example_catalog)
     assert not d.allowed and d.code == 400
@@ -388,8 +388,10 @@ def test_automatic_without_any_topology_warns(example_catalog):
 def test_automatic_with_missing_default_topology_warns(example_catalog):
     d = run(native(), example_catalog, AdmissionSettings(default_topology="nope"))
     assert d.allowed
-    assert 'automatic segment placement skipped: default topology "nope" not found' in d.warnings
-    assert patched(native(), d)["spec"]["worker"]["template"]["metadata"]["annotations"] == {SIZE: "8"}
+    assert d.warnings == ['automatic segment placement skipped: default topology "nope" not found',
+                          "kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; "
+                          "set it in metadata.annotations"]
+    assert d.patch == []  # DESIGN.md §5 "Segments without a topology": no segment keys written
 
 
 # ----------------------------------------------------------------------------- UPDATE (§5)
@@ -477,8 +479,9 @@ def test_lws_annotation_overrides_subgroup_size(example_catalog):
     obj = lws({TOPO: "cluster-topology", SIZE: "4"}, size=8, sub_size=2)
     d = run(obj, example_catalog)
     assert d.allowed
-    assert d.warnings == ['subGroupSize overridden: kai.scheduler/segment-size="4" beats subGroupSize=2']
+    assert d.warnings == ["subGroupSize 2 set to 4 (kai.scheduler/segment-size wins)"]
     assert lws_ann(obj, d)[SIZE] == "4"
+    assert patched(obj, d)["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"] == 4
 
 
 def test_lws_leader_excluded_divisibility(example_catalog):
@@ -541,7 +544,8 @@ def test_lws_without_segments_gives_empty_patch(example_catalog):
 
 
 def test_lws_partial_segment_warns(example_catalog):
-    d = run(lws({TOPO: "cluster-topology"}, size=7, sub_size=4), example_catalog)
+    # no subGroupSize: LWS labels no subgroups, KAI and the webhook both read the annotation
+    d = run(lws({TOPO: "cluster-topology", SIZE: "4"}, size=7), example_catalog)
     assert d.allowed and d.warnings == ["size 7 / segment size 4: last segment has 3 pods"]
 
 
@@ -787,14 +791,14 @@ def test_changed_root_size_shadowed_by_the_written_template_is_denied(example_ca
     assert 'cannot change (was "4")' in d.message
 
 
-def test_changed_lws_subgroupsize_beaten_by_the_written_annotation_is_denied(example_catalog):
+def test_changed_lws_subgroupsize_beaten_by_the_written_annotation_is_set_back(example_catalog):
+    # DESIGN.md §3: the annotation written at CREATE wins, so the patch puts subGroupSize back to it
     stored = stored_after_create(lws({TOPO: "cluster-topology"}, size=9, sub_size=2), example_catalog)
     new = jsonpatch.JsonPatch([{"op": "replace", "path": "/spec/leaderWorkerTemplate/subGroupPolicy/subGroupSize",
                                 "value": 4}]).apply(stored)
     d = run(new, example_catalog, operation="UPDATE", old=stored)
-    assert rules(d) == ["immutable-field"]
-    assert d.violations[0].field == "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"
-    assert d.message.startswith("spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize = 4: ")
+    assert d.allowed and d.warnings == ["subGroupSize 4 set to 2 (kai.scheduler/segment-size wins)"]
+    assert d.patch == [{"op": "replace", "path": "/spec/leaderWorkerTemplate/subGroupPolicy/subGroupSize", "value": 2}]
 
 
 def test_kubectl_replace_of_a_platform_created_job_gets_its_defaults_back(example_catalog):

@@ -222,7 +222,8 @@ def test_place_bound_pods_far_over_allocatable_not_placed(tmp_path, capsys):
     cluster.write_text(yaml.safe_dump({"kind": "List", "items": items}))
     job = tmp_path / "job.yaml"
     job.write_text("kind: PyTorchJob\nmetadata: {name: t}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 4, template: "
-                   "{metadata: {annotations: {kai.scheduler/segment-size: '2'}}, spec: {containers: [{name: c, resources: "
+                   "{metadata: {annotations: {kai.scheduler/topology: cluster-topology, kai.scheduler/segment-size: '2'}}, "
+                   "spec: {containers: [{name: c, resources: "
                    "{requests: {cpu: 1m}}}]}}}}}\n")
     assert main(["place", "-f", str(job), "--cluster", str(cluster)]) == 1
     assert capsys.readouterr().out == (

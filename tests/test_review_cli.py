@@ -174,7 +174,7 @@ def test_pod_review_stamps_segment_index(tmp_path, capsys):
            "metadata": {"name": "pytorch-tp4-worker-9",
                         "labels": {"training.kubeflow.org/replica-type": "worker",
                                    "training.kubeflow.org/replica-index": "9"},
-                        "annotations": {SEG: "4"}},
+                        "annotations": {SEG: "4", "kai.scheduler/topology": "cluster-topology"}},
            "spec": {"containers": [{"name": "c", "image": "i"}]}}
     code, out, err = run(capsys, "-f", write(tmp_path, "pod.yaml", pod), "-o", "yaml")
     assert code == 0, err

@@ -19,6 +19,29 @@ SUBGROUP_NAME = "kai.scheduler/subgroup-name"
 SEGMENT_KEYS = (SEGMENT_SIZE, SEGMENT_REQUIRED, SEGMENT_PREFERRED)
 #: Keys that belong to the whole workload (read from the workload root).
 WORKLOAD_PLACEMENT_KEYS = (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+#: The six user-facing placement keys of DESIGN.md §2 (misspellings of these are denied, §5).
+PLACEMENT_KEYS = (TOPOLOGY, TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED, SEGMENT_SIZE, SEGMENT_REQUIRED, SEGMENT_PREFERRED)
+#: Annotation keys that make a PyTorchJob / LeaderWorkerSet the webhook's (DESIGN.md §5 "Opt-in"):
+#: the placement keys and the key the webhook writes on templates.
+OPT_IN_KEYS = PLACEMENT_KEYS + (SEGMENT_LEADER_POLICY,)
+
+KAI_PREFIX = "kai.scheduler/"
+#: Every ``kai.scheduler/`` key KAI Scheduler reads or writes (kai-scheduler/KAI-Scheduler at d5bc503:
+#: the string constants of its non-test Go sources, e.g. ``pkg/common/constants/constants.go``,
+#: ``pkg/podgrouper/podgrouper/plugins/constants/constants.go``,
+#: ``pkg/scheduler/constants/labels/labels.go``). Never flagged as misspelled or unknown (§5).
+KAI_KEYS = frozenset(KAI_PREFIX + name for name in (
+    "topology", "topology-required-placement", "topology-preferred-placement",
+    "segment-size", "segment-topology-required-placement", "segment-topology-preferred-placement",
+    "subgroup-name", "queue", "node-pool", "preemptibility", "preemption-delay", "task-priority",
+    "batch-min-member", "skip-podgrouper", "top-owner-metadata", "staleness-grace-period",
+    "last-start-timestamp", "last-eviction-timestamp", "stale-podgroup-timestamp",
+    "numa-placement-predicted", "numa-placement-observed", "accounting",
+))
+#: Keys this webhook writes (DESIGN.md §2); never flagged either.
+WEBHOOK_KEYS = frozenset((SEGMENT_LEADER_POLICY, SEGMENT_INDEX, SUBGROUP_NAME))
+#: Largest edit distance at which an unknown key counts as a misspelling of a placement key (§5).
+MISSPELLING_DISTANCE = 3
 
 # --- upstream labels and annotations (Kubeflow training-operator, LWS) ---------------------
 KF_REPLICA_TYPE = "training.kubeflow.org/replica-type"
@@ -31,7 +54,6 @@ LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
 LWS_SUBGROUP_SIZE = "leaderworkerset.sigs.k8s.io/subgroup-size"
-LWS_SUBGROUP_INDEX = "leaderworkerset.sigs.k8s.io/subgroup-index"
 LWS_SUBGROUP_POLICY_TYPE = "leaderworkerset.sigs.k8s.io/subgroup-policy-type"
 
 # --- native DistributedWorkload pod labels (this project's CRD) ----------------------------

@@ -87,6 +87,23 @@ class PatchBuilder:
             elif node[key] != val:
                 self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
 
+    def set_value(self, parts: Sequence[str], value: Any) -> None:
+        """Make the member at ``parts`` (e.g. ``("spec", "leaderWorkerTemplate", "subGroupPolicy",
+        "subGroupSize")``) equal ``value``: ``replace`` when it holds another value, ``add`` when
+        absent, nothing when equal. Raises ``ValueError`` when the parent is not an object."""
+        node: Any = self._obj
+        for depth, part in enumerate(parts[:-1]):
+            if not isinstance(node, Mapping) or part not in node:
+                raise ValueError(f"{pointer(parts[: depth + 1])} is not an object")
+            node = node[part]
+        if not isinstance(node, Mapping):
+            raise ValueError(f"{pointer(parts[:-1])} is not an object")
+        last = parts[-1]
+        if last not in node:
+            self._ops.append({"op": "add", "path": pointer(parts), "value": value})
+        elif node[last] != value or type(node[last]) is not type(value):
+            self._ops.append({"op": "replace", "path": pointer(parts), "value": value})
+
     def build(self) -> list[dict]:
         """The RFC 6902 operations, in emission order, validated by ``jsonpatch.JsonPatch``
         (raises ``jsonpatch.InvalidJsonPatch`` on a malformed operation: a programming error)."""

@@ -117,10 +117,21 @@ def training_subgroup_name(segment: int | None) -> str:
     return "master" if segment is None else f"worker-{segment}"
 
 
-def lws_subgroup_name(segment: int | None) -> str:
-    """``kai.scheduler/subgroup-name`` of an LWS pod: ``segment-<k>``, or ``leader`` for
-    ``None`` (the leader under LeaderExcluded; DESIGN.md §2)."""
-    return "leader" if segment is None else f"segment-{segment}"
+def lws_subgroup_name(segment: int | None, *, leader: bool = False, policy: str = POLICY_LEADER_WORKER) -> str:
+    """``kai.scheduler/subgroup-name`` of an LWS pod: the LEAF subgroup KAI's pod-grouper puts it
+    in (DESIGN.md §2; KAI ``lws_grouper.go`` at d5bc503).
+
+    ``segment``: the pod's segment (``None`` for a leader excluded from segments); ``leader``: the
+    pod is the group's leader (worker index 0); ``policy``: ``LeaderWorker`` / ``LeaderExcluded``.
+    The leader is always ``leader``; under LeaderWorker the other pods of segment 0 are
+    ``workers`` (KAI nests ``leader`` and ``workers`` under a parent ``segment-0``); every other
+    pod is ``segment-<k>``.
+    """
+    if leader or segment is None:
+        return "leader"
+    if segment == 0 and policy == POLICY_LEADER_WORKER:
+        return "workers"
+    return f"segment-{segment}"
 
 
 def divisors(n: int, *, most: int) -> list[int]:

@@ -39,6 +39,15 @@ def is_valid_label_key(key: object) -> bool:
     return len(name) <= 63 and len(prefix) <= 253
 
 
+_DNS_SUBDOMAIN_RE = re.compile(_DNS_SUBDOMAIN)
+
+
+def is_dns_subdomain(name: object) -> bool:
+    """True when ``name`` is a Kubernetes object name: a lowercase DNS-1123 subdomain of at most
+    253 characters (Kubernetes apimachinery ``IsDNS1123Subdomain``)."""
+    return isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(name) is not None
+
+
 class TopologyError(ValueError):
     """A Topology object or file is malformed; the message names the object and field."""
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.core.constraints import MALFORMED
 from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.rules import malformed
 from webhook.core.kinds import distributedworkload, leaderworkerset, pod, pytorchjob
 from webhook.core.topology import TopologyCatalog
 
@@ -58,8 +58,7 @@ def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Adm
     """
     if not isinstance(request, Mapping):
         decision = Decision(kind="unknown")
-        decision.deny(MALFORMED, "request", "request must be an AdmissionReview v1 request object "
-                      f"(got {type(request).__name__}) (rule {MALFORMED}); fix: send an AdmissionReview v1 body.", 400)
+        malformed(decision, "request", type(request).__name__, "an AdmissionReview v1 request object")
         return decision
     group, kind = group_kind(request)
     handler = HANDLERS.get((group, kind))

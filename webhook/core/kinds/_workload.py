@@ -1,22 +1,28 @@
 """The flow shared by the workload kinds (PyTorchJob, LeaderWorkerSet, DistributedWorkload).
 
 A kind module provides ``analyse(obj, request, catalog, settings, decision) -> Plan | None``; this
-module runs it on CREATE and UPDATE, enforces the UPDATE immutability rule (DESIGN.md §5) and
-turns the :class:`Plan` into a JSONPatch (DESIGN.md §2: owned keys on the worker PodTemplateSpec,
-the workload root and, for LWS, the leader template).
+module runs it on CREATE and UPDATE, applies the opt-in and misspelled-key rules (DESIGN.md §5),
+enforces the UPDATE immutability rule (§5, comparing like with like) and turns the :class:`Plan`
+into a JSONPatch (:func:`build_patch`: owned keys on the worker PodTemplateSpec, the workload
+root, further templates such as the LWS leader template, and spec fields such as LWS
+``subGroupSize``).
 """
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import AnnotationMap, Resolution, deny, deny_malformed, key_field, quote
+from webhook.core.automatic import Defaults, update_defaults
+from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
 from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
+from webhook.core.reading import AnnotationMap
+from webhook.core.resolution import Resolution
+from webhook.core.rules import check_unchanged, malformed
 from webhook.core.topology import TopologyCatalog
 
 
@@ -33,9 +39,14 @@ class Plan:
     constraint.
     ``master``: the annotation map of a never-segmented Master PodTemplateSpec (PyTorchJob,
     native), or ``None``. When the workload is segmented, that template receives the label
-    ``kai.scheduler/subgroup-name: master`` (DESIGN.md §2, §7: Master pods are named ``master``
-    and get no index). It is written on the template, not by the pod handler, because a Master
-    pod carries no segment size of its own to tell it belongs to a segmented job.
+    ``kai.scheduler/subgroup-name: master`` (DESIGN.md §2, §7). It is written on the template,
+    not by the pod handler, because a Master pod carries no segment size of its own.
+    ``templates``: every PodTemplateSpec annotation map of the object (for the opt-in and
+    misspelled-key rules); ``always_ours``: the kind is this project's own (native), so the
+    opt-in rule does not apply.
+    ``overwritten_inputs``: segment inputs the patch sets to the resolved value (LWS
+    ``subGroupSize`` and root ``segment-size``, DESIGN.md §3); a different value there on UPDATE
+    is not a change, since the patch puts the resolved value back.
     """
 
     resolution: Resolution
@@ -44,6 +55,18 @@ class Plan:
     other_templates: list[tuple[AnnotationMap, dict[str, str]]] = field(default_factory=list)
     suspended: bool = False
     master: AnnotationMap | None = None
+    templates: list[AnnotationMap] = field(default_factory=list)
+    always_ours: bool = False
+    overwritten_inputs: frozenset[str] = frozenset()
+
+    def annotation_maps(self) -> list[AnnotationMap]:
+        """The root's and every template's annotation map."""
+        maps = [self.root] + [m for m in (self.worker, self.master) if m is not None]
+        maps += [t for t, _ in self.other_templates] + self.templates
+        unique: dict[str, AnnotationMap] = {}
+        for amap in maps:
+            unique.setdefault(amap.field, amap)
+        return list(unique.values())
 
     def segment_inputs(self) -> dict[str, Any]:
         """Every segment input the object states, by field path: the topology name, segment size
@@ -52,7 +75,7 @@ class Plan:
         out: dict[str, Any] = {}
         for amap in (self.root, self.worker):
             if amap is not None:
-                for key in _IMMUTABLE_KEYS[:4]:
+                for key in (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                     if key in amap.values:
                         out[key_field(amap.field, key)] = amap.values[key]
         res = self.resolution
@@ -65,73 +88,78 @@ class Plan:
         return self.resolution.worker_keys(), self.resolution.root_keys(self.root)
 
 
-class Defaults(enum.Enum):
-    """When a kind handler applies automatic placement (DESIGN.md §6) while analysing an object."""
-
-    #: never: the object's explicit keys only (the stored object of an UPDATE)
-    OFF = "off"
-    #: as on CREATE: the native kind always, a PyTorchJob when the requester is a platform identity
-    AS_CREATE = "as-create"
-    #: whoever sends the request (UPDATE of a workload that carries all its defaults already, so a
-    #: kubectl user's `replace` that drops them gets them back as the platform's would)
-    ANY_REQUESTER = "any-requester"
-
-
 #: ``analyse(obj, request, catalog, settings, decision, *, defaults=Defaults.AS_CREATE) -> Plan | None``
 Analyse = Callable[..., "Plan | None"]
 
-_IMMUTABLE_NAMES = ("segment size", "topology name", "segment required level", "segment preferred level",
-                    "segment leader policy")
-_IMMUTABLE_KEYS = (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED,
-                   keys.SEGMENT_LEADER_POLICY)
 
-
-def _changed_field(plan: Plan, position: int) -> str:
-    res = plan.resolution
-    sourced = (None, None, res.seg_required, res.seg_preferred, None)[position]
-    if position == 0 and res.size_field:
-        return res.size_field
-    if position == 1 and res.topology_field:
-        return res.topology_field
-    if position == 4 and res.leader_policy_field:
-        return res.leader_policy_field
-    if sourced is not None:
-        return sourced.field
-    owner = plan.worker.field if plan.worker is not None else plan.root.field
-    return key_field(owner, _IMMUTABLE_KEYS[position])
+def _update_fix(kind: str) -> str:
+    fix = "restore the old value, or delete and recreate the workload"
+    return fix + " (or suspend it first: spec.runPolicy.suspend: true)" if kind == "PyTorchJob" else fix
 
 
 def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
-    new_view = plan.resolution.immutable_view()
-    old_view = old_plan.resolution.immutable_view()
-    for i, (new, old) in enumerate(zip(new_view, old_view)):
-        if new == old:
+    """§5 "UPDATE compares like with like": the segment inputs each side resolves (the size the
+    object asks for, not whether it still fits the replicas: a scale that makes it too large is
+    the size rule's). A side whose value is denied already (not an integer) is not compared."""
+    denied = {v.field for v in decision.violations}
+    owner = plan.worker.field if plan.worker is not None else plan.root.field
+    old_view = old_plan.resolution.segment_view()
+    for (what, field_path, new), (_, old_field, old) in zip(plan.resolution.segment_view(), old_view):
+        if field_path in denied:
             continue
-        fix = "restore the old value, or delete and recreate the workload"
-        if kind == "PyTorchJob":
-            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
-        if i == 0:  # show the size as written (annotation string or spec integer)
-            new, old = plan.resolution.size_raw, old_plan.resolution.size_raw
-        deny(decision, "immutable-field", _changed_field(plan, i), new,
-             f"the {_IMMUTABLE_NAMES[i]} of an existing workload cannot change (was {quote(old)})", fix)
+        if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
+            continue  # asked for, but not an integer: denied by its own rule
+        path = field_path or old_field or key_field(owner, keys.SEGMENT_SIZE)
+        shown = None
+        if what == "segment size" and new is not UNSET and old is not UNSET:
+            shown = (plan.resolution.size_raw, old_plan.resolution.size_raw)
+        check_unchanged(decision, what, path, new, old, kind, shown=shown)
 
 
 def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
     """Deny (``immutable-field``) a segment input present in both objects with another value,
-    unless that field was denied already. Catches changes the resolved view cannot see: a root
-    key shadowed by the template, or ``subGroupSize`` beaten by the annotation (LWS would then
-    label subgroups of the new size while the webhook keeps the old one). A removed input is not
-    a change here: the resolved view decides (an update that drops keys gets them re-resolved)."""
+    unless that field was denied already or the patch overwrites it with the resolved value.
+    Catches changes the resolved view cannot see: a root key shadowed by the template. A removed
+    input is not a change here: the resolved view decides."""
     denied = {v.field for v in decision.violations}
     old_inputs = old_plan.segment_inputs()
     for path, new in plan.segment_inputs().items():
-        if path in denied or path not in old_inputs or old_inputs[path] == new:
+        if path in denied or path in plan.overwritten_inputs or path not in old_inputs or old_inputs[path] == new:
             continue
-        fix = "restore the old value, or delete and recreate the workload"
-        if kind == "PyTorchJob":
-            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
-        deny(decision, "immutable-field", path, new,
-             f"a segment setting of an existing workload cannot change (was {quote(old_inputs[path])})", fix)
+        check_unchanged(decision, "segment setting", path, new, old_inputs[path], kind)
+
+
+def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+    """Every map entry the workload patch sets, as ``(container parts, "annotations" | "labels",
+    entries)``: the root annotations, the worker template's owned keys, further templates (LWS
+    leader) and the Master template's ``subgroup-name`` label. One place to hook further template
+    keys into."""
+    res = plan.resolution
+    out: list[tuple[tuple[str, ...], str, dict[str, str]]] = [((), "annotations", res.root_keys(plan.root))]
+    if plan.worker is not None:
+        out.append((plan.worker.container, "annotations", res.worker_keys()))
+    for template, wanted in plan.other_templates:
+        out.append((template.container, "annotations", wanted))
+    if plan.master is not None and res.segmented:
+        out.append((plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"}))
+    return out
+
+
+def build_patch(obj: Mapping[str, Any], plan: Plan) -> list[dict]:
+    """The RFC 6902 patch of one admitted workload: :func:`template_entries` and the spec fields
+    of ``plan.resolution.spec_updates`` (LWS ``subGroupSize``)."""
+    builder = PatchBuilder(obj)
+    for container, map_name, entries in template_entries(plan):
+        builder.set_entries(container, map_name, entries)
+    for parts, value in plan.resolution.spec_updates:
+        builder.set_value(parts, value)
+    return builder.build()
+
+
+def plan_is_ours(kind: str, obj: Mapping[str, Any]) -> bool:
+    """Opt-in for an object too malformed to analyse: the native kind always, another kind when
+    it mentions a placement key anywhere (:func:`mentions_placement_keys`)."""
+    return kind == "DistributedWorkload" or mentions_placement_keys(obj)
 
 
 def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], catalog: TopologyCatalog,
@@ -140,17 +168,13 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
 
     CREATE / UPDATE of the main resource: analyse, validate, and (``mutate``) patch.
 
-    UPDATE compares the new object's resolved segment size, topology name, segment levels and
-    leader policy with the stored ``oldObject``'s and denies a change (``immutable-field``,
-    §5) unless either object is a suspended PyTorchJob. The stored object's constraint is its
-    explicit keys (CREATE wrote every default out). Automatic defaults (§6) are applied on
-    UPDATE only when the stored object already carries them all, whoever sends the update, so
-    that an update that drops them (``kubectl replace``, server-side apply) gets them back, while
-    an update of a workload created without them (e.g. by kubectl, or while the Topology was not
-    loaded) never adds them to a running workload. Besides the resolved values, a segment input
-    that is present in both objects with different values is denied too (:func:`_check_inputs`),
-    even when a template value shadows it: otherwise a changed root key or ``subGroupSize``
-    would be silently ignored.
+    * Misspelled keys (§5) are denied on every workload, whatever else it carries.
+    * Opt-in (§5): a PyTorchJob or LWS whose maps carry no placement key (and, on UPDATE, whose
+      stored object carries none either) is not the webhook's: allowed, empty patch, no warning.
+    * UPDATE compares what each side asks for (:func:`_check_immutable`, :func:`_check_inputs`)
+      unless either object is a suspended PyTorchJob. Automatic defaults (§6) follow
+      :func:`webhook.core.automatic.update_defaults`.
+
     DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
     """
     decision = Decision(kind=kind)
@@ -159,7 +183,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         return decision
     obj = request.get("object")
     if not isinstance(obj, Mapping):
-        deny_malformed(decision, "request.object", obj, f"a {kind} object")
+        malformed(decision, "request.object", obj if obj is not None else UNSET, f"a {kind} object")
         return decision
     old_plan = None
     defaults = Defaults.AS_CREATE
@@ -167,31 +191,24 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if isinstance(old, Mapping):
         # The stored object's own problems are not this request's: scratch decisions.
         old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.OFF)
-        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind),
-                                    defaults=Defaults.ANY_REQUESTER)
-        if old_plan is None or not old_plan.resolution.segmented:
-            defaults = Defaults.AS_CREATE  # no segments yet: adding them (while suspended) is like a CREATE
-        elif old_with_defaults is not None and old_plan.owned_keys() == old_with_defaults.owned_keys():
-            defaults = Defaults.ANY_REQUESTER
-        else:
-            defaults = Defaults.OFF
-    plan = analyse(obj, request, catalog, settings, decision, defaults=defaults)
-    if plan is None:
+        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.ANY_REQUESTER)
+        defaults = update_defaults(old_plan, old_with_defaults)
+    scratch = Decision(kind=kind)
+    plan = analyse(obj, request, catalog, settings, scratch, defaults=defaults)
+    if plan is None:  # malformed: 400 denials naming the fields, if the object is meant to be ours
+        return scratch if plan_is_ours(kind, obj) else decision
+    check_annotation_keys(plan.annotation_maps(), decision)
+    ours = plan.always_ours or opted_in(plan.annotation_maps()) or (
+        old_plan is not None and opted_in(old_plan.annotation_maps()))
+    if not ours:
         return decision
+    decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
+    decision.violations.extend(scratch.violations)
     if old_plan is not None and not (plan.suspended or old_plan.suspended):
         _check_immutable(kind, plan, old_plan, decision)
         _check_inputs(kind, plan, old_plan, decision)
-    if not decision.allowed or not mutate:
-        return decision
-    builder = PatchBuilder(obj)
-    builder.set_entries((), "annotations", plan.resolution.root_keys(plan.root))
-    if plan.worker is not None:
-        builder.set_entries(plan.worker.container, "annotations", plan.resolution.worker_keys())
-    for template, wanted in plan.other_templates:
-        builder.set_entries(template.container, "annotations", wanted)
-    if plan.master is not None and plan.resolution.segmented:
-        builder.set_entries(plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"})
-    decision.patch = builder.build()
+    if decision.allowed and mutate:
+        decision.patch = build_patch(obj, plan)
     return decision
 
 

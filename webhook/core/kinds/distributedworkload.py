@@ -17,24 +17,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import keys
-from webhook.core.constraints import (
-    SegmentInputs,
-    deny,
-    deny_malformed,
-    get_int,
-    get_mapping,
-    read_annotations,
-    read_string_map,
-    resolve,
-)
+from webhook.core import automatic, keys
+from webhook.core.automatic import Defaults
+from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import (
-    Defaults,
-    Plan,
-    review_workload,
-    warn_ignored_segment_keys,
-)
+from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
+from webhook.core.resolution import SegmentInputs
+from webhook.core.messages import UNSET
+from webhook.core.rules import check_native_framework, malformed
 from webhook.core.topology import TopologyCatalog
 
 KIND = "DistributedWorkload"
@@ -67,7 +58,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         return None
     framework = spec.get("framework")
     if framework not in FRAMEWORKS:
-        deny_malformed(decision, "spec.framework", framework, "one of " + ", ".join(FRAMEWORKS))
+        malformed(decision, "spec.framework", framework if "framework" in spec else UNSET, "one of " + ", ".join(FRAMEWORKS))
     workers = get_int(spec, "workers", "spec", decision, default=1)
     per_segment = get_int(spec, "workersPerSegment", "spec", decision, default=None)
     worker = _template(spec, "worker", decision, required=True)
@@ -80,9 +71,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         size_src = worker.get(keys.SEGMENT_SIZE) or root.get(keys.SEGMENT_SIZE)
         if per_segment is not None or size_src is not None:
             fld, val = ("spec.workersPerSegment", per_segment) if per_segment is not None else (size_src.field, size_src.value)
-            deny(decision, "native-framework-unsupported", fld, val,
-                 f"segments are supported for framework PyTorch only, not {framework}",
-                 f"remove {'workersPerSegment' if per_segment is not None else keys.SEGMENT_SIZE}, or use framework PyTorch")
+            check_native_framework(decision, framework, fld, val,
+                                   "workersPerSegment" if per_segment is not None else keys.SEGMENT_SIZE)
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
@@ -93,9 +83,10 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=per_segment,
         spec_size_field="spec.workersPerSegment",
         spec_size_wins=True,
-        automatic=supported and defaults is not Defaults.OFF,
+        automatic=automatic.applies(KIND, request, settings, defaults, supported=supported),
     )
-    return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master)
+    return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master,
+                always_ours=True)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:

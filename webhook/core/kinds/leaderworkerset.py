@@ -20,6 +20,12 @@ Leader template decision (documented here, as the contract leaves it open for Le
 * No ``leaderTemplate``: LWS builds the leader from the ``workerTemplate``, so the leader pod
   carries the worker keys and the policy; the pod handler recognises it by worker index 0.
 
+One answer for every reader (DESIGN.md §3): KAI's pod-grouper reads ``subGroupSize`` first,
+then the root annotation, then the workerTemplate annotation; LWS labels ``subgroup-index`` from
+``subGroupSize``. When the annotation wins, the patch sets ``subGroupSize`` (when present) and a
+differing root ``kai.scheduler/segment-size`` to the resolved size, with a warning; a size LWS
+would reject for ``subGroupSize`` is denied (``lws-subgroup-size-divisibility``).
+
 Segment counts are per group (the LWS gang); the 10,000-segment limit applies per group.
 """
 
@@ -29,25 +35,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import (
-    SegmentInputs,
-    deny,
-    deny_malformed,
-    get_int,
-    get_mapping,
-    quote,
-    read_annotations,
-    resolve,
-)
+from webhook.core.automatic import Defaults
+from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Defaults, Plan, review_workload
-from webhook.core.segments import divisors, lws_segmented_pods
+from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.messages import quote
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
+from webhook.core.resolution import ORIGIN_ANNOTATION, Resolution, SegmentInputs
+from webhook.core.rules import check_leader_excluded_divisibility, check_lws_accepts_subgroup_size, malformed
+from webhook.core.segments import lws_segmented_pods
 from webhook.core.topology import TopologyCatalog
 
 KIND = "LeaderWorkerSet"
 GROUP = "leaderworkerset.x-k8s.io"
 LWT = "spec.leaderWorkerTemplate"
 SGP = f"{LWT}.subGroupPolicy"
+SUB_GROUP_SIZE_PARTS = ("spec", "leaderWorkerTemplate", "subGroupPolicy", "subGroupSize")
 
 
 def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]:
@@ -74,6 +77,39 @@ def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]
     return wanted
 
 
+def _one_answer(res: Resolution, root: AnnotationMap, group_size: int, excluded: bool, sub_size: int | None,
+                decision: Decision) -> frozenset[str]:
+    """DESIGN.md §3 and the LWS rules of §5 for a valid resolved size: deny a size LWS rejects,
+    else make ``subGroupSize`` and the root annotation say the resolved size (when segments are in
+    force). Returns the input fields the patch overwrites."""
+    size = res.valid_size
+    if excluded:
+        if not check_leader_excluded_divisibility(decision, size, res.size_field, res.size_raw, group_size):
+            return frozenset()
+    elif sub_size is not None:
+        if not check_lws_accepts_subgroup_size(decision, size, res.size_field, res.size_raw, group_size, sub_size):
+            return frozenset()
+    elif group_size % size and (group_size - 1) % size:
+        decision.warn(f"size {group_size} / segment size {size}: last segment has {group_size % size} pods")
+    if not res.segmented or res.size_origin != ORIGIN_ANNOTATION:
+        return frozenset()
+    overwritten = set()
+    if sub_size is not None:
+        overwritten.add(f"{SGP}.subGroupSize")
+        if sub_size != size:
+            res.spec_updates.append((SUB_GROUP_SIZE_PARTS, size))
+            decision.warn(f"subGroupSize {sub_size} set to {size} ({keys.SEGMENT_SIZE} wins)")
+    root_size = root.get(keys.SEGMENT_SIZE)
+    if root_size is not None and root_size.field != res.size_field:
+        overwritten.add(root_size.field)
+        if root_size.value != str(size):
+            res.root_updates[keys.SEGMENT_SIZE] = str(size)
+            decision.warn(f"root {keys.SEGMENT_SIZE}={quote(root_size.value)} set to {quote(str(size))} (workerTemplate wins)")
+    elif root_size is not None and root_size.value != str(size):  # the root value is the one in force: canonical
+        res.root_updates[keys.SEGMENT_SIZE] = str(size)
+    return frozenset(overwritten)
+
+
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
             settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
     """Read, resolve and validate one LeaderWorkerSet object (adds the LeaderExcluded
@@ -91,7 +127,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if sgp is not None:
         ptype = sgp.get("subGroupPolicyType")
         if ptype is not None and ptype not in keys.LEADER_POLICIES:
-            deny_malformed(decision, f"{SGP}.subGroupPolicyType", ptype, "one of LeaderWorker, LeaderExcluded")
+            malformed(decision, f"{SGP}.subGroupPolicyType", ptype, "one of LeaderWorker, LeaderExcluded")
         elif ptype is not None:
             policy = ptype
         sub_size = get_int(sgp, "subGroupSize", SGP, decision, default=None)
@@ -117,22 +153,19 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         warn_partial=False,
     )
     res = resolve(inputs, catalog, settings, decision)
-    if res.segmented and group_size is not None:
-        size = res.size
-        if excluded and (group_size - 1) % size != 0:
-            deny(decision, "lws-leader-excluded-divisibility", res.size_field, res.size_raw,
-                 f"under LeaderExcluded, size - 1 = {group_size - 1} ({LWT}.size = {group_size}) must be divisible by the segment size",
-                 f"choose a segment size that divides {group_size - 1} "
-                 f"({', '.join(map(str, divisors(group_size - 1, most=8))) or 'none >= 2'}), "
-                 f"or change {LWT}.size")
-        elif not excluded and group_size % size and (group_size - 1) % size:
-            decision.warn(f"size {group_size} / segment size {size}: last segment has {group_size % size} pods")
+    res.leader_policy, res.leader_policy_field = policy, f"{SGP}.subGroupPolicyType"
+    overwritten: frozenset[str] = frozenset()
+    if res.valid_size is not None and group_size is not None:
+        overwritten = _one_answer(res, root, group_size, excluded, sub_size, decision)
+        if not decision.allowed:
+            res.size = None
+    if res.segmented:
         res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
-        res.leader_policy_field = f"{SGP}.subGroupPolicyType"
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
             decision.warn(f"{keys.SEGMENT_LEADER_POLICY}={quote(current)} replaced by subGroupPolicyType {policy}")
-    plan = Plan(resolution=res, root=root, worker=worker)
+    plan = Plan(resolution=res, root=root, worker=worker, overwritten_inputs=overwritten,
+                templates=[leader] if leader is not None else [])
     if leader is not None:
         wanted = _leader_plan(leader, res, policy, decision)
         if wanted:

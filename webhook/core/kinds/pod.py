@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import INT32_MAX, deny_malformed, quote, read_string_map
+from webhook.core.messages import UNSET, quote
+from webhook.core.reading import INT32_MAX, read_string_map
+from webhook.core.rules import malformed
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.patching import PatchBuilder
 from webhook.core.segments import (
@@ -50,6 +52,11 @@ def _pod_int(raw: object) -> int | None:
     return value if value is not None and value <= INT32_MAX else None
 
 
+def _shown(raw: object) -> str:
+    """``="value"`` for a message, or nothing when the label/annotation is absent."""
+    return "" if raw is None else f"={quote(raw)}"
+
+
 def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """The segment labels one pod should carry, and warnings (DESIGN.md §7).
 
@@ -63,11 +70,17 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     raw_size = annotations.get(size_key)
     is_lws = keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels
     policy = annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) or keys.POLICY_LEADER_WORKER
+    if keys.TOPOLOGY not in annotations:
+        # Not the webhook's (DESIGN.md §5 "Opt-in"), or segments without a topology, which KAI
+        # ignores ("Segments without a topology"): no segment label.
+        if keys.SEGMENT_SIZE in annotations:
+            return {}, [f"pod has {keys.SEGMENT_SIZE} but no {keys.TOPOLOGY}; no segment label"]
+        return {}, []
     if raw_size is None:
         # An excluded LWS leader carries no segment size (its template gets no segment keys,
         # DESIGN.md §2) but is still named `leader` (§7).
         if is_lws and policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
-            return {keys.SUBGROUP_NAME: lws_subgroup_name(None)}, []
+            return {keys.SUBGROUP_NAME: lws_subgroup_name(None, leader=True, policy=policy)}, []
         return {}, []
     size = _pod_int(raw_size)
     if size is None or size < 1:
@@ -79,31 +92,32 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
         raw_w = labels.get(keys.LWS_WORKER_INDEX)
         worker = _pod_int(raw_w)
         if worker is None:
-            return {}, [f"pod label {keys.LWS_WORKER_INDEX}={quote(raw_w)} missing or not an int32; no segment label"]
+            return {}, [f"pod label {keys.LWS_WORKER_INDEX}{_shown(raw_w)} missing or not an int32; no segment label"]
         if worker == 0:
             segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
         else:
             raw_r = annotations.get(keys.LWS_SIZE)
             group = _pod_int(raw_r)
             if group is None or group < 1:
-                return {}, [f"pod annotation {keys.LWS_SIZE}={quote(raw_r)} missing or not an int32; no segment label"]
+                return {}, [f"pod annotation {keys.LWS_SIZE}{_shown(raw_r)} missing or not an int32; no segment label"]
             if worker >= group:
                 return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
             segment = lws_segment(worker, group, size, policy)
+        name = lws_subgroup_name(segment, leader=worker == 0, policy=policy)
         if segment is None:
-            return {keys.SUBGROUP_NAME: lws_subgroup_name(None)}, []
-        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: lws_subgroup_name(segment)}, []
+            return {keys.SUBGROUP_NAME: name}, []
+        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: name}, []
 
     rtype = labels.get(keys.KF_REPLICA_TYPE)
     role = rtype.lower() if isinstance(rtype, str) else None
     if role == "master":
         return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
     if role != "worker":
-        return {}, [f"pod label {keys.KF_REPLICA_TYPE}={quote(rtype)} is not worker/master; no segment label"]
+        return {}, [f"pod label {keys.KF_REPLICA_TYPE}{_shown(rtype)} is missing or not worker/master; no segment label"]
     raw_i = labels.get(keys.KF_REPLICA_INDEX)
     index = _pod_int(raw_i)
     if index is None:
-        return {}, [f"pod label {keys.KF_REPLICA_INDEX}={quote(raw_i)} missing or not an int32; no segment label"]
+        return {}, [f"pod label {keys.KF_REPLICA_INDEX}{_shown(raw_i)} missing or not an int32; no segment label"]
     segment = training_segment(index, size)
     return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
 
@@ -118,7 +132,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         return decision
     pod = request.get("object")
     if not isinstance(pod, Mapping):
-        deny_malformed(decision, "request.object", pod, "a Pod object")
+        malformed(decision, "request.object", pod if pod is not None else UNSET, "a Pod object")
         return decision
     labels = read_string_map(pod, "", "labels", decision)
     annotations = read_string_map(pod, "", "annotations", decision)
@@ -128,7 +142,13 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     for text in warnings:
         decision.warn(text)
     if wanted and mutate:
-        builder = PatchBuilder(pod)
-        builder.set_entries((), "labels", wanted)
-        decision.patch = builder.build()
+        decision.patch = build_pod_patch(pod, wanted)
     return decision
+
+
+def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict]:
+    """The RFC 6902 patch of one admitted pod: the segment ``labels`` (``metadata.labels`` added
+    whole when missing). One place to hook further pod changes into."""
+    builder = PatchBuilder(pod)
+    builder.set_entries((), "labels", labels)
+    return builder.build()

@@ -11,23 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.constraints import (
-    SegmentInputs,
-    deny_malformed,
-    get_int,
-    get_mapping,
-    is_automatic_requester,
-    read_annotations,
-    read_string_map,
-    resolve,
-)
+from webhook.core import automatic
+from webhook.core.automatic import Defaults
+from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import (
-    Defaults,
-    Plan,
-    review_workload,
-    warn_ignored_segment_keys,
-)
+from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
+from webhook.core.resolution import SegmentInputs
+from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
 
 KIND = "PyTorchJob"
@@ -51,7 +42,7 @@ def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decisio
     field = f"spec.{SPECS}.{rkey}"
     rspec = specs[rkey]
     if not isinstance(rspec, Mapping):
-        deny_malformed(decision, field, rspec, "a ReplicaSpec object")
+        malformed(decision, field, rspec, "a ReplicaSpec object")
         return None, None
     replicas = get_int(rspec, "replicas", field, decision, default=1) if worker else None
     template = get_mapping(rspec, "template", field, decision, required=True)
@@ -94,10 +85,16 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=replicas,
         pods_field=f"spec.{SPECS}.{wkey or 'Worker'}.replicas",
         pods_noun="Worker replicas",
-        automatic=defaults is Defaults.ANY_REQUESTER or (defaults is Defaults.AS_CREATE and is_automatic_requester(request, settings)),
+        automatic=automatic.applies(KIND, request, settings, defaults),
     )
+    others = []
+    for rkey in specs:
+        if rkey not in (wkey, mkey) and isinstance(specs[rkey], Mapping) and isinstance(specs[rkey].get("template"), Mapping):
+            other, _ = _template_annotations(specs, rkey, Decision(kind=KIND), worker=False)
+            if other is not None:
+                others.append(other)
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
-                suspended=suspended, master=master)
+                suspended=suspended, master=master, templates=others)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:

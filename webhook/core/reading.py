@@ -1,0 +1,123 @@
+"""Reading a workload object: typed views of its annotation maps and checked fields.
+
+Every reader validates before it reads: a value of the wrong JSON type is recorded as a
+``malformed-object`` violation (status 400, :func:`webhook.core.rules.malformed`) naming the field,
+and the reader returns ``None``. Field paths look like
+``spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core.decision import Decision
+from webhook.core.messages import UNSET, join_field, key_field
+from webhook.core.rules import malformed
+
+# --------------------------------------------------------------------------------------------
+# message helpers
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sourced:
+    """A string value and the field path it was read from (for messages)."""
+
+    value: str
+    field: str
+
+
+@dataclass(frozen=True)
+class AnnotationMap:
+    """The ``metadata.annotations`` of one object or PodTemplateSpec.
+
+    ``field``: human path of the map (``metadata.annotations`` for the workload root);
+    ``container``: JSON Pointer parts of the object that owns ``metadata`` (``()`` for the root);
+    ``values``: the entries (all strings, validated).
+    """
+
+    field: str
+    container: tuple[str, ...]
+    values: Mapping[str, str]
+
+    def get(self, key: str) -> Sourced | None:
+        """The entry ``key`` with its field path, or ``None`` when absent."""
+        if key in self.values:
+            return Sourced(self.values[key], key_field(self.field, key))
+        return None
+
+    def has_any(self, *names: str) -> bool:
+        """True when any of ``names`` is present."""
+        return any(n in self.values for n in names)
+
+
+def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision, *, required: bool = False) -> Mapping | None:
+    """``parent[key]`` when it is a mapping; ``{}``-like ``None`` when absent/null (a denial
+    naming the field when ``required``); a 400 denial naming the field when it is another type."""
+    value = parent.get(key)
+    path = join_field(parent_field, key)
+    if value is None:
+        if required:
+            malformed(decision, path, UNSET if key not in parent else None, "an object (it is required)")
+        return None
+    if not isinstance(value, Mapping):
+        malformed(decision, path, value, "an object")
+        return None
+    return value
+
+
+#: Largest value of an ``int32`` field: PyTorchJob ``replicas`` and LWS ``size`` are int32 in their
+#: CRDs (``shared/crds``), and kube-apiserver checks that schema only after mutating admission.
+INT32_MAX = 2**31 - 1
+
+
+def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *, default: int | None,
+            minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
+    """``parent[key]`` as an integer in ``[minimum, maximum]`` (``default`` when absent or null).
+    Booleans, floats, strings and out-of-range numbers → 400 denial naming the field, returns
+    ``None``. The int32 upper bound keeps every later computation small."""
+    value = parent.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        malformed(decision, join_field(parent_field, key), value, f"an integer from {minimum} to {maximum}")
+        return None
+    return value
+
+
+def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: Decision) -> Mapping[str, str] | None:
+    """Validate ``owner.metadata.<map_name>`` (``annotations`` or ``labels``) as a map of
+    strings. Returns the map (``{}`` when ``metadata`` or the map is absent or null), or ``None``
+    after a 400 denial naming the offending field (metadata not an object, map not an object,
+    a value that is not a string: Kubernetes annotation and label values are always strings)."""
+    meta_field = join_field(owner_field, "metadata")
+    meta = owner.get("metadata")
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        malformed(decision, meta_field, meta, "an object")
+        return None
+    values = meta.get(map_name)
+    map_field = join_field(meta_field, map_name)
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        malformed(decision, map_field, values, "a map of string keys to string values")
+        return None
+    ok = True
+    for k, v in values.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            malformed(decision, key_field(map_field, str(k)), v, "a string (quote it in YAML)")
+            ok = False
+    return values if ok else None
+
+
+def read_annotations(owner: Mapping, owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:
+    """:func:`read_string_map` for ``annotations``, wrapped in an :class:`AnnotationMap`."""
+    values = read_string_map(owner, owner_field, "annotations", decision)
+    if values is None:
+        return None
+    return AnnotationMap(join_field(join_field(owner_field, "metadata"), "annotations"), container, values)
+
+

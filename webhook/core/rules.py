@@ -1,0 +1,380 @@
+"""Every admission rule in one place: the registry and one check function per rule.
+
+A :class:`Rule` ties a stable id (used in messages, metrics and the README's rejection table) to
+its source (a DESIGN.md section, or the README's "Decisions where DESIGN.md is silent"), its
+status code and the one function that checks it. The check functions are small and take plain
+values (the readers in :mod:`webhook.core.reading` and the resolution in
+:mod:`webhook.core.resolution` prepare them), in the spirit of Kueue's ``validateX`` functions
+for topology-aware scheduling. Every denial goes through :func:`violate`, so every message has
+the house format of :mod:`webhook.core.messages`: the field path, the value, the rule id and the
+fix.
+
+``tests/test_core_rules.py`` checks that :data:`RULES` and the README's table of rejections list
+the same ids, and that each rule has a test that triggers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz.distance import Levenshtein
+
+from webhook.core import keys
+from webhook.core.decision import Decision
+from webhook.core.messages import UNSET, quote, render
+from webhook.core.segments import divisors, segment_count
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One admission rule.
+
+    ``id``: stable identifier (``segment-size-too-small``); ``source``: where the rule comes from
+    (``DESIGN.md §5``, or ``README: decisions`` for this project's own decisions); ``summary``:
+    one line for docs; ``code``: 403 (policy) or 400 (malformed object); ``check``: the function
+    that checks it.
+    """
+
+    id: str
+    source: str
+    summary: str
+    code: int
+    check: Callable[..., Any]
+
+
+#: Rule id → :class:`Rule`, in the order of the README's rejection table.
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[Callable], Callable]:
+    """Decorator registering ``check`` as THE check function of rule ``rule_id``.
+    Raises ``ValueError`` when the id is registered twice (a programming error)."""
+
+    def register(check: Callable) -> Callable:
+        if rule_id in RULES:
+            raise ValueError(f"rule {rule_id} registered twice")
+        RULES[rule_id] = Rule(rule_id, source, summary, code, check)
+        return check
+
+    return register
+
+
+def violate(decision: Decision, rule_id: str, field_path: str, value: Any, problem: str, fix: str) -> None:
+    """Record one violation of the registered rule ``rule_id`` (``KeyError`` for an unknown id:
+    a programming error) with the house message: ``<field> = <value>: <problem> (rule <id>);
+    fix: <fix>.`` (``value`` may be :data:`webhook.core.messages.UNSET`)."""
+    registered = RULES[rule_id]
+    decision.deny(rule_id, field_path, render(field_path, value, problem, rule_id, fix), registered.code)
+
+
+def _size_fix(origin: str) -> str:
+    """How to remove a segment size, by where it was read (annotation, or a spec field)."""
+    if origin == "subGroupSize":
+        return "remove spec.leaderWorkerTemplate.subGroupPolicy for no segments"
+    if origin == "workersPerSegment":
+        return "remove spec.workersPerSegment for no segments"
+    return f"remove {keys.SEGMENT_SIZE} for no segments"
+
+
+# --------------------------------------------------------------------------------------------
+# malformed objects (400)
+# --------------------------------------------------------------------------------------------
+
+@rule("malformed-object", "DESIGN.md §5", "a field has the wrong JSON type or range (status 400)", code=400)
+def malformed(decision: Decision, field_path: str, value: Any, expected: str) -> None:
+    """Deny a malformed object: ``value`` at ``field_path`` is not ``expected`` (e.g.
+    ``"an integer from 0 to 2147483647"``). Called by every reader of :mod:`webhook.core.reading`."""
+    violate(decision, "malformed-object", field_path, value, f"must be {expected}", f"send {expected} at {field_path}")
+
+
+# --------------------------------------------------------------------------------------------
+# segment size (DESIGN.md §3, §5)
+# --------------------------------------------------------------------------------------------
+
+@rule("segment-size-not-integer", "DESIGN.md §5", "segment-size is not a plain decimal integer")
+def check_size_is_integer(decision: Decision, field_path: str, raw: str, parsed: int | None,
+                          *, winner: str | None = None) -> bool:
+    """``raw`` (an annotation value) must parse as a plain decimal integer (``parsed`` is the
+    result of :func:`webhook.core.segments.parse_plain_decimal`). ``winner``: the template value
+    that shadows this root value, named in the fix. Returns True when it does."""
+    if parsed is not None:
+        return True
+    fix = ('write the number of pods per segment as digits, e.g. "4"' if winner is None
+           else f'write digits, e.g. "4", or remove it: the worker template\'s value {quote(winner)} wins')
+    violate(decision, "segment-size-not-integer", field_path, raw,
+            "the segment size must be a plain decimal integer (digits 0-9 only, no sign, spaces or exponent)", fix)
+    return False
+
+
+@rule("segment-size-too-small", "DESIGN.md §5", "segment size ≤ 1")
+def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: Any, origin: str) -> bool:
+    """A segment needs at least 2 pods. ``origin``: ``annotation``, ``subGroupSize`` or
+    ``workersPerSegment`` (the fix names how to remove that source). Returns True when ok."""
+    if size > 1:
+        return True
+    violate(decision, "segment-size-too-small", field_path, raw, "a segment needs more than 1 pod",
+            f"set a segment size of at least 2 (or {_size_fix(origin)})")
+    return False
+
+
+@rule("segment-size-exceeds-replicas", "DESIGN.md §5", "segment size > the pods that are segmented")
+def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: Any, origin: str,
+                           pods: int, pods_field: str, pods_noun: str) -> bool:
+    """The segment size may not exceed the segmented pods (PyTorchJob / native: workers; LWS
+    LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``). The message names the replica
+    count and its field. Returns True when ok."""
+    if size <= pods:
+        return True
+    if pods > 2:
+        fix = f"use a segment size between 2 and {pods}, or raise {pods_field}"
+    elif pods == 2:
+        fix = f"use a segment size of 2, or raise {pods_field}"
+    else:
+        fix = f"raise {pods_field} to at least 2, or {_size_fix(origin)}"
+    violate(decision, "segment-size-exceeds-replicas", field_path, raw,
+            f"the segment size exceeds the {pods} {pods_noun} ({pods_field})", fix)
+    return False
+
+
+@rule("too-many-segments", "DESIGN.md §5", "more than 10,000 segments")
+def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any, pods: int, pods_noun: str) -> bool:
+    """At most :data:`webhook.core.keys.MAX_SEGMENTS` segments. Returns True when ok."""
+    count = segment_count(pods, size)
+    if count <= keys.MAX_SEGMENTS:
+        return True
+    violate(decision, "too-many-segments", field_path, raw,
+            f"{pods} {pods_noun} make {count} segments, more than {keys.MAX_SEGMENTS}",
+            f"use a segment size of at least {-(-pods // keys.MAX_SEGMENTS)}")
+    return False
+
+
+@rule("lws-leader-excluded-divisibility", "DESIGN.md §5", "LWS LeaderExcluded and (size - 1) % S != 0")
+def check_leader_excluded_divisibility(decision: Decision, size: int, field_path: str, raw: Any, group_size: int) -> bool:
+    """Under LeaderExcluded the workers of a group (``size - 1``) split into whole segments
+    (LWS's own ``subGroupSize`` validation and KAI's ``addExcludedLeaderSegments`` require it).
+    Returns True when ok."""
+    if (group_size - 1) % size == 0:
+        return True
+    choices = ", ".join(map(str, divisors(group_size - 1, most=8))) or "none >= 2"
+    violate(decision, "lws-leader-excluded-divisibility", field_path, raw,
+            f"under LeaderExcluded, size - 1 = {group_size - 1} (spec.leaderWorkerTemplate.size = {group_size}) "
+            "must be divisible by the segment size",
+            f"choose a segment size that divides {group_size - 1} ({choices}), or change spec.leaderWorkerTemplate.size")
+    return False
+
+
+@rule("lws-subgroup-size-divisibility", "DESIGN.md §3",
+      "LWS subGroupSize would be set to a size LWS rejects (size % S != 0 and (size - 1) % S != 0)")
+def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: str, raw: Any, group_size: int,
+                                    sub_group_size: int) -> bool:
+    """When an LWS sets ``subGroupSize``, the webhook sets it to the resolved segment size (§3: one
+    answer for LWS, KAI and the webhook), so that size must be one LWS accepts for ``subGroupSize``
+    (LWS ``leaderworkerset_webhook.go``: ``size % S == 0`` or ``(size - 1) % S == 0``).
+    Returns True when ok."""
+    if group_size % size == 0 or (group_size - 1) % size == 0:
+        return True
+    fits = sorted({d for d in divisors(group_size, most=8) + divisors(group_size - 1, most=8)})[:8]
+    violate(decision, "lws-subgroup-size-divisibility", field_path, raw,
+            f"LWS accepts a subGroupSize only when size ({group_size}) or size - 1 ({group_size - 1}) is divisible "
+            f"by it, and the webhook sets subGroupSize ({sub_group_size}) to the segment size",
+            f"choose a segment size that divides {group_size} or {group_size - 1} "
+            f"({', '.join(map(str, fits)) or 'none >= 2'}), or remove subGroupPolicy")
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# topology names and levels (DESIGN.md §5)
+# --------------------------------------------------------------------------------------------
+
+@rule("placement-without-topology", "DESIGN.md §5", "a placement level without any topology name")
+def check_placement_has_topology(decision: Decision, placements: Iterable[tuple[str, str]], topology_name: str | None,
+                                 where: str) -> bool:
+    """Each ``(field, level)`` in ``placements`` needs a topology name; ``where``: the maps in
+    which to set it (named in the fix). Returns True when ok."""
+    if topology_name is not None:
+        return True
+    ok = True
+    for field_path, level in placements:
+        violate(decision, "placement-without-topology", field_path, level, "a placement level needs a topology name",
+                f'set {keys.TOPOLOGY} (e.g. "cluster-topology") in {where}')
+        ok = False
+    return ok
+
+
+@rule("invalid-level", "DESIGN.md §5", "a level that is not a label key")
+def check_level_syntax(decision: Decision, field_path: str, level: str, levels: tuple[str, ...] | None) -> bool:
+    """A topology level is a node-label key (``[prefix/]name``). ``levels``: the topology's
+    levels for the fix, when known. Returns True when ok."""
+    from webhook.core.topology import is_valid_label_key
+
+    if is_valid_label_key(level):
+        return True
+    violate(decision, "invalid-level", field_path, level,
+            "a topology level must be a node label key ([prefix/]name, e.g. cloud.provider.com/topology-rack)",
+            "use one of the topology's levels" + (f" ({', '.join(levels)})" if levels else ""))
+    return False
+
+
+@rule("unknown-level", "DESIGN.md §5", "a level that is not one of the named Topology's levels")
+def check_level_in_topology(decision: Decision, field_path: str, level: str, topology_name: str,
+                            levels: tuple[str, ...]) -> bool:
+    """``level`` must be one of the known topology's ``levels`` (broadest first, listed in the
+    fix). Returns True when ok."""
+    if level in levels:
+        return True
+    violate(decision, "unknown-level", field_path, level, f"not a level of topology {quote(topology_name)}",
+            f"use one of its levels, broadest first: {', '.join(levels)}")
+    return False
+
+
+@rule("invalid-topology-name", "DESIGN.md §5", "a topology name that is not an object name")
+def check_topology_name_syntax(decision: Decision, field_path: str, name: str, known: list[str]) -> bool:
+    """A topology name is a Kubernetes object name (lowercase DNS subdomain, at most 253
+    characters). ``known``: names listed in the fix. Returns True when ok."""
+    from webhook.core.topology import is_dns_subdomain
+
+    if is_dns_subdomain(name):
+        return True
+    violate(decision, "invalid-topology-name", field_path, name,
+            "a topology name must be a Kubernetes object name (lowercase DNS subdomain)",
+            "name an existing Topology" + (f": {', '.join(known)}" if known else ""))
+    return False
+
+
+@rule("unknown-topology", "DESIGN.md §5", "a topology name unknown to the synced topology cache")
+def check_topology_known(decision: Decision, field_path: str, name: str, found: bool, synced: bool,
+                         known: list[str]) -> bool:
+    """A topology name must be known while the topology cache is synced (listing the known
+    names); while it is not synced, a warning. Returns True when the topology is known."""
+    if found:
+        return True
+    if synced:
+        violate(decision, "unknown-topology", field_path, name, "no Topology has this name",
+                f"use one of: {', '.join(known)}" if known else "create the Topology first")
+    else:
+        decision.warn(f"topology {quote(name)} not loaded yet; levels not checked")
+    return False
+
+
+@rule("preferred-broader-than-required", "DESIGN.md §5", "preferred level broader than the required one")
+def check_preferred_within_required(decision: Decision, preferred: tuple[str, str], required: tuple[str, str],
+                                    depth: Callable[[str], int]) -> bool:
+    """``preferred`` / ``required``: ``(field, level)`` of one scope; ``depth``: 0 for the
+    broadest level. Equal levels are fine. Returns True when ok."""
+    if depth(preferred[1]) >= depth(required[1]):
+        return True
+    violate(decision, "preferred-broader-than-required", preferred[0], preferred[1],
+            f"the preferred level is broader than the required level {quote(required[1])} ({required[0]})",
+            "prefer a level equal to or narrower than the required one")
+    return False
+
+
+@rule("segment-required-broader-than-workload", "DESIGN.md §5", "segment required level broader than the workload's")
+def check_segment_within_workload(decision: Decision, segment: tuple[str, str], workload: tuple[str, str],
+                                  depth: Callable[[str], int]) -> bool:
+    """A segment must fit inside the workload's required level (likely swapped otherwise).
+    ``segment`` / ``workload``: ``(field, level)``. Returns True when ok."""
+    if depth(segment[1]) >= depth(workload[1]):
+        return True
+    violate(decision, "segment-required-broader-than-workload", segment[0], segment[1],
+            f"a segment must fit inside the workload's required level {quote(workload[1])} ({workload[0]})",
+            "swap the two levels or narrow the segment level")
+    return False
+
+
+@rule("conflicting-topology", "README: decisions", "workload levels of another topology than the worker template's")
+def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, str]], root_topology: str,
+                       template_topology: tuple[str, str]) -> bool:
+    """One workload is placed in one topology: workload-level keys (``(field, level)``) that
+    belong to the root's topology are denied when the worker template names another one
+    (``template_topology``: ``(field, name)``). Returns True when ok."""
+    if root_topology == template_topology[1]:
+        return True
+    ok = True
+    for field_path, level in workload_levels:
+        violate(decision, "conflicting-topology", field_path, level,
+                f"this workload-level placement belongs to the root's topology {quote(root_topology)}, but "
+                f"the worker template names topology {quote(template_topology[1])} ({template_topology[0]}); "
+                "one workload is placed in one topology",
+                "name the same topology in both places, or set it only in metadata.annotations")
+        ok = False
+    return ok
+
+
+# --------------------------------------------------------------------------------------------
+# kinds, keys, updates
+# --------------------------------------------------------------------------------------------
+
+@rule("native-framework-unsupported", "DESIGN.md §3", "DistributedWorkload segments with a framework other than PyTorch")
+def check_native_framework(decision: Decision, framework: str, field_path: str, value: Any, source_name: str) -> bool:
+    """Segments of the native kind are supported for ``PyTorch`` only. ``source_name``: the field
+    or annotation that asks for segments (named in the fix). Returns True when ok."""
+    if framework == "PyTorch":
+        return True
+    violate(decision, "native-framework-unsupported", field_path, value,
+            f"segments are supported for framework PyTorch only, not {framework}",
+            f"remove {source_name}, or use framework PyTorch")
+    return False
+
+
+def resembled_placement_key(key: str) -> str | None:
+    """The placement key of DESIGN.md §2 that ``key`` misspells (edit distance 1 to 3, and
+    ``key`` is not a key KAI or this webhook uses), else ``None``. The closest one wins; ties go
+    to the first in :data:`webhook.core.keys.PLACEMENT_KEYS`."""
+    if key in keys.KAI_KEYS or key in keys.WEBHOOK_KEYS:
+        return None
+    best, best_distance = None, keys.MISSPELLING_DISTANCE + 1
+    for candidate in keys.PLACEMENT_KEYS:
+        if abs(len(candidate) - len(key)) > keys.MISSPELLING_DISTANCE:
+            continue
+        distance = Levenshtein.distance(key, candidate, score_cutoff=keys.MISSPELLING_DISTANCE)
+        if 0 < distance < best_distance:
+            best, best_distance = candidate, distance
+    return best
+
+
+@rule("misspelled-key", "DESIGN.md §5", "an annotation key within edit distance 3 of a placement key")
+def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[str, str]) -> bool:
+    """Deny each annotation key of one map (workload root or a pod template) that misspells a
+    placement key (:func:`resembled_placement_key`): a misspelled hard constraint must never vanish
+    silently. Other unknown ``kai.scheduler/`` keys get a warning. Returns True when no key is
+    misspelled."""
+    from webhook.core.messages import key_field
+
+    ok = True
+    for key, value in annotations.items():
+        resembled = resembled_placement_key(key)
+        if resembled is not None:
+            violate(decision, "misspelled-key", key_field(map_field, key), value,
+                    f"{quote(key)} is not a key KAI reads; it looks like {resembled}, so that constraint would be lost",
+                    f"rename the key to {resembled}")
+            ok = False
+        elif key.startswith(keys.KAI_PREFIX) and key not in keys.KAI_KEYS and key not in keys.WEBHOOK_KEYS:
+            decision.warn(f"unknown key {key} ignored: KAI does not read it")
+    return ok
+
+
+@rule("immutable-field", "DESIGN.md §5", "UPDATE changes a segment input of a running workload")
+def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, old: Any, kind: str,
+                    *, shown: tuple[Any, Any] | None = None) -> bool:
+    """An UPDATE may not change ``what`` (the segment size, topology name, segment levels or
+    LWS leader policy) of an existing workload. ``new`` / ``old``: the values each side resolves
+    (:data:`webhook.core.messages.UNSET` when a side sets none); ``shown``: (new, old) as written,
+    for the message. Returns True when unchanged."""
+    if new == old:
+        return True
+    if shown is not None:
+        new, old = shown
+    fix = "restore the old value, or delete and recreate the workload"
+    if kind == "PyTorchJob":
+        fix += " (or suspend it first: spec.runPolicy.suspend: true)"
+    if new is UNSET:
+        problem = f"the {what} of an existing workload cannot be removed (was {quote(old)})"
+    elif old is UNSET:
+        problem = f"the {what} of an existing workload cannot be added (it had none)"
+    else:
+        problem = f"the {what} of an existing workload cannot change (was {quote(old)})"
+    violate(decision, "immutable-field", field_path, new, problem, fix)
+    return False
