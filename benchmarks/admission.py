@@ -95,34 +95,17 @@ WORKER_POD = {
 }
 
 
-def admission_review(obj: dict, resource: tuple[str, str, str], kind: tuple[str, str, str]) -> dict:
-    """An AdmissionReview v1 CREATE request for ``obj`` as kube-apiserver sends it."""
-    group, version, plural = resource
-    kgroup, kversion, kkind = kind
-    return {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-0000-0000-000000000000",
-            "kind": {"group": kgroup, "version": kversion, "kind": kkind},
-            "resource": {"group": group, "version": version, "resource": plural},
-            "requestKind": {"group": kgroup, "version": kversion, "kind": kkind},
-            "requestResource": {"group": group, "version": version, "resource": plural},
-            "name": obj["metadata"].get("name", ""),
-            "namespace": obj["metadata"]["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-            "object": obj,
-            "oldObject": None,
-            "dryRun": False,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-        },
-    }
+def admission_review(obj: dict) -> dict:
+    """An AdmissionReview v1 CREATE request for ``obj`` as kube-apiserver sends it (the project's
+    one builder, with a fixed uid and user so every run sends the same bytes)."""
+    from webhook.core.admission import build_review
+
+    return build_review(obj, user="alice", uid="00000000-0000-0000-0000-000000000000")
 
 
 PAYLOADS = {
-    "pytorchjob": admission_review(PYTORCHJOB, ("kubeflow.org", "v1", "pytorchjobs"), ("kubeflow.org", "v1", "PyTorchJob")),
-    "pod": admission_review(WORKER_POD, ("", "v1", "pods"), ("", "v1", "Pod")),
+    "pytorchjob": admission_review(PYTORCHJOB),
+    "pod": admission_review(WORKER_POD),
 }
 
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from webhook.core.admission import build_request
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.manifests import load_topology_files
 
@@ -44,10 +44,6 @@ POLICY = "kai.scheduler/segment-leader-policy"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-#: Plural resource names of the kinds the webhook handles.
-_PLURALS = {"PyTorchJob": "pytorchjobs", "LeaderWorkerSet": "leaderworkersets",
-            "DistributedWorkload": "distributedworkloads", "Pod": "pods", "Topology": "topologies"}
-
 
 @functools.lru_cache(maxsize=None)
 def _parsed(name: str) -> Any:
@@ -63,33 +59,10 @@ def load_example(name: str) -> Any:
 def make_request(obj: Any, operation: str = "CREATE", old: Any = None, user: str = "kubectl-user",
                  groups: list[str] | tuple[str, ...] = ("system:authenticated",), namespace: str | None = None,
                  sub_resource: str | None = None) -> dict:
-    """An AdmissionReview v1 ``request`` for ``obj`` (``oldObject`` = ``old``).
-
-    ``kind`` / ``resource`` come from ``obj`` (or ``old``) ``apiVersion`` and ``kind``
-    (``group/version``; ``v1`` alone is the core group ""). DELETE requests carry
-    ``object: None`` when ``obj`` is None.
-    """
-    src = obj if isinstance(obj, dict) else old if isinstance(old, dict) else {}
-    api_version = src.get("apiVersion", "") if isinstance(src.get("apiVersion", ""), str) else ""
-    group, _, version = api_version.rpartition("/")
-    kind = src.get("kind") if isinstance(src.get("kind"), str) else ""
-    meta = src.get("metadata") if isinstance(src.get("metadata"), dict) else {}
-    request = {
-        "uid": str(uuid.uuid4()),
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": _PLURALS.get(kind, kind.lower() + "s")},
-        "requestKind": {"group": group, "version": version, "kind": kind},
-        "namespace": namespace if namespace is not None else meta.get("namespace", "default"),
-        "name": meta.get("name", ""),
-        "operation": operation,
-        "userInfo": {"username": user, "uid": "u-1", "groups": list(groups)},
-        "object": obj,
-        "oldObject": old,
-        "dryRun": False,
-    }
-    if sub_resource:
-        request["subResource"] = sub_resource
-    return request
+    """An AdmissionReview v1 ``request`` for ``obj`` (``oldObject`` = ``old``): the project's one
+    request builder, :func:`webhook.core.admission.build_request`."""
+    return dict(build_request(obj, operation=operation, old=old, user=user, groups=groups, namespace=namespace,
+                              sub_resource=sub_resource))
 
 
 class UnsyncedCatalog:

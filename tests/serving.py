@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Iterator
 
@@ -97,17 +96,8 @@ def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, 
 
 
 def admission_review(obj, *, uid=None, operation="CREATE", kind=None, user="kubectl-user") -> dict:
-    """An AdmissionReview v1 request body for ``obj``, as kube-apiserver sends it."""
-    api_version = obj.get("apiVersion", "v1") if isinstance(obj, dict) else "v1"
-    group, _, version = api_version.rpartition("/")
-    meta = obj.get("metadata", {}) if isinstance(obj, dict) else {}
-    return {
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": uid or str(uuid.uuid4()),
-            "kind": kind or {"group": group, "version": version, "kind": obj.get("kind", "") if isinstance(obj, dict) else ""},
-            "operation": operation, "namespace": "default", "name": meta.get("name") if isinstance(meta, dict) else None,
-            "userInfo": {"username": user, "groups": ["system:authenticated"]},
-            "object": obj,
-        },
-    }
+    """An AdmissionReview v1 request body for ``obj``, as kube-apiserver sends it (the project's
+    one builder, ``webhook.core.admission.build_review``; ``kind`` overrides ``request.kind``)."""
+    from webhook.core.admission import build_review
+
+    return build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default")

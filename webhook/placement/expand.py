@@ -64,20 +64,11 @@ class Expansion:
 
 
 def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
-    meta = obj.get("metadata") or {}
+    from webhook.core.admission import build_request
+
     group, version = SUPPORTED.get(kind, ("", "v1"))
-    resource = {"Pod": "pods", "PyTorchJob": "pytorchjobs", "LeaderWorkerSet": "leaderworkersets",
-                "DistributedWorkload": "distributedworkloads"}[kind]
-    return {
-        "uid": f"place-{meta.get('name', '')}",
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": resource},
-        "operation": "CREATE",
-        "namespace": meta.get("namespace", "default"),
-        "name": meta.get("name", ""),
-        "object": obj,
-        "userInfo": {"username": user, "groups": groups},
-    }
+    return dict(build_request(obj, user=user, groups=groups, uid=f"place-{(obj.get('metadata') or {}).get('name', '')}",
+                              kind={"group": group, "version": version, "kind": kind}))
 
 
 def _admit(obj: dict, kind: str, catalog, settings, user, groups, exp: Expansion) -> dict | None:

@@ -1,0 +1,143 @@
+"""The AdmissionReview v1 request, typed, and the ONE builder of requests the project uses.
+
+kube-apiserver sends ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+"request": {...}}`` to the webhook (Kubernetes ``k8s.io/api/admission/v1`` types). The
+:class:`AdmissionRequest` TypedDict names the members the webhook reads. :func:`build_request` is
+what every offline caller uses to make one for an object: the ``review`` command (a dry run of
+``kubectl create/replace``), the placement engine's expansion (each object of a workload passes
+through the webhook), the tests and the benchmarks. The HTTP adapter only decodes requests.
+
+Request fields where kube-apiserver's exact values do not matter to the webhook (decisions):
+``uid`` a random UUID unless given; ``kind``/``requestKind`` from the object's ``apiVersion`` and
+``kind`` (``v1`` alone is the core group ""); ``resource``/``requestResource`` the lower-case
+plural (:data:`PLURALS`, else kind + ``s``); ``namespace`` = ``metadata.namespace`` or ``default``;
+``userInfo.groups`` = the given groups plus ``system:authenticated`` (kube-apiserver adds it to
+every authenticated user); ``options`` CreateOptions / UpdateOptions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, TypedDict
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+AUTHENTICATED_GROUP = "system:authenticated"
+DEFAULT_USER = "kubectl-user"
+
+#: Plural resource names of the kinds the webhook handles (others: lower-case kind + "s").
+PLURALS = {"PyTorchJob": "pytorchjobs", "LeaderWorkerSet": "leaderworkersets",
+           "DistributedWorkload": "distributedworkloads", "Pod": "pods", "Topology": "topologies"}
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
+class GroupVersionKind(TypedDict):
+    """``request.kind`` / ``request.requestKind``: ``group`` is "" for the core API."""
+
+    group: str
+    version: str
+    kind: str
+
+
+class GroupVersionResource(TypedDict):
+    """``request.resource`` / ``request.requestResource``."""
+
+    group: str
+    version: str
+    resource: str
+
+
+class UserInfo(TypedDict, total=False):
+    """``request.userInfo`` (Kubernetes ``authentication/v1`` UserInfo)."""
+
+    username: str
+    uid: str
+    groups: list[str]
+
+
+class _RequiredRequestMembers(TypedDict):
+    uid: str
+    kind: GroupVersionKind
+    resource: GroupVersionResource
+    operation: Operation
+    userInfo: UserInfo
+    object: Any
+    oldObject: Any
+
+
+class AdmissionRequest(_RequiredRequestMembers, total=False):
+    """``request`` of an AdmissionReview v1 (the members this project reads or sends); the
+    members below are optional, the ones of the base class required."""
+
+    requestKind: GroupVersionKind
+    requestResource: GroupVersionResource
+    subResource: str
+    name: str
+    namespace: str
+    dryRun: bool
+    options: dict[str, Any]
+
+
+class AdmissionReview(TypedDict):
+    """The AdmissionReview v1 document kube-apiserver POSTs."""
+
+    apiVersion: str
+    kind: str
+    request: AdmissionRequest
+
+
+def group_version_kind(obj: Any) -> GroupVersionKind:
+    """``{group, version, kind}`` of a parsed object (``apiVersion`` ``group/version``, or
+    ``version`` alone for the core group); empty strings for what the object does not say."""
+    source = obj if isinstance(obj, Mapping) else {}
+    api_version = source.get("apiVersion") if isinstance(source.get("apiVersion"), str) else ""
+    group, _, version = api_version.rpartition("/")
+    kind = source.get("kind") if isinstance(source.get("kind"), str) else ""
+    return {"group": group, "version": version, "kind": kind}
+
+
+def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None, user: str = DEFAULT_USER,
+                  groups: Iterable[str] = (), uid: str | None = None, namespace: str | None = None,
+                  sub_resource: str | None = None, kind: GroupVersionKind | None = None) -> AdmissionRequest:
+    """The AdmissionReview v1 ``request`` kube-apiserver would send for ``obj``.
+
+    ``operation``: ``CREATE`` / ``UPDATE`` (``old`` is then ``oldObject``) / ``DELETE`` (``obj``
+    may be None; kind and name come from ``old``). ``user`` / ``groups``: ``userInfo``
+    (``system:authenticated`` is always added). ``uid``: a random UUID when None. ``namespace``:
+    ``metadata.namespace``, else ``default``. ``kind``: the group/version/kind when the object
+    does not say (a manifest without ``apiVersion``); else read from the object. Any JSON value is accepted as ``obj`` (malformed
+    objects are the webhook's to deny); never raises.
+    """
+    source = obj if isinstance(obj, Mapping) else old if isinstance(old, Mapping) else {}
+    gvk = kind if kind is not None else group_version_kind(source)
+    gvr: GroupVersionResource = {"group": gvk["group"], "version": gvk["version"],
+                                 "resource": PLURALS.get(gvk["kind"], gvk["kind"].lower() + "s")}
+    meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
+    all_groups = [g for g in groups if g != AUTHENTICATED_GROUP] + [AUTHENTICATED_GROUP]
+    request: AdmissionRequest = {
+        "uid": uid or str(uuid.uuid4()),
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": {"group": gvk["group"], "version": gvk["version"], "kind": gvk["kind"]},
+        "requestResource": {"group": gvr["group"], "version": gvr["version"], "resource": gvr["resource"]},
+        "namespace": namespace if namespace is not None else (meta.get("namespace") or "default"),
+        "operation": operation,
+        "userInfo": {"username": user, "groups": all_groups},
+        "object": obj,
+        "oldObject": old,
+        "dryRun": False,
+        "options": {"apiVersion": "meta.k8s.io/v1",
+                    "kind": {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions"}.get(operation, "DeleteOptions")},
+    }
+    if isinstance(meta.get("name"), str):
+        request["name"] = meta["name"]
+    if sub_resource:
+        request["subResource"] = sub_resource
+    return request
+
+
+def build_review(obj: Any, **kwargs: Any) -> AdmissionReview:
+    """The whole AdmissionReview v1 document for ``obj``: :func:`build_request` wrapped in
+    ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": ...}``."""
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "request": build_request(obj, **kwargs)}
