@@ -72,8 +72,8 @@ def default_topology(automatic: bool, size: int | None, named: str | None, setti
                      catalog: TopologyCatalog, decision: Decision) -> tuple[str | None, bool]:
     """§4.1 / §6: the topology name and whether automatic mode stays on.
 
-    ``automatic``: :func:`applies` said yes; ``size``: the valid resolved size (``None``: not
-    segmented, automatic mode off); ``named``: the name the object sets. When the object names no
+    ``automatic``: :func:`applies` said yes; ``size``: the segment size the object asks for, when
+    > 1 (``None``: not segmented, automatic mode off); ``named``: the name the object sets. When the object names no
     topology, the configured default is used if it exists; otherwise automatic mode is skipped with
     a warning. Returns ``(name or None, automatic)``.
     """

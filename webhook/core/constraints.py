@@ -35,7 +35,10 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     if not size_given and (res.seg_required or res.seg_preferred):
         decision.warn(f"segment placement ignored: no {keys.SEGMENT_SIZE} is set")
 
-    name, auto = automatic.default_topology(inp.automatic, size, topology_source.value if topology_source else None,
+    # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
+    # size rule) does not also look like the automatic defaults being removed (§5 like with like).
+    asked = res.requested_size if res.requested_size is not None and res.requested_size > 1 and inp.worker is not None else None
+    name, auto = automatic.default_topology(inp.automatic, asked, topology_source.value if topology_source else None,
                                             settings, catalog, decision)
     topology, conflict = _check_topology(inp, res, topology_source, catalog, decision)
     if topology is None and topology_source is None and name is not None:

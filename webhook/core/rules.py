@@ -133,9 +133,14 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
         fix = f"use a segment size of 2, or raise {pods_field}"
     else:
         fix = f"raise {pods_field} to at least 2, or {_size_fix(origin)}"
+    noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
-            f"the segment size exceeds the {pods} {pods_noun} ({pods_field})", fix)
+            f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
     return False
+
+
+_SINGULAR = {"Worker replicas": "Worker replica", "pods per group": "pod per group", "workers": "worker",
+             "workers per group (leader excluded)": "worker per group (leader excluded)"}
 
 
 @rule("too-many-segments", "DESIGN.md §5", "more than 10,000 segments")
@@ -348,7 +353,7 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
         resembled = resembled_placement_key(key)
         if resembled is not None:
             violate(decision, "misspelled-key", key_field(map_field, key), value,
-                    f"{quote(key)} is not a key KAI reads; it looks like {resembled}, so that constraint would be lost",
+                    f"not a key KAI reads but close to {resembled}, so this constraint would be lost",
                     f"rename the key to {resembled}")
             ok = False
         elif key.startswith(keys.KAI_PREFIX) and key not in keys.KAI_KEYS and key not in keys.WEBHOOK_KEYS:
