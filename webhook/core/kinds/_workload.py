@@ -111,8 +111,9 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
             continue  # asked for, but not an integer: denied by its own rule
         path = field_path or old_field or key_field(owner, keys.SEGMENT_SIZE)
         shown = None
-        if what == "segment size" and new is not UNSET and old is not UNSET:
-            shown = (plan.resolution.size_raw, old_plan.resolution.size_raw)
+        if what == "segment size":  # as written: "4" for an annotation, 4 for a spec field
+            shown = (UNSET if new is UNSET else plan.resolution.size_raw,
+                     UNSET if old is UNSET else old_plan.resolution.size_raw)
         check_unchanged(decision, what, path, new, old, kind, shown=shown)
 
 
