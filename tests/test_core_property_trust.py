@@ -1,0 +1,256 @@
+"""Property tests of issue 7 (DESIGN.md §3 "One answer for every reader (LWS)", §5 "Opt-in").
+
+1. For random LeaderWorkerSets (size 1..64, every segment size, both policies, the annotation on
+   the workerTemplate and/or ``subGroupSize`` and/or the root annotation), after the webhook's
+   patch, every pod gets the same segment from three readers, or the object is denied with the
+   rule that failed named:
+
+   * the webhook's pod handler (``kai.scheduler/segment-index`` / ``subgroup-name``);
+   * :func:`lws_subgroup_index`, written from LWS's pod webhook (kubernetes-sigs/lws
+     ``pkg/webhooks/pod_webhook.go``: ``getSubGroupIndex`` and the leader branch of ``Default``);
+   * :func:`kai_leaf_subgroup`, written from KAI's pod-grouper (kai-scheduler/KAI-Scheduler at
+     d5bc503, ``pkg/podgrouper/podgrouper/plugins/leaderworkerset/lws_grouper.go``:
+     ``getSegmentSize``, ``getSegmentIndex``, ``buildSubGroupsWithSegmentation``).
+
+2. No PyTorchJob or LeaderWorkerSet without a ``kai.scheduler/*`` key (random shapes, valid or not,
+   CREATE or UPDATE) is ever denied or patched, nor warned about.
+"""
+
+from __future__ import annotations
+
+import re
+
+import jsonpatch
+from conftest import POLICY, SIZE, TOPO, make_request
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.core.decision import AdmissionSettings
+from webhook.core.review import review
+from webhook.core.topology import default_catalog
+
+CATALOG = default_catalog()
+PLAIN = AdmissionSettings()
+LW, LE = "LeaderWorker", "LeaderExcluded"
+LWS_SIZE = "leaderworkerset.sigs.k8s.io/size"
+LWS_SUBGROUP_SIZE = "leaderworkerset.sigs.k8s.io/subgroup-size"
+LWS_POLICY_TYPE = "leaderworkerset.sigs.k8s.io/subgroup-policy-type"
+INDEX, NAME = "kai.scheduler/segment-index", "kai.scheduler/subgroup-name"
+
+
+# ----------------------------------------------------------------------------- LWS oracle
+
+def lws_subgroup_index(pod_annotations: dict, worker_index: int) -> int | None:
+    """LWS's ``leaderworkerset.sigs.k8s.io/subgroup-index`` for a pod (None: LWS sets none).
+
+    LWS labels a pod only when its ``subgroup-size`` annotation (copied from ``subGroupSize``) is
+    there. The leader gets 0 unless the policy type is LeaderExcluded. A worker with group size R
+    (the ``size`` annotation) and subgroup size S: when R-1 is a multiple of S but R is not, the
+    leader counts as an extra member of subgroup 0 and the worker's index is (w-1) div S;
+    otherwise w div S."""
+    if LWS_SUBGROUP_SIZE not in pod_annotations:
+        return None
+    if worker_index == 0:
+        return None if pod_annotations.get(LWS_POLICY_TYPE) == LE else 0
+    group, sub = int(pod_annotations[LWS_SIZE]), int(pod_annotations[LWS_SUBGROUP_SIZE])
+    if (group - 1) % sub == 0 and group % sub != 0:
+        return (worker_index - 1) // sub
+    return worker_index // sub
+
+
+# ----------------------------------------------------------------------------- KAI oracle
+
+def _go_atoi(text: str) -> int | None:
+    """Go's strconv.Atoi on a decimal string: optional sign, ASCII digits."""
+    return int(text) if re.fullmatch(r"[+-]?[0-9]+", text) else None
+
+
+def kai_segment_size(lws: dict) -> int | str | None:
+    """The segment size KAI's pod-grouper reads: ``subGroupSize`` when present, else the LWS root
+    annotation ``kai.scheduler/segment-size``, else the workerTemplate's (Go ``strconv.Atoi``:
+    optional sign, ASCII digits; anything else is ``"error"``). None: KAI does not segment."""
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    size = (lwt.get("subGroupPolicy") or {}).get("subGroupSize")
+    if size is not None:
+        return size
+    for annotations in (lws["metadata"].get("annotations") or {}, lwt["workerTemplate"]["metadata"].get("annotations") or {}):
+        if SIZE in annotations:
+            return int(annotations[SIZE]) if re.fullmatch(r"[+-]?[0-9]+", annotations[SIZE]) else "error"
+    return None
+
+
+def kai_leaf_subgroup(lws: dict, worker_index: int) -> tuple[int | None, str] | str:
+    """KAI's answer for one pod of a segmented ``lws`` (:func:`kai_segment_size` not None):
+    ``(segment, leaf subgroup name)``, segment None for a leader excluded from segments, or the
+    string ``"error"`` when KAI's pod-grouper rejects the object.
+
+    A size <= 1, above ``size`` (R), or (LeaderExcluded) not dividing R-1 is an error. Segment of
+    worker w: the leader is in segment 0; when R-1 is a multiple of S the leader is an extra pod of
+    segment 0 and workers go to (w-1) div S; otherwise w div S. Leaf names: the leader is
+    ``leader``; under LeaderWorker the other pods of segment 0 are ``workers`` (both nested under
+    ``segment-0``); everyone else ``segment-<k>`` (under LeaderExcluded KAI shifts the pod's
+    position by the leader's extra subgroup, not its name).
+    """
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    group, size = lwt["size"], kai_segment_size(lws)
+    policy = (lwt.get("subGroupPolicy") or {}).get("subGroupPolicyType", LW)
+    if size == "error" or size <= 1 or size > group or (policy == LE and (group - 1) % size != 0):
+        return "error"
+    if worker_index == 0:
+        return (None if policy == LE else 0, "leader")
+    segment = (worker_index - 1) // size if (group - 1) % size == 0 else worker_index // size
+    if policy == LW and segment == 0:
+        return (0, "workers")
+    return (segment, f"segment-{segment}")
+
+
+# ----------------------------------------------------------------------------- the webhook
+
+def lws_pods(lws: dict) -> list[dict]:
+    """The pods of one group as the LWS controller creates them: template annotations plus
+    ``size`` (and, with ``subGroupSize``, ``subgroup-size`` and ``subgroup-policy-type``)."""
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    extra = {LWS_SIZE: str(lwt["size"])}
+    if (lwt.get("subGroupPolicy") or {}).get("subGroupSize") is not None:
+        extra[LWS_SUBGROUP_SIZE] = str(lwt["subGroupPolicy"]["subGroupSize"])
+        extra[LWS_POLICY_TYPE] = lwt["subGroupPolicy"].get("subGroupPolicyType", LW)
+    pods = []
+    for w in range(lwt["size"]):  # worker index 0 is the leader
+        template = lwt.get("leaderTemplate") if w == 0 and lwt.get("leaderTemplate") else lwt["workerTemplate"]
+        annotations = dict(template["metadata"].get("annotations") or {}, **extra)
+        pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": {
+            "name": f"l-0-{w}" if w else "l-0", "namespace": "default", "annotations": annotations,
+            "labels": {"leaderworkerset.sigs.k8s.io/name": "l", "leaderworkerset.sigs.k8s.io/group-index": "0",
+                       "leaderworkerset.sigs.k8s.io/worker-index": str(w)}}})
+    return pods
+
+
+def webhook_pod_answer(pod: dict) -> tuple[int | None, str | None]:
+    decision = review(make_request(pod), CATALOG, PLAIN)
+    assert decision.allowed and decision.warnings == [], (decision.message, decision.warnings)
+    labels = jsonpatch.apply_patch(pod, decision.patch)["metadata"].get("labels", {})
+    index = labels.get(INDEX)
+    return (int(index) if index is not None else None, labels.get(NAME))
+
+
+@st.composite
+def segmented_lws(draw):
+    group = draw(st.integers(1, 64))
+    sizes = st.integers(1, group + 1)
+    lwt = {"size": group,
+           "workerTemplate": {"metadata": {"annotations": {}}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}
+    root: dict = {}
+    where_topology = draw(st.sampled_from(["worker", "root"]))
+    (lwt["workerTemplate"]["metadata"]["annotations"] if where_topology == "worker" else root)[TOPO] = "cluster-topology"
+    if draw(st.booleans()):
+        lwt["workerTemplate"]["metadata"]["annotations"][SIZE] = str(draw(sizes))
+    if draw(st.booleans()):
+        root[SIZE] = str(draw(sizes))
+    if draw(st.booleans()):
+        lwt["subGroupPolicy"] = {"subGroupSize": draw(sizes)}
+        policy = draw(st.sampled_from([None, LW, LE]))
+        if policy is not None:
+            lwt["subGroupPolicy"]["subGroupPolicyType"] = policy
+    if draw(st.booleans()):
+        lwt["leaderTemplate"] = {"metadata": {}, "spec": {"containers": [{"name": "l", "image": "i"}]}}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "l", "namespace": "default", "annotations": root}, "spec": {"leaderWorkerTemplate": lwt}}
+
+
+def expected_denials(lws: dict) -> set[str]:
+    """The rules the resolved size breaks (DESIGN.md §3, §5), from the object as written."""
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    group = lwt["size"]
+    sgp = lwt.get("subGroupPolicy") or {}
+    excluded = sgp.get("subGroupPolicyType") == LE
+    worker_size = lwt["workerTemplate"]["metadata"]["annotations"].get(SIZE)
+    root_size = lws["metadata"]["annotations"].get(SIZE)
+    raw = worker_size or root_size or sgp.get("subGroupSize")
+    if raw is None:
+        return set()
+    size = int(raw)
+    pods = group - 1 if excluded else group
+    if size <= 1:
+        return {"segment-size-too-small"}
+    if size > pods:
+        return {"segment-size-exceeds-replicas"}
+    if excluded and (group - 1) % size:
+        return {"lws-leader-excluded-divisibility"}
+    if not excluded and "subGroupSize" in sgp and group % size and (group - 1) % size:
+        return {"lws-subgroup-size-divisibility"}
+    return set()
+
+
+@settings(max_examples=400, deadline=None)
+@given(segmented_lws())
+def test_lws_kai_and_the_webhook_give_every_pod_the_same_segment(lws):
+    decision = review(make_request(lws), CATALOG, PLAIN)
+    expected = expected_denials(lws)
+    if not decision.allowed:
+        assert {v.rule for v in decision.violations} == expected
+        assert all(f"(rule {rule})" in decision.message for rule in expected)
+        return
+    assert expected == set()
+    admitted = jsonpatch.apply_patch(lws, decision.patch)
+    kai_segments = kai_segment_size(admitted) is not None
+    for w, pod in enumerate(lws_pods(admitted)):
+        webhook = webhook_pod_answer(pod)
+        lws_index = lws_subgroup_index(pod["metadata"]["annotations"], w)
+        if not kai_segments:  # no size anywhere: nobody segments, the webhook labels nothing
+            assert webhook == (None, None) and lws_index is None, (w, webhook, lws_index)
+            continue
+        kai = kai_leaf_subgroup(admitted, w)
+        assert kai != "error", "KAI's pod-grouper would reject the admitted object"
+        assert webhook == kai, (w, webhook, kai)
+        if lws_index is not None:
+            assert lws_index == webhook[0], (w, lws_index, webhook)
+
+
+# ----------------------------------------------------------------------------- opt-in
+
+other_keys = st.sampled_from(["team", "example.com/owner", "leaderworkerset.sigs.k8s.io/exclusive-topology",
+                              "app.kubernetes.io/name", "prometheus.io/scrape"])
+values = st.one_of(st.sampled_from(["", "1", "4", "x", "cloud.provider.com/topology-rack"]), st.text(max_size=6))
+annotation_maps = st.one_of(st.none(), st.dictionaries(other_keys, values, max_size=3))
+numbers = st.one_of(st.none(), st.integers(-2, 70), st.sampled_from(["4", "x", 2.5]))
+
+
+def _template(draw):
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from([None, "oops", {}]))
+    return {"metadata": {"annotations": draw(annotation_maps)}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+@st.composite
+def foreign_pytorchjobs(draw):
+    specs = {"Worker": {"replicas": draw(numbers), "template": _template(draw)}}
+    if draw(st.booleans()):
+        specs["Master"] = {"replicas": 1, "template": _template(draw)}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "j", "annotations": draw(annotation_maps)}, "spec": {"pytorchReplicaSpecs": specs}}
+
+
+@st.composite
+def foreign_lws(draw):
+    lwt = {"size": draw(numbers), "workerTemplate": _template(draw)}
+    if draw(st.booleans()):
+        lwt["leaderTemplate"] = _template(draw)
+    if draw(st.booleans()):
+        lwt["subGroupPolicy"] = {"subGroupSize": draw(numbers),
+                                 "subGroupPolicyType": draw(st.sampled_from([LW, LE, "x", None]))}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "l", "annotations": draw(annotation_maps)}, "spec": {"leaderWorkerTemplate": lwt}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(obj=st.one_of(foreign_pytorchjobs(), foreign_lws()), old=st.one_of(st.none(), foreign_pytorchjobs(), foreign_lws()),
+       platform=st.booleans())
+def test_objects_without_kai_keys_are_never_denied_patched_or_warned(obj, old, platform):
+    settings_ = AdmissionSettings(platform_users=frozenset({"kubectl-user"}) if platform else frozenset(),
+                                  default_topology="cluster-topology")
+    if old is not None and old["kind"] != obj["kind"]:
+        old = None
+    request = make_request(obj, "UPDATE" if old is not None else "CREATE", old=old)
+    decision = review(request, CATALOG, settings_)
+    assert (decision.allowed, decision.patch, decision.warnings) == (True, [], [])
+    assert not any(key.startswith("kai.") for key in str(obj).split("'"))  # the generator made none
