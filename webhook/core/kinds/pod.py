@@ -3,6 +3,9 @@
 Inputs come from the pod alone (its labels and annotations, copied from the PodTemplateSpec the
 workload handler patched, plus the labels the training-operator / LWS controller set):
 
+* only pods that carry ``kai.scheduler/topology`` are the webhook's (DESIGN.md §5: "Opt-in", and
+  "Segments without a topology", which KAI ignores); others get an empty patch (a warning when
+  they carry a segment size);
 * segment size S: annotation ``kai.scheduler/segment-size``, else LWS's
   ``leaderworkerset.sigs.k8s.io/subgroup-size``; a pod with neither gets an empty patch;
 * LWS pods (label ``leaderworkerset.sigs.k8s.io/worker-index`` or ``.../name`` present): worker
@@ -12,8 +15,10 @@ workload handler patched, plus the labels the training-operator / LWS controller
 * other pods (PyTorchJob and native): ``training.kubeflow.org/replica-type`` (``worker`` /
   ``master``, case-insensitive) and ``training.kubeflow.org/replica-index``.
 
-Written labels: ``kai.scheduler/segment-index`` and ``kai.scheduler/subgroup-name`` (``master``
-/ ``worker-<k>``; LWS ``segment-<k>`` or ``leader``). A pod whose inputs are missing or garbled
+Written labels: ``kai.scheduler/segment-index`` and ``kai.scheduler/subgroup-name``, the leaf
+subgroup KAI's pod-grouper assigns (DESIGN.md §2): ``master`` / ``worker-<k>``; LWS ``leader``,
+``workers`` (the other pods of segment 0 under LeaderWorker) or ``segment-<k>``.
+:func:`build_pod_patch` builds the patch (one place to hook further pod changes into). A pod whose inputs are missing or garbled
 gets no segment label and a warning, never a denial (pods are created by controllers; a denial
 would stall them). Master pods of a segmented workload inherit ``kai.scheduler/subgroup-name:
 master`` from their PodTemplateSpec, which the workload handler labels (``_workload.Plan.master``);
