@@ -260,3 +260,13 @@ def test_leader_worker_subgroup_names_are_leader_workers_then_segments():
 def test_leader_excluded_subgroup_names_are_leader_then_segments():
     assert [lws_pod_labels(w, 5, 2, "LeaderExcluded") for w in range(5)] == [
         "leader", "segment-0", "segment-0", "segment-1", "segment-1"]
+
+
+def test_many_unknown_kai_keys_are_summarised_not_warned_one_by_one(example_catalog):
+    obj = tp4()
+    obj["metadata"]["annotations"] = {f"kai.scheduler/x-{i}": "v" for i in range(50)}
+    decision = run(obj, example_catalog)
+    assert decision.warnings == ["unknown key kai.scheduler/x-0 ignored: KAI does not read it",
+                                 "unknown key kai.scheduler/x-1 ignored: KAI does not read it",
+                                 "unknown key kai.scheduler/x-2 ignored: KAI does not read it",
+                                 "47 more unknown kai.scheduler/ keys in metadata.annotations ignored"]

@@ -349,6 +349,7 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
     from webhook.core.messages import key_field
 
     ok = True
+    unknown = []
     for key, value in annotations.items():
         resembled = resembled_placement_key(key)
         if resembled is not None:
@@ -357,8 +358,16 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
                     f"rename the key to {resembled}")
             ok = False
         elif key.startswith(keys.KAI_PREFIX) and key not in keys.KAI_KEYS and key not in keys.WEBHOOK_KEYS:
-            decision.warn(f"unknown key {key} ignored: KAI does not read it")
+            unknown.append(key)
+    for key in unknown[:_MOST_UNKNOWN_WARNINGS]:
+        decision.warn(f"unknown key {key} ignored: KAI does not read it")
+    if len(unknown) > _MOST_UNKNOWN_WARNINGS:
+        decision.warn(f"{len(unknown) - _MOST_UNKNOWN_WARNINGS} more unknown kai.scheduler/ keys in {map_field} ignored")
     return ok
+
+
+#: Unknown-key warnings per annotation map; the rest are counted in one warning.
+_MOST_UNKNOWN_WARNINGS = 3
 
 
 @rule("immutable-field", "DESIGN.md §5", "UPDATE changes a segment input of a running workload")

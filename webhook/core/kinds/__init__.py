@@ -27,6 +27,16 @@ HANDLERS: dict[tuple[str, str], Handler] = {
 }
 
 
+def handles(group: str, kind: str) -> bool:
+    """True when the webhook has a handler for ``(group, kind)`` (core group "")."""
+    return (group, kind) in HANDLERS
+
+
+def handled_kinds() -> list[str]:
+    """The kinds the webhook handles, for messages: ``["PyTorchJob (kubeflow.org)", …, "Pod"]``."""
+    return [f"{kind} ({group})" if group else kind for group, kind in HANDLERS]
+
+
 def group_kind(request: Mapping[str, Any]) -> tuple[str, str]:
     """(group, kind) of an AdmissionReview ``request``: from ``request.kind`` ({group, version,
     kind}, group "" for the core API), else from the object's (or oldObject's) ``apiVersion``
