@@ -16,7 +16,8 @@ from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, 
 from webhook.core.decision import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.rules import RULES
-from webhook.core.topology import StaticTopologyCatalog, Topology, load_topology_files
+from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.manifests import load_topology_files
 
 PLAIN = AdmissionSettings()
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"

@@ -25,7 +25,7 @@ WL_PREF = "kai.scheduler/topology-preferred-placement"
 POLICY = "kai.scheduler/segment-leader-policy"
 RACK = "cloud.provider.com/topology-rack"
 HOST = "kubernetes.io/hostname"
-DENIAL_PREFIX = 'admission webhook "segment-webhook.segments.dev" denied the request: '
+DENIAL_PREFIX = 'admission webhook "workloads.segment-webhook.segments.dev" denied the request: '
 
 
 def run(capsys, *argv):
@@ -268,3 +268,70 @@ def test_topology_file_number_over_4300_digits_exit_2(tmp_path, capsys):
     assert main(["review", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--topology-file", str(topo)]) == 2
     assert capsys.readouterr().err == (
         f"segment-webhook review: error: --topology-file: {topo}: a number has more than 4300 digits\n")
+
+
+# ------------------------------------------------------------------ issue 7, item 7: CLI papercuts
+
+def test_review_piped_into_head_stops_quietly(tmp_path):
+    items = [load_example("pytorchjob-tp4.yaml") for _ in range(200)]
+    path = write(tmp_path, "list.yaml", {"apiVersion": "v1", "kind": "List", "items": items})
+    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "review", "-f", path],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert first == b"{\n"
+    assert proc.wait(timeout=120) == 141  # 128 + SIGPIPE, as a shell reports a Unix tool killed by it
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_denials_name_the_webhooks_deploy_registers(tmp_path, capsys):
+    deployed = [w["name"] for doc in yaml.safe_load_all((Path(__file__).resolve().parents[1] / "deploy" / "base" /
+                                                         "webhooks.yaml").read_text())
+                if doc and doc.get("kind") == "MutatingWebhookConfiguration" for w in doc["webhooks"]]
+    assert deployed == ["workloads.segment-webhook.segments.dev", "pods.segment-webhook.segments.dev"]
+    job = load_example("pytorchjob-tp4.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG] = "4x"
+    _, _, err = run(capsys, "-f", write(tmp_path, "job.yaml", job))
+    assert 'admission webhook "workloads.segment-webhook.segments.dev" denied the request: ' in err
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": {SEG: 4}}}
+    _, _, err = run(capsys, "-f", write(tmp_path, "pod.yaml", pod))
+    assert 'Error from server (BadRequest): error when creating' in err
+    assert 'admission webhook "pods.segment-webhook.segments.dev" denied the request: ' in err
+
+
+def test_a_kind_the_webhook_does_not_handle_gets_a_note(tmp_path, capsys):
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}}
+    code, _, err = run(capsys, "-f", write(tmp_path, "d.yaml", deployment))
+    assert code == 0
+    assert err == ("segment-webhook review: note: apps/v1 Deployment is not a kind the webhook handles "
+                   "(PyTorchJob (kubeflow.org), LeaderWorkerSet (leaderworkerset.x-k8s.io), DistributedWorkload "
+                   "(segments.dev), Pod); the deployed webhook never sees it, so it is allowed unchanged\n")
+
+
+def test_yaml_with_a_tab_gets_a_fix(tmp_path, capsys):
+    code, _, err = run(capsys, "-f", write(tmp_path, "tab.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n"))
+    assert code == 2
+    assert err.endswith("fix: line 4 has a tab character; YAML indentation must use spaces, "
+                        "so replace the tab with spaces\n")
+
+
+def test_bind_outside_the_port_range_says_the_range(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--bind", "127.0.0.1:99999"])
+    assert exit_info.value.code == 2
+    assert ("argument --bind: '127.0.0.1:99999': port 99999 is outside the TCP port range 1-65535"
+            in capsys.readouterr().err)
+
+
+def test_admission_review_without_api_version_says_missing_not_none():
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.topology import default_catalog
+    from webhook.http import envelope
+
+    outcome = envelope.handle({"kind": "AdmissionReview", "request": {"uid": "u"}}, default_catalog(), AdmissionSettings())
+    assert outcome.message.startswith("malformed AdmissionReview: apiVersion is missing; this webhook speaks")
+    outcome = envelope.handle({"apiVersion": None, "kind": "AdmissionReview", "request": {"uid": "u"}},
+                              default_catalog(), AdmissionSettings())
+    assert outcome.message.startswith("malformed AdmissionReview: apiVersion is null; ")

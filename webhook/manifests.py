@@ -72,11 +72,25 @@ def parse_documents(text: str, source: str) -> list[Any]:
                 pass  # e.g. a YAML flow mapping ``{a: 1}`` or a stream: read it as YAML
         return list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
-        raise ManifestError(source, f"not valid YAML or JSON: {exc}") from None
+        raise ManifestError(source, f"not valid YAML or JSON: {exc}{_tab_fix(text, exc)}") from None
     except RecursionError:
         raise ManifestError(source, "nested too deeply to be a Kubernetes object") from None
     except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
         raise ManifestError(source, "a number has more than 4300 digits") from None
+
+
+def _tab_fix(text: str, exc: yaml.YAMLError) -> str:
+    """A fix for the commonest YAML mistake PyYAML words obscurely: a tab where YAML allows only
+    spaces (YAML 1.1/1.2 forbid tabs in indentation). Empty when the error is not at a tab."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return ""
+    lines = text.splitlines()
+    line = lines[mark.line] if 0 <= mark.line < len(lines) else ""
+    if "\t" not in line[: mark.column + 1]:
+        return ""
+    return (f"\nfix: line {mark.line + 1} has a tab character; YAML indentation must use spaces, "
+            "so replace the tab with spaces")
 
 
 def deeper_than(value: Any, limit: int) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import sys
 
 from webhook import __version__
 
@@ -21,6 +23,11 @@ COMMAND_MODULES = (
     "webhook.cli.place",        # place
     "webhook.cli.gen_cluster",  # gen-cluster
 )
+
+
+#: Exit status when stdout's reader closes early: 128 + SIGPIPE, what a shell reports for a Unix
+#: tool killed by SIGPIPE.
+BROKEN_PIPE_EXIT = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,4 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # The reader went away (``review -f list.yaml | head -5``): stop quietly, as Unix tools do
+        # on SIGPIPE, and point stdout at /dev/null so the interpreter's final flush is silent.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_EXIT

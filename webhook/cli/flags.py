@@ -151,8 +151,11 @@ def topology_name(text: str) -> str:
 def bind_address(text: str) -> str:
     """An argparse ``type``: ``HOST:PORT`` with a port 1..65535 (IPv6 as ``[::]:8443``)."""
     host, sep, port = str(text).rpartition(":")
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not sep or not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. 0.0.0.0:8443, 127.0.0.1:9443, [::]:8443)")
+    if not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: port {int(port)} is outside the TCP port range 1-65535 "
+                                         "(e.g. 0.0.0.0:8443)")
     return text
 
 

@@ -4,13 +4,14 @@ Builds the AdmissionReview v1 that kube-apiserver would send for ``kubectl creat
 (or a replace, with ``--operation UPDATE --old OLD``) and answers it through
 ``webhook.http.envelope.handle``, the code path of ``POST /mutate``.
 
-Request fields (decisions where kube-apiserver's exact values do not matter to the webhook):
-``uid`` a random UUID; ``kind``/``resource`` from ``apiVersion``/``kind`` (resource = lower-case
-kind + ``s``, right for Pod, PyTorchJob, LeaderWorkerSet, DistributedWorkload);
-``namespace`` = ``metadata.namespace`` or ``default``; ``userInfo.username`` = ``--user``
-(default ``kubectl-user``, not a platform identity, so automatic segment placement does not
-apply unless it matches ``--platform-user``); ``userInfo.groups`` = ``--group`` values plus
-``system:authenticated`` (kube-apiserver adds it to every authenticated user).
+The request is built by :func:`webhook.core.admission.build_review`, the project's one request
+builder (its docstring lists the fields). ``userInfo.username`` = ``--user`` (default
+``kubectl-user``, not a platform identity, so automatic segment placement does not apply unless
+it matches ``--platform-user``); ``userInfo.groups`` = ``--group`` values plus
+``system:authenticated``. Denials name the webhook as deploy/ registers it
+(``workloads.segment-webhook.segments.dev`` for workloads, ``pods.segment-webhook.segments.dev``
+for pods); a kind the webhook does not handle gets a note on stderr (the deployed webhook never
+sees it).
 
 Output: ``-o json`` (default) prints the AdmissionReview v1 response (a ``kind: List`` of them
 for a multi-document manifest); ``-o yaml`` prints the object(s) with the patch applied
@@ -23,8 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import uuid
-from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -32,9 +31,11 @@ import yaml
 from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
 from webhook.manifests import ManifestError, deeper_than, load_objects
 
-WEBHOOK_NAME = "segment-webhook.segments.dev"
-DEFAULT_USER = "kubectl-user"
-AUTHENTICATED_GROUP = "system:authenticated"
+from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind
+
+#: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
+WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
+PODS_WEBHOOK = "pods.segment-webhook.segments.dev"
 
 #: Deepest nesting of a reviewed object: PyYAML's pure-Python loader, which ``review`` used
 #: before the libyaml reader, stopped at about 450 levels; real objects nest about 20.
@@ -61,50 +62,30 @@ def read_objects(path: str) -> list[dict]:
     return objects
 
 
-def build_review(
-    obj: Mapping,
-    *,
-    operation: str = "CREATE",
-    old: Mapping | None = None,
-    user: str = DEFAULT_USER,
-    groups: list[str] | None = None,
-) -> dict:
-    """The AdmissionReview v1 request kube-apiserver would send for ``obj`` (see module doc).
-
-    ``operation``: ``CREATE`` or ``UPDATE`` (``old`` is then ``request.oldObject``).
-    Returns the whole AdmissionReview document (a dict).
-    """
-    api_version = str(obj.get("apiVersion", ""))
-    group, _, version = api_version.rpartition("/")
-    kind = str(obj.get("kind", ""))
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    namespace = meta.get("namespace") or "default"
-    request: dict[str, Any] = {
-        "uid": str(uuid.uuid4()),
-        "kind": {"group": group, "version": version, "kind": kind},
-        "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-        "requestKind": {"group": group, "version": version, "kind": kind},
-        "requestResource": {"group": group, "version": version, "resource": kind.lower() + "s"},
-        "namespace": namespace,
-        "operation": operation,
-        "userInfo": {"username": user, "groups": list(groups or []) + [AUTHENTICATED_GROUP]},
-        "object": dict(obj),
-        "oldObject": dict(old) if old is not None else None,
-        "dryRun": False,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions" if operation == "CREATE" else "UpdateOptions"},
-    }
-    if isinstance(meta.get("name"), str):
-        request["name"] = meta["name"]
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+def webhook_name(kind: str) -> str:
+    """The deployed webhook that reviews ``kind``: pods, or workloads."""
+    return PODS_WEBHOOK if kind == "Pod" else WORKLOADS_WEBHOOK
 
 
-def denial_line(path: str, operation: str, code: int, message: str) -> str:
+def denial_line(path: str, operation: str, code: int, message: str, kind: str = "") -> str:
     """kubectl's rendering of a webhook denial, e.g. ``Error from server (Forbidden): error when
-    creating "job.yaml": admission webhook "segment-webhook.segments.dev" denied the request: ...``."""
+    creating "job.yaml": admission webhook "workloads.segment-webhook.segments.dev" denied the
+    request: ...``."""
     reason = _REASONS.get(code, "Forbidden")
     verb = _VERBS.get(operation, "creating")
     return (f'Error from server ({reason}): error when {verb} "{path}": admission webhook '
-            f'"{WEBHOOK_NAME}" denied the request: {message}')
+            f'"{webhook_name(kind)}" denied the request: {message}')
+
+
+def unhandled_kind_note(obj: dict) -> str | None:
+    """A note for an object whose kind the webhook does not handle (``None`` when it does)."""
+    from webhook.core.kinds import handled_kinds, handles
+
+    gvk = group_version_kind(obj)
+    if handles(gvk["group"], gvk["kind"]):
+        return None
+    return (f"{obj.get('apiVersion')} {gvk['kind']} is not a kind the webhook handles ({', '.join(handled_kinds())}); "
+            "the deployed webhook never sees it, so it is allowed unchanged")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +119,9 @@ def run(args: argparse.Namespace) -> int:
     responses, results, status = [], [], 0
     for i, obj in enumerate(objects):
         old = old_objects[i] if old_objects else None
+        note = unhandled_kind_note(obj)
+        if note is not None:
+            print(f"segment-webhook review: note: {note}", file=sys.stderr)
         review = build_review(obj, operation=args.operation, old=old, user=args.user, groups=args.group)
         outcome = envelope.handle(review, catalog, settings, mutate=True)
         response = outcome.body.get("response", {})
@@ -147,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
         if not outcome.allowed:
             status = 1
             code = int(response.get("status", {}).get("code", 403))
-            print(denial_line(args.filename, args.operation, code, outcome.message), file=sys.stderr)
+            print(denial_line(args.filename, args.operation, code, outcome.message, str(obj.get("kind"))), file=sys.stderr)
             continue
         try:
             results.append(jsonpatch.apply_patch(obj, envelope.decode_patch(outcome.body)))

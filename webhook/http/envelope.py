@@ -166,10 +166,10 @@ def parse_review(body: Any) -> dict:
         return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
 
     if body.get("apiVersion") != ADMISSION_API_VERSION:
-        raise bad("apiVersion", f"is {body.get('apiVersion')!r}; this webhook speaks {ADMISSION_API_VERSION!r} only "
+        raise bad("apiVersion", f"{_is_value(body, 'apiVersion')}; this webhook speaks {ADMISSION_API_VERSION!r} only "
                                 "(set admissionReviewVersions: [\"v1\"] in the webhook configuration)")
     if body.get("kind") != ADMISSION_KIND:
-        raise bad("kind", f"is {body.get('kind')!r}, expected {ADMISSION_KIND!r}")
+        raise bad("kind", f"{_is_value(body, 'kind')}, expected {ADMISSION_KIND!r}")
     gvk = request.get("kind")
     if not isinstance(gvk, Mapping):
         raise bad("request.kind", "must be an object {group, version, kind}")
@@ -180,7 +180,7 @@ def parse_review(body: Any) -> dict:
         raise bad("request.kind.group", "must be a string")
     operation = request.get("operation")
     if operation not in OPERATIONS:
-        raise bad("request.operation", f"is {operation!r}; expected one of {', '.join(OPERATIONS)}")
+        raise bad("request.operation", f"{_is_value(request, 'operation')}; expected one of {', '.join(OPERATIONS)}")
     if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), Mapping):
         raise bad("request.object", f"must be an object for {operation}, got {_json_type(request.get('object'))}")
     if operation == "UPDATE" and not isinstance(request.get("oldObject"), Mapping):
@@ -198,6 +198,13 @@ def parse_review(body: Any) -> dict:
         if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
             raise bad("request.userInfo.groups", "must be a list of strings")
     return dict(request)
+
+
+def _is_value(parent: Mapping, key: str) -> str:
+    """``is missing`` / ``is null`` / ``is "v1beta1"`` (JSON), never Python's ``None``."""
+    if key not in parent:
+        return "is missing"
+    return "is " + json.dumps(parent[key], ensure_ascii=False)[:60]
 
 
 def _json_type(value: Any) -> str:
