@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 import jsonpatch
-from conftest import POLICY, SIZE, TOPO, make_request
+from conftest import SIZE, TOPO, make_request
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -25,7 +25,8 @@ class AdmissionSettings:
 class Violation:
     """One broken rule of one object.
 
-    ``rule``: stable identifier used in metrics and logs (e.g. ``segment-size-not-integer``).
+    ``rule``: stable identifier used in metrics and logs (e.g. ``segment-size-not-integer``), one
+    of the ids of :data:`webhook.core.rules.RULES`.
     ``field``: the field path, e.g.
     ``spec.pytorchReplicaSpecs.Worker.template.metadata.annotations[kai.scheduler/segment-size]``.
     ``message``: one sentence naming the field, the value, the rule and the fix.

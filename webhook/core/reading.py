@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Mapping
-from typing import Any
 
 from webhook.core.decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field
