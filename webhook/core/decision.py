@@ -13,12 +13,14 @@ class AdmissionSettings:
 
     ``platform_users`` / ``platform_groups``: identities from ``request.userInfo`` whose
     PyTorchJobs get automatic segment placement. ``default_topology``: topology name used when
-    automatic mode applies and the manifest names none.
+    automatic mode applies and the manifest names none. ``gate_pods``: ``serve --gate-pods``
+    (DESIGN.md §9): gate gang pods at CREATE and write the gang facts on workload templates.
     """
 
     platform_users: frozenset[str] = frozenset()
     platform_groups: frozenset[str] = frozenset()
     default_topology: str | None = None
+    gate_pods: bool = False
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.core import keys
+from webhook.core import gating, keys
 from webhook.core.automatic import Defaults, update_defaults
 from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
 from webhook.core.decision import AdmissionSettings, Decision
@@ -58,6 +58,9 @@ class Plan:
     templates: list[AnnotationMap] = field(default_factory=list)
     always_ours: bool = False
     overwritten_inputs: frozenset[str] = frozenset()
+    #: pods per gang and further templates of the gang (LWS leader), for ``--gate-pods`` (§9)
+    gang_size: int | None = None
+    gang_templates: list[AnnotationMap] = field(default_factory=list)
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map."""
@@ -146,11 +149,24 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     return out
 
 
-def build_patch(obj: Mapping[str, Any], plan: Plan) -> list[dict]:
-    """The RFC 6902 patch of one admitted workload: :func:`template_entries` and the spec fields
-    of ``plan.resolution.spec_updates`` (LWS ``subGroupSize``)."""
+def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+    """``--gate-pods`` (DESIGN.md §9): the gang facts (:func:`webhook.core.gating.gang_template_annotations`)
+    on every template of the gang, when the workload is segmented or has a workload placement level."""
+    res = plan.resolution
+    required = res.wl_required.value if res.wl_required else None
+    preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
+    if not plan.gang_size or not (res.segmented or required or preferred):
+        return []
+    wanted = gating.gang_template_annotations(plan.gang_size, res.topology_name, required, preferred)
+    return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
+
+
+def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) -> list[dict]:
+    """The RFC 6902 patch of one admitted workload: :func:`template_entries` (and ``extra``
+    entries of the same shape) and the spec fields of ``plan.resolution.spec_updates`` (LWS
+    ``subGroupSize``)."""
     builder = PatchBuilder(obj)
-    for container, map_name, entries in template_entries(plan):
+    for container, map_name, entries in [*template_entries(plan), *extra]:
         builder.set_entries(container, map_name, entries)
     for parts, value in plan.resolution.spec_updates:
         builder.set_value(parts, value)
@@ -209,7 +225,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         _check_immutable(kind, plan, old_plan, decision)
         _check_inputs(kind, plan, old_plan, decision)
     if decision.allowed and mutate:
-        decision.patch = build_patch(obj, plan)
+        gang = gang_entries(plan) if settings.gate_pods and operation == "CREATE" else []  # §9
+        decision.patch = build_patch(obj, plan, gang)
     return decision
 
 

@@ -85,8 +85,9 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size_wins=True,
         automatic=automatic.applies(KIND, request, settings, defaults, supported=supported),
     )
+    gang = workers + (master is not None) if isinstance(workers, int) else None  # gang size, §9
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master,
-                always_ours=True)
+                always_ours=True, gang_size=gang)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:

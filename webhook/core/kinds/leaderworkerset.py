@@ -165,7 +165,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         if current is not None and current != policy:
             decision.warn(f"{keys.SEGMENT_LEADER_POLICY}={quote(current)} replaced by subGroupPolicyType {policy}")
     plan = Plan(resolution=res, root=root, worker=worker, overwritten_inputs=overwritten,
-                templates=[leader] if leader is not None else [])
+                templates=[leader] if leader is not None else [],
+                gang_size=group_size, gang_templates=[leader] if leader is not None else [])  # one gang per group, §9
     if leader is not None:
         wanted = _leader_plan(leader, res, policy, decision)
         if wanted:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import keys
+from webhook.core import gating, keys
 from webhook.core.messages import UNSET, quote
 from webhook.core.reading import INT32_MAX, read_string_map
 from webhook.core.rules import malformed
@@ -144,10 +144,15 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if labels is None or annotations is None:
         return decision
     wanted, warnings = segment_labels(labels, annotations)
+    gate_ops: list[dict] = []
+    if settings.gate_pods:  # DESIGN.md §9
+        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
+        gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted)
+        warnings = warnings + gate_warnings
     for text in warnings:
         decision.warn(text)
-    if wanted and mutate:
-        decision.patch = build_pod_patch(pod, wanted)
+    if (wanted or gate_ops) and mutate:
+        decision.patch = build_pod_patch(pod, wanted) + gate_ops
     return decision
 
 

@@ -93,8 +93,10 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             other, _ = _template_annotations(specs, rkey, Decision(kind=KIND), worker=False)
             if other is not None:
                 others.append(other)
+    masters = specs[mkey].get("replicas", 1) if mkey is not None else 0  # gang size, §9
+    gang = replicas + masters if isinstance(replicas, int) and type(masters) is int and masters >= 0 else None
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
-                suspended=suspended, master=master, templates=others)
+                suspended=suspended, master=master, templates=others, gang_size=gang)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:

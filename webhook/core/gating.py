@@ -1,0 +1,168 @@
+"""Scheduling gate at pod CREATE and the gang facts every pod carries (DESIGN.md §9).
+
+With ``serve --gate-pods`` (``AdmissionSettings.gate_pods``):
+
+* **Workload CREATE** writes, on every PodTemplateSpec of the gang (PyTorchJob Master + Worker,
+  LWS leader + worker, native master + worker), the annotation ``segments.dev/gang-size`` (the
+  number of pods of one gang: PyTorchJob Master + Worker replicas; LWS ``size``, one gang per
+  group; native master + workers) and the workload's own placement (the resolved topology name
+  and workload required / preferred levels) under ``segments.dev/`` keys. They are this project's
+  keys, not KAI's: the workload-level ``kai.scheduler/*`` keys belong on the workload root, and a
+  copy of them on a template would be read back as a misplaced user key. The controller reads a
+  gang from its pods alone, so every pod must carry these facts.
+* **Pod CREATE** appends ``{name: segments.dev/placement}`` to ``spec.schedulingGates`` of a pod
+  that the webhook segments or that carries a gang key of this module (gates can only be added at
+  CREATE, KEP-3838), when the pod's gang can be known: a gang key (:func:`gang_key`) and a gang
+  size (:func:`gang_size`). A pod whose gang cannot be known is NOT gated (nothing could ever
+  release it) and gets a warning instead. Adding the gate is idempotent.
+
+Gang key (DESIGN.md §9): ``<namespace>/<training.kubeflow.org/job-name>`` (PyTorchJob, native),
+``<namespace>/<leaderworkerset.sigs.k8s.io/name>/<group-index>`` (LWS, one gang per group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from webhook.core import keys
+from webhook.core.patching import PatchBuilder, pointer
+
+#: The scheduling gate the webhook adds and the controller removes (DESIGN.md §9).
+GATE = "segments.dev/placement"
+#: Pod template / pod annotation: number of pods of the pod's gang.
+GANG_SIZE = "segments.dev/gang-size"
+#: Pod template / pod annotations: the workload's topology name and workload-level levels.
+GANG_TOPOLOGY = "segments.dev/topology"
+GANG_REQUIRED = "segments.dev/topology-required-placement"
+GANG_PREFERRED = "segments.dev/topology-preferred-placement"
+#: Every annotation this module writes on templates; a pod carrying one belongs to a gang.
+GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED)
+#: The node label the controller pins a released pod to (``spec.nodeSelector``).
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def gang_template_annotations(size: int, topology: str | None, required: str | None,
+                              preferred: str | None) -> dict[str, str]:
+    """The annotations written on each PodTemplateSpec of a gang at workload CREATE.
+
+    ``size``: pods per gang (>= 1); ``topology`` / ``required`` / ``preferred``: the workload's
+    resolved topology name and workload required / preferred level, or ``None``. Returns
+    ``{"segments.dev/gang-size": "<size>", ...}`` with only the keys that have a value.
+    """
+    out = {GANG_SIZE: str(size)}
+    for key, value in ((GANG_TOPOLOGY, topology), (GANG_REQUIRED, required), (GANG_PREFERRED, preferred)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def write_gang(builder: PatchBuilder, containers: Sequence[Sequence[str]], annotations: Mapping[str, str]) -> None:
+    """Add ``annotations`` to every PodTemplateSpec at ``containers`` (path parts, e.g.
+    ``("spec", "pytorchReplicaSpecs", "Worker", "template")``) through ``builder``."""
+    for container in containers:
+        builder.set_entries(container, "annotations", annotations)
+
+
+def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
+    """The gang a pod belongs to (DESIGN.md §9), from its own labels, or ``None``.
+
+    ``"<namespace>/<job-name>"`` for a pod labelled ``training.kubeflow.org/job-name``;
+    ``"<namespace>/<lws-name>/<group-index>"`` for an LWS pod (``leaderworkerset.sigs.k8s.io/name``
+    and ``group-index``). An LWS pod without a group index has no gang (``None``).
+    """
+    lws = labels.get(keys.LWS_NAME)
+    if lws:
+        group = labels.get(keys.LWS_GROUP_INDEX)
+        return f"{namespace}/{lws}/{group}" if group and group.isdigit() else None
+    job = labels.get(keys.KF_JOB_NAME)
+    return f"{namespace}/{job}" if job else None
+
+
+def gang_size(annotations: Mapping[str, str]) -> int | None:
+    """Pods in the pod's gang: ``segments.dev/gang-size``, else LWS's own pod annotation
+    ``leaderworkerset.sigs.k8s.io/size`` (one gang per LWS group); ``None`` when neither is a
+    plain decimal integer >= 1."""
+    for key in (GANG_SIZE, keys.LWS_SIZE):
+        raw = annotations.get(key)
+        if isinstance(raw, str) and raw.isdigit() and raw.isascii() and len(raw) <= 10 and int(raw) >= 1:
+            return int(raw)
+    return None
+
+
+def wants_gate(labels: Mapping[str, str], annotations: Mapping[str, str], segment_labels: Mapping[str, str]) -> bool:
+    """True when a pod is the webhook's to gate: it gets (or has) a segment index, or it carries a
+    gang annotation of this module (written from a workload the webhook placed)."""
+    return (keys.SEGMENT_INDEX in segment_labels or keys.SEGMENT_INDEX in labels
+            or any(k in annotations for k in GANG_KEYS))
+
+
+def gate_operations(pod: Mapping[str, Any]) -> list[dict]:
+    """RFC 6902 operations that add the gate to ``pod.spec.schedulingGates`` (append; the list is
+    created when absent). Empty when the gate is already there or ``spec`` is not an object."""
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    gates = spec.get("schedulingGates")
+    if isinstance(gates, list):
+        if any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates):
+            return []
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
+    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
+
+
+def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str],
+             segment_labels: Mapping[str, str]) -> tuple[list[dict], list[str]]:
+    """The pod CREATE hook: ``(operations, warnings)``.
+
+    ``pod``: the admitted Pod object; ``namespace``: the request's namespace (a pod's own
+    ``metadata.namespace`` may be empty at CREATE); ``labels`` / ``annotations``: its maps;
+    ``segment_labels``: the labels the pod handler adds. Operations gate the pod
+    (:func:`gate_operations`) when :func:`wants_gate` and its gang is known; a pod the webhook
+    would gate but whose gang key or size is unknown gets a warning and no gate.
+    """
+    if not wants_gate(labels, annotations, segment_labels):
+        return [], []
+    if gang_key(namespace, labels) is None:
+        return [], [f"not gated: no gang key (label {keys.KF_JOB_NAME}, or {keys.LWS_NAME} + group-index)"]
+    if gang_size(annotations) is None:
+        return [], [f"not gated: no {GANG_SIZE} (workload created before --gate-pods?)"]
+    return gate_operations(pod), []
+
+
+def is_gated(pod: Mapping[str, Any]) -> bool:
+    """True when ``pod.spec.schedulingGates`` holds the webhook's gate."""
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
+
+
+def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
+    """The ONE patch that releases a gated pod to ``node`` (DESIGN.md §9, KEP-3838).
+
+    A ``test`` of the gate's position (so a gate list that changed meanwhile fails the patch
+    instead of removing another gate), the ``remove`` of the gate, and the ``add`` of
+    ``spec.nodeSelector["kubernetes.io/hostname"] = node`` (the whole map when absent). KEP-3838
+    allows exactly these changes on a gated pod: removing gates and adding node-selector entries
+    (never changing or removing one). Raises ``ValueError`` when the pod is not gated, or
+    already selects another host (that entry cannot change while gated).
+    """
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    position = next((i for i, g in enumerate(gates or []) if isinstance(g, Mapping) and g.get("name") == GATE), None)
+    if position is None:
+        raise ValueError(f"pod has no {GATE} scheduling gate")
+    ops: list[dict] = [
+        {"op": "test", "path": f"/spec/schedulingGates/{position}/name", "value": GATE},
+        {"op": "remove", "path": f"/spec/schedulingGates/{position}"},
+    ]
+    selector = spec.get("nodeSelector")
+    if isinstance(selector, Mapping):
+        current = selector.get(HOSTNAME)
+        if current is not None and current != node:
+            raise ValueError(f"pod already selects {HOSTNAME}={current}, not {node}")
+        if current is None:
+            ops.append({"op": "add", "path": pointer(("spec", "nodeSelector", HOSTNAME)), "value": node})
+    else:
+        ops.append({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME: node}})
+    return ops
