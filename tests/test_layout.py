@@ -1,4 +1,5 @@
-"""House rule (docs/ARCHITECTURE.md): ``webhook/core`` and ``webhook/placement`` are pure — no
+"""House rule (docs/ARCHITECTURE.md): ``webhook/core``, ``webhook/placement`` and
+``webhook/controller/decision.py`` are pure — no
 module there imports flask, kubernetes or werkzeug (checked on the source with ``ast``)."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "webhook"
 PURE_DIRS = ("core", "placement")
+#: pure modules outside those packages (the controller's decision, DESIGN.md §9)
+PURE_FILES = ("controller/decision.py",)
 FORBIDDEN = {"flask", "kubernetes", "werkzeug"}
 
 
@@ -35,11 +38,13 @@ def forbidden_imports(source: str) -> list[str]:
 
 
 def pure_modules() -> list[Path]:
-    return sorted(p for d in PURE_DIRS if (PACKAGE / d).is_dir() for p in (PACKAGE / d).rglob("*.py"))
+    found = [p for d in PURE_DIRS if (PACKAGE / d).is_dir() for p in (PACKAGE / d).rglob("*.py")]
+    return sorted(found + [PACKAGE / f for f in PURE_FILES])
 
 
 def test_pure_packages_exist():
     assert (PACKAGE / "core" / "review.py").is_file()
+    assert all((PACKAGE / f).is_file() for f in PURE_FILES)
     assert len(pure_modules()) >= 8
 
 

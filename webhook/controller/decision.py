@@ -1,0 +1,389 @@
+"""The controller's decision, as a pure function (DESIGN.md §9): cluster state in, patches out.
+
+:func:`decide` takes the nodes, the pods (plain dicts, as ``kubectl get -o json`` or a watch
+delivers them) and the Topologies, and returns one :class:`Release` per pod to release and one
+:class:`Waiting` per gang left gated. The live controller (:mod:`webhook.controller.runner`) and
+``segment-webhook controller --once --snapshot`` both call it, so they share one code path. No
+kubernetes or Flask import here (tests/test_layout.py).
+
+Rules:
+
+* **Gang** (:func:`webhook.core.gating.gang_key`): the pods of one namespace sharing a gang key;
+  a gang is considered when at least one of its pods carries the ``segments.dev/placement`` gate.
+  Its size is the pods' ``segments.dev/gang-size`` (else LWS's ``size`` annotation).
+* **Complete**: exactly ``size`` live pods (not ``Succeeded``/``Failed``, not being deleted),
+  each either gated or already placed (bound, or pinned by ``nodeSelector[kubernetes.io/hostname]``:
+  a release that a failed patch, a restart or another controller left half done). Otherwise the
+  gang waits (``incomplete``, or ``invalid`` with the reason).
+* **Used capacity**: every live pod with ``spec.nodeName`` AND every live pod that is not bound,
+  not gated by this webhook and pinned by ``nodeSelector["kubernetes.io/hostname"]`` (released,
+  whoever released it: kube-scheduler can only put it there) is charged to its node. Pods this
+  pass releases are charged as soon as their gang is placed, so two gangs of one pass never share
+  capacity, and the next pass sees them as pinned pods.
+* **Placement**: the engine (:func:`webhook.placement.engine.place`) on that state, with every pod
+  of the gang (already placed members are fixed to their node through their node selector). Gangs
+  that were half released go first, then gangs in order of their last pod's creation.
+* **Release** (KEP-3838): per gated pod ONE patch, :func:`webhook.core.gating.release_patch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.core import gating, keys
+from webhook.core.topology import Topology
+from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
+from webhook.placement.quantity import QuantityError
+from webhook.placement.snapshot import Node, SnapshotError, build_snapshot, pod_requests_milli
+
+_TERMINAL_PHASES = ("Succeeded", "Failed")
+
+INCOMPLETE = "incomplete"
+INFEASIBLE = "infeasible"
+INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One pod to release: ``patch`` is the RFC 6902 operation list to send (JSON patch)."""
+
+    namespace: str
+    name: str
+    node: str
+    patch: list
+    gang: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A gang left gated. ``kind``: ``incomplete`` (not every pod exists yet), ``infeasible`` (the
+    engine found no placement; ``reason`` is its per-level reason) or ``invalid`` (the gang's
+    pods disagree or are malformed; ``reason`` says how). ``pods``: ``(namespace, name)`` of its
+    gated pods, which receive the Event."""
+
+    gang: str
+    kind: str
+    reason: str
+    pods: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A gang placed in this pass: its key, its pods' count, the latest ``creationTimestamp``
+    among them (RFC 3339 text, ``""`` when unknown; the metric "seconds from the last pod's
+    creation to release"), and the domain all its pods share (``level=domain``)."""
+
+    gang: str
+    pods: int
+    last_created: str
+    domain: str
+
+
+@dataclass
+class PassResult:
+    """The outcome of one :func:`decide` call."""
+
+    releases: list[Release] = field(default_factory=list)
+    waiting: list[Waiting] = field(default_factory=list)
+    placed: list[Placed] = field(default_factory=list)
+    #: objects skipped as malformed (one line each: which object, what is wrong)
+    skipped: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- pod helpers
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def _string_map(value: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str]:
+    """``(namespace, name)`` of a pod dict (empty strings when missing)."""
+    meta = _meta(pod)
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def is_live(pod: Mapping[str, Any]) -> bool:
+    """Not ``Succeeded``/``Failed`` (a terminated pod holds no capacity, as in the scheduler)."""
+    status = pod.get("status")
+    return not (isinstance(status, Mapping) and status.get("phase") in _TERMINAL_PHASES)
+
+
+def placed_node(pod: Mapping[str, Any]) -> str | None:
+    """The node a live pod occupies or is pinned to: ``spec.nodeName``, else, for a pod NOT gated
+    by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]``; ``None`` otherwise."""
+    spec = _spec(pod)
+    node = spec.get("nodeName")
+    if isinstance(node, str) and node:
+        return node
+    if gating.is_gated(pod):
+        return None
+    selector = spec.get("nodeSelector")
+    pinned = selector.get(gating.HOSTNAME) if isinstance(selector, Mapping) else None
+    return pinned if isinstance(pinned, str) and pinned else None
+
+
+def _freeze(value: Any) -> Any:
+    """Hashable form of a JSON value (sorted mapping items), as the engine's PodRequest wants."""
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+# ----------------------------------------------------------------------------- gangs
+@dataclass
+class _Gang:
+    key: str
+    members: list[Mapping[str, Any]] = field(default_factory=list)
+
+    @property
+    def gated(self) -> list[Mapping[str, Any]]:
+        return [p for p in self.members if gating.is_gated(p)]
+
+    @property
+    def last_created(self) -> str:
+        return max((str(_meta(p).get("creationTimestamp") or "") for p in self.members), default="")
+
+
+def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
+    """Gangs that hold at least one gated pod, with every live, not-deleting member."""
+    gangs: dict[str, _Gang] = {}
+    for pod in pods:
+        if not is_live(pod) or _meta(pod).get("deletionTimestamp"):
+            continue
+        namespace, _ = pod_ref(pod)
+        key = gating.gang_key(namespace, _string_map(_meta(pod).get("labels")))
+        if key is not None:
+            gangs.setdefault(key, _Gang(key)).members.append(pod)
+    return {k: g for k, g in gangs.items() if g.gated}
+
+
+def _check_gang(gang: _Gang) -> Waiting | None:
+    """Why the gang cannot be placed now, or ``None`` when it is complete."""
+    refs = tuple(sorted(pod_ref(p) for p in gang.gated))
+    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations"))) for p in gang.members}
+    if None in sizes and len(sizes) > 1:
+        sizes.discard(None)
+    if len(sizes) != 1 or None in sizes:
+        why = f"pods disagree on {gating.GANG_SIZE}: {sorted(str(s) for s in sizes)}" if len(sizes) > 1 \
+            else f"no pod carries a valid {gating.GANG_SIZE}"
+        return Waiting(gang.key, INVALID, why, refs)
+    size = sizes.pop()
+    count = len(gang.members)
+    if count < size:
+        return Waiting(gang.key, INCOMPLETE, f"{count} of {size} pods exist", refs)
+    if count > size:
+        return Waiting(gang.key, INVALID, f"{count} live pods carry this gang key but {gating.GANG_SIZE} is {size}", refs)
+    loose = sorted(pod_ref(p)[1] for p in gang.members if not gating.is_gated(p) and placed_node(p) is None)
+    if loose:
+        return Waiting(gang.key, INVALID, f"pod {loose[0]} of the gang is neither gated nor placed "
+                                          f"(its gate was removed by someone else); release it or delete the gang", refs)
+    return None
+
+
+def _pod_request(pod: Mapping[str, Any]) -> PodRequest:
+    """The engine's view of one pod; a member already placed is fixed to its node. Raises
+    ``QuantityError`` / ``ValueError`` naming the pod on malformed input."""
+    namespace, name = pod_ref(pod)
+    spec = _spec(pod)
+    labels = _string_map(_meta(pod).get("labels"))
+    try:
+        requests = pod_requests_milli(spec, "spec")
+    except QuantityError as exc:
+        raise ValueError(f"pod {namespace}/{name}: {exc}") from None
+    raw_segment = labels.get(keys.SEGMENT_INDEX)
+    segment = None
+    if raw_segment is not None:
+        if not raw_segment.isdigit():
+            raise ValueError(f"pod {namespace}/{name}: label {keys.SEGMENT_INDEX}={raw_segment!r} is not an integer")
+        segment = (0, int(raw_segment))
+    selector = spec.get("nodeSelector") or {}
+    tolerations = spec.get("tolerations") or []
+    if not isinstance(selector, Mapping) or not isinstance(tolerations, list) \
+            or not all(isinstance(t, Mapping) for t in tolerations):
+        raise ValueError(f"pod {namespace}/{name}: spec.nodeSelector must be an object and spec.tolerations a list of objects")
+    selector = dict(selector)
+    node = placed_node(pod)
+    if node is not None:
+        selector[gating.HOSTNAME] = node
+    return PodRequest(key=f"{namespace}/{name}", requests=requests, segment=segment,
+                      subgroup=labels.get(keys.SUBGROUP_NAME), tolerations=_freeze(tolerations),
+                      node_selector=_freeze(selector))
+
+
+def _gang_constraints(gang: _Gang, default_topology: str | None) -> tuple[str | None, dict[str, str | None]]:
+    """(topology name, engine keyword arguments) from the members' annotations."""
+    topology = required = preferred = seg_required = seg_preferred = None
+    for pod in sorted(gang.members, key=pod_ref):
+        ann = _string_map(_meta(pod).get("annotations"))
+        labels = _string_map(_meta(pod).get("labels"))
+        topology = topology or ann.get(gating.GANG_TOPOLOGY)
+        required = required or ann.get(gating.GANG_REQUIRED)
+        preferred = preferred or ann.get(gating.GANG_PREFERRED)
+        if keys.SEGMENT_INDEX in labels:
+            topology = topology or ann.get(keys.TOPOLOGY)
+            seg_required = seg_required or ann.get(keys.SEGMENT_REQUIRED)
+            seg_preferred = seg_preferred or ann.get(keys.SEGMENT_PREFERRED)
+    return topology or default_topology, {
+        "workload_required": required, "workload_preferred": preferred,
+        "segment_required": seg_required, "segment_preferred": seg_preferred,
+    }
+
+
+# ----------------------------------------------------------------------------- capacity
+def _parse_nodes(nodes: Iterable[Mapping[str, Any]], skipped: list[str]) -> list[Node]:
+    """Nodes as the engine reads them (:mod:`webhook.placement.snapshot`); a malformed node is
+    skipped (one line in ``skipped``), never fatal for the others."""
+    out = []
+    for i, obj in enumerate(nodes):
+        try:
+            snap = build_snapshot([("cluster", f"node {i + 1}", {**obj, "kind": "Node"})])
+        except SnapshotError as exc:
+            skipped.append(str(exc))
+            continue
+        out.extend(snap.nodes)
+    return out
+
+
+class _Capacity:
+    """The engine indexes of every topology in use, charged together."""
+
+    def __init__(self, nodes: Sequence[Node]):
+        self.nodes = nodes
+        self.indexes: dict[str | None, ClusterIndex] = {}
+        self.topologies: dict[str | None, Topology | None] = {}
+
+    def index(self, name: str | None, topology: Topology | None) -> ClusterIndex:
+        if name not in self.indexes:
+            self.indexes[name] = ClusterIndex(self.nodes, topology)
+        return self.indexes[name]
+
+    def charge(self, node: str, requests: Mapping[str, int], sign: int = 1) -> None:
+        """Take (``sign=1``) or give back (``-1``) ``requests`` on ``node`` in every index."""
+        for index in self.indexes.values():
+            row = index.node_pos.get(node)
+            if row is None:
+                continue
+            for resource, value in requests.items():
+                col = index.col.get(resource)
+                if col is not None and value > 0:
+                    index.free[row, col] -= sign * value
+
+
+def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skipped: list[str]) -> None:
+    """Charge every live pod that occupies or is pinned to a node (:func:`placed_node`) to that
+    node's ``free`` (a pod that is deleting still holds its capacity)."""
+    by_name = {n.name: n for n in nodes}
+    for pod in pods:
+        if not is_live(pod):
+            continue
+        node = by_name.get(placed_node(pod) or "")
+        if node is None:
+            continue
+        try:
+            requests = pod_requests_milli(_spec(pod), "spec")
+        except QuantityError as exc:
+            skipped.append(f"pod {'/'.join(pod_ref(pod))}: {exc}")
+            continue
+        for resource, value in requests.items():
+            node.free[resource] = node.free.get(resource, 0) - value
+
+
+# ----------------------------------------------------------------------------- the pass
+def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], topologies: Iterable[Topology], *,
+           default_topology: str | None = None, skip: Container[str] = ()) -> PassResult:
+    """One placement pass (DESIGN.md §9).
+
+    ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
+    items); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
+    topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
+    not to attempt in this pass (the live controller's back-off of infeasible gangs; their pods
+    are still charged where placed). Returns a :class:`PassResult`: ``releases`` for every gated
+    pod of every gang placed (one KEP-3838 patch each), ``waiting`` for every gang left gated
+    (sorted by gang key), ``placed`` per placed gang, ``skipped`` malformed objects. Never raises
+    for malformed objects: they are skipped or reported as an ``invalid`` gang.
+    """
+    pods = [p for p in pods if isinstance(p, Mapping)]
+    result = PassResult()
+    node_list = _parse_nodes([n for n in nodes if isinstance(n, Mapping)], result.skipped)
+    _charge_nodes(node_list, pods, result.skipped)
+    capacity = _Capacity(node_list)
+    catalog = {t.name: t for t in topologies}
+
+    ready: list[tuple[bool, str, str, _Gang]] = []
+    for key, gang in sorted(_group(pods).items()):
+        if key in skip:
+            continue
+        why = _check_gang(gang)
+        if why is not None:
+            result.waiting.append(why)
+            continue
+        half_released = len(gang.gated) < len(gang.members)
+        ready.append((not half_released, gang.last_created, key, gang))
+    ready.sort(key=lambda item: item[:3])
+
+    for _, _, key, gang in ready:
+        waiting = _place_gang(gang, capacity, catalog, default_topology, result)
+        if waiting is not None:
+            result.waiting.append(waiting)
+    result.waiting.sort(key=lambda w: w.gang)
+    return result
+
+
+def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology], default_topology: str | None,
+                result: PassResult) -> Waiting | None:
+    refs = tuple(sorted(pod_ref(p) for p in gang.gated))
+    members = sorted(gang.members, key=pod_ref)
+    try:
+        requests = [_pod_request(p) for p in members]
+    except ValueError as exc:
+        return Waiting(gang.key, INVALID, str(exc), refs)
+    topology_name, constraints = _gang_constraints(gang, default_topology)
+    topology = catalog.get(topology_name) if topology_name else None
+    if topology_name and topology is None:
+        return Waiting(gang.key, INFEASIBLE, f"topology {topology_name!r} is not known (known: {sorted(catalog)})", refs)
+    index = capacity.index(topology_name, topology)
+    # members already placed are part of the gang: give their capacity back while it is placed
+    fixed = [(placed_node(p), r.requests) for p, r in zip(members, requests) if placed_node(p) is not None]
+    for node, req in fixed:
+        capacity.charge(node, req, -1)
+    try:
+        placement = place(index, Gang(pods=requests, name=gang.key, **constraints))
+    except PlacementError as exc:
+        placement = None
+        reason = str(exc)
+    if placement is None or not placement.placed:
+        for node, req in fixed:
+            capacity.charge(node, req, 1)
+        kind = INVALID if placement is None else INFEASIBLE
+        return Waiting(gang.key, kind, reason if placement is None else str(placement.reason), refs)
+    releases = []
+    try:
+        for pod in members:
+            if gating.is_gated(pod):
+                namespace, name = pod_ref(pod)
+                node = placement.assignments[f"{namespace}/{name}"]
+                releases.append(Release(namespace, name, node, gating.release_patch(pod, node), gang.key))
+    except ValueError as exc:  # a gated pod that selects another host than the engine chose
+        for node, req in fixed:
+            capacity.charge(node, req, 1)
+        return Waiting(gang.key, INVALID, f"pod {namespace}/{name}: {exc}", refs)
+    for req in requests:
+        capacity.charge(placement.assignments[req.key], req.requests, 1)
+    result.releases.extend(releases)
+    domain = f"{placement.workload_level}={placement.workload_domain}"
+    result.placed.append(Placed(gang.key, len(members), gang.last_created, domain))
+    return None
+
