@@ -1,0 +1,190 @@
+"""The live controller (DESIGN.md §9) against a loopback API server that speaks the real protocol
+(tests/kube_apiserver.py: list/watch with resourceVersions, JSON patch, KEP-3838 validation,
+Events, Leases with optimistic concurrency).
+
+Every patch the server received is re-checked against the KEP-3838 rule, and the final state
+against node labels and capacities (tests/controller_checks.py, which never calls the engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from kubernetes import client as k8s_client
+
+from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
+from kube_apiserver import KubeApiServer
+from test_controller_decision import RACK, ZONE, cluster, gang_pods, pytorchjob
+from webhook.controller.runner import Controller, ControllerSettings
+
+WAIT = 20.0
+
+TOPOLOGY_OBJECT = {
+    "apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+    "spec": {"levels": [{"nodeLabel": ZONE}, {"nodeLabel": "cloud.provider.com/topology-block"},
+                        {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]},
+}
+
+
+def eventually(predicate, what: str, timeout: float = WAIT):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.01)
+    assert predicate(), f"timed out waiting for: {what}"
+
+
+def api_client(server: KubeApiServer, identity: str) -> k8s_client.ApiClient:
+    cfg = k8s_client.Configuration()
+    cfg.host = server.url
+    api = k8s_client.ApiClient(cfg)
+    api.user_agent = f"segment-webhook-controller/{identity}"
+    return api
+
+
+@pytest.fixture
+def server():
+    srv = KubeApiServer(bind_after=0.2).start()
+    yield srv
+    srv.close()
+
+
+@pytest.fixture
+def controllers(server):
+    made = []
+
+    def make(identity="c-1", elect=False, **kwargs):
+        settings = ControllerSettings(identity=identity, lease_namespace="segment-webhook", **kwargs)
+        ctl = Controller(api_client(server, identity), settings, elect=elect)
+        made.append(ctl)
+        return ctl.start()
+
+    yield make
+    for ctl in made:
+        ctl.stop()
+
+
+def load(server, nodes, pods=()):
+    server.create("topologies", TOPOLOGY_OBJECT)
+    for n in nodes:
+        server.create("nodes", n)
+    for p in pods:
+        server.create("pods", p)
+
+
+def gated(pod) -> bool:
+    return any(g["name"] == "segments.dev/placement" for g in pod["spec"].get("schedulingGates") or [])
+
+
+def check_patches(server: KubeApiServer, originals: dict) -> None:
+    """Every patch the server accepted, re-checked against KEP-3838 on the pod as created."""
+    assert server.violations == []
+    for _, namespace, name, ops, _ in server.patch_log:
+        assert kep3838_violations(originals[(namespace, name)], ops) == [], name
+
+
+def test_gang_is_released_when_its_last_pod_arrives(server, controllers):
+    nodes = cluster()
+    load(server, nodes)
+    pods = gang_pods(pytorchjob())
+    ctl = controllers()
+    eventually(lambda: ctl.synced, "informers listed")
+    for p in pods[:-1]:
+        server.create("pods", p)
+    time.sleep(0.5)
+    assert all(gated(p) for p in server.list("pods")), "an incomplete gang was released"
+    server.create("pods", pods[-1])
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
+    eventually(lambda: all(p["spec"].get("nodeName") for p in server.list("pods")), "pods bound")
+    final = server.list("pods")
+    check_patches(server, {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods})
+    assert len(server.patch_log) == 17  # one patch per pod
+    assert capacity_violations(nodes, final) == []
+    for seg in ("0", "1", "2", "3"):
+        members = [node_of(p) for p in final if p["metadata"]["labels"].get("kai.scheduler/segment-index") == seg]
+        assert shared_label_violations(nodes, members, RACK, f"segment {seg}") == []
+    assert ctl.metrics.placed._value.get() == 1
+
+
+def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(server, controllers):
+    nodes = cluster()
+    load(server, nodes[:4])  # 2 racks: half the GPUs the gang needs
+    pods = gang_pods(pytorchjob())
+    ctl = controllers(retry_initial=0.2, retry_max=0.4)
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    events = server.list("events")
+    assert {e["involvedObject"]["name"] for e in events} == {p["metadata"]["name"] for p in pods}
+    assert {e["reason"] for e in events} == {"PlacementInfeasible"}
+    assert all(e["message"].startswith("gang team-a/job-a: ") and ZONE in e["message"] for e in events)
+    passes = ctl.metrics.passes._value.get()
+    time.sleep(1.0)  # nothing changes: no busy loop, no new events
+    assert ctl.metrics.passes._value.get() - passes <= 1
+    assert len(server.list("events")) == 17
+    for n in nodes[4:]:
+        server.create("nodes", n)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "released once the racks exist")
+    assert capacity_violations(nodes, server.list("pods")) == []
+
+
+def test_409_on_a_patch_is_retried(server, controllers):
+    nodes = cluster()
+    load(server, nodes)
+    server.fail_patches = [409, 409, 500]
+    controllers()
+    pods = gang_pods(pytorchjob())
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released despite 409s")
+    patch_requests = [r for r in server.requests if r[0] == "PATCH"]
+    assert len(patch_requests) == 17 + 3
+    check_patches(server, {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods})
+    assert capacity_violations(nodes, server.list("pods")) == []
+
+
+def test_pod_deleted_while_gated_and_node_gone_do_not_stop_the_controller(server, controllers):
+    nodes = cluster(zones=("zone-a", "zone-b"))
+    load(server, nodes)
+    pods = gang_pods(pytorchjob("job-a"))
+    ctl = controllers()
+    for p in pods[:5]:
+        server.create("pods", p)
+    server.delete("pods", "team-a", pods[0]["metadata"]["name"])
+    server.delete("nodes", None, nodes[0]["metadata"]["name"])
+    for p in [pods[0]] + pods[5:]:
+        server.create("pods", p)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
+    assert nodes[0]["metadata"]["name"] not in {node_of(p) for p in server.list("pods")}
+    assert ctl._threads[-1].is_alive()
+
+
+def test_only_the_lease_holder_acts(server, controllers, caplog):
+    caplog.set_level(logging.WARNING)
+    nodes = cluster(zones=("zone-a", "zone-b"))
+    load(server, nodes)
+    timing = dict(lease_duration=3, renew_deadline=2, retry_period=1)
+    first = controllers("c-1", elect=True, **timing)
+    eventually(lambda: first.leading, "c-1 leads")
+    second = controllers("c-2", elect=True, **timing)
+    eventually(lambda: second.synced, "c-2 synced")
+    for p in gang_pods(pytorchjob("job-a")):
+        server.create("pods", p)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "job-a released")
+    assert not second.leading
+    lease = server.get("leases", "segment-webhook", "segment-webhook-controller")
+    assert lease["spec"]["holderIdentity"] == "c-1"
+    agents = {ua for method, path, ua in server.requests if method == "PATCH"}
+    assert agents == {"segment-webhook-controller/c-1"}
+    # the leader stops (a rollout): it gives the Lease up, c-2 takes it and acts
+    first.stop()
+    eventually(lambda: second.leading, "c-2 takes over", timeout=10)
+    for p in gang_pods(pytorchjob("job-b")):
+        server.create("pods", p)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "job-b released by c-2")
+    agents_b = {ua for method, path, ua in server.requests if method == "PATCH" and "job-b" in path}
+    assert agents_b == {"segment-webhook-controller/c-2"}
+    assert server.get("leases", "segment-webhook", "segment-webhook-controller")["spec"]["holderIdentity"] == "c-2"
