@@ -106,11 +106,15 @@ class KubeApiServer:
         self.created_at: dict[tuple[str, str], float] = {}
         self.ungated_at: dict[tuple[str, str], float] = {}
         self.bind_after = bind_after
+        self.unbound = 0
         self._closed = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as Go's net/http (kube-apiserver) sets it: without it, headers and body
+            # in two writes meet the client's delayed ACK and every request takes 40 ms
+            disable_nagle_algorithm = True
 
             def log_message(self, *args):
                 pass
@@ -351,6 +355,7 @@ class KubeApiServer:
                 todo = [copy.deepcopy(o) for (r, _, _), o in self.objects.items()
                         if r == "pods" and not o["spec"].get("nodeName") and not o["spec"].get(GATE_FIELD)
                         and (o["spec"].get("nodeSelector") or {}).get(HOSTNAME) in nodes]
+                self.unbound = sum(1 for (r, _, _), o in self.objects.items() if r == "pods" and not o["spec"].get("nodeName"))
                 for pod in todo:
                     pod["spec"]["nodeName"] = pod["spec"]["nodeSelector"][HOSTNAME]
                     pod["status"] = {"phase": "Running"}

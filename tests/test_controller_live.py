@@ -33,7 +33,7 @@ def eventually(predicate, what: str, timeout: float = WAIT):
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.01)
+        time.sleep(0.02)
     assert predicate(), f"timed out waiting for: {what}"
 
 
@@ -188,3 +188,59 @@ def test_only_the_lease_holder_acts(server, controllers, caplog):
     agents_b = {ua for method, path, ua in server.requests if method == "PATCH" and "job-b" in path}
     assert agents_b == {"segment-webhook-controller/c-2"}
     assert server.get("leases", "segment-webhook", "segment-webhook-controller")["spec"]["holderIdentity"] == "c-2"
+
+
+def big_cluster():
+    """2 zones × 4 blocks × 8 racks × 8 nodes = 512 nodes, 8 GPUs and 64 CPUs each."""
+    out = []
+    for z in range(2):
+        for b in range(4):
+            for r in range(8):
+                for n in range(8):
+                    name = f"z{z}-b{b}-r{r}-n{n}"
+                    out.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+                        ZONE: f"z{z}", "cloud.provider.com/topology-block": f"z{z}-b{b}", RACK: f"z{z}-b{b}-r{r}",
+                        "kubernetes.io/hostname": name}},
+                        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}})
+    return out
+
+
+@pytest.mark.slow
+def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(server, controllers):
+    """8 workers of 8 GPUs (a whole node each, segments of 4 in one rack, the job in one zone) +
+    a Master: 50 gangs fill 400 of the 512 nodes, so a double booking could not hide."""
+    nodes = big_cluster()
+    load(server, nodes)
+    ctl = controllers()
+    eventually(lambda: ctl.synced, "informers listed")
+    gangs = [gang_pods(pytorchjob(f"job-{g:02d}", workers=8, gpus_per_worker=8)) for g in range(50)]
+    originals = {}
+    for pods in gangs:
+        for p in pods:
+            originals[(p["metadata"]["namespace"], p["metadata"]["name"])] = p
+            server.create("pods", p)
+        time.sleep(0.02)
+    # cheap predicates: copying 450 pods on every poll would starve the server of the GIL
+    eventually(lambda: len(server.ungated_at) == 450, "every gang released", timeout=60)
+    eventually(lambda: server.unbound == 0, "every pod bound")
+    final = server.list("pods")
+    assert len(final) == 450
+    check_patches(server, originals)
+    assert len(server.patch_log) == 450  # exactly one patch per pod
+    assert capacity_violations(nodes, final) == []  # 0 double bookings
+    latencies = []
+    for pods in gangs:
+        refs = [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods]
+        last_created = max(server.created_at[r] for r in refs)
+        latencies.append(max(server.ungated_at[r] for r in refs) - last_created)
+        by_name = {p["metadata"]["name"]: p for p in final}
+        placed = [by_name[r[1]] for r in refs]
+        assert shared_label_violations(nodes, [node_of(p) for p in placed], ZONE, refs[0][1]) == []
+        for seg in ("0", "1"):
+            members = [node_of(p) for p in placed if p["metadata"]["labels"].get("kai.scheduler/segment-index") == seg]
+            assert len(members) == 4
+            assert shared_label_violations(nodes, members, RACK, f"{refs[0][1]} segment {seg}") == []
+    print(f"release latency after the last pod of a gang: max {max(latencies):.3f}s, "
+          f"median {sorted(latencies)[25]:.3f}s over 50 gangs; passes {ctl.metrics.passes._value.get():.0f}")
+    assert max(latencies) <= 2.0

@@ -169,8 +169,8 @@ class _StoppableLease(LeaseLock):
         self._stopped = stopped
 
     def get(self, name, namespace):  # noqa: D102 - the library's interface
-        if self._stopped.is_set():
-            return False, None
+        if self._stopped.is_set():  # the library logs ``.reason`` of what it gets back
+            return False, ApiException(status=503, reason="this controller is stopping")
         return super().get(name, namespace)
 
     def create(self, name, namespace, election_record):  # noqa: D102
