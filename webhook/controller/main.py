@@ -1,0 +1,175 @@
+"""``segment-webhook controller``: the dry run (``--once --snapshot``) and the live controller.
+
+The sub-command's flags are declared by the CLI module; this module does the work:
+
+* :func:`run_once` reads ``kubectl get nodes,pods -A -o yaml|json`` dumps (and Topologies: from
+  the dump, ``--topology-file``, else the embedded default, as ``place`` does), calls the same
+  :func:`webhook.controller.decision.decide` as the live controller, and prints one YAML document
+  per released pod ``{namespace, name, node, patch}`` and one per gang left gated
+  ``{gang, waiting}``. Exit 0 when it ran, 2 on unreadable input.
+* :func:`run_live` builds the API client (kubeconfig, else in-cluster), serves the metrics, runs
+  a :class:`webhook.controller.runner.Controller` until SIGTERM/SIGINT and gives the Lease up.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+import yaml
+
+from webhook.controller.decision import PassResult, decide
+from webhook.core.topology import StaticTopologyCatalog, Topology, TopologyError, default_catalog
+from webhook.placement.snapshot import SnapshotError, parse_documents
+
+log = logging.getLogger(__name__)
+
+
+def _flatten(docs: Iterable[Any], source: str) -> Iterable[Mapping[str, Any]]:
+    for doc in docs:
+        if doc is None:
+            continue
+        if not isinstance(doc, Mapping):
+            raise SnapshotError(f"{source}: expected Kubernetes objects, got {type(doc).__name__}")
+        if isinstance(doc.get("items"), list) and str(doc.get("kind", "List")).endswith("List"):
+            yield from _flatten(doc["items"], source)
+        else:
+            yield doc
+
+
+def read_objects(paths: Sequence[str]) -> list[Mapping[str, Any]]:
+    """Every object of the YAML/JSON files ``paths`` (``List`` items flattened). Raises
+    :class:`SnapshotError` naming the file when one cannot be read or parsed."""
+    out: list[Mapping[str, Any]] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise SnapshotError(f"{path}: cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise SnapshotError(f"{path}: not UTF-8 text: {exc}") from None
+        out.extend(_flatten(parse_documents(text, path), path))
+    return out
+
+
+class WorkloadDenied(Exception):
+    """A ``--workload`` the webhook denies (the message is the webhook's)."""
+
+
+def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
+            default_topology: str | None = None, workload_paths: Sequence[str] = ()) -> PassResult:
+    """One pass of the controller on files (the same :func:`decide` as the live controller).
+
+    Topologies: the dumps' and ``topology_paths``' Topology objects, else the embedded default
+    (``cluster-topology``). ``default_topology``: for gangs whose pods name none (default: the
+    only topology, when exactly one is known). ``workload_paths``: workload manifests whose pods
+    are added as just created: expanded as their operator names them and admitted by the webhook
+    with ``--gate-pods`` (the expansion of ``place``), so they arrive gated. Raises
+    :class:`SnapshotError` on bad input (unreadable file, malformed Topology, no Node at all, a
+    workload that cannot be expanded) and :class:`WorkloadDenied` when the webhook denies one.
+    """
+    objects = read_objects(snapshot_paths)
+    topologies: dict[str, Topology] = {}
+    for obj in list(objects) + read_objects(topology_paths):
+        if obj.get("kind") == "Topology":
+            try:
+                topo = Topology.from_object(obj)
+            except TopologyError as exc:
+                raise SnapshotError(f"Topology {obj.get('metadata', {}).get('name')!r}: {exc}") from None
+            topologies[topo.name] = topo
+    if not topologies:
+        fallback = default_catalog()
+        topologies = {name: fallback.get(name) for name in fallback.names()}
+    nodes = [o for o in objects if o.get("kind") == "Node"]
+    if not nodes:
+        raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    if default_topology is None and len(topologies) == 1:
+        default_topology = next(iter(topologies))
+    catalog = StaticTopologyCatalog(list(topologies.values()))
+    if workload_paths:
+        from webhook.core.decision import AdmissionSettings
+        from webhook.placement.expand import ExpandError, expand
+
+        settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
+        for path in workload_paths:
+            for workload in read_objects([path]):
+                try:
+                    exp = expand(workload, catalog, settings)
+                except ExpandError as exc:
+                    raise SnapshotError(f"{path}: {exc}") from None
+                if exp.denied:
+                    raise WorkloadDenied(f"{path}: denied by the webhook: {exp.message}")
+                pods.extend(exp.pods)
+    return decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology)
+
+
+def documents(result: PassResult) -> list[dict]:
+    """The dry run's output documents: released pods, then gangs left gated."""
+    docs: list[dict] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
+                        for r in result.releases]
+    docs.extend({"gang": w.gang, "waiting": w.reason} for w in result.waiting)
+    return docs
+
+
+def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], default_topology: str | None,
+             output: str, workload_paths: Sequence[str] = (), out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The ``--once`` command: print the documents (``output``: ``yaml`` or ``json``); exit 0 when
+    it ran, 1 when the webhook denies a ``--workload``, 2 on bad input (message on ``err`` with
+    the ``segment-webhook controller: error:`` prefix the other sub-commands use)."""
+    try:
+        result = dry_run(snapshot_paths, topology_paths, default_topology, workload_paths)
+    except SnapshotError as exc:
+        print(f"segment-webhook controller: error: {exc}", file=err)
+        return 2
+    except WorkloadDenied as exc:
+        print(f"segment-webhook controller: {exc}", file=err)
+        return 1
+    for line in result.skipped:
+        print(f"Warning: skipped {line}", file=err)
+    docs = documents(result)
+    if output == "json":
+        out.write(json.dumps(docs, indent=2) + "\n")
+    else:
+        out.write(yaml.safe_dump_all(docs, sort_keys=False) if docs else "")
+    return 0
+
+
+def default_identity() -> str:
+    """This process's Lease identity: ``$POD_NAME`` (downward API), else the host name."""
+    return os.environ.get("POD_NAME") or socket.gethostname()
+
+
+def run_live(*, kubeconfig: str | None, settings: Any, metrics_port: int, metrics_address: str = "0.0.0.0") -> int:
+    """Run the controller until SIGTERM/SIGINT; exit 0 after a clean stop, 2 when the
+    configuration cannot be loaded."""
+    from prometheus_client import start_http_server
+
+    from webhook.controller.runner import Controller, api_client_from_kubeconfig
+
+    try:
+        settings.check()
+        api_client = api_client_from_kubeconfig(kubeconfig)
+    except ValueError as exc:
+        print(f"segment-webhook controller: error: {exc}", file=sys.stderr)
+        return 2
+    api_client.user_agent = f"segment-webhook-controller/{settings.identity}"
+    controller = Controller(api_client, settings)
+    if metrics_port:
+        start_http_server(metrics_port, addr=metrics_address, registry=controller.metrics.registry)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    controller.start()
+    log.info("controller %s started (Lease %s/%s)", settings.identity, settings.lease_namespace, settings.lease_name)
+    done.wait()
+    controller.stop()
+    return 0
