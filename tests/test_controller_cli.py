@@ -1,0 +1,80 @@
+"""``segment-webhook controller --once --snapshot DUMP -o yaml`` (DESIGN.md §9): the live
+controller's decision on a ``kubectl get nodes,pods -A -o yaml`` dump, without a cluster."""
+
+from __future__ import annotations
+
+import io
+
+import yaml
+
+from test_controller_decision import cluster, gang_pods, pytorchjob
+from webhook.controller.main import run_once
+
+TOPOLOGY_OBJECT = {
+    "apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+    "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "cloud.provider.com/topology-block"},
+                        {"nodeLabel": "cloud.provider.com/topology-rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
+}
+
+
+def dump(tmp_path, objects, name="dump.yaml"):
+    """A file shaped like ``kubectl get nodes,pods -A -o yaml``: one ``List``."""
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
+    return str(path)
+
+
+def once(*args, **kwargs):
+    out, err = io.StringIO(), io.StringIO()
+    code = run_once(*args, out=out, err=err, **kwargs)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_released_pods_and_waiting_gangs_are_yaml_documents(tmp_path):
+    complete = gang_pods(pytorchjob("job-a"))
+    incomplete = gang_pods(pytorchjob("job-b"))[:9]
+    path = dump(tmp_path, cluster() + complete + incomplete + [TOPOLOGY_OBJECT])
+    code, out, err = once([path], [], None, "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert len(docs) == 18
+    released = docs[:17]
+    assert all(list(d) == ["namespace", "name", "node", "patch"] for d in released)
+    assert sorted(d["name"] for d in released) == sorted(p["metadata"]["name"] for p in complete)
+    master = next(d for d in released if d["name"] == "job-a-master-0")
+    assert master["patch"] == [
+        {"op": "test", "path": "/spec/schedulingGates/0/name", "value": "segments.dev/placement"},
+        {"op": "remove", "path": "/spec/schedulingGates/0"},
+        {"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": master["node"]}},
+    ]
+    assert docs[17] == {"gang": "team-a/job-b", "waiting": "9 of 17 pods exist"}
+
+
+def test_topology_file_and_workload_flags(tmp_path):
+    nodes = dump(tmp_path, cluster(), "nodes.yaml")
+    topo = dump(tmp_path, [TOPOLOGY_OBJECT], "topology.yaml")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(pytorchjob("job-c")))
+    code, out, err = once([nodes], [topo], None, "yaml", workload_paths=[str(job)])
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert len(docs) == 17 and {d["name"] for d in docs} >= {"job-c-master-0", "job-c-worker-15"}
+
+
+def test_bad_input_exits_2_naming_the_file(tmp_path):
+    code, out, err = once([str(tmp_path / "missing.yaml")], [], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err.startswith("segment-webhook controller: error: ") and "missing.yaml: cannot read" in err
+    empty = dump(tmp_path, [])
+    code, _, err = once([empty], [], None, "yaml")
+    assert code == 2 and "no Node objects" in err
+
+
+def test_a_denied_workload_exits_1(tmp_path):
+    job = pytorchjob()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["kai.scheduler/segment-size"] = "4x"
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    code, out, err = once([dump(tmp_path, cluster())], [], None, "yaml", workload_paths=[str(path)])
+    assert (code, out) == (1, "")
+    assert "denied by the webhook" in err and "4x" in err
