@@ -244,3 +244,26 @@ def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(se
     print(f"release latency after the last pod of a gang: max {max(latencies):.3f}s, "
           f"median {sorted(latencies)[25]:.3f}s over 50 gangs; passes {ctl.metrics.passes._value.get():.0f}")
     assert max(latencies) <= 2.0
+
+
+def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
+    """404 (the pod went away while gated) is dropped; a 422 (the gate moved, so the patch's
+    ``test`` fails) makes the controller read the pod again and send a rebuilt patch."""
+    from webhook.controller.decision import Release
+    from webhook.core.gating import release_patch
+
+    load(server, cluster())
+    ctl = controllers()
+    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x"), None) is False
+    assert ctl.metrics.patch_errors.labels(code="404")._value.get() == 1
+    pod = gang_pods(pytorchjob())[0]
+    pod["spec"]["schedulingGates"] = [{"name": "segments.dev/placement"}, {"name": "other.io/wait"}]
+    stale = release_patch({"spec": {"schedulingGates": [{"name": "x"}, {"name": "segments.dev/placement"}]}}, "zone-a-r1-n1")
+    server.create("pods", pod)
+    ok = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"), pod)
+    assert ok is True
+    stored = server.get("pods", "team-a", pod["metadata"]["name"])
+    assert stored["spec"]["schedulingGates"] == [{"name": "other.io/wait"}]
+    assert stored["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}
+    assert ctl.metrics.patch_errors.labels(code="422")._value.get() == 1
+    assert server.violations == []
