@@ -466,6 +466,8 @@ class Controller:
             live = {w.gang for w in waiting} | skipped
             for gang in [g for g in self._retry if g not in live]:
                 del self._retry[gang]
+        for gang in [g for g in self._reported if g not in live]:  # gone, or now only incomplete
+            del self._reported[gang]
             counts[INFEASIBLE] += sum(1 for g in skipped if g in self._retry)
         for kind, count in counts.items():
             self.metrics.waiting.labels(kind=kind).set(count)
