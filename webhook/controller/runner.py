@@ -466,7 +466,7 @@ class Controller:
             live = {w.gang for w in waiting} | skipped
             for gang in [g for g in self._retry if g not in live]:
                 del self._retry[gang]
-        for gang in [g for g in self._reported if g not in live]:  # gone, or now only incomplete
+        for gang in [g for g in self._reported if g not in live]:  # gangs that left
             del self._reported[gang]
             counts[INFEASIBLE] += sum(1 for g in skipped if g in self._retry)
         for kind, count in counts.items():
