@@ -78,3 +78,19 @@ def test_a_denied_workload_exits_1(tmp_path):
     code, out, err = once([dump(tmp_path, cluster())], [], None, "yaml", workload_paths=[str(path)])
     assert (code, out) == (1, "")
     assert "denied by the webhook" in err and "4x" in err
+
+
+def test_the_command_line_runs_the_dry_run(tmp_path):
+    """`segment-webhook controller --once --snapshot DUMP -o yaml` in a process of its own."""
+    import subprocess
+    import sys
+
+    path = dump(tmp_path, cluster() + gang_pods(pytorchjob("job-a"))[:3] + [TOPOLOGY_OBJECT])
+    out = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--snapshot", path, "-o", "yaml"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert list(yaml.safe_load_all(out.stdout)) == [{"gang": "team-a/job-a", "waiting": "3 of 17 pods exist"}]
+    usage = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once"],
+                           capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2
+    assert usage.stderr == "segment-webhook controller: error: --once needs --snapshot DUMP (kubectl get nodes,pods -A -o yaml)\n"

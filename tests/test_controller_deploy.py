@@ -79,3 +79,17 @@ def test_webhook_gates_pods(docs):
     webhook = one(docs, "Deployment", "segment-webhook")
     env = {e["name"]: e.get("value") for e in webhook["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["SEGMENT_WEBHOOK_GATE_PODS"] == "true"
+
+
+def test_commands_and_env_are_accepted_by_the_cli(docs):
+    """The controller's and the webhook's command lines parse with the real parser, and the
+    webhook's SEGMENT_WEBHOOK_GATE_PODS=true turns gating on."""
+    from webhook.cli import build_parser, flags
+
+    container = one(docs, "Deployment", "segment-webhook-controller")["spec"]["template"]["spec"]["containers"][0]
+    args = flags.apply_env(build_parser().parse_args(container["args"]), {})
+    assert (args.command, args.once, args.metrics_port, args.default_topology) == ("controller", False, 9090, "cluster-topology")
+    webhook = one(docs, "Deployment", "segment-webhook")["spec"]["template"]["spec"]["containers"][0]
+    args = build_parser().parse_args(webhook["args"])
+    flags.apply_env(args, {e["name"]: e["value"] for e in webhook["env"] if "value" in e})
+    assert args.gate_pods is True

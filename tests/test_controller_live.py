@@ -12,6 +12,7 @@ import logging
 import time
 
 import pytest
+import yaml
 from kubernetes import client as k8s_client
 
 from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
@@ -162,33 +163,61 @@ def test_pod_deleted_while_gated_and_node_gone_do_not_stop_the_controller(server
     assert ctl._threads[-1].is_alive()
 
 
-def test_only_the_lease_holder_acts(server, controllers, caplog):
-    caplog.set_level(logging.WARNING)
+def start_controller_process(server, tmp_path, identity):
+    """`segment-webhook controller` in a process of its own, against the loopback server."""
+    import subprocess
+    import sys
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "loop",
+        "clusters": [{"name": "loop", "cluster": {"server": server.url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "loop", "context": {"cluster": "loop", "user": "u"}}]}))
+    return subprocess.Popen(
+        [sys.executable, "-m", "webhook.cli", "controller", "--kubeconfig", str(kubeconfig), "--identity", identity,
+         "--lease-namespace", "segment-webhook", "--lease-duration", "3", "--renew-deadline", "2",
+         "--retry-period", "1", "--metrics-port", "0", "--log-level", "warning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def lease_holder(server):
+    lease = server.get("leases", "segment-webhook", "segment-webhook-controller")
+    return (lease or {}).get("spec", {}).get("holderIdentity")
+
+
+def test_only_one_of_two_controller_processes_acts(server, tmp_path):
     nodes = cluster(zones=("zone-a", "zone-b"))
     load(server, nodes)
-    timing = dict(lease_duration=3, renew_deadline=2, retry_period=1)
-    first = controllers("c-1", elect=True, **timing)
-    eventually(lambda: first.leading, "c-1 leads")
-    second = controllers("c-2", elect=True, **timing)
-    eventually(lambda: second.synced, "c-2 synced")
-    for p in gang_pods(pytorchjob("job-a")):
-        server.create("pods", p)
-    eventually(lambda: not any(gated(p) for p in server.list("pods")), "job-a released")
-    assert not second.leading
-    lease = server.get("leases", "segment-webhook", "segment-webhook-controller")
-    assert lease["spec"]["holderIdentity"] == "c-1"
-    agents = {ua for method, path, ua in server.requests if method == "PATCH"}
-    assert agents == {"segment-webhook-controller/c-1"}
-    # the leader stops (a rollout): it gives the Lease up, c-2 takes it and acts
-    first.stop()
-    eventually(lambda: second.leading, "c-2 takes over", timeout=10)
-    for p in gang_pods(pytorchjob("job-b")):
-        server.create("pods", p)
-    eventually(lambda: not any(gated(p) for p in server.list("pods")), "job-b released by c-2")
-    agents_b = {ua for method, path, ua in server.requests if method == "PATCH" and "job-b" in path}
-    assert agents_b == {"segment-webhook-controller/c-2"}
-    assert server.get("leases", "segment-webhook", "segment-webhook-controller")["spec"]["holderIdentity"] == "c-2"
-
+    procs = {name: start_controller_process(server, tmp_path, name) for name in ("p-1", "p-2")}
+    try:
+        eventually(lambda: lease_holder(server) in procs, "a Lease holder")
+        leader = lease_holder(server)
+        other = next(n for n in procs if n != leader)
+        # both processes watch pods: each lists them
+        eventually(lambda: {ua for m, path, ua in server.requests if path == "/api/v1/pods"} ==
+                   {f"segment-webhook-controller/{n}" for n in procs}, "both processes watch pods")
+        for p in gang_pods(pytorchjob("job-a")):
+            server.create("pods", p)
+        eventually(lambda: len(server.ungated_at) == 17, "job-a released")
+        assert {ua for m, _, ua in server.requests if m == "PATCH"} == {f"segment-webhook-controller/{leader}"}
+        assert lease_holder(server) == leader
+        # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
+        procs[leader].terminate()
+        assert procs[leader].wait(20) == 0
+        eventually(lambda: lease_holder(server) == other, "the other process takes the Lease", timeout=15)
+        for p in gang_pods(pytorchjob("job-b")):
+            server.create("pods", p)
+        eventually(lambda: len(server.ungated_at) == 34, "job-b released")
+        assert {ua for m, path, ua in server.requests if m == "PATCH" and "job-b" in path} == \
+            {f"segment-webhook-controller/{other}"}
+        assert capacity_violations(nodes, server.list("pods")) == []
+        assert server.violations == []
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                proc.wait(20)
 
 def big_cluster():
     """2 zones × 4 blocks × 8 racks × 8 nodes = 512 nodes, 8 GPUs and 64 CPUs each."""

@@ -168,3 +168,33 @@ def test_release_patch_adds_one_entry_to_an_existing_selector():
     gated["spec"]["nodeSelector"]["kubernetes.io/hostname"] = "node-8"
     with pytest.raises(ValueError, match="already selects kubernetes.io/hostname=node-8"):
         release_patch(gated, "node-7")
+
+
+@pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("False", False), ("off", False), ("", False)])
+def test_serve_gate_pods_flag_and_variable(value, expected):
+    from webhook.cli import build_parser, flags
+
+    args = flags.apply_env(build_parser().parse_args(["serve"]), {"SEGMENT_WEBHOOK_GATE_PODS": value})
+    assert args.gate_pods is expected
+    assert flags.apply_env(build_parser().parse_args(["serve", "--gate-pods"]), {}).gate_pods is True
+
+
+def test_serve_gate_pods_variable_that_is_not_a_boolean():
+    from webhook.cli import build_parser, flags
+
+    with pytest.raises(flags.UsageError, match="SEGMENT_WEBHOOK_GATE_PODS='maybe': 'maybe' is not true or false"):
+        flags.apply_env(build_parser().parse_args(["serve"]), {"SEGMENT_WEBHOOK_GATE_PODS": "maybe"})
+
+
+def test_review_gate_pods_shows_the_gate(tmp_path, capsys):
+    import yaml
+
+    from webhook.cli import main
+
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(pod(WORKER_LABELS, WORKER_ANN)))
+    assert main(["review", "-f", str(path), "--gate-pods", "-o", "yaml"]) == 0
+    out = yaml.safe_load(capsys.readouterr().out)
+    assert out["spec"]["schedulingGates"] == [GATE]
+    assert main(["review", "-f", str(path), "-o", "yaml"]) == 0
+    assert "schedulingGates" not in yaml.safe_load(capsys.readouterr().out)["spec"]

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "webhook.cli.review",       # review (offline dry run)
     "webhook.cli.place",        # place
     "webhook.cli.gen_cluster",  # gen-cluster
+    "webhook.cli.controller",   # controller (gang ungater, DESIGN.md §9)
 )
 
 

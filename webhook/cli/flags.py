@@ -64,21 +64,27 @@ def add_env_flag(
     repeatable: bool = False,
     type: Callable[[str], Any] = str,
     metavar: str | None = None,
+    switch: bool = False,
 ) -> None:
     """Add ``flag`` to ``parser`` with a ``SEGMENT_WEBHOOK_<FLAG>`` environment fallback.
 
     The value is resolved by :func:`apply_env` after parsing: command line, else the variable
     (comma-separated for ``repeatable``), else ``default``. ``type`` converts one value and raises
-    ``argparse.ArgumentTypeError``/``ValueError`` with a message for a bad one.
+    ``argparse.ArgumentTypeError``/``ValueError`` with a message for a bad one. ``switch``: a flag
+    without a value (``--gate-pods``) whose variable is read with :func:`boolean`.
     """
     env = env_name(flag)
     shown = f"; default {default}" if default not in (None, [], ()) else ""
     extra = f" [env {env}{', comma-separated' if repeatable else ''}{shown}]"
     dest = flag.lstrip("-").replace("-", "_")
-    parser.add_argument(
-        flag, dest=dest, action="append" if repeatable else "store", default=None,
-        type=type, metavar=metavar, help=help + extra,
-    )
+    if switch:
+        type = boolean
+        parser.add_argument(flag, dest=dest, action="store_const", const=True, default=None, help=help + extra)
+    else:
+        parser.add_argument(
+            flag, dest=dest, action="append" if repeatable else "store", default=None,
+            type=type, metavar=metavar, help=help + extra,
+        )
     specs = parser.get_default("_env_flags") or []
     parser.set_defaults(_env_flags=specs + [_EnvFlag(dest, flag, repeatable, type, default)])
 
@@ -107,6 +113,17 @@ def apply_env(args: argparse.Namespace, environ: dict | None = None) -> argparse
             value = converted if spec.repeatable else converted[0]
         setattr(args, spec.dest, value)
     return args
+
+
+def boolean(text: str) -> bool:
+    """A ``SEGMENT_WEBHOOK_*`` value of a switch: ``true``/``1``/``yes``/``on`` or
+    ``false``/``0``/``no``/``off`` (any case)."""
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
 
 
 def positive_int(limit: int) -> Callable[[str], int]:
@@ -200,12 +217,15 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
     return catalog, names[0] if len(names) == 1 else None
 
 
-def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None) -> Any:
-    """``AdmissionSettings`` from the flag values (empty strings dropped)."""
+def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None,
+                       gate_pods: bool = False) -> Any:
+    """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
+    ``--gate-pods`` (DESIGN.md §9)."""
     from webhook.core.decision import AdmissionSettings
 
     return AdmissionSettings(
         platform_users=frozenset(u for u in users or () if u),
         platform_groups=frozenset(g for g in groups or () if g),
         default_topology=default_topology or None,
+        gate_pods=bool(gate_pods),
     )

@@ -27,36 +27,22 @@ import yaml
 
 from webhook.controller.decision import PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, TopologyError, default_catalog
-from webhook.placement.snapshot import SnapshotError, parse_documents
+from webhook.manifests import ManifestError, load_objects
+from webhook.placement.snapshot import SnapshotError
 
 log = logging.getLogger(__name__)
 
 
-def _flatten(docs: Iterable[Any], source: str) -> Iterable[Mapping[str, Any]]:
-    for doc in docs:
-        if doc is None:
-            continue
-        if not isinstance(doc, Mapping):
-            raise SnapshotError(f"{source}: expected Kubernetes objects, got {type(doc).__name__}")
-        if isinstance(doc.get("items"), list) and str(doc.get("kind", "List")).endswith("List"):
-            yield from _flatten(doc["items"], source)
-        else:
-            yield doc
-
-
 def read_objects(paths: Sequence[str]) -> list[Mapping[str, Any]]:
-    """Every object of the YAML/JSON files ``paths`` (``List`` items flattened). Raises
-    :class:`SnapshotError` naming the file when one cannot be read or parsed."""
+    """Every object of the YAML/JSON files ``paths`` (``List`` items flattened), read by
+    :mod:`webhook.manifests` like every other command. Raises :class:`SnapshotError` naming the
+    file when one cannot be read or parsed."""
     out: list[Mapping[str, Any]] = []
     for path in paths:
         try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise SnapshotError(f"{path}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise SnapshotError(f"{path}: not UTF-8 text: {exc}") from None
-        out.extend(_flatten(parse_documents(text, path), path))
+            out.extend(obj for _, obj in load_objects(path))
+        except ManifestError as exc:
+            raise SnapshotError(str(exc)) from None
     return out
 
 
