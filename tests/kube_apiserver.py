@@ -18,7 +18,8 @@ when the resourceVersion is stale. This server speaks that part of the real prot
   pod has scheduling gates, an update may only remove gates and add ``nodeSelector`` entries;
   once ungated, neither gates nor the node selector may change. Violations answer 422 and are
   recorded in ``violations``.
-* Faults: ``fail_patches`` (HTTP statuses answered to the next pod PATCH requests, e.g. ``[409]``).
+* Faults: ``fail_patches`` (HTTP statuses answered to the next pod PATCH requests, e.g. ``[409]``);
+  ``missing`` (resources answered 404, as a CRD that is not installed).
 * A stand-in for kube-scheduler (``bind_after`` seconds, or ``None`` for none): an ungated pod
   pinned to an existing node by ``nodeSelector[kubernetes.io/hostname]`` gets ``spec.nodeName``
   and ``status.phase: Running``.
@@ -102,6 +103,8 @@ class KubeApiServer:
         self.requests: list[tuple[str, str, str]] = []
         self.violations: list[str] = []
         self.fail_patches: list[int] = []
+        #: resources whose API is not installed (404 on every request), e.g. {"topologies"}
+        self.missing: set[str] = set()
         self.patch_log: list[tuple[float, str, str, list, str]] = []  # (time, ns, name, ops, user agent)
         self.created_at: dict[tuple[str, str], float] = {}
         self.ungated_at: dict[tuple[str, str], float] = {}
@@ -128,6 +131,8 @@ class KubeApiServer:
                 body = self.rfile.read(length) if length else b""
                 try:
                     resource, namespace, name = server.route(url.path)
+                    if resource in server.missing:
+                        raise ApiError(404, "NotFound", "the server could not find the requested resource")
                     if method == "GET" and query.get("watch") in ("true", "1"):
                         server.serve_watch(self, resource, namespace, query)
                         return

@@ -122,6 +122,10 @@ def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(
     assert {e["involvedObject"]["name"] for e in events} == {p["metadata"]["name"] for p in pods}
     assert {e["reason"] for e in events} == {"PlacementInfeasible"}
     assert all(e["message"].startswith("gang team-a/job-a: ") and ZONE in e["message"] for e in events)
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in server.list("pods")}
+    # kubectl describe pod selects Events by involvedObject name, namespace, kind and uid
+    assert all(e["involvedObject"]["uid"] == uids[e["involvedObject"]["name"]] for e in events)
+    assert all(e["involvedObject"]["kind"] == "Pod" and e["type"] == "Warning" for e in events)
     passes = ctl.metrics.passes._value.get()
     time.sleep(1.0)  # nothing changes: no busy loop, no new events
     assert ctl.metrics.passes._value.get() - passes <= 1
@@ -161,6 +165,21 @@ def test_pod_deleted_while_gated_and_node_gone_do_not_stop_the_controller(server
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
     assert nodes[0]["metadata"]["name"] not in {node_of(p) for p in server.list("pods")}
     assert ctl._threads[-1].is_alive()
+
+
+def test_without_the_topology_crd_the_controller_still_runs(server, controllers):
+    """404 on topologies (CRD not installed, DESIGN.md §10): no Topology is known; a gang that
+    names one waits with that reason instead of the controller never starting."""
+    server.missing = {"topologies"}
+    for n in cluster():
+        server.create("nodes", n)
+    ctl = controllers()
+    eventually(lambda: ctl.synced, "synced without topologies")
+    for p in gang_pods(pytorchjob()):
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    assert {e["message"] for e in server.list("events")} == {
+        "gang team-a/job-a: topology 'cluster-topology' is not known (known: [])"}
 
 
 def start_controller_process(server, tmp_path, identity):

@@ -62,6 +62,8 @@ PATCH_ATTEMPTS = 5
 WATCH_TIMEOUT_SECONDS = 300
 CONNECT_TIMEOUT_SECONDS = 10.0
 REQUEST_TIMEOUT_SECONDS = 30.0
+#: Least time between two watch requests of one informer, seconds.
+MIN_WATCH_SPACING_SECONDS = 1.0
 
 
 @dataclass
@@ -128,9 +130,13 @@ class _DictLister:
     successful list (the informer has no "synced" flag of its own).
     """
 
-    def __init__(self, method: Callable[..., Any], on_listed: Callable[[], None]):
+    def __init__(self, method: Callable[..., Any], on_listed: Callable[[], None], stop: threading.Event,
+                 *, missing_is_empty: bool = False):
         self._method = method
         self._on_listed = on_listed
+        self._stop = stop
+        self._missing_is_empty = missing_is_empty
+        self._last_watch = 0.0
 
     def __call__(self, **kwargs: Any) -> Any:
         """List, or (``watch=True``) open a watch, as plain JSON.
@@ -138,13 +144,27 @@ class _DictLister:
         :rtype: object
         """
         if kwargs.get("watch"):
+            # at most one watch request a second: a server that ends watches at once without an
+            # error cannot make the informer (which re-watches immediately) spin
+            wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
+            if wait > 0:
+                self._stop.wait(wait)
+            self._last_watch = time.monotonic()
             kwargs.setdefault("timeout_seconds", WATCH_TIMEOUT_SECONDS)
             kwargs.setdefault("allow_watch_bookmarks", True)
             kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + 60)
             return self._method(**kwargs)
         kwargs["_preload_content"] = False
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
-        response = self._method(**kwargs)
+        try:
+            response = self._method(**kwargs)
+        except ApiException as exc:
+            if exc.status == 404 and self._missing_is_empty:
+                # no Topology CRD: a known state (DESIGN.md §10), gangs are placed by nodes alone
+                log.warning("topologies.kai.scheduler not found (404): no Topology is known")
+                self._on_listed()
+                return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
+            raise
         try:
             body = json.loads(response.data)
         finally:
@@ -224,6 +244,11 @@ def _topologies(objects: list[Any]) -> list[Topology]:
     return out
 
 
+def _meta_of(obj: Any) -> Mapping[str, Any]:
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    return meta if isinstance(meta, Mapping) else {}
+
+
 def _now_rfc3339() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -272,9 +297,11 @@ class Controller:
             return custom.list_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", **kwargs)
 
         self._informers = {
-            "pods": SharedInformer(_DictLister(self._core.list_pod_for_all_namespaces, lambda: self._synced("pods"))),
-            "nodes": SharedInformer(_DictLister(self._core.list_node, lambda: self._synced("nodes"))),
-            "topologies": SharedInformer(_DictLister(topology_list, lambda: self._synced("topologies"))),
+            "pods": SharedInformer(_DictLister(self._core.list_pod_for_all_namespaces, lambda: self._synced("pods"),
+                                               self._stop)),
+            "nodes": SharedInformer(_DictLister(self._core.list_node, lambda: self._synced("nodes"), self._stop)),
+            "topologies": SharedInformer(_DictLister(topology_list, lambda: self._synced("topologies"), self._stop,
+                                                     missing_is_empty=True)),
         }
         for name, informer in self._informers.items():
             backoff = Backoff(initial=0.5, maximum=30.0)
@@ -442,11 +469,13 @@ class Controller:
             with self._lock:
                 self._retry.pop(placed.gang, None)
                 self._reported.pop(placed.gang, None)
-        self._report(result.waiting, generation, skip)
+        uids = {ref: str(_meta_of(p).get("uid") or "") for ref, p in by_ref.items()}
+        self._report(result.waiting, generation, skip, uids)
         self.last_result = result
         return result
 
-    def _report(self, waiting: list[Waiting], generation: int, skipped: set[str]) -> None:
+    def _report(self, waiting: list[Waiting], generation: int, skipped: set[str],
+                uids: Mapping[tuple[str, str], str]) -> None:
         counts = {"incomplete": 0, INFEASIBLE: 0, INVALID: 0}
         now = time.monotonic()
         for w in waiting:
@@ -460,7 +489,8 @@ class Controller:
                 self._reported[w.gang] = (w.kind, w.reason)
                 log.info("gang %s stays gated (%s): %s", w.gang, w.kind, w.reason)
                 for namespace, name in w.pods:
-                    self._event(namespace, name, "PlacementInfeasible" if w.kind == INFEASIBLE else "GangInvalid",
+                    self._event(namespace, name, uids.get((namespace, name), ""),
+                                "PlacementInfeasible" if w.kind == INFEASIBLE else "GangInvalid",
                                 f"gang {w.gang}: {w.reason}")
         with self._lock:
             live = {w.gang for w in waiting} | skipped
@@ -536,13 +566,14 @@ class Controller:
             log.warning("reading pod %s/%s: %s", namespace, name, exc)
             return None
 
-    def _event(self, namespace: str, name: str, reason: str, message: str) -> None:
-        """Post a Warning Event on a pod (best effort: failures are logged)."""
+    def _event(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
+        """Post a Warning Event on a pod (best effort: failures are logged). The pod's ``uid`` is
+        part of ``involvedObject``: ``kubectl describe pod`` selects Events by it."""
         now = _now_rfc3339()
         body = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{name}.", "namespace": namespace},
-            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name, "uid": uid},
             "reason": reason, "message": message[:1024], "type": "Warning",
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
             "reportingInstance": self.settings.identity,
