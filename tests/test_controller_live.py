@@ -182,7 +182,22 @@ def test_without_the_topology_crd_the_controller_still_runs(server, controllers)
         "gang team-a/job-a: topology 'cluster-topology' is not known (known: [])"}
 
 
-def start_controller_process(server, tmp_path, identity):
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def metrics_text(port: int) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def start_controller_process(server, tmp_path, identity, metrics_port=0):
     """`segment-webhook controller` in a process of its own, against the loopback server."""
     import subprocess
     import sys
@@ -196,7 +211,7 @@ def start_controller_process(server, tmp_path, identity):
     return subprocess.Popen(
         [sys.executable, "-m", "webhook.cli", "controller", "--kubeconfig", str(kubeconfig), "--identity", identity,
          "--lease-namespace", "segment-webhook", "--lease-duration", "3", "--renew-deadline", "2",
-         "--retry-period", "1", "--metrics-port", "0", "--log-level", "warning"],
+         "--retry-period", "1", "--metrics-port", str(metrics_port), "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -208,7 +223,8 @@ def lease_holder(server):
 def test_only_one_of_two_controller_processes_acts(server, tmp_path):
     nodes = cluster(zones=("zone-a", "zone-b"))
     load(server, nodes)
-    procs = {name: start_controller_process(server, tmp_path, name) for name in ("p-1", "p-2")}
+    ports = {"p-1": free_port(), "p-2": free_port()}
+    procs = {name: start_controller_process(server, tmp_path, name, ports[name]) for name in ("p-1", "p-2")}
     try:
         eventually(lambda: lease_holder(server) in procs, "a Lease holder")
         leader = lease_holder(server)
@@ -221,6 +237,10 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
         eventually(lambda: len(server.ungated_at) == 17, "job-a released")
         assert {ua for m, _, ua in server.requests if m == "PATCH"} == {f"segment-webhook-controller/{leader}"}
         assert lease_holder(server) == leader
+        leader_metrics, other_metrics = metrics_text(ports[leader]), metrics_text(ports[other])
+        assert "segment_controller_leader 1.0" in leader_metrics and "segment_controller_leader 0.0" in other_metrics
+        assert "segment_controller_gangs_placed_total 1.0" in leader_metrics
+        assert "segment_controller_release_seconds_count 1.0" in leader_metrics
         # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
         procs[leader].terminate()
         assert procs[leader].wait(20) == 0
