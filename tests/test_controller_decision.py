@@ -251,3 +251,20 @@ def test_lws_groups_are_separate_gangs(count):
     result = decide(cluster(), pods, [TOPOLOGY])
     assert sorted({r.gang for r in result.releases}) == [f"team-b/lws-segmented/{g}" for g in range(count)]
     assert len(result.releases) == 5 * count
+
+
+def test_parse_cache_gives_the_same_answers_and_is_never_charged():
+    from webhook.controller.decision import ParseCache
+
+    nodes = [dict(n, metadata={**n["metadata"], "resourceVersion": "7"}) for n in cluster(zones=("zone-a", "zone-b"))]
+    pods = []
+    for p in gang_pods(pytorchjob("job-a")) + gang_pods(pytorchjob("job-b")):
+        pods.append(dict(p, metadata={**p["metadata"], "resourceVersion": "8"}))
+    cache = ParseCache()
+    plain = decide(nodes, pods, [TOPOLOGY])
+    first = decide(nodes, pods, [TOPOLOGY], cache=cache)
+    second = decide(nodes, pods, [TOPOLOGY], cache=cache)  # a charged cache would leave no room
+    assert plain.releases == first.releases == second.releases and len(second.releases) == 34
+    assert len(cache.nodes) == 16 and len(cache.requests) == 34
+    decide(nodes[:3], [], [TOPOLOGY], cache=cache)  # objects gone from the cluster are dropped
+    assert len(cache.nodes) == 3 and cache.requests == {}

@@ -29,7 +29,7 @@ Rules:
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import gating, keys
@@ -37,6 +37,7 @@ from webhook.core.topology import Topology
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import Node, SnapshotError, build_snapshot, pod_requests_milli
+
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
 
@@ -90,6 +91,51 @@ class PassResult:
     placed: list[Placed] = field(default_factory=list)
     #: objects skipped as malformed (one line each: which object, what is wrong)
     skipped: list[str] = field(default_factory=list)
+
+
+class ParseCache:
+    """Parsed nodes and pod requests kept between passes, keyed by the object's name and
+    ``metadata.resourceVersion`` (an object without one is parsed every time). The live controller
+    keeps one so a pass does not re-read every node and bound pod; ``decide`` never changes a
+    cached value (it charges copies). Entries of objects not seen in a pass are dropped."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[tuple[str, str], Node | str] = {}
+        self.requests: dict[tuple[str, str, str], dict[str, int] | str] = {}
+        self._seen_nodes: set[tuple[str, str]] = set()
+        self._seen_requests: set[tuple[str, str, str]] = set()
+
+    def node(self, obj: Mapping[str, Any], parse: Any) -> Node | str:
+        key = (str(_meta(obj).get("name") or ""), str(_meta(obj).get("resourceVersion") or ""))
+        if not key[1]:
+            return parse(obj)
+        self._seen_nodes.add(key)
+        if key not in self.nodes:
+            self.nodes[key] = parse(obj)
+        return self.nodes[key]
+
+    def pod_requests(self, pod: Mapping[str, Any]) -> dict[str, int] | str:
+        namespace, name = pod_ref(pod)
+        key = (namespace, name, str(_meta(pod).get("resourceVersion") or ""))
+        if not key[2]:
+            return _requests_or_error(pod)
+        self._seen_requests.add(key)
+        if key not in self.requests:
+            self.requests[key] = _requests_or_error(pod)
+        return self.requests[key]
+
+    def end_pass(self) -> None:
+        self.nodes = {k: v for k, v in self.nodes.items() if k in self._seen_nodes}
+        self.requests = {k: v for k, v in self.requests.items() if k in self._seen_requests}
+        self._seen_nodes, self._seen_requests = set(), set()
+
+
+def _requests_or_error(pod: Mapping[str, Any]) -> dict[str, int] | str:
+    """A pod's requests in milli-units (``pods: 1000`` included), or the error text."""
+    try:
+        return pod_requests_milli(_spec(pod), "spec")
+    except QuantityError as exc:
+        return f"pod {'/'.join(pod_ref(pod))}: {exc}"
 
 
 # ----------------------------------------------------------------------------- pod helpers
@@ -193,16 +239,15 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     return None
 
 
-def _pod_request(pod: Mapping[str, Any]) -> PodRequest:
+def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     """The engine's view of one pod; a member already placed is fixed to its node. Raises
-    ``QuantityError`` / ``ValueError`` naming the pod on malformed input."""
+    ``ValueError`` naming the pod on malformed input."""
     namespace, name = pod_ref(pod)
     spec = _spec(pod)
     labels = _string_map(_meta(pod).get("labels"))
-    try:
-        requests = pod_requests_milli(spec, "spec")
-    except QuantityError as exc:
-        raise ValueError(f"pod {namespace}/{name}: {exc}") from None
+    requests = cache.pod_requests(pod)
+    if isinstance(requests, str):
+        raise ValueError(requests)
     raw_segment = labels.get(keys.SEGMENT_INDEX)
     segment = None
     if raw_segment is not None:
@@ -243,17 +288,24 @@ def _gang_constraints(gang: _Gang, default_topology: str | None) -> tuple[str | 
 
 
 # ----------------------------------------------------------------------------- capacity
-def _parse_nodes(nodes: Iterable[Mapping[str, Any]], skipped: list[str]) -> list[Node]:
-    """Nodes as the engine reads them (:mod:`webhook.placement.snapshot`); a malformed node is
-    skipped (one line in ``skipped``), never fatal for the others."""
+def _parse_node(obj: Mapping[str, Any]) -> Node | str:
+    """One node as the engine reads it (:mod:`webhook.placement.snapshot`), or the error text."""
+    try:
+        return build_snapshot([("cluster", "node", {**obj, "kind": "Node"})]).nodes[0]
+    except SnapshotError as exc:
+        return str(exc)
+
+
+def _parse_nodes(nodes: Iterable[Mapping[str, Any]], skipped: list[str], cache: ParseCache) -> list[Node]:
+    """Nodes as the engine reads them, each with its own ``free`` map (charged by this pass); a
+    malformed node is skipped (one line in ``skipped``), never fatal for the others."""
     out = []
-    for i, obj in enumerate(nodes):
-        try:
-            snap = build_snapshot([("cluster", f"node {i + 1}", {**obj, "kind": "Node"})])
-        except SnapshotError as exc:
-            skipped.append(str(exc))
-            continue
-        out.extend(snap.nodes)
+    for obj in nodes:
+        node = cache.node(obj, _parse_node)
+        if isinstance(node, str):
+            skipped.append(node)
+        else:
+            out.append(replace(node, free=dict(node.free)))
     return out
 
 
@@ -282,7 +334,7 @@ class _Capacity:
                     index.free[row, col] -= sign * value
 
 
-def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skipped: list[str]) -> None:
+def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skipped: list[str], cache: ParseCache) -> None:
     """Charge every live pod that occupies or is pinned to a node (:func:`placed_node`) to that
     node's ``free`` (a pod that is deleting still holds its capacity)."""
     by_name = {n.name: n for n in nodes}
@@ -292,10 +344,9 @@ def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skip
         node = by_name.get(placed_node(pod) or "")
         if node is None:
             continue
-        try:
-            requests = pod_requests_milli(_spec(pod), "spec")
-        except QuantityError as exc:
-            skipped.append(f"pod {'/'.join(pod_ref(pod))}: {exc}")
+        requests = cache.pod_requests(pod)
+        if isinstance(requests, str):
+            skipped.append(requests)
             continue
         for resource, value in requests.items():
             node.free[resource] = node.free.get(resource, 0) - value
@@ -303,22 +354,24 @@ def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skip
 
 # ----------------------------------------------------------------------------- the pass
 def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], topologies: Iterable[Topology], *,
-           default_topology: str | None = None, skip: Container[str] = ()) -> PassResult:
+           default_topology: str | None = None, skip: Container[str] = (), cache: ParseCache | None = None) -> PassResult:
     """One placement pass (DESIGN.md §9).
 
     ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
     items); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
     topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
     not to attempt in this pass (the live controller's back-off of infeasible gangs; their pods
-    are still charged where placed). Returns a :class:`PassResult`: ``releases`` for every gated
+    are still charged where placed); ``cache``: a :class:`ParseCache` kept between passes (a fresh
+    one by default). Returns a :class:`PassResult`: ``releases`` for every gated
     pod of every gang placed (one KEP-3838 patch each), ``waiting`` for every gang left gated
     (sorted by gang key), ``placed`` per placed gang, ``skipped`` malformed objects. Never raises
     for malformed objects: they are skipped or reported as an ``invalid`` gang.
     """
     pods = [p for p in pods if isinstance(p, Mapping)]
     result = PassResult()
-    node_list = _parse_nodes([n for n in nodes if isinstance(n, Mapping)], result.skipped)
-    _charge_nodes(node_list, pods, result.skipped)
+    cache = cache if cache is not None else ParseCache()
+    node_list = _parse_nodes([n for n in nodes if isinstance(n, Mapping)], result.skipped, cache)
+    _charge_nodes(node_list, pods, result.skipped, cache)
     capacity = _Capacity(node_list)
     catalog = {t.name: t for t in topologies}
 
@@ -335,19 +388,20 @@ def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
     ready.sort(key=lambda item: item[:3])
 
     for _, _, key, gang in ready:
-        waiting = _place_gang(gang, capacity, catalog, default_topology, result)
+        waiting = _place_gang(gang, capacity, catalog, default_topology, result, cache)
         if waiting is not None:
             result.waiting.append(waiting)
     result.waiting.sort(key=lambda w: w.gang)
+    cache.end_pass()
     return result
 
 
 def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology], default_topology: str | None,
-                result: PassResult) -> Waiting | None:
+                result: PassResult, cache: ParseCache) -> Waiting | None:
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
     members = sorted(gang.members, key=pod_ref)
     try:
-        requests = [_pod_request(p) for p in members]
+        requests = [_pod_request(p, cache) for p in members]
     except ValueError as exc:
         return Waiting(gang.key, INVALID, str(exc), refs)
     topology_name, constraints = _gang_constraints(gang, default_topology)

@@ -49,7 +49,7 @@ from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from webhook.cluster.topology_cache import Backoff
-from webhook.controller.decision import INFEASIBLE, INVALID, PassResult, Release, Waiting, decide, pod_ref
+from webhook.controller.decision import INFEASIBLE, INVALID, ParseCache, PassResult, Release, Waiting, decide, pod_ref
 from webhook.core import gating
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 
@@ -292,6 +292,7 @@ class Controller:
         self._lock_object: _StoppableLease | None = None
         self.releases_sent = 0
         self.last_result: PassResult | None = None
+        self._parse_cache = ParseCache()  # used by the pass thread only
 
         def topology_list(**kwargs: Any) -> Any:
             return custom.list_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", **kwargs)
@@ -451,7 +452,8 @@ class Controller:
             generation = self._generation
             skip = {g for g, (at, _, gen) in self._retry.items() if now < at or gen == generation}
         nodes, pods, topologies = self.state()
-        result = decide(nodes, pods, topologies, default_topology=self.settings.default_topology, skip=skip)
+        result = decide(nodes, pods, topologies, default_topology=self.settings.default_topology, skip=skip,
+                        cache=self._parse_cache)
         self.metrics.passes.inc()
         for line in result.skipped:
             log.warning("skipped: %s", line)
