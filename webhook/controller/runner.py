@@ -293,6 +293,7 @@ class Controller:
         self.releases_sent = 0
         self.last_result: PassResult | None = None
         self._parse_cache = ParseCache()  # used by the pass thread only
+        self._skipped_logged: set[str] = set()
 
         def topology_list(**kwargs: Any) -> Any:
             return custom.list_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", **kwargs)
@@ -455,8 +456,9 @@ class Controller:
         result = decide(nodes, pods, topologies, default_topology=self.settings.default_topology, skip=skip,
                         cache=self._parse_cache)
         self.metrics.passes.inc()
-        for line in result.skipped:
+        for line in set(result.skipped) - self._skipped_logged:  # once per malformed object
             log.warning("skipped: %s", line)
+        self._skipped_logged = set(result.skipped)
         by_ref = {pod_ref(p): p for p in pods}
         for release in result.releases:
             if not self.leading or self._stop.is_set():
