@@ -36,6 +36,7 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -417,6 +418,8 @@ def main(argv: list[str] | None = None) -> int:
             stop(proc)
         for log in logs.values():
             log.close()
+        # The directory holds the generated CA and serving key: never leave it behind.
+        shutil.rmtree(tmp, ignore_errors=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return status

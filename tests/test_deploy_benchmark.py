@@ -6,6 +6,7 @@ printout, not to a unit test); only that every phase ran without a failed review
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +33,16 @@ def test_percentile_is_nearest_rank():
 
 def test_benchmark_runs_and_stops_by_itself(tmp_path):
     out_json = tmp_path / "result.json"
+    scratch = tmp_path / "tmp"  # the benchmark's TMPDIR: its certificates and logs go here
+    scratch.mkdir()
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--duration", "0.4", "--slices", "1", "--rate", "50",
          "--procs", "1", "--conns", "2", "--json", str(out_json)],
-        capture_output=True, text=True, timeout=240, cwd=ROOT,
+        capture_output=True, text=True, timeout=240, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # It made a segment-webhook-bench-* directory with a CA and a private key there, and removed it.
+    assert sorted(p.name for p in scratch.iterdir()) == []
     result = json.loads(out_json.read_text())
     assert sorted(result["phases"]) == sorted(
         f"{server}/{payload}/{mode}" for server in ("webhook", "noop")

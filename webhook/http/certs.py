@@ -219,12 +219,6 @@ def write_certificates(bundle: CertificateBundle, out_dir: str) -> dict[str, str
     }
 
 
-def certificates_present(cert_dir: str) -> bool:
-    """True when ``cert_dir`` holds both ``tls.crt`` and ``tls.key`` (``ca.crt`` is optional:
-    a Secret mounted by cert-manager or an operator may carry only the pair)."""
-    return all(os.path.isfile(os.path.join(cert_dir, n)) for n in (CERT_FILE, KEY_FILE))
-
-
 def certificate_fingerprint(pem: bytes) -> str:
     """SHA-256 fingerprint (lower-case hex, no separators) of a PEM certificate."""
     return x509.load_pem_x509_certificate(pem).fingerprint(hashes.SHA256()).hex()
