@@ -60,7 +60,8 @@ class FakeApiServer:
     """Loopback HTTP/1.1 server for list + watch of one resource.
 
     ``items`` / ``list_rv``: what the next list returns. ``list_failures``: how many list requests
-    answer HTTP 500 first. ``watch_status``: HTTP status codes for the next watch requests (e.g.
+    answer HTTP 500 first. ``list_status``: HTTP status codes for the next list requests (e.g. 404:
+    no CRD), consumed one per request before ``list_failures``. ``watch_status``: HTTP status codes for the next watch requests (e.g.
     410), consumed one per request. Each watch request gets a queue; ``send(event)``,
     ``drop()`` (close mid-stream without the terminating chunk) and ``end()`` act on the newest.
     """
@@ -69,6 +70,7 @@ class FakeApiServer:
         self.items: list[dict] = []
         self.list_rv = "1"
         self.list_failures = 0
+        self.list_status: list[int] = []
         self.watch_status: list[int] = []
         self.list_requests: list[dict] = []
         self.watch_requests: list[dict] = []
@@ -110,7 +112,8 @@ class FakeApiServer:
     def _serve_list(self, handler, query):
         with self._cond:
             self.list_requests.append(query)
-            fail = self.list_failures > 0
+            scripted = self.list_status.pop(0) if self.list_status else 200
+            fail = self.list_failures > 0 and scripted == 200
             if fail:
                 self.list_failures -= 1
             body = {
@@ -118,7 +121,11 @@ class FakeApiServer:
                 "metadata": {"resourceVersion": self.list_rv}, "items": list(self.items),
             }
             self._cond.notify_all()
-        if fail:
+        if scripted != 200:
+            handler._json(scripted, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": scripted,
+                                     "reason": "NotFound" if scripted == 404 else "InternalError",
+                                     "message": "the server could not find the requested resource"})
+        elif fail:
             handler._json(500, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500,
                                 "reason": "InternalError", "message": "etcd is sad"})
         else:
@@ -231,8 +238,7 @@ def make_cache(server):
 
     yield make
     for cache in caches:
-        cache.stop()
-        assert not cache._thread.is_alive(), "the cache thread did not stop"
+        assert cache.stop(timeout=WAIT) is True, "the informer thread did not stop"
 
 
 def test_initial_list_then_added_modified_deleted_and_bookmark(server, make_cache):
@@ -385,8 +391,7 @@ def test_stop_closes_an_open_watch(server, make_cache):
     server.list_rv = "1"
     cache = make_cache().start()
     server.wait_watches(1)
-    cache.stop(timeout=WAIT)
-    assert not cache._thread.is_alive()
+    assert cache.stop(timeout=WAIT) is True  # the fake server would keep the watch open for 30 s
 
 
 def test_reads_are_consistent_under_concurrent_updates(server, make_cache):
@@ -475,15 +480,67 @@ def test_backoff_rejects_bad_parameters(kwargs):
         Backoff(**kwargs)
 
 
-def test_missing_crd_404_is_retried_with_a_hint(server, make_cache, monkeypatch):
-    """A cluster without the Topology CRD answers 404: the cache stays unsynced, keeps retrying
-    with back-off, and its last error tells the operator what is missing."""
-    import webhook.cluster.topology_cache as tc
-
-    monkeypatch.setattr(tc, "PLURAL", "no-such-resources")  # the fake server answers 404 for it
+def test_missing_crd_404_is_a_known_state_then_the_crd_appears(server, make_cache):
+    """DESIGN.md §10: a cluster without the Topology CRD answers 404 on the list. That is a known
+    state (synced, no topologies, crd_missing); the list is retried with back-off, so a CRD
+    installed later is picked up, and then the catalog is an ordinary listed one."""
+    server.list_status = [404, 404, 404]
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
     cache = make_cache().start()
-    eventually(lambda: cache.last_error is not None, "a recorded list error")
-    assert "404" in cache.last_error
-    assert "topologies.kai.scheduler installed" in cache.last_error
+    assert cache.wait_synced(WAIT) is True
+    if cache.state == "crd-missing":  # seen before the third retry found the CRD
+        assert cache.crd_missing is True
+        assert cache.names() == []
+        assert cache.last_error == ("list answered 404 (the KAI Scheduler Topology CRD topologies.kai.scheduler "
+                                    "is not installed)")
+    # The CRD is "installed" after three 404s: the fourth list succeeds and the watch starts.
+    assert server.wait_watches(1)["resourceVersion"] == "100"
+    assert len(server.list_requests) == 4
+    eventually(lambda: cache.state == "listed", "listed after the CRD appeared")
+    assert cache.crd_missing is False
+    assert cache.names() == ["cluster-topology"]
+    assert cache.last_error is None
+
+
+def test_missing_crd_state_while_it_stays_missing(server, make_cache):
+    server.list_status = [404] * 1000
+    cache = make_cache().start()
+    eventually(lambda: len(server.list_requests) >= 3, "the list retried")
+    assert cache.synced is True
+    assert cache.crd_missing is True
+    assert cache.state == "crd-missing"
+    assert cache.names() == [] and cache.get("cluster-topology") is None
+    assert "topologies.kai.scheduler is not installed" in cache.last_error
+    assert server.watch_requests == []  # nothing to watch
+
+
+def test_crd_deleted_under_a_watch_is_the_missing_state(server, make_cache):
+    server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    server.list_rv = "100"
+    cache = make_cache().start()
+    server.wait_watches(1)
+    assert cache.crd_missing is False
+    # Deleting a CRD deletes its objects (DELETED events), then the resource answers 404.
+    server.send({"type": "DELETED", "object": topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "101")})
+    eventually(lambda: cache.names() == [], "DELETED")
+    server.watch_status = [404]
+    server.end()
+    server.wait_watches(3)  # the 404, then a retry with back-off
+    eventually(lambda: cache.crd_missing, "404 on the watch: crd-missing")
+    assert cache.synced is True
+    # The CRD comes back and a Topology is created: the watch delivers it.
+    server.send({"type": "ADDED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "120")})
+    eventually(lambda: cache.names() == ["rack-only"], "ADDED after the CRD came back")
+    assert cache.state == "listed"
+
+
+def test_other_list_errors_stay_unsynced_with_the_reason(server, make_cache):
+    server.list_status = [403] * 1000
+    cache = make_cache().start()
+    eventually(lambda: len(server.list_requests) >= 2, "the list retried")
     assert cache.synced is False
-    assert cache.names() == []
+    assert cache.crd_missing is False
+    assert cache.state == "waiting"
+    assert cache.last_error == ("API error 403: Forbidden (RBAC: the service account needs get/list/watch "
+                                "on topologies.kai.scheduler)")

@@ -1,46 +1,63 @@
-"""Live catalog of KAI Scheduler ``Topology`` objects: list + watch with the ``kubernetes`` client.
+"""Live catalog of KAI Scheduler ``Topology`` objects, kept by ``kubernetes.informer.SharedInformer``.
 
 :class:`LiveTopologyCatalog` implements :class:`webhook.core.topology.TopologyCatalog`
-(``synced``, ``get``, ``names``) from the cluster's ``kai.scheduler/v1alpha1`` ``topologies``
-(cluster-scoped; DESIGN.md §2, §4.4). It follows the list/watch protocol of the Kubernetes API
-(the informer pattern of client-go / controller-runtime), in one daemon thread:
+(``synced``, ``crd_missing``, ``get``, ``names``) from the cluster's ``kai.scheduler/v1alpha1``
+``topologies`` (cluster-scoped; DESIGN.md §2, §4.4, §10).
 
-1. **list** ``GET /apis/kai.scheduler/v1alpha1/topologies``; the result replaces the whole
-   catalog and its ``metadata.resourceVersion`` is the watch's starting point. ``synced`` turns
-   True after the first successful list and stays True.
-2. **watch** from that resourceVersion with ``allowWatchBookmarks=true`` and a server-side
-   ``timeoutSeconds``; ADDED / MODIFIED / DELETED events update the catalog, BOOKMARK events only
-   advance the resourceVersion.
-3. When the watch ends (server timeout) or the connection drops, watch again **from the last
-   resourceVersion seen** (no re-list).
-4. **410 Gone** (an ``ERROR`` watch event with ``code: 410``, or an HTTP 410 ``ApiException``):
-   the resourceVersion is too old; **re-list**, then watch from the new one.
-5. Any other error: wait with exponential back-off and jitter (0.2 s doubling to 30 s by
-   default, :class:`Backoff`), then continue from step 3 (or step 1 if never listed). The
-   back-off resets after a successful list or a watch that delivered an event.
+What the library does (``kubernetes.informer.SharedInformer``, kubernetes >= 37.0; read in its
+source, ``kubernetes/informer/informer.py``): one daemon thread lists, then watches from the list's
+resourceVersion; when a watch ends or its connection drops it watches again **from the last
+resourceVersion seen** (no re-list); on **410 Gone** (an ``ERROR`` event with ``code: 410`` or an
+HTTP 410, both raised as ``ApiException(410)`` by ``kubernetes.watch.Watch`` once
+``timeoutSeconds`` is set) it re-lists and watches from the new resourceVersion. With
+``resync_period`` it sets the watch's server-side ``timeoutSeconds`` and re-lists after a watch
+that ran that long (so by default every 5 minutes: a cheap safety net for a few Topologies).
 
-Every update builds a new dict and swaps it in with one assignment, so readers (admission
-worker threads) never lock and always see a complete catalog. A malformed Topology (no name,
-no levels, an invalid label key; :meth:`Topology.from_object`) is skipped with a logged warning;
-the thread never dies of bad data.
+What the library does not do, and this module adds (the smallest own code, in the list function
+it is given and in its event handlers):
+
+* **Back-off.** The informer reconnects a failed watch at once and retries a failed list after a
+  fixed 5 s. Here a failed list is retried inside the list function, and a failed watch waits in
+  the ``ERROR`` handler (which runs on the informer's thread), with exponential back-off and
+  jitter (:class:`Backoff`, 0.2 s doubling to 30 s); a second 410 right after a re-list and a
+  watch that the server closes within a second without any event back off too, so a misbehaving
+  server cannot cause a busy loop.
+* **Timeouts and bookmarks.** Every request gets a connect and read timeout; watches ask for
+  bookmarks (``allowWatchBookmarks``); the informer passes neither.
+* **Custom objects.** ``CustomObjectsApi`` answers lists with a dict, which the informer cannot
+  read (it expects ``.items`` and ``.metadata.resource_version``): the list function parses the
+  dict and hands the informer an object of that shape.
+* **States** (DESIGN.md §10): ``waiting`` until the first list succeeds (not synced: /readyz
+  503 with :attr:`LiveTopologyCatalog.last_error` as the reason); ``listed`` after it;
+  ``crd-missing`` when the list (or a watch) answers **404**: the cluster has no Topology CRD,
+  which is a known state (synced, no topologies, ``crd_missing`` True; the list is retried with
+  back-off up to every 30 s so a CRD installed later is picked up).
+* **Atomic, validated catalog.** Each list result and each event builds a new mapping of parsed
+  :class:`~webhook.core.topology.Topology` objects and swaps it in with one assignment, so
+  readers (admission worker threads) never lock and never see a half-applied re-list (the
+  informer replays a re-list as separate DELETED/ADDED/MODIFIED events; those replays are
+  ignored here because the list already replaced the catalog in one step). A malformed Topology
+  is skipped with a logged warning; a MODIFIED event that makes a known Topology malformed
+  leaves its last good version in place.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import socket
 import threading
 import time
-from types import MappingProxyType
 from collections.abc import Mapping
+from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
+from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
+from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +75,43 @@ LIST_READ_TIMEOUT_SECONDS = 30.0
 #: connection (bookmarks arrive about once a minute, so a healthy watch is never that quiet).
 WATCH_READ_SLACK_SECONDS = 60.0
 
+#: Catalog states (DESIGN.md §10): no list succeeded yet / listed / the Topology CRD is absent (404).
+STATE_WAITING = "waiting"
+STATE_LISTED = "listed"
+STATE_CRD_MISSING = "crd-missing"
 
 #: Operator hints appended to list/watch errors, by HTTP status.
 _HINTS = {
     403: " (RBAC: the service account needs get/list/watch on topologies.kai.scheduler)",
-    404: " (is the KAI Scheduler Topology CRD topologies.kai.scheduler installed?)",
+    404: f" (the KAI Scheduler Topology CRD {TOPOLOGY_CRD} is not installed)",
 }
+
+
+class _ClosedStream:
+    """An already finished watch response (no lines): handed to ``kubernetes.watch.Watch`` once
+    :meth:`LiveTopologyCatalog.stop` was called, so the informer's loop ends without an error."""
+
+    status = 200
+
+    def stream(self, amt: Any = None, decode_content: Any = None):
+        return iter(())
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def _shutdown(response: Any) -> None:
+    """Shut down the socket under a streaming urllib3 response, so a thread blocked reading it
+    wakes up at once (as ``kubernetes.watch.Watch.stop`` does for the response it knows)."""
+    try:
+        sock = getattr(getattr(response, "connection", None), "sock", None)
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
 
 
 class TopologyCacheError(RuntimeError):
@@ -151,12 +199,14 @@ def _parse_topology(obj: Any) -> Topology | None:
 
 
 class LiveTopologyCatalog:
-    """A :class:`~webhook.core.topology.TopologyCatalog` kept current from the cluster.
+    """A :class:`~webhook.core.topology.TopologyCatalog` kept current from the cluster by a
+    ``kubernetes.informer.SharedInformer`` (see the module docstring for who does what).
 
     Construct with a ``kubernetes.client.ApiClient`` (or use :meth:`from_kubeconfig`), then
     :meth:`start`. ``backoff``: the :class:`Backoff` used after errors (tests inject a fast one).
-    ``watch_timeout_seconds``: server-side ``timeoutSeconds`` of each watch request (integer
-    seconds >= 1). Reads (``synced``, ``get``, ``names``) are thread-safe and never block.
+    ``watch_timeout_seconds``: server-side ``timeoutSeconds`` of each watch request and the
+    informer's re-list period (integer seconds >= 1; ValueError otherwise). Reads (``synced``,
+    ``crd_missing``, ``state``, ``get``, ``names``) are thread-safe and never block.
     """
 
     def __init__(
@@ -172,16 +222,26 @@ class LiveTopologyCatalog:
         self._backoff = backoff or Backoff()
         self._watch_timeout = watch_timeout_seconds
         self._topologies: Mapping[str, Topology] = MappingProxyType({})
-        self._synced = False
+        self._state = STATE_WAITING
         self._resource_version: str | None = None
         self._write_lock = threading.Lock()
         self._stop_event = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._watch: k8s_watch.Watch | None = None
+        self._started = False
+        self._replaying = False  # between a list and the next watch: the informer replays the list
+        self._watch_started: float | None = None
+        self._watch_response: Any = None  # the newest watch response (urllib3), for stop()
+        self._watch_events = 0
+        self._watch_failed = False
+        self._gone_streak = 0  # consecutive 410s without a watch event in between
         self.list_count = 0
-        """Successful lists so far (1 after start-up; each 410 Gone adds one)."""
+        """Successful lists so far (1 after start-up; each 410 Gone and each re-list period adds one)."""
         self.last_error: str | None = None
-        """Text of the most recent list/watch error, or None (for logs and /readyz detail)."""
+        """Text of the most recent list/watch error, or None (logs and /readyz ``reason``)."""
+        self._informer = SharedInformer(self._list_or_watch, resync_period=watch_timeout_seconds)
+        for event_type, handler in ((ADDED, self._on_upsert), (MODIFIED, self._on_upsert),
+                                    (DELETED, self._on_delete), (BOOKMARK, self._on_bookmark),
+                                    (ERROR, self._on_error)):
+            self._informer.add_event_handler(event_type, handler)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -211,8 +271,20 @@ class LiveTopologyCatalog:
     # ---------------------------------------------------------------- TopologyCatalog
     @property
     def synced(self) -> bool:
-        """True once the first list succeeded (stays True, DESIGN.md §5 unknown-name rule)."""
-        return self._synced
+        """True once the catalog is in a known state: a list succeeded, or the Topology CRD is
+        missing (404). Stays True (DESIGN.md §5 unknown-name rule, §10 readiness)."""
+        return self._state != STATE_WAITING
+
+    @property
+    def crd_missing(self) -> bool:
+        """True while the cluster has no Topology CRD (the list or watch answered 404): synced,
+        no topologies (DESIGN.md §10)."""
+        return self._state == STATE_CRD_MISSING
+
+    @property
+    def state(self) -> str:
+        """``"waiting"`` (no list succeeded yet), ``"listed"`` or ``"crd-missing"``."""
+        return self._state
 
     def get(self, name: str) -> Topology | None:
         """The Topology called ``name``, or None when not (yet) known."""
@@ -229,141 +301,126 @@ class LiveTopologyCatalog:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "LiveTopologyCatalog":
-        """Start the list/watch daemon thread (idempotent). Returns ``self``."""
-        if self._thread is None or not self._thread.is_alive():
-            self._stop_event.clear()
-            self._thread = threading.Thread(target=self._run, name="topology-cache", daemon=True)
-            self._thread.start()
+        """Start the informer's daemon thread (idempotent; not restartable after :meth:`stop`).
+        Returns ``self``."""
+        if not self._started:
+            self._started = True
+            self._informer.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread: closes an open watch connection and waits up to ``timeout`` seconds.
-
-        The watch is closed repeatedly until the thread ends, because a ``stop()`` that lands
-        while a watch request is still being sent would otherwise be lost."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop the informer: wakes a back-off wait, closes an open watch connection (the
+        library's ``Watch.stop`` shuts its socket down) and waits up to ``timeout`` seconds for
+        the thread. Returns True when the thread has ended (False only if a request was still
+        being sent and did not end in time; the thread is a daemon and ends with the process)."""
         self._stop_event.set()
-        thread = self._thread
-        deadline = time.monotonic() + timeout
-        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
-            w = self._watch
-            if w is not None:
-                w.stop()
-            thread.join(0.05)
+        if not self._started:
+            return True
+        response = self._watch_response
+        if response is not None:
+            _shutdown(response)
+        stopper = threading.Thread(target=self._informer.stop, name="topology-cache-stop", daemon=True)
+        stopper.start()
+        stopper.join(timeout)
+        return not stopper.is_alive()
 
     def wait_synced(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds for the first successful list; returns ``synced``."""
+        """Block up to ``timeout`` seconds for a known state; returns ``synced``."""
         deadline = time.monotonic() + timeout
-        while not self._synced and time.monotonic() < deadline and not self._stop_event.is_set():
+        while not self.synced and time.monotonic() < deadline and not self._stop_event.is_set():
             self._stop_event.wait(0.02)
-        return self._synced
+        return self.synced
 
-    # ---------------------------------------------------------------- the loop
-    def _run(self) -> None:
-        gone_streak = 0  # consecutive 410s without a watch event in between
+    # ---------------------------------------------------------------- the informer's list function
+    def _list_or_watch(self, **kwargs: Any) -> Any:
+        """The ``list_func`` given to the informer: a list (no ``watch`` argument) or a watch.
+
+        :rtype: object
+        """
+        # The ":rtype: object" line above tells kubernetes.watch.Watch to decode watch events as
+        # plain dicts (as for CustomObjectsApi) and to track their resourceVersion.
+        if kwargs.get("watch"):
+            return self._start_watch(kwargs)
+        return self._list_until_known()
+
+    def _list_until_known(self) -> Any:
+        """List until it succeeds (or answers 404: no CRD), retrying with back-off. Returns the
+        informer's view of the list (``.items``, ``.metadata.resource_version``)."""
         while not self._stop_event.is_set():
             try:
-                if self._resource_version is None:
-                    self._list()
-                events = self._watch_once()
-                if events:
-                    gone_streak = 0
+                result = self._api.list_cluster_custom_object(
+                    GROUP, VERSION, PLURAL,
+                    _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
+                )
+                if not isinstance(result, Mapping) or not isinstance(result.get("items", []), list):
+                    raise ValueError("list response is not a TopologyList (no items list)")
             except ApiException as exc:
-                if exc.status == 410:
-                    # The resourceVersion is too old: re-list (``synced`` stays True; the old
-                    # catalog is the best answer until the list returns). Re-list at once the
-                    # first time, with back-off if the server keeps answering 410.
-                    log.info("topology watch: resourceVersion %s is gone (410); re-listing", self._resource_version)
-                    self._resource_version = None
-                    if gone_streak:
-                        self._failed("410 Gone again right after a re-list")
-                    gone_streak += 1
-                    continue
                 if self._stop_event.is_set():
                     break
-                self._failed(f"API error {exc.status}: {exc.reason}{_HINTS.get(exc.status, '')}")
+                if exc.status == 404:
+                    self._set_crd_missing(f"list answered 404{_HINTS[404]}")
+                    self._stop_event.wait(self._backoff.next_delay())
+                else:
+                    self._failed(f"API error {exc.status}: {exc.reason}{_HINTS.get(exc.status, '')}")
+                continue
             except Exception as exc:  # noqa: BLE001 - the thread must survive anything
                 if self._stop_event.is_set():
-                    break  # stop() closed the watch connection
-                self._failed(f"{type(exc).__name__}: {exc}")
-
-    def _failed(self, text: str) -> None:
-        self.last_error = text
-        delay = self._backoff.next_delay()
-        log.warning("topology cache: %s; retrying in %.2fs from resourceVersion %s", text, delay, self._resource_version)
-        self._stop_event.wait(delay)
-
-    def _list(self) -> None:
-        result = self._api.list_cluster_custom_object(
-            GROUP, VERSION, PLURAL,
-            _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
-        )
-        if not isinstance(result, Mapping) or not isinstance(result.get("items", []), list):
-            raise ValueError("list response is not a TopologyList (no items list)")
-        fresh: dict[str, Topology] = {}
-        for item in result.get("items") or []:
-            topo = _parse_topology(item)
-            if topo is not None:
-                fresh[topo.name] = topo
-        rv = _rv_of(result)
-        with self._write_lock:
-            self._topologies = MappingProxyType(fresh)
-            self._resource_version = rv
-            self._synced = True
-            self.list_count += 1
-        self._backoff.reset()
-        self.last_error = None
-        log.info("topology cache: listed %d topologies at resourceVersion %s: %s", len(fresh), rv, sorted(fresh))
-
-    def _watch_once(self) -> int:
-        """One watch request from the current resourceVersion; returns the number of events.
-
-        Returns normally when the server ends the watch (``timeoutSeconds``) or on :meth:`stop`;
-        raises on errors (``ApiException`` 410 for an expired resourceVersion, urllib3 errors
-        for a dropped connection). A watch that the server closes within a second without any
-        event counts as an error (back-off), so a misbehaving server cannot cause a busy loop.
-        """
-        kwargs: dict[str, Any] = {
-            "allow_watch_bookmarks": True,
-            "timeout_seconds": self._watch_timeout,
-            "_request_timeout": (CONNECT_TIMEOUT_SECONDS, self._watch_timeout + WATCH_READ_SLACK_SECONDS),
-        }
-        if self._resource_version is not None:
-            kwargs["resource_version"] = self._resource_version
-        w = k8s_watch.Watch()
-        self._watch = w
-        events = 0
-        started = time.monotonic()
-        try:
-            if self._stop_event.is_set():
-                return 0
-            for event in w.stream(self._api.list_cluster_custom_object, GROUP, VERSION, PLURAL, **kwargs):
-                events += 1
-                self._apply(event)
-                if self._stop_event.is_set():
                     break
-        finally:
-            self._watch = None
-        if not events and time.monotonic() - started < 1.0 and not self._stop_event.is_set():
-            self._failed("watch closed by the server without any event")
-        return events
+                self._failed(f"{type(exc).__name__}: {exc}")
+                continue
+            items = result.get("items") or []
+            fresh: dict[str, Topology] = {}
+            for item in items:
+                topo = _parse_topology(item)
+                if topo is not None:
+                    fresh[topo.name] = topo
+            rv = _rv_of(result)
+            with self._write_lock:
+                self._topologies = MappingProxyType(fresh)
+                self._resource_version = rv
+                self._state = STATE_LISTED
+                self.list_count += 1
+                self._replaying = True
+            self._backoff.reset()
+            self.last_error = None
+            log.info("topology cache: listed %d topologies at resourceVersion %s: %s", len(fresh), rv, sorted(fresh))
+            return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
+        # Stopped: an empty answer that changes nothing here; the informer's loop then ends.
+        return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
 
-    def _apply(self, event: Any) -> None:
-        """Apply one watch event (a dict from ``kubernetes.watch.Watch``)."""
-        if not isinstance(event, Mapping):
-            return
-        kind = event.get("type")
-        obj = event.get("raw_object", event.get("object"))
-        rv = _rv_of(obj)
-        if kind == "BOOKMARK":
-            pass
-        elif kind in ("ADDED", "MODIFIED"):
+    def _start_watch(self, kwargs: dict) -> Any:
+        """Open one watch request (called by ``kubernetes.watch.Watch.stream``)."""
+        self._replaying = False
+        if (self._watch_started is not None and not self._watch_events and not self._watch_failed
+                and time.monotonic() - self._watch_started < 1.0 and not self._stop_event.is_set()):
+            self._failed("watch closed by the server without any event")
+        if self._stop_event.is_set():
+            return _ClosedStream()
+        kwargs.setdefault("timeout_seconds", self._watch_timeout)
+        kwargs["allow_watch_bookmarks"] = True
+        kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + WATCH_READ_SLACK_SECONDS)
+        self._watch_started, self._watch_events, self._watch_failed = time.monotonic(), 0, False
+        response = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)
+        # stop() may have come while the request was being sent, before the library's Watch knows
+        # the response (its stop() would miss it): keep it where stop() looks, then check.
+        self._watch_response = response
+        if self._stop_event.is_set():
+            _shutdown(response)
+        return response
+
+    # ---------------------------------------------------------------- event handlers (informer thread)
+    def _on_upsert(self, obj: Any) -> None:
+        if self._seen_event(obj):
             topo = _parse_topology(obj)
             if topo is not None:
                 with self._write_lock:
                     updated = dict(self._topologies)
                     updated[topo.name] = topo
                     self._topologies = MappingProxyType(updated)
-        elif kind == "DELETED":
+                    self._state = STATE_LISTED
+
+    def _on_delete(self, obj: Any) -> None:
+        if self._seen_event(obj):
             name = _name_of(obj)
             if name is None:
                 log.warning("topology watch: DELETED event without metadata.name skipped")
@@ -372,9 +429,56 @@ class LiveTopologyCatalog:
                     updated = dict(self._topologies)
                     del updated[name]
                     self._topologies = MappingProxyType(updated)
-        else:
-            log.warning("topology watch: unknown event type %r skipped", kind)
+
+    def _on_bookmark(self, obj: Any) -> None:
+        self._seen_event(obj)
+
+    def _seen_event(self, obj: Any) -> bool:
+        """Book-keeping for one event; False for the informer's replay of a list (already applied)."""
+        if self._replaying or self._stop_event.is_set():
+            return False
+        self._watch_events += 1
+        self._gone_streak = 0
+        rv = _rv_of(obj)
         if rv is not None:
             self._resource_version = rv
         self._backoff.reset()
         self.last_error = None
+        return True
+
+    def _on_error(self, exc: Any) -> None:
+        """A failed watch (the informer reconnects as soon as this returns): back off."""
+        if self._stop_event.is_set():
+            return
+        self._watch_failed = True
+        status = getattr(exc, "status", None) if isinstance(exc, ApiException) else None
+        if status == 410:
+            # The resourceVersion is too old: the informer re-lists (``synced`` stays True; the old
+            # catalog is the best answer until the list returns). At once the first time, with
+            # back-off if the server keeps answering 410.
+            log.info("topology watch: resourceVersion %s is gone (410); re-listing", self._resource_version)
+            if self._gone_streak:
+                self._failed("410 Gone again right after a re-list")
+            self._gone_streak += 1
+        elif status == 404:
+            self._set_crd_missing(f"watch answered 404{_HINTS[404]}")
+            self._failed(f"API error 404: {getattr(exc, 'reason', '')}{_HINTS[404]}")
+        elif status is not None:
+            self._failed(f"API error {status}: {exc.reason}{_HINTS.get(status, '')}")
+        else:
+            self._failed(f"{type(exc).__name__}: {exc}")
+
+    def _set_crd_missing(self, text: str) -> None:
+        """The Topology resource does not exist: a known state with no topologies (§10)."""
+        if self._state != STATE_CRD_MISSING:
+            log.warning("topology cache: %s; ready with no topologies (workloads naming one are denied)", text)
+        with self._write_lock:
+            self._topologies = MappingProxyType({})
+            self._state = STATE_CRD_MISSING
+        self.last_error = text
+
+    def _failed(self, text: str) -> None:
+        self.last_error = text
+        delay = self._backoff.next_delay()
+        log.warning("topology cache: %s; retrying in %.2fs from resourceVersion %s", text, delay, self._resource_version)
+        self._stop_event.wait(delay)

@@ -82,7 +82,8 @@ def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: De
     if not rules.check_topology_name_syntax(decision, source.field, source.value, known):
         return None
     topology = catalog.get(source.value)
-    rules.check_topology_known(decision, source.field, source.value, topology is not None, catalog.synced, known)
+    rules.check_topology_known(decision, source.field, source.value, topology is not None, catalog.synced, known,
+                               crd_missing=getattr(catalog, "crd_missing", False))  # optional member, §10
     return topology
 
 

@@ -248,14 +248,21 @@ def check_topology_name_syntax(decision: Decision, field_path: str, name: str, k
     return False
 
 
-@rule("unknown-topology", "DESIGN.md §5", "a topology name unknown to the synced topology cache")
+@rule("unknown-topology", "DESIGN.md §5, §10", "a topology name unknown to the synced topology cache")
 def check_topology_known(decision: Decision, field_path: str, name: str, found: bool, synced: bool,
-                         known: list[str]) -> bool:
+                         known: list[str], crd_missing: bool = False) -> bool:
     """A topology name must be known while the topology cache is synced (listing the known
-    names); while it is not synced, a warning. Returns True when the topology is known."""
+    names); while it is not synced, a warning. ``crd_missing``: the cluster has no Topology CRD
+    (§10), so the fix says how to install it. Returns True when the topology is known."""
     if found:
         return True
-    if synced:
+    if synced and crd_missing:
+        from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL
+
+        violate(decision, "unknown-topology", field_path, name,
+                f"no Topology exists: the cluster has no Topology CRD ({TOPOLOGY_CRD})",
+                f"install the CRD ({TOPOLOGY_CRD_INSTALL}; or install KAI Scheduler), then create Topology {quote(name)}")
+    elif synced:
         violate(decision, "unknown-topology", field_path, name, "no Topology has this name",
                 f"use one of: {', '.join(known)}" if known else "create the Topology first")
     else:

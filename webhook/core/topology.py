@@ -18,6 +18,11 @@ import yaml
 
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
+#: The CustomResourceDefinition that serves Topologies (KAI Scheduler) and how to install it alone
+#: (the file is KAI Scheduler's own CRD; installing KAI Scheduler installs it too). DESIGN.md §10.
+TOPOLOGY_CRD = "topologies.kai.scheduler"
+TOPOLOGY_CRD_INSTALL = ("kubectl apply -f https://raw.githubusercontent.com/NVIDIA/KAI-Scheduler/main/"
+                        "deployments/kai-scheduler/crds/kai.scheduler_topologies.yaml")
 
 _NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
@@ -119,10 +124,17 @@ class TopologyCatalog(Protocol):
     ``synced`` is True once the catalog holds the complete set (a file-backed catalog always;
     a live cache after its first successful list). Only a synced catalog lets the webhook deny
     an unknown topology name (DESIGN.md §5).
+
+    ``crd_missing`` (optional; absent means False) is True when the cluster has no Topology CRD
+    (the list answered 404): a known state, so ``synced`` is True and there are no topologies;
+    the unknown-topology denial then says how to install the CRD (DESIGN.md §10).
     """
 
     @property
     def synced(self) -> bool: ...
+
+    @property
+    def crd_missing(self) -> bool: ...
 
     def get(self, name: str) -> Topology | None: ...
 
@@ -140,6 +152,10 @@ class StaticTopologyCatalog:
     @property
     def synced(self) -> bool:
         return True
+
+    @property
+    def crd_missing(self) -> bool:
+        return False
 
     def get(self, name: str) -> Topology | None:
         return self._by_name.get(name)
