@@ -544,3 +544,100 @@ def test_other_list_errors_stay_unsynced_with_the_reason(server, make_cache):
     assert cache.state == "waiting"
     assert cache.last_error == ("API error 403: Forbidden (RBAC: the service account needs get/list/watch "
                                 "on topologies.kai.scheduler)")
+
+
+# ------------------------------------------------------------------ serve against a loopback API server
+
+def _kubeconfig_for(server: FakeApiServer, path) -> str:
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
+    }))
+    return str(path)
+
+
+SEG_SIZE, TOPO_KEY = "kai.scheduler/segment-size", "kai.scheduler/topology"
+RACK = "cloud.provider.com/topology-rack"
+
+
+def _post(srv, body) -> dict:
+    import requests
+
+    resp = requests.post(srv["url"] + "/mutate", data=json.dumps(body), verify=srv["ca"], timeout=30,
+                         headers={"Content-Type": "application/json"})
+    assert resp.status_code == 200
+    return resp.json()["response"]
+
+
+def test_serve_without_the_topology_crd_is_ready_and_answers_as_design_10(server, tmp_path):
+    """DESIGN.md §10: the API server answers 404 for Topologies. serve is ready; a workload that
+    names a topology is denied saying no Topology exists and how to install the CRD; pods are
+    unaffected."""
+    import base64
+
+    import jsonpatch
+    import requests
+    from serving import admission_review, clean_env, running_serve
+
+    server.list_status = [404] * 100_000
+    kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
+    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz",
+                       in_a_row=6) as srv:  # both workers synced (new connection each time)
+        ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
+        assert ready.status_code == 200
+        assert ready.json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}
+
+        job = {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pytorch-tp4"},
+            "spec": {"pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "i"}]}}},
+                "Worker": {"replicas": 16, "template": {
+                    "metadata": {"annotations": {TOPO_KEY: "cluster-topology", SEG_SIZE: "4",
+                                                 "kai.scheduler/segment-topology-required-placement": RACK}},
+                    "spec": {"containers": [{"name": "pytorch", "image": "i"}]}}}}},
+        }
+        # Each of the 2 workers has its own informer: ask a few times so both answer.
+        for _ in range(4):
+            answer = _post(srv, admission_review(job))
+            assert answer["allowed"] is False
+            assert answer["status"]["code"] == 403
+            assert answer["status"]["message"] == (
+                'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/topology"] = '
+                '"cluster-topology": no Topology exists: the cluster has no Topology CRD (topologies.kai.scheduler) '
+                "(rule unknown-topology); fix: install the CRD (kubectl apply -f https://raw.githubusercontent.com/"
+                "NVIDIA/KAI-Scheduler/main/deployments/kai-scheduler/crds/kai.scheduler_topologies.yaml; or install "
+                'KAI Scheduler), then create Topology "cluster-topology".')
+
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "pytorch-tp4-worker-5",
+                            "labels": {"training.kubeflow.org/replica-type": "worker",
+                                       "training.kubeflow.org/replica-index": "5"},
+                            "annotations": {SEG_SIZE: "4", TOPO_KEY: "cluster-topology"}},
+               "spec": {"containers": [{"name": "pytorch", "image": "i"}]}}
+        answer = _post(srv, admission_review(pod))
+        assert answer["allowed"] is True
+        patched = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(answer["patch"])))
+        assert patched["metadata"]["labels"]["kai.scheduler/segment-index"] == "1"  # worker 5 // 4
+        assert patched["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "worker-1"
+    assert len(server.list_requests) >= 2  # both workers listed (and keep retrying for a CRD)
+    assert server.watch_requests == []
+
+
+def test_serve_with_a_failing_topology_list_is_not_ready_and_says_why(server, tmp_path):
+    """DESIGN.md §10: other list errors keep the webhook unready until a list succeeds, and
+    /readyz shows the reason."""
+    import requests
+    from serving import clean_env, running_serve
+
+    server.list_status = [403] * 100_000
+    kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
+    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env()) as srv:
+        eventually(lambda: len(server.list_requests) >= 2, "both workers tried the list")
+        ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
+        assert ready.status_code == 503
+        assert ready.json() == {
+            "ready": False, "topologiesSynced": False, "certificateLoaded": True,
+            "reason": "the Topology catalog has not completed its first list yet: API error 403: Forbidden "
+                      "(RBAC: the service account needs get/list/watch on topologies.kai.scheduler)"}

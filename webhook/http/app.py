@@ -251,6 +251,9 @@ def create_app(
         body = {"ready": synced and tls, "topologiesSynced": synced, "certificateLoaded": tls}
         if not synced:
             body["reason"] = "the Topology catalog has not completed its first list yet"
+            last_error = getattr(catalog, "last_error", None)  # live catalog: why (DESIGN.md §10)
+            if last_error:
+                body["reason"] += f": {last_error}"
         elif not tls:
             body["reason"] = "the serving certificate is not loaded"
         return _json(body, 200 if body["ready"] else 503)
