@@ -37,8 +37,12 @@ def default_dir(tmp_path_factory):
 
 
 def test_default_files_and_modes(default_dir):
-    assert sorted(os.listdir(default_dir)) == ["ca.crt", "tls.crt", "tls.key"]
+    assert sorted(os.listdir(default_dir)) == ["ca-bundle.crt", "ca.crt", "ca.key", "tls.crt", "tls.key"]
     assert stat.S_IMODE(os.stat(default_dir / "tls.key").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(default_dir / "ca.key").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(default_dir).st_mode) == 0o700
+    # One CA so far: the caBundle is that CA.
+    assert (default_dir / "ca-bundle.crt").read_bytes() == (default_dir / "ca.crt").read_bytes()
 
 
 def test_default_sans_cover_service_names(default_dir):
@@ -121,3 +125,116 @@ def test_cli_reads_environment(tmp_path):
     assert proc.returncode == 0, proc.stderr
     dns, _ = _sans(_load(out / "tls.crt"))
     assert "envhook.envns.svc" in dns
+
+
+# ------------------------------------------------------------------ CA kept across runs (DESIGN.md §10)
+
+SERVICE_DNS = "segment-webhook.segment-webhook-system.svc"  # the name kube-apiserver dials
+
+
+def _cli_certs(out, *extra):
+    return subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _pems(data: bytes) -> list[bytes]:
+    return [b"-----BEGIN CERTIFICATE-----" + part for part in data.split(b"-----BEGIN CERTIFICATE-----")[1:]]
+
+
+def _verify_serving(cert_pem: bytes, trusted_pem: bytes) -> None:
+    """Verify like a TLS client of the Service: chain to a CA in ``trusted_pem`` (a caBundle)
+    and the name ``segment-webhook.segment-webhook-system.svc``. Raises on failure."""
+    from cryptography.x509 import DNSName
+    from cryptography.x509.verification import PolicyBuilder, Store
+
+    store = Store([x509.load_pem_x509_certificate(p) for p in _pems(trusted_pem)])
+    verifier = PolicyBuilder().store(store).build_server_verifier(DNSName(SERVICE_DNS))
+    verifier.verify(x509.load_pem_x509_certificate(cert_pem), [])
+
+
+def test_certs_run_twice_keeps_the_ca_and_the_new_certificate_verifies_against_it(tmp_path):
+    out = tmp_path / "certs"
+    assert _cli_certs(out).returncode == 0
+    ca_before, ca_key_before = (out / "ca.crt").read_bytes(), (out / "ca.key").read_bytes()
+    tls_before = (out / "tls.crt").read_bytes()
+
+    second = _cli_certs(out)
+    assert second.returncode == 0, second.stderr
+    assert "kept the CA in" in second.stdout
+    assert (out / "ca.crt").read_bytes() == ca_before
+    assert (out / "ca.key").read_bytes() == ca_key_before
+    assert (out / "ca-bundle.crt").read_bytes() == ca_before
+    tls_after = (out / "tls.crt").read_bytes()
+    assert tls_after != tls_before  # a new serving certificate ...
+    _verify_serving(tls_after, ca_before)  # ... that the unchanged caBundle trusts
+    _verify_serving(tls_before, ca_before)  # and so do pods still serving the old one
+    key = serialization.load_pem_private_key((out / "tls.key").read_bytes(), password=None)
+    assert key.public_key().public_numbers() == x509.load_pem_x509_certificate(tls_after).public_key().public_numbers()
+
+
+def test_new_ca_bundles_old_and_new_until_the_next_run(tmp_path):
+    out = tmp_path / "certs"
+    assert _cli_certs(out).returncode == 0
+    old_ca, old_tls = (out / "ca.crt").read_bytes(), (out / "tls.crt").read_bytes()
+
+    rotated = _cli_certs(out, "--new-ca")
+    assert rotated.returncode == 0, rotated.stderr
+    new_ca, new_tls = (out / "ca.crt").read_bytes(), (out / "tls.crt").read_bytes()
+    assert new_ca != old_ca
+    bundle = (out / "ca-bundle.crt").read_bytes()
+    assert _pems(bundle) == [new_ca, old_ca]  # new CA first, then the one it replaces
+    # During the rollout the caBundle trusts pods of both CAs; the new CA alone does not trust old pods.
+    _verify_serving(new_tls, bundle)
+    _verify_serving(old_tls, bundle)
+    from cryptography.x509.verification import VerificationError
+
+    with pytest.raises(VerificationError):
+        _verify_serving(old_tls, new_ca)
+
+    # After the rollout: a run without --new-ca keeps the new CA and drops the old one.
+    assert _cli_certs(out).returncode == 0
+    assert (out / "ca.crt").read_bytes() == new_ca
+    assert (out / "ca-bundle.crt").read_bytes() == new_ca
+    _verify_serving((out / "tls.crt").read_bytes(), new_ca)
+
+
+def test_a_ca_without_its_key_needs_new_ca(tmp_path):
+    """A directory written by an older `certs` (ca.crt, no ca.key): a plain run refuses and says
+    what to do; --new-ca makes a CA and bundles the old ca.crt with it."""
+    out = tmp_path / "certs"
+    old = certs.generate()
+    certs.write_certificates(old, str(out))
+    assert sorted(os.listdir(out)) == ["ca.crt", "tls.crt", "tls.key"]
+    refused = _cli_certs(out)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"segment-webhook certs: error: {out}/ca.crt has no ca.key beside it (an older `segment-webhook certs` did "
+        "not keep the CA key), so that CA cannot sign a new serving certificate: run with --new-ca (ca-bundle.crt "
+        "then carries the old and the new CA for the rollout)\n")
+    assert (out / "ca.crt").read_bytes() == old.ca_pem  # nothing written
+    assert _cli_certs(out, "--new-ca").returncode == 0
+    assert _pems((out / "ca-bundle.crt").read_bytes()) == [(out / "ca.crt").read_bytes(), old.ca_pem]
+
+
+def test_a_kept_ca_that_expires_first_is_refused(tmp_path):
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    first = certs.renew(str(tmp_path), days=365, now=start)
+    certs.write_certificates(first, str(tmp_path))
+    ca = x509.load_pem_x509_certificate(first.ca_pem)
+    assert ca.not_valid_after_utc == dt.datetime(2035, 12, 30, tzinfo=dt.timezone.utc)  # 3650 days
+    late = dt.datetime(2035, 6, 1, tzinfo=dt.timezone.utc)
+    with pytest.raises(certs.CertificateError) as info:
+        certs.renew(str(tmp_path), days=365, now=late)
+    assert str(info.value) == (f"the CA in {tmp_path}/ca.crt expires on 2035-12-30, before a 365-day serving "
+                               "certificate would: run with --new-ca (see the README: changing the CA), or lower --days")
+    assert certs.renew(str(tmp_path), days=180, now=late).reused_ca is True
+
+
+def test_a_ca_key_that_does_not_match_is_refused(tmp_path):
+    certs.write_certificates(certs.renew(str(tmp_path)), str(tmp_path))
+    other = certs.renew(str(tmp_path / "other"))
+    (tmp_path / "ca.key").write_bytes(other.ca_key_pem)
+    with pytest.raises(certs.CertificateError) as info:
+        certs.renew(str(tmp_path))
+    assert str(info.value) == (f"{tmp_path}/ca.key is not the key of {tmp_path}/ca.crt: restore the pair, "
+                               "or run with --new-ca")

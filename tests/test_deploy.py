@@ -361,8 +361,8 @@ def test_self_signed_overlay_carries_the_generated_ca(self_signed):
     assert secret["metadata"]["name"].startswith("segment-webhook-tls-")  # name hash: Deployment rolls on rotation
     assert secret["metadata"]["namespace"] == NAMESPACE
     assert secret["type"] == "kubernetes.io/tls"
-    assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]
-    assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem
+    assert sorted(secret["data"]) == ["ca.crt", "tls.crt", "tls.key"]  # never ca.key
+    assert base64.b64decode(secret["data"]["ca.crt"]) == ca_pem  # ca-bundle.crt: one CA so far
     assert base64.b64decode(secret["data"]["tls.key"]).startswith(b"-----BEGIN PRIVATE KEY-----")
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert [v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v] == [secret["metadata"]["name"]]
@@ -372,6 +372,43 @@ def test_self_signed_overlay_carries_the_generated_ca(self_signed):
             assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
             bundles += 1
     assert bundles == 3
+
+
+def _ca_bundles(docs: list[dict]) -> set[bytes]:
+    return {base64.b64decode(hook["clientConfig"]["caBundle"])
+            for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+            for hook in one(docs, kind)["webhooks"]}
+
+
+@needs_kubectl
+def test_self_signed_rendered_twice_with_certs_between_keeps_the_ca_bundle(tmp_path):
+    """The README's rotation: `certs` then render, `certs` again then render. The caBundle stays
+    the same (the CA is kept), the serving certificate and the Secret's name (so the pods) change.
+    With --new-ca the caBundle holds the new and the old CA, until the next plain run."""
+    deploy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, deploy, ignore=shutil.ignore_patterns("*.crt", "*.key"))
+    certs_dir = deploy / "overlays" / "self-signed" / "certs"
+
+    def certs_then_render(*extra):
+        out = subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "--out", str(certs_dir), *extra],
+                             capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        docs = kustomize(deploy / "overlays" / "self-signed")
+        secret = one(docs, "Secret")
+        return docs, secret["metadata"]["name"], base64.b64decode(secret["data"]["tls.crt"])
+
+    first, first_name, first_tls = certs_then_render()
+    second, second_name, second_tls = certs_then_render()
+    ca = (certs_dir / "ca.crt").read_bytes()
+    assert _ca_bundles(first) == _ca_bundles(second) == {ca}
+    assert second_tls != first_tls and second_name != first_name
+
+    third, _, _ = certs_then_render("--new-ca")
+    new_ca = (certs_dir / "ca.crt").read_bytes()
+    assert new_ca != ca
+    assert _ca_bundles(third) == {new_ca + ca}
+    fourth, _, _ = certs_then_render()
+    assert _ca_bundles(fourth) == {new_ca}
 
 
 def test_self_signed_certs_dir_is_git_ignored():
