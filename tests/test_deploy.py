@@ -121,9 +121,10 @@ def test_every_object_is_valid_kubernetes(base, cert_manager, self_signed):
             except kubernetes_validate.ValidationError as exc:
                 pytest.fail(f"{render}: {doc['kind']}/{doc['metadata']['name']} invalid: {exc.message} at {list(exc.path)}")
             checked += 1
-    # base: Namespace, CRD, ServiceAccount, ClusterRole, ClusterRoleBinding, Service, Deployment,
-    # PodDisruptionBudget, Mutating- and ValidatingWebhookConfiguration = 10; self-signed adds a Secret.
-    assert checked == 10 + 10 + 11
+    # base: Namespace, PriorityClass, CRD, ServiceAccount, ClusterRole, ClusterRoleBinding, Service,
+    # Deployment, PodDisruptionBudget, Mutating- and ValidatingWebhookConfiguration = 11; self-signed
+    # adds a Secret.
+    assert checked == 11 + 11 + 12
 
 
 def test_strict_validation_is_not_a_no_op(base):
@@ -139,6 +140,7 @@ def test_base_objects(base):
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in base)
     assert kinds == sorted([
         ("Namespace", NAMESPACE),
+        ("PriorityClass", "segment-webhook-critical"),
         ("CustomResourceDefinition", "distributedworkloads.segments.dev"),
         ("ServiceAccount", SERVICE),
         ("ClusterRole", "segment-webhook-topology-reader"),
@@ -152,6 +154,54 @@ def test_base_objects(base):
     for d in base:
         if d["kind"] in ("ServiceAccount", "Service", "Deployment", "PodDisruptionBudget"):
             assert d["metadata"]["namespace"] == NAMESPACE
+
+
+# ----------------------------------------------------------------- rollouts (DESIGN.md §10)
+
+OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
+
+
+def render_overlay(name: str, tmp_path: Path) -> list[dict]:
+    """Render ``deploy/overlays/<name>`` from a copy of deploy/ whose self-signed certs/ directory
+    is filled by ``segment-webhook certs`` (the documented step; other overlays ignore it)."""
+    deploy = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, deploy, ignore=shutil.ignore_patterns("*.crt", "*.key"))
+    out = subprocess.run([sys.executable, "-m", "webhook.cli", "certs", "--out",
+                          str(deploy / "overlays" / "self-signed" / "certs")],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return kustomize(deploy / "overlays" / name)
+
+
+def test_every_overlay_is_checked():
+    assert {"cert-manager", "self-signed"} <= set(OVERLAYS)
+
+
+@needs_kubectl
+@pytest.mark.parametrize("overlay", ["base"] + OVERLAYS)
+def test_every_render_carries_the_rollout_settings(overlay, tmp_path):
+    """README "Rollouts": a 15 s preStop pause (longer than endpoint propagation), a 60 s grace
+    period (pause + gunicorn's 30 s drain), and the webhook's own PriorityClass."""
+    docs = kustomize(DEPLOY / "base") if overlay == "base" else render_overlay(overlay, tmp_path)
+    pod = one(docs, "Deployment", SERVICE)["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 60
+    assert pod["priorityClassName"] == "segment-webhook-critical"
+    [container] = pod["containers"]
+    assert container["lifecycle"] == {"preStop": {"exec": {"command": ["sleep", "15"]}}}
+    priority = one(docs, "PriorityClass", "segment-webhook-critical")
+    assert priority["value"] == 1000000
+    assert priority["globalDefault"] is False
+    assert priority["preemptionPolicy"] == "PreemptLowerPriority"
+    assert "namespace" not in priority["metadata"]  # cluster-scoped
+
+
+def test_grace_period_covers_the_pause_and_the_drain():
+    """The 60 s above against the server's own drain: preStop 15 s + gunicorn graceful_timeout."""
+    from webhook.http.server import ServeOptions
+
+    drain = ServeOptions.__dataclass_fields__["graceful_timeout"].default
+    assert drain == 30
+    assert 15 + drain < 60
 
 
 # ----------------------------------------------------------------- RBAC
