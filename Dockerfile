@@ -1,9 +1,15 @@
 # segment-webhook container image.
 #   docker build -t ghcr.io/segment-webhook/segment-webhook:0.1.0 .
+# Reproducible inputs (README "Image: refreshing the pins"): the base image by exact version, every
+# Python package from requirements.lock (uv pip compile, exact versions + sha256 hashes), nothing
+# resolved or downloaded unpinned at build time. The base image's digest is not pinned: it could not
+# be looked up from the machine this was written on (no access to the image registry); append
+# @sha256:<digest> from `docker buildx imagetools inspect python:3.11.14-slim-bookworm` to pin it.
 # Runs as a non-root numeric user and works with a read-only root filesystem: the only paths
 # written at run time are /tmp (gunicorn worker heartbeat files; an emptyDir in deploy/base),
-# /dev/shm, and $PROMETHEUS_MULTIPROC_DIR (an emptyDir in deploy/base).
-FROM python:3.11-slim
+# /dev/shm, and $PROMETHEUS_MULTIPROC_DIR (an emptyDir in deploy/base). The Debian base provides
+# /bin/sleep for the Deployment's preStop pause.
+FROM python:3.11.14-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -13,16 +19,17 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /src
 
-# 1. Dependencies only, from setup.cfg's install_requires: this layer is rebuilt only when the
-#    packaging metadata changes, not on every source edit.
-COPY setup.cfg pyproject.toml README.md* ./
-RUN python -c "import configparser; c = configparser.ConfigParser(); c.read('setup.cfg'); open('/tmp/requirements.txt', 'w').write(c['options']['install_requires'])" \
- && pip install --no-cache-dir -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt
+# 1. Dependencies only, exactly as locked: pip checks every file against its hash and refuses a
+#    requirement that is not pinned in the lock (so a lock missing a dependency fails the build).
+#    This layer is rebuilt only when requirements.lock changes, not on every source edit.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements.lock
 
-# 2. The package itself (no dependency resolution: they are all installed above).
+# 2. The package itself, built with the locked setuptools/wheel (no build isolation: nothing is
+#    downloaded) and without dependency resolution (they are all installed above).
+COPY setup.cfg pyproject.toml README.md* ./
 COPY webhook ./webhook
-RUN pip install --no-cache-dir --no-deps . \
+RUN pip install --no-cache-dir --no-deps --no-build-isolation . \
  && rm -rf /src/*
 
 # 3. Non-root numeric user (UID/GID 65532) and the writable directories it needs.

@@ -1,6 +1,7 @@
-"""Static checks of the Dockerfile and .dockerignore (Docker cannot run on the build machine, so
-the image is never built here): the instructions are parsed and checked one by one, and the
-dependency-extraction step is executed against the real setup.cfg.
+"""Static checks of the Dockerfile, requirements.lock and .dockerignore (Docker cannot run on the
+build machine, so the image is never built here): the instructions are parsed and checked one by
+one; the lock is checked to be what the Dockerfile installs and to satisfy setup.cfg's
+install_requires and pyproject.toml's build requirements.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 DEPLOYMENT = ROOT / "deploy" / "base" / "deployment.yaml"
+LOCK = ROOT / "requirements.lock"
+BUILD_IN = ROOT / "requirements-build.in"
+#: The command that made requirements.lock (README "Image: refreshing the pins").
+LOCK_COMMAND = ("uv pip compile setup.cfg requirements-build.in --python-version 3.11 --python-platform linux "
+                "--generate-hashes --output-file requirements.lock")
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -58,9 +64,14 @@ def env_vars() -> dict[str, str]:
     return env
 
 
-def test_base_image_is_python_311_slim():
-    assert find("FROM") == ["python:3.11-slim"]
+def test_base_image_is_pinned_python_311_slim_debian():
+    # An exact Python release on an exact Debian release (bookworm: coreutils' /bin/sleep for the
+    # preStop pause); the lock is compiled for the same Python (--python-version 3.11).
+    assert find("FROM") == ["python:3.11.14-slim-bookworm"]
     assert instructions()[0][0] == "FROM"
+    assert "--python-version 3.11 " in LOCK_COMMAND
+    container = yaml.safe_load(DEPLOYMENT.read_text())["spec"]["template"]["spec"]["containers"][0]
+    assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
 
 
 def test_runs_as_non_root_numeric_user_matching_the_deployment():
@@ -99,38 +110,82 @@ def test_entrypoint_expose_and_cmd():
 def test_dependencies_layer_comes_before_the_source():
     steps = instructions()
     copies = [(i, args) for i, (kw, args) in enumerate(steps) if kw == "COPY"]
+    lock_step = next(i for i, a in copies if a.split() == ["requirements.lock", "./"])
     meta_step = next(i for i, a in copies if "setup.cfg" in a.split() and "pyproject.toml" in a.split())
     src_step = next(i for i, a in copies if a.split()[0] == "webhook")
-    deps_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and "-r /tmp/requirements.txt" in a)
-    pkg_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and "--no-deps ." in a)
-    assert meta_step < deps_step < src_step < pkg_step
+    deps_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and "-r requirements.lock" in a)
+    pkg_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and a.split()[:2] == ["pip", "install"]
+                    and " . " in f" {a} ")
+    assert lock_step < deps_step < meta_step < src_step < pkg_step
 
 
-def test_copy_sources_exist():
-    for args in find("COPY"):
-        *sources, _dest = args.split()
-        for src in sources:
-            if "*" in src:
-                continue  # optional glob (README.md* while README.md is not yet written)
-            assert (ROOT / src).exists(), f"COPY source {src} is missing"
+def test_the_dockerfile_installs_the_lock_and_nothing_else():
+    """Every pip install of the Dockerfile: the lock with hash checking (pip then refuses any
+    requirement the lock does not pin), then the package without dependencies or a build-isolation
+    download (its build backend comes from the lock)."""
+    installs = []
+    for run in find("RUN"):
+        for command in run.split("&&"):
+            words = shlex.split(command)
+            if words[:2] == ["pip", "install"]:
+                installs.append(words[2:])
+    assert installs == [
+        ["--no-cache-dir", "--require-hashes", "-r", "requirements.lock"],
+        ["--no-cache-dir", "--no-deps", "--no-build-isolation", "."],
+    ]
 
 
-def test_requirement_extraction_step_reads_setup_cfg(tmp_path):
-    """Run the Dockerfile's own extraction command on the real setup.cfg."""
-    (run,) = [a for a in find("RUN") if "configparser" in a]
-    command = re.search(r'python -c "([^"]+)"', run).group(1)
-    out_file = tmp_path / "requirements.txt"
-    command = command.replace("/tmp/requirements.txt", str(out_file))
-    (tmp_path / "setup.cfg").write_text((ROOT / "setup.cfg").read_text())
-    subprocess.run([sys.executable, "-c", command], cwd=tmp_path, check=True, timeout=60)
-    requirements = out_file.read_text().split()
-    for expected in ("PyYAML>=6.0", "jsonpatch>=1.33", "Flask>=3.0", "gunicorn>=23.0,<28",
-                     "cryptography>=42.0", "prometheus_client>=0.20", "kubernetes>=30.1"):
-        assert expected in requirements
+def _lock_entries() -> dict[str, tuple[str, list[str]]]:
+    """``{normalized name: (version, [sha256 hashes])}`` of requirements.lock."""
+    from packaging.utils import canonicalize_name
+
+    entries: dict[str, tuple[str, list[str]]] = {}
+    text = LOCK.read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        requirement, *options = line.split()
+        name, sep, version = requirement.partition("==")
+        assert sep and version, f"requirements.lock: {requirement!r} is not pinned with =="
+        hashes = [o.split(":", 1)[1] for o in options if o.startswith("--hash=sha256:")]
+        assert hashes, f"requirements.lock: {requirement} has no sha256 hash"
+        assert all(re.fullmatch(r"[0-9a-f]{64}", h) for h in hashes), requirement
+        entries[canonicalize_name(name)] = (version, hashes)
+    return entries
+
+
+def test_lock_was_made_by_the_documented_command():
+    header = LOCK.read_text().splitlines()[:2]
+    assert header == ["# This file was autogenerated by uv via the following command:", f"#    {LOCK_COMMAND}"]
+
+
+def test_lock_satisfies_setup_cfg_and_the_build_backend():
+    """The image gets exactly the lock: every install_requires and every pyproject build
+    requirement must be pinned there at a version its bound allows (a raised bound fails here
+    until the lock is refreshed)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    entries = _lock_entries()
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    assert requirements == cfg["options"]["install_requires"].split()
-    assert "pytest" not in " ".join(requirements)  # test extras stay out of the image
+    runtime = [Requirement(r) for r in cfg["options"]["install_requires"].splitlines()
+               if r.strip() and not r.strip().startswith("#")]
+    build = [Requirement(r) for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]]
+    build_in = [Requirement(r) for r in BUILD_IN.read_text().splitlines() if r.strip() and not r.startswith("#")]
+    assert sorted(map(str, build_in)) == sorted(map(str, build))  # requirements-build.in follows pyproject.toml
+    assert {r.name for r in runtime} >= {"kubernetes", "gunicorn", "cryptography", "Flask", "PyYAML"}
+    for requirement in runtime + build:
+        name = canonicalize_name(requirement.name)
+        assert name in entries, f"{requirement} is not in requirements.lock: refresh it (README)"
+        version = entries[name][0]
+        assert requirement.specifier.contains(version, prereleases=True), \
+            f"requirements.lock pins {name}=={version}, outside {requirement}: refresh it (README)"
+    assert entries["kubernetes"][0].split(".")[0] == "37"  # kubernetes.informer (see setup.cfg)
+    assert not any(n in entries for n in ("pytest", "hypothesis", "ortools"))  # test extras stay out
 
 
 def _ignored(path: str, patterns: list[str]) -> bool:
@@ -147,6 +202,8 @@ def _ignored(path: str, patterns: list[str]) -> bool:
 
 
 @pytest.mark.parametrize("path, ignored", [
+    ("requirements.lock", False),
+    ("requirements-build.in", True),
     ("setup.cfg", False),
     ("pyproject.toml", False),
     ("README.md", False),
