@@ -219,3 +219,44 @@ def test_dockerignore_keeps_only_the_build_inputs(path, ignored):
     patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     assert _ignored(path, patterns) is ignored
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="requirements.lock is compiled for Python 3.11 (the image's)")
+def test_dockerfile_pip_steps_install_exactly_the_lock(tmp_path):
+    """Run the Dockerfile's pip commands as written (no Docker here), in a fresh virtual environment
+    of this machine's Python 3.11, in a build context laid out as its COPY steps do. Afterwards the
+    environment holds exactly the locked versions, plus pip and the package itself. Needs PyPI."""
+    import shutil as _shutil
+
+    from packaging.utils import canonicalize_name
+
+    context = tmp_path / "src"
+    context.mkdir()
+    for name in ("requirements.lock", "setup.cfg", "pyproject.toml", "README.md"):
+        _shutil.copy(ROOT / name, context / name)
+    _shutil.copytree(ROOT / "webhook", context / "webhook", ignore=_shutil.ignore_patterns("__pycache__"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = str(venv / "bin" / "python")
+    for run in find("RUN"):
+        for command in run.split("&&"):
+            words = shlex.split(command)
+            if words[:2] == ["pip", "install"]:
+                done = subprocess.run([python, "-m", "pip", *words[1:]], cwd=context, capture_output=True,
+                                      text=True, timeout=900)
+                assert done.returncode == 0, f"{command.strip()}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
+                            check=True, timeout=120).stdout.split()
+    installed = {canonicalize_name(line.split("==")[0]): line.split("==")[1] for line in freeze if "==" in line}
+    installed.pop("pip")
+    assert installed == {name: version for name, (version, _hashes) in _lock_entries().items()}
+    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('segment-webhook'))"],
+                             capture_output=True, text=True, check=True, timeout=120).stdout.strip()
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert version == cfg["metadata"]["version"]
+    assert subprocess.run([python, "-m", "pip", "check"], capture_output=True, timeout=120).returncode == 0
+    helped = subprocess.run([str(venv / "bin" / "segment-webhook"), "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert helped.returncode == 0 and "serve" in helped.stdout
