@@ -248,12 +248,12 @@ def check_topology_name_syntax(decision: Decision, field_path: str, name: str, k
     return False
 
 
-@rule("unknown-topology", "DESIGN.md §5, §10", "a topology name unknown to the synced topology cache")
+@rule("unknown-topology", "DESIGN.md §5", "a topology name unknown to the synced topology cache")
 def check_topology_known(decision: Decision, field_path: str, name: str, found: bool, synced: bool,
                          known: list[str], crd_missing: bool = False) -> bool:
     """A topology name must be known while the topology cache is synced (listing the known
     names); while it is not synced, a warning. ``crd_missing``: the cluster has no Topology CRD
-    (§10), so the fix says how to install it. Returns True when the topology is known."""
+    (DESIGN.md §10), so the fix says how to install it. Returns True when the topology is known."""
     if found:
         return True
     if synced and crd_missing:
