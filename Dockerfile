@@ -3,7 +3,8 @@
 # Reproducible inputs (README "Image: refreshing the pins"): the base image by exact version, every
 # Python package from requirements.lock (uv pip compile, exact versions + sha256 hashes), nothing
 # resolved or downloaded unpinned at build time. The base image's digest is not pinned: it could not
-# be looked up from the machine this was written on (no access to the image registry); append
+# be looked up from the machine this was written on (no access to the image registry, so the tag
+# was not checked there either); append
 # @sha256:<digest> from `docker buildx imagetools inspect python:3.11.14-slim-bookworm` to pin it.
 # Runs as a non-root numeric user and works with a read-only root filesystem: the only paths
 # written at run time are /tmp (gunicorn worker heartbeat files; an emptyDir in deploy/base),
