@@ -312,6 +312,9 @@ def test_error_event_410_gone_relists_and_watches_from_new_version(server, make_
     assert cache.get("new").levels == ("topology.kubernetes.io/zone", "kubernetes.io/hostname")
     assert cache.synced is True
     assert cache.list_count == 2
+    # The list's resourceVersion, not the item's "180": the informer's replay of the re-list as
+    # ADDED/DELETED events is not applied again.
+    assert cache.resource_version == "200"
 
 
 def test_http_410_on_watch_request_relists(server, make_cache):
