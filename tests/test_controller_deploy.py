@@ -40,7 +40,7 @@ def test_every_object_is_valid_kubernetes(docs):
             continue
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
         checked += 1
-    assert checked == 10 + 6  # the cert-manager overlay's 10 + SA, ClusterRole(Binding), Role(Binding), Deployment
+    assert checked == 11 + 6  # the cert-manager overlay's 11 (incl. the PriorityClass) + SA, ClusterRole(Binding), Role(Binding), Deployment
 
 
 def test_controller_rbac_is_least_privilege(docs):
