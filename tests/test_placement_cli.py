@@ -227,8 +227,8 @@ def test_place_bound_pods_far_over_allocatable_not_placed(tmp_path, capsys):
                    "{requests: {cpu: 1m}}}]}}}}}\n")
     assert main(["place", "-f", str(job), "--cluster", str(cluster)]) == 1
     assert capsys.readouterr().out == (
-        "not placed: workload level cluster: 1 domain(s); the best (cluster) holds 0 of 2 segments of 2 pods at "
-        "segment level cluster (binding resource: cpu)\n")
+        "not placed: 4 pods like default/t-worker-0 (worker): no room for one on any of the 1 eligible node(s) "
+        "(binding resource: cpu)\n")
 
 
 def _dw(tmp_path, workers, per_segment, master=False):

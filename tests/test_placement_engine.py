@@ -39,7 +39,8 @@ def test_workload_preferred_rack_escalates_to_block():
     res = place(idx, Gang(workers(4, 2), workload_preferred=RACK, segment_preferred=RACK))
     assert res.placed
     assert (res.workload_level, res.workload_domain) == (BLOCK, "b00")
-    assert res.objective == (2, (2,))  # workload at depth 2 (block); both segments within one rack
+    # workload at depth 2 (block); both segments within one rack; the workload uses 2 racks (packing 1)
+    assert res.objective == (2, (2,), 1, 0)
     assert [(s.level, s.domain) for s in res.segments] == [("kubernetes.io/hostname", "n-000-0"),
                                                            ("kubernetes.io/hostname", "n-001-0")]
 
@@ -51,9 +52,10 @@ def test_workload_required_zone_not_broken():
     assert set(res.assignments.values()) == {"n-100-0", "n-100-1"}
     res = place(idx, Gang(workers(6, 2), workload_required=ZONE))
     assert not res.placed
-    assert res.reason == ("workload level topology.kubernetes.io/zone: 2 domain(s); the best (z1) holds "
-                          "2 of 3 segments of 2 pods at segment level topology.kubernetes.io/zone "
-                          "(binding resource: nvidia.com/gpu)")
+    assert res.reason == ("workload level topology.kubernetes.io/zone: 2 domain(s), 0 with room for the whole "
+                          "demand; the best (z1) holds 2 of 3 segments of 2 pods at segment level "
+                          "topology.kubernetes.io/zone (binding resource: nvidia.com/gpu); not enough room there "
+                          "for 6 pods like ns/w-0")
 
 
 def test_heterogeneous_segment_stays_in_required_rack():

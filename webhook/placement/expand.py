@@ -29,7 +29,8 @@ import jsonpatch
 from webhook.core import keys
 from webhook.core.decision import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
-from webhook.placement.engine import Gang, PodRequest
+from webhook.placement.eligibility import pod_request
+from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli
 
@@ -266,14 +267,6 @@ def _lws_pods(obj: Mapping) -> list[tuple[int, dict]]:
     return out
 
 
-def _freeze(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
 def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSettings,
            user: str = "kubectl-user", groups: list[str] | None = None) -> Expansion:
     """Expand ``workload`` into pods, admit everything through the webhook, build gangs.
@@ -304,53 +297,82 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     exp.workload = patched
     pods = _lws_pods(patched) if kind == "LeaderWorkerSet" else _kf_pods(patched, kind)
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
-    by_group: dict[int, list[PodRequest]] = {}
-    seg_keys: dict[str, str | None] = {}
+    by_group: dict[int, list[dict]] = {}
     topo = root_ann.get(keys.TOPOLOGY)
     for g, pod in pods:
         admitted = _admit(pod, "Pod", catalog, settings, user, groups, exp)
         if admitted is None:
             return exp
         exp.pods.append(admitted)
-        pm = admitted["metadata"]
-        labels, ann = pm.get("labels") or {}, pm.get("annotations") or {}
+        ann = admitted["metadata"].get("annotations") or {}
+        labels = admitted["metadata"].get("labels") or {}
+        if labels.get(keys.SEGMENT_INDEX) is not None and ann.get(keys.TOPOLOGY):
+            topo = ann.get(keys.TOPOLOGY)
+        topo = topo or ann.get(keys.TOPOLOGY)
+        by_group.setdefault(g, []).append(admitted)
+    exp.topology = topo or settings.default_topology
+    for g in sorted(by_group):
+        name = f"{meta['name']}" + (f" group {g}" if kind == "LeaderWorkerSet" else "")
+        exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name))
+    return exp
+
+
+def _role(labels: Mapping[str, str]) -> str:
+    if labels.get(keys.KF_REPLICA_TYPE):
+        return str(labels[keys.KF_REPLICA_TYPE])
+    if labels.get(keys.LWS_WORKER_INDEX) is not None:
+        return "leader" if labels.get(keys.LWS_WORKER_INDEX) == "0" else "worker"
+    return ""
+
+
+def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, str] | None = None,
+                   name: str = "") -> Gang:
+    """The engine's input for one gang from its admitted Pod manifests (the pods the webhook
+    stamped, DESIGN.md §7; the controller passes the gated pods of one gang).
+
+    ``pods``: Pod objects (``metadata.name/namespace/labels/annotations``, ``spec``) of ONE gang
+    (one PyTorchJob / native workload, or one LWS group). ``workload_annotations``: the
+    workload root's annotations, for the workload-level keys
+    ``kai.scheduler/topology-required-placement`` / ``-preferred-placement`` (pods do not carry
+    them; when omitted they are read from the pods' own annotations if present). Segment keys
+    come from the pods' annotations (the webhook writes them on every segmented pod's
+    template). Each pod's segment is ``(LWS group index or 0, kai.scheduler/segment-index)``;
+    its requests follow the scheduler's rule (:func:`pod_requests_milli`); its node selector,
+    required node affinity and tolerations are kept per pod
+    (:func:`webhook.placement.eligibility.pod_request`).
+
+    Returns a :class:`Gang`. Raises :class:`ExpandError` naming the pod and field for a bad
+    segment label, quantity, toleration list, nodeSelector or node affinity.
+    """
+    requests, seg_keys, wl_keys = [], {}, dict(workload_annotations or {})
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
         seg = labels.get(keys.SEGMENT_INDEX)
         segment = None
         if seg is not None:
             try:
-                segment = (g, int(seg))
+                segment = (int(labels.get(keys.LWS_GROUP_INDEX) or 0), int(seg))
             except ValueError:
-                raise ExpandError(f"Pod {pm['name']}: label {keys.SEGMENT_INDEX}={seg!r} is not an integer") from None
+                raise ExpandError(f"Pod {meta.get('name')}: label {keys.SEGMENT_INDEX}={seg!r} is not an integer") from None
             for k in (keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                 if ann.get(k) and not seg_keys.get(k):
                     seg_keys[k] = ann.get(k)
-        topo = topo or ann.get(keys.TOPOLOGY)
-        if segment is not None and ann.get(keys.TOPOLOGY):
-            topo = ann.get(keys.TOPOLOGY)
+        if workload_annotations is None:
+            for k in (keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED):
+                if ann.get(k) and not wl_keys.get(k):
+                    wl_keys[k] = ann.get(k)
         try:
-            req = pod_requests_milli(admitted["spec"], "spec")
+            req = pod_requests_milli(pod.get("spec") or {}, "spec")
         except QuantityError as exc:
-            raise ExpandError(f"Pod {pm['name']} (from the workload's pod template): {exc}") from None
-        spec = admitted["spec"]
-        tolerations = spec.get("tolerations") or []
-        if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
-            raise ExpandError(f"Pod {pm['name']}: spec.tolerations must be a list of objects")
-        if not isinstance(spec.get("nodeSelector") or {}, Mapping):
-            raise ExpandError(f"Pod {pm['name']}: spec.nodeSelector must be an object")
-        by_group.setdefault(g, []).append(PodRequest(
-            key=f"{pm['namespace']}/{pm['name']}", requests=req, segment=segment,
-            subgroup=labels.get(keys.SUBGROUP_NAME),
-            tolerations=_freeze(spec.get("tolerations") or []),
-            node_selector=_freeze(spec.get("nodeSelector") or {}),
-        ))
-    exp.topology = topo or settings.default_topology
-    for g in sorted(by_group):
-        exp.gangs.append(Gang(
-            pods=by_group[g],
-            workload_required=root_ann.get(keys.TOPOLOGY_REQUIRED),
-            workload_preferred=root_ann.get(keys.TOPOLOGY_PREFERRED),
-            segment_required=seg_keys.get(keys.SEGMENT_REQUIRED),
-            segment_preferred=seg_keys.get(keys.SEGMENT_PREFERRED),
-            name=f"{meta['name']}" + (f" group {g}" if kind == "LeaderWorkerSet" else ""),
-        ))
-    return exp
+            raise ExpandError(f"Pod {meta.get('name')} (from the workload's pod template): {exc}") from None
+        try:
+            requests.append(pod_request(pod, req, segment, _role(labels)))
+        except PlacementError as exc:
+            raise ExpandError(str(exc)) from None
+    return Gang(pods=requests,
+                workload_required=wl_keys.get(keys.TOPOLOGY_REQUIRED),
+                workload_preferred=wl_keys.get(keys.TOPOLOGY_PREFERRED),
+                segment_required=seg_keys.get(keys.SEGMENT_REQUIRED),
+                segment_preferred=seg_keys.get(keys.SEGMENT_PREFERRED),
+                name=name)

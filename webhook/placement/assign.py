@@ -1,0 +1,344 @@
+"""Phase 3 — assign pods inside one workload domain.
+
+A depth-first branch and bound over the **special units** (:mod:`webhook.placement.demand`),
+pod by pod; at every leaf the **main segments** are placed by counting, which is exact for
+identical pods: with ``T(D)`` main-class slots in a domain ``D``, the most main segments
+meeting at depth ``L`` or deeper is ``min(n_main, Σ_D T(D) // S)`` for every ``L`` at once
+(fill the deepest domains first; what is left of a domain at depth ``L`` is all its parent
+can add). So the search is exact for the objective keys whenever it completes.
+
+Per-search state (:class:`Search`): ``free`` (the domain's nodes, changed as pods are placed
+and undone on backtrack), ``main_slots`` per node, ``main_total[L]`` per ``L``-domain and
+``main_capacity[L]`` (the sums above, kept up to date in O(levels) per pod), the nodes and
+the shared depth of every special unit placed so far, the incumbent (best key and
+assignment) and the work budget.
+
+Order of the children (the first leaf is the engine's greedy answer; the rest only prove or
+improve it): a pod of a segment goes next to the segment's first pod (deepest shared domain
+first); otherwise to the node that costs the main segments the least, deepest level first,
+then the tightest node (best fit), then node order. Nodes that are indistinguishable for
+the rest of the search (same parent domain, same free capacity, same eligibility) are tried
+once. The bound: each unplaced special segment counted at every depth, the main segments at
+their current capacity; a branch whose bound is not above the incumbent is cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.count import Levels, reduce_ranges
+from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
+
+
+#: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
+GREEDY_WORK = 256
+
+
+@dataclass
+class Budget:
+    """Search work left, in node·steps (each search step costs the nodes of its domain).
+    ``exhausted`` is set once a search stopped because of it."""
+
+    work: int
+    exhausted: bool = False
+
+
+@dataclass
+class Outcome:
+    """Phase 3 result for one workload domain: ``key`` and ``assignment`` (pod key → node
+    position in the index) of the best placement found, ``None`` when none; ``complete``:
+    the search ended without the budget cutting it (so ``key`` is optimal in the domain)."""
+
+    key: tuple | None = None
+    assignment: dict[str, int] | None = None
+    complete: bool = True
+
+
+def objective_keys(index: ClusterIndex, demand: Demand, levels: Levels, assignment: dict[str, int]) -> tuple:
+    """``(segment vector, -workload packing, -segment packing)`` of a full assignment
+    (DESIGN.md §8 order; the workload depth is the caller's). Segment vector: ``n(L)`` for ``L``
+    in ``p … r+1``, the segments whose pods share a domain of depth ``L`` or deeper. Workload
+    packing: ``wp``-domains used beyond the first, when ``wd < wp``. Segment packing: over the
+    segments not meeting at ``p``, the ``p``-domains each uses beyond its first."""
+    ladder = levels.ladder
+    segments: dict[tuple, list[int]] = {}
+    if not demand.pseudo:
+        for sid, pods in demand.main:
+            segments[sid] = [assignment[p.key] for p in pods]
+        for unit in demand.specials:
+            if unit.is_segment:
+                segments[unit.sid] = [assignment[p.key] for p in unit.pods]
+    depths = {sid: index.shared_depth(nodes) for sid, nodes in segments.items()}
+    vector = tuple(sum(1 for d in depths.values() if d >= depth) for depth in ladder[:-1])
+    wpack = 0
+    if levels.wd < levels.wp:
+        wpack = len(np.unique(index.dom[levels.wp][np.fromiter(assignment.values(), dtype=np.int64)])) - 1
+    spack = 0
+    if len(ladder) > 1:
+        for sid, nodes in segments.items():
+            if depths[sid] < levels.p:
+                spack += len(np.unique(index.dom[levels.p][np.asarray(nodes)])) - 1
+    return vector, -wpack, -spack
+
+
+class Search:
+    """The branch and bound of one workload domain (see the module docstring)."""
+
+    def __init__(self, index: ClusterIndex, demand: Demand, levels: Levels, domain: int,
+                 incumbent: tuple | None, bound: tuple, budget: Budget):
+        self.index, self.demand, self.levels, self.budget = index, demand, levels, budget
+        a, b = index.domain_range(levels.wd, domain)
+        self.first, self.size = a, b - a
+        self.free = index.free[a:b].copy()
+        self.local = [index.dom[d][a:b] - index.dom[d][a] for d in range(index.n_depths)]
+        self.local_starts = []
+        for d in range(index.n_depths):
+            lo, hi = int(index.dom[d][a]), int(index.dom[d][b - 1]) + 1
+            self.local_starts.append(index.starts[d][lo:hi] - a)
+        self.elig = [c.elig[a:b] for c in demand.classes]
+        signature = np.zeros(self.size, dtype=np.int64)
+        for e in self.elig:
+            signature = (signature * 1_000_003 + e) % (1 << 61)
+        self.signature = signature
+        self.n_main = len(demand.main)
+        self.n_segments = demand.n_segments
+        self.S = demand.size
+        if demand.main_class is not None:
+            mc = demand.classes[demand.main_class]
+            self.main_q, self.main_elig = mc.q, self.elig[demand.main_class]
+            self.main_cols = np.flatnonzero(mc.q > 0)
+            self.main_slots = slots(self.free, mc.q, self.main_elig)
+        else:
+            self.main_q = None
+            self.main_slots = np.zeros(self.size, dtype=np.int64)
+        self.main_total = {d: reduce_ranges(self.main_slots, self.local_starts[d]) for d in levels.ladder}
+        self.main_capacity = {d: int((t // self.S).sum()) for d, t in self.main_total.items()}
+        self.steps = [(u, pod, c) for u, unit in enumerate(demand.specials) for pod, c in zip(unit.pods, unit.classes)]
+        self.unit_nodes: list[list[int]] = [[] for _ in demand.specials]
+        self.unit_depth = [index.n_depths for _ in demand.specials]  # shared depth so far (n_depths: none placed)
+        self.placed: list[int] = []
+        self.best_key = incumbent
+        self.best: dict[str, int] | None = None
+        self.root_bound = bound
+        self.wpack_bound = -bound[1]
+        self.done = False
+        self.aborted = False
+
+    # -- state changes ------------------------------------------------------------------------
+    def _node_main_slots(self, n: int) -> int:
+        if self.main_q is None or not self.main_elig[n]:
+            return 0
+        if len(self.main_cols) == 0:
+            return SLOT_CAP
+        v = int((self.free[n, self.main_cols] // self.main_q[self.main_cols]).min())
+        return max(0, min(v, SLOT_CAP))
+
+    def _apply(self, u: int, c: int, n: int) -> tuple:
+        q = self.demand.classes[c].q
+        self.free[n] -= q
+        old = int(self.main_slots[n])
+        new = self._node_main_slots(n)
+        changes = []
+        if new != old:
+            self.main_slots[n] = new
+            for d, total in self.main_total.items():
+                dom = int(self.local[d][n])
+                before = int(total[dom])
+                total[dom] = before - (old - new)
+                self.main_capacity[d] += int(total[dom]) // self.S - before // self.S
+                changes.append((d, dom, before))
+        nodes = self.unit_nodes[u]
+        depth_before = self.unit_depth[u]
+        if nodes:
+            self.unit_depth[u] = min(depth_before, self._shared_with(n, nodes[0]))
+        else:
+            self.unit_depth[u] = self.index.node_depth
+        nodes.append(n)
+        return (u, c, n, old, changes, depth_before)
+
+    def _undo(self, record: tuple) -> None:
+        u, c, n, old, changes, depth_before = record
+        self.free[n] += self.demand.classes[c].q
+        if changes:
+            for d, dom, before in reversed(changes):
+                total = self.main_total[d]
+                self.main_capacity[d] += before // self.S - int(total[dom]) // self.S
+                total[dom] = before
+            self.main_slots[n] = old
+        self.unit_nodes[u].pop()
+        self.unit_depth[u] = depth_before
+
+    def _shared_with(self, n: int, anchor: int) -> int:
+        for d in range(self.index.node_depth, 0, -1):
+            if self.local[d][n] == self.local[d][anchor]:
+                return d
+        return 0
+
+    # -- bound ---------------------------------------------------------------------------------
+    def bound(self) -> tuple | None:
+        """Upper bound of the keys below this search node; ``None`` when the main segments no
+        longer fit at the segment required depth."""
+        if self.main_capacity.get(self.levels.r, 0) < self.n_main:
+            return None
+        vector = []
+        for depth in self.levels.ladder[:-1]:
+            specials = sum(1 for unit, d in zip(self.demand.specials, self.unit_depth) if unit.is_segment and d >= depth)
+            vector.append(min(self.n_segments, min(self.n_main, self.main_capacity[depth]) + specials))
+        spack = self.n_segments - vector[0] if vector else 0
+        return tuple(vector), -self.wpack_bound, -spack
+
+    # -- children ------------------------------------------------------------------------------
+    def children(self, i: int) -> list[int]:
+        u, pod, c = self.steps[i]
+        unit = self.demand.specials[u]
+        cls = self.demand.classes[c]
+        mask = self.elig[c] & fits(self.free, cls.q)
+        nodes = self.unit_nodes[u]
+        anchor = nodes[0] if (unit.is_segment and nodes) else None
+        if anchor is not None and self.levels.r > self.levels.wd:
+            mask &= self.local[self.levels.r] == self.local[self.levels.r][anchor]
+        if i > 0 and self.steps[i - 1][0] == u and self.steps[i - 1][2] == c:
+            mask[: nodes[-1]] = False  # identical pods of one unit: nodes in non-decreasing order
+        idx = np.flatnonzero(mask)
+        if len(idx) <= 1:
+            return idx.tolist()
+        keys = [idx]
+        after = self.free[idx] - cls.q
+        keys.append(slots(after, cls.q, self.elig[c][idx]))  # tightest first (best fit)
+        if self.main_q is not None:
+            new = slots(after, self.main_q, self.main_elig[idx])
+            delta = self.main_slots[idx] - new
+            for d in reversed(self.levels.ladder):  # shallowest first: the deepest loss is the primary key
+                total = self.main_total[d][self.local[d][idx]]
+                keys.append(total // self.S - (total - delta) // self.S)
+        if anchor is not None:
+            shared = np.zeros(len(idx), dtype=np.int64)
+            for d in range(1, self.index.n_depths):
+                shared = np.where(self.local[d][idx] == self.local[d][anchor], d, shared)
+            keys.append(-shared)
+        elif unit.is_segment and len(unit.pods) > 1:
+            rest = sum(1 for cc in unit.classes if cc == c)
+            keys.append(-np.minimum(slots(self.free[idx], cls.q, self.elig[c][idx]), rest))
+        order = idx[np.lexsort(keys)]
+        here = np.isin(order, nodes) if nodes else np.zeros(len(order), dtype=bool)
+        rows = np.column_stack([self.local[self.index.node_depth - 1][order], self.signature[order], here,
+                                self.free[order]])
+        _, first = np.unique(rows, axis=0, return_index=True)
+        return order[np.sort(first)].tolist()
+
+    # -- search --------------------------------------------------------------------------------
+    def run(self) -> Outcome:
+        self._dfs(0)
+        if self.best is None:
+            return Outcome(None, None, not self.aborted)
+        return Outcome(self.best_key, self.best, not self.aborted)
+
+    def _dfs(self, i: int) -> None:
+        if self.budget.work <= 0:
+            self.aborted = self.budget.exhausted = self.done = True
+            return
+        self.budget.work -= self.size
+        bound = self.bound()
+        if bound is None or (self.best_key is not None and bound <= self.best_key):
+            return
+        if i == len(self.steps):
+            self._leaf(bound)
+            return
+        u, _, c = self.steps[i]
+        for n in self.children(i):
+            record = self._apply(u, c, n)
+            self._dfs(i + 1)
+            self._undo(record)
+            if self.done:
+                return
+
+    def _leaf(self, bound: tuple) -> None:
+        assignment = {}
+        for u, unit in enumerate(self.demand.specials):
+            for pod, n in zip(unit.pods, self.unit_nodes[u]):
+                assignment[pod.key] = self.first + n
+        main = self._place_main()
+        if main is None:
+            return
+        assignment.update(main)
+        key = objective_keys(self.index, self.demand, self.levels, assignment)
+        if self.best_key is None or key > self.best_key:
+            self.best_key, self.best = key, assignment
+            if key >= self.root_bound:
+                self.done = True
+
+    def _place_main(self) -> dict[str, int] | None:
+        """Main segments on what the special units left: deepest depth first; at each depth the
+        domains that take the most of the remaining segments, then the tightest; inside a domain
+        nodes grouped by preferred-level domain (fewest domains per segment), most slots first."""
+        S, levels = self.S, self.levels
+        s = self.main_slots.copy()
+        need = list(self.demand.main)
+        out: dict[str, int] = {}
+        packing = levels.wd < levels.wp
+        touched = set()
+        if packing:
+            wp_local = self.local[levels.wp]
+            touched = {int(wp_local[n]) for nodes in self.unit_nodes for n in nodes}
+        for depth in levels.ladder:
+            if not need:
+                break
+            starts = self.local_starts[depth]
+            total = reduce_ranges(s, starts)
+            room = total // S
+            cand = np.flatnonzero(room > 0)
+            if len(cand) == 0:
+                continue
+            take = np.minimum(room[cand], len(need))
+            keys = [cand, total[cand] - take * S, -take]
+            if packing and levels.wp <= depth:
+                wp_dom = self.local[levels.wp][starts[cand]]
+                wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
+                keys += [-wp_cap, ~np.isin(wp_dom, list(touched))]
+            ends = np.r_[starts[1:], self.size]
+            for dom in cand[np.lexsort(keys)]:
+                k = min(int(room[dom]), len(need))
+                if k == 0:
+                    break
+                a, b = int(starts[dom]), int(ends[dom])
+                span = np.arange(a, b)
+                node_keys = [span, -s[a:b]]
+                if levels.p > depth:
+                    p_dom = self.local[levels.p][a:b]
+                    p_cap = reduce_ranges(s, self.local_starts[levels.p])[p_dom]
+                    node_keys += [p_dom, -p_cap]
+                if packing and levels.wp > depth:
+                    wp_dom = self.local[levels.wp][a:b]
+                    wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
+                    node_keys += [wp_dom, -wp_cap, ~np.isin(wp_dom, list(touched))]
+                order = span[np.lexsort(node_keys)]
+                ptr = 0
+                for _ in range(k):
+                    sid, pods = need.pop(0)
+                    placed = 0
+                    while placed < S:
+                        while s[order[ptr]] <= 0:
+                            ptr += 1
+                        n = int(order[ptr])
+                        cnt = int(min(s[n], S - placed))
+                        for p in pods[placed:placed + cnt]:
+                            out[p.key] = self.first + n
+                        s[n] -= cnt
+                        placed += cnt
+                        if packing:
+                            touched.add(int(self.local[levels.wp][n]))
+        if need:
+            return None
+        return out
+
+
+def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple,
+                incumbent: tuple | None, budget: Budget) -> Outcome:
+    """Phase 3 for one workload domain: the best placement whose keys beat ``incumbent``
+    (``None``: any placement), searched as the module docstring says, within ``budget``."""
+    if budget.exhausted:  # the proof budget is spent: still take the greedy first leaf here
+        budget = Budget(work=GREEDY_WORK * (index.domain_range(levels.wd, domain)[1] - index.domain_range(levels.wd, domain)[0]))
+    return Search(index, demand, levels, domain, incumbent, bound, budget).run()

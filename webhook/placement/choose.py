@@ -1,0 +1,91 @@
+"""Phase 2 — choose the level and domains.
+
+The workload depth is tried from its preferred depth up to its required depth (DESIGN.md §8:
+"the workload at its lowest reachable level"; :func:`webhook.placement.engine.place` runs that
+loop). For one depth, this phase keeps the workload domains that can hold the **whole demand**
+— every class of pod its own count, every resource its total, the main segments at the
+segment required depth, each special unit somewhere — and ranks them by an upper bound of the
+objective. There is no cap on how many domains are kept: phase 3 searches them in rank order
+and stops only when the best placement found is at least the bound of the next domain
+(branch and bound), so no domain that could hold a better placement is skipped.
+
+State: a list of :class:`Candidate` per workload depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.count import DomainCounts, Levels, reduce_ranges
+from webhook.placement.demand import Demand
+
+
+@dataclass
+class Candidate:
+    """One workload domain worth searching. ``bound``: no placement inside it scores higher on
+    the objective keys ``(segment vector, -workload packing, -segment packing)``; ``leftover``:
+    main-class slots left after the main segments (best fit: smaller first)."""
+
+    domain: int
+    bound: tuple
+    leftover: int
+
+
+def vector_bound(demand: Demand, levels: Levels, main_segments: dict[int, int], special_fit: list[dict[int, bool]]) -> tuple:
+    """Upper bound of the segment vector ``(n(p), …, n(r+1))``: main segments counted by capacity,
+    every special segment that fits alone at a depth counted there."""
+    n_seg, n_main = demand.n_segments, len(demand.main)
+    out = []
+    for depth in levels.ladder[:-1]:
+        specials = sum(1 for u, f in zip(demand.specials, special_fit) if u.is_segment and f.get(depth, False))
+        out.append(min(n_seg, min(n_main, main_segments[depth]) + specials))
+    return tuple(out)
+
+
+def packing_bounds(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple) -> tuple[int, int]:
+    """Lower bounds of the packing keys in one workload domain: workload packing (wp-domains
+    used beyond the first, when ``wd < wp``: at least as many as the main pods need by
+    capacity, and at least 2) and segment packing (each segment not meeting at ``p`` spans at
+    least two ``p``-domains)."""
+    wpack = 0
+    if levels.wd < levels.wp:
+        wpack = 1
+        if demand.main_class is not None:
+            a, b = index.domain_range(levels.wd, domain)
+            starts = index.starts[levels.wp]
+            lo, hi = int(index.dom[levels.wp][a]), int(index.dom[levels.wp][b - 1]) + 1
+            caps = np.sort(reduce_ranges(demand.classes[demand.main_class].slots[a:b], starts[lo:hi] - a))[::-1]
+            need = len(demand.main) * demand.size
+            k = int(np.searchsorted(np.cumsum(caps), need)) + 1
+            wpack = max(wpack, k - 1)
+    spack = demand.n_segments - vector[0] if vector else 0
+    return wpack, spack
+
+
+def choose_domains(index: ClusterIndex, demand: Demand, levels: Levels, counts: DomainCounts) -> list[Candidate]:
+    """Phase 2 for one workload depth: the workload domains that can hold the whole demand,
+    best bound first (ties: least leftover main slots, then domain name order)."""
+    ok = np.ones(counts.n_domains, dtype=bool)
+    for c, cl in enumerate(demand.classes):
+        ok &= counts.class_slots[c] >= cl.count
+    need = demand.total.astype(np.float64)
+    cols = np.flatnonzero(need > 0)
+    if len(cols):
+        ok &= (counts.free[:, cols] * (1 + 1e-9) >= need[cols]).all(axis=1)
+    ok &= counts.main_segments[levels.r] >= len(demand.main)
+    for unit, fits_at in zip(demand.specials, counts.special_fits):
+        ok &= fits_at[levels.r if unit.is_segment else levels.wd]
+    out = []
+    n_main = len(demand.main)
+    for w in np.flatnonzero(ok):
+        w = int(w)
+        main_at = {d: int(counts.main_segments[d][w]) for d in levels.ladder}
+        special_at = [{d: bool(f[w]) for d, f in fits.items()} for fits in counts.special_fits]
+        vector = vector_bound(demand, levels, main_at, special_at)
+        wpack, spack = packing_bounds(index, demand, levels, w, vector)
+        out.append(Candidate(w, (vector, -wpack, -spack), int(counts.main_slots[w]) - n_main * demand.size))
+    out.sort(key=lambda c: (tuple(-v for v in c.bound[0]), -c.bound[1], -c.bound[2], c.leftover, c.domain))
+    return out
