@@ -74,6 +74,11 @@ def explain_level(index: ClusterIndex, demand: Demand, levels: Levels, counts: D
     name = index.names[wd][best]
     if demand.n_segments:
         held = min(int(seg_fit[best]), demand.n_segments)
+        if demand.main_class is not None:  # and no more than the main-class pods there can fill, smallest first
+            sizes = sorted([demand.size] * n_main + [sum(1 for c in u.classes if c == main)
+                                                     for u in demand.specials if u.is_segment])
+            room = int(counts.class_slots[main][best])
+            held = min(held, int(np.searchsorted(np.cumsum(sizes), room, side="right")))
         text += (f"; the best ({name}) holds {held} of {demand.n_segments} segments of {demand.size} pods at segment level "
                  f"{index.level_name(r)}")
     else:
