@@ -36,9 +36,11 @@ How (the way Kueue's ``findTopologyAssignment`` is laid out, phases named):
 * **verify** (:mod:`~webhook.placement.verify`): an independent check of the hard rules;
 * **explain** (:mod:`~webhook.placement.explain`): the per-level reason when nothing fits.
 
-``Placement.exact`` is ``True`` when every search completed (the answer is optimal for keys
-1–4, or no placement exists); the searches share :data:`WORK_BUDGET` and, once it is spent,
-each remaining domain only gets its greedy first answer, and the result says ``exact: False``.
+``Placement.exact`` is ``True`` when the answer is proven optimal for keys 1–4 (or proven
+infeasible): every search completed, which proves keys 1–3, and both packing keys meet their
+lower bounds (phase 3 packs the main segments greedily, so packing is proven only there). The
+searches share :data:`WORK_BUDGET`; once it is spent each remaining domain only gets its greedy
+first answer, and the result says ``exact: False``.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
         levels = Levels(wd=wd, wp=wp, r=max(sr, wd), p=max(sp, wd))
         counts = count_per_domain(index, demand, levels)
         candidates = choose_domains(index, demand, levels, counts)
-        best_key, best = None, None
+        best_key, best, best_bound = None, None, None
         searched = 0
         for cand in candidates:
             if best_key is not None and best_key >= cand.bound:
@@ -109,10 +111,12 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
             outcome = assign_pods(index, demand, levels, cand.domain, cand.bound, best_key, work)
             exact &= outcome.complete
             if outcome.key is not None and (best_key is None or outcome.key > best_key):
-                best_key, best = outcome.key, outcome.assignment
+                best_key, best, best_bound = outcome.key, outcome.assignment, cand.bound
         if best is not None:
             verify(index, gang, best, wr, sr)
             vector, wpack, spack = best_key
+            # the vector is proven by a complete search; packing only where it meets its lower bound
+            exact &= -wpack == -best_bound[1] and -spack == (demand.n_segments - vector[0] if vector else 0)
             return _result(index, gang, demand, best, (wd, vector, -wpack, -spack), exact)
         reasons.append(explain_level(index, demand, levels, counts, len(candidates), searched))
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
