@@ -35,6 +35,11 @@ from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
 
 #: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
 GREEDY_WORK = 256
+#: Cost of one search step beyond its per-node work, in node units (Python overhead of a step).
+STEP_OVERHEAD = 2_000
+#: Steps spent improving packing once the segment vector reached its bound: packing is not
+#: proven by this search (see :func:`webhook.placement.engine.place`), only improved.
+PACKING_STEPS = 64
 
 
 @dataclass
@@ -88,7 +93,7 @@ class Search:
     """The branch and bound of one workload domain (see the module docstring)."""
 
     def __init__(self, index: ClusterIndex, demand: Demand, levels: Levels, domain: int,
-                 incumbent: tuple | None, bound: tuple, budget: Budget):
+                 incumbent: tuple | None, bound: tuple, budget: Budget, first_leaf: bool = False):
         self.index, self.demand, self.levels, self.budget = index, demand, levels, budget
         a, b = index.domain_range(levels.wd, domain)
         self.first, self.size = a, b - a
@@ -116,6 +121,7 @@ class Search:
             self.main_slots = np.zeros(self.size, dtype=np.int64)
         self.main_total = {d: reduce_ranges(self.main_slots, self.local_starts[d]) for d in levels.ladder}
         self.main_capacity = {d: int((t // self.S).sum()) for d, t in self.main_total.items()}
+        self.special_main_pods = [sum(1 for c in unit.classes if c == demand.main_class) for unit in demand.specials]
         self.steps = [(u, pod, c) for u, unit in enumerate(demand.specials) for pod, c in zip(unit.pods, unit.classes)]
         self.unit_nodes: list[list[int]] = [[] for _ in demand.specials]
         self.unit_depth = [index.n_depths for _ in demand.specials]  # shared depth so far (n_depths: none placed)
@@ -126,6 +132,9 @@ class Search:
         self.wpack_bound = -bound[1]
         self.done = False
         self.aborted = False
+        self.steps_taken = 0
+        self.first_leaf = first_leaf
+        self.packing_deadline: int | None = None
 
     # -- state changes ------------------------------------------------------------------------
     def _node_main_slots(self, n: int) -> int:
@@ -180,13 +189,29 @@ class Search:
     # -- bound ---------------------------------------------------------------------------------
     def bound(self) -> tuple | None:
         """Upper bound of the keys below this search node; ``None`` when the main segments no
-        longer fit at the segment required depth."""
+        longer fit at the segment required depth. ``n(L)`` is at most the started special
+        segments already sharing depth ``L`` plus, for the rest, both the count bound (main
+        segments by capacity, every unstarted special counted) and the room bound (each
+        ``L``-domain holding as many of the remaining segments as its main-class slots allow,
+        smallest first)."""
         if self.main_capacity.get(self.levels.r, 0) < self.n_main:
             return None
+        started, sizes = [], [self.S] * self.n_main
+        for u, unit in enumerate(self.demand.specials):
+            if not unit.is_segment:
+                continue
+            if self.unit_nodes[u]:
+                started.append(self.unit_depth[u])
+            else:
+                sizes.append(self.special_main_pods[u])
+        unstarted = len(sizes) - self.n_main
+        cumulative = np.cumsum(sorted(sizes)) if sizes else np.zeros(0, dtype=np.int64)
         vector = []
         for depth in self.levels.ladder[:-1]:
-            specials = sum(1 for unit, d in zip(self.demand.specials, self.unit_depth) if unit.is_segment and d >= depth)
-            vector.append(min(self.n_segments, min(self.n_main, self.main_capacity[depth]) + specials))
+            by_count = min(self.n_main, self.main_capacity[depth]) + unstarted
+            by_room = int(np.searchsorted(cumulative, self.main_total[depth], side="right").sum()) if sizes else 0
+            met = sum(1 for d in started if d >= depth)
+            vector.append(min(self.n_segments, met + min(by_count, by_room)))
         spack = self.n_segments - vector[0] if vector else 0
         return tuple(vector), -self.wpack_bound, -spack
 
@@ -240,7 +265,11 @@ class Search:
         if self.budget.work <= 0:
             self.aborted = self.budget.exhausted = self.done = True
             return
-        self.budget.work -= self.size
+        self.budget.work -= self.size + STEP_OVERHEAD
+        self.steps_taken += 1
+        if self.packing_deadline is not None and self.steps_taken > self.packing_deadline:
+            self.done = True  # the vector is at its bound; packing was given PACKING_STEPS more steps
+            return
         bound = self.bound()
         if bound is None or (self.best_key is not None and bound <= self.best_key):
             return
@@ -267,8 +296,10 @@ class Search:
         key = objective_keys(self.index, self.demand, self.levels, assignment)
         if self.best_key is None or key > self.best_key:
             self.best_key, self.best = key, assignment
-            if key >= self.root_bound:
+            if key >= self.root_bound or self.first_leaf:
                 self.done = True
+            elif key[0] == self.root_bound[0] and self.packing_deadline is None:
+                self.packing_deadline = self.steps_taken + PACKING_STEPS
 
     def _place_main(self) -> dict[str, int] | None:
         """Main segments on what the special units left: deepest depth first; at each depth the
@@ -336,9 +367,17 @@ class Search:
 
 
 def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple,
-                incumbent: tuple | None, budget: Budget) -> Outcome:
+                incumbent: tuple | None, budget: Budget, *, first_leaf: bool = False) -> Outcome:
     """Phase 3 for one workload domain: the best placement whose keys beat ``incumbent``
-    (``None``: any placement), searched as the module docstring says, within ``budget``."""
-    if budget.exhausted:  # the proof budget is spent: still take the greedy first leaf here
-        budget = Budget(work=GREEDY_WORK * (index.domain_range(levels.wd, domain)[1] - index.domain_range(levels.wd, domain)[0]))
-    return Search(index, demand, levels, domain, incumbent, bound, budget).run()
+    (``None``: any placement), searched as the module docstring says, within ``budget``.
+    ``first_leaf``: stop at the first placement found (the greedy answer; ``complete`` is then
+    ``False`` unless it meets ``bound``). Once the shared budget is spent, a domain still gets
+    :data:`GREEDY_WORK` steps for its greedy answer."""
+    first, end = index.domain_range(levels.wd, domain)
+    if budget.exhausted or first_leaf:
+        budget = Budget(work=GREEDY_WORK * (end - first + STEP_OVERHEAD))
+    search = Search(index, demand, levels, domain, incumbent, bound, budget, first_leaf)
+    outcome = search.run()
+    if first_leaf and not (outcome.key is not None and outcome.key >= bound):
+        outcome.complete = False
+    return outcome
