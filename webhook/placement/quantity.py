@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -44,6 +45,8 @@ def parse_quantity(value: object) -> Fraction:
     """
     if isinstance(value, bool):
         raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, str):
+        return _parse_text(value)
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
@@ -52,6 +55,13 @@ def parse_quantity(value: object) -> Fraction:
         value = repr(value)
     if not isinstance(value, str):
         raise QuantityError(f"{value!r} is not a quantity (expected a string such as '500m' or '64Gi')")
+    return _parse_text(value)
+
+
+@lru_cache(maxsize=65536)
+def _parse_text(value: str) -> Fraction:
+    """:func:`parse_quantity` of a string, cached: a cluster dump repeats a few hundred distinct
+    quantities over tens of thousands of objects."""
     m = _QUANTITY_RE.match(value)
     if not m:
         raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: '500m', '2', '64Gi', '1e3')")
@@ -81,14 +91,23 @@ def to_milli(q: Fraction, *, round_up: bool) -> int:
     return max(-MAX_MILLI, min(MAX_MILLI, v))
 
 
-def format_milli(resource: str, milli: int) -> str:
-    """Human text for a milli-value: ``cpu`` in cores/millicores, ``memory`` in Gi/Mi, others as
-    plain numbers (``format_milli("cpu", 500)`` → ``"500m"``, ``("memory", 2**30*1000)`` → ``"1Gi"``)."""
-    if milli % 1000:
-        return f"{milli}m"
-    v = milli // 1000
-    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-        for suf, mult in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if v >= mult and v % mult == 0:
-                return f"{v // mult}{suf}"
-    return str(v)
+@lru_cache(maxsize=65536)
+def _milli_of_text(value: str, round_up: bool) -> int:
+    return to_milli(_parse_text(value), round_up=round_up)
+
+
+def quantity_milli(value: object, *, round_up: bool) -> int:
+    """``to_milli(parse_quantity(value), round_up=…)``, cached for strings. Raises
+    :class:`QuantityError` like :func:`parse_quantity`."""
+    if isinstance(value, str):
+        return _milli_of_text(value, round_up)
+    return to_milli(parse_quantity(value), round_up=round_up)
+
+
+@lru_cache(maxsize=65536)
+def exact_milli(value: str) -> int | None:
+    """Milli-units of a quantity string when that is a whole number (``"500m"`` → 500,
+    ``"64Gi"`` → 68719476736000), ``None`` when it is not (``"1n"``). Raises
+    :class:`QuantityError` like :func:`parse_quantity`. Cached (see :func:`_parse_text`)."""
+    m = _parse_text(value) * 1000
+    return int(m) if m.denominator == 1 and abs(m) <= MAX_MILLI else None
