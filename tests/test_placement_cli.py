@@ -57,7 +57,7 @@ def test_place_table_json_yaml_svg(gen_cluster, tmp_path, capsys):
     assert "team-a/llama-tp8-worker-0" in svg.read_text()
     assert main(["place", "-f", wl, "--cluster", gen_cluster, "-o", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
-    assert set(res) == {"placed", "assignments", "segments", "workload", "reason"}
+    assert set(res) == {"placed", "assignments", "segments", "workload", "reason", "exact"}
     assert set(res["segments"][0]) == {"index", "domain", "level", "pods"}
     assert [s["index"] for s in res["segments"]] == [0, 1, 2, 3]
     assert len(res["assignments"]) == 32

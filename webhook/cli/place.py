@@ -54,7 +54,8 @@ def load_workload(path: str) -> dict:
 def render_table(result: dict) -> str:
     """The ``-o table`` text of a result document (:func:`webhook.placement.pipeline.result_document`)."""
     if not result["placed"]:
-        return result["reason"] + "\n"
+        unproven = " (search budget reached: not proven)" if result.get("exact") is False else ""
+        return result["reason"] + unproven + "\n"
     lines = [f"{'SEGMENT':<8} {'PODS':>4}  {'LEVEL':<34} {'DOMAIN':<20} NODES"]
     for s in result["segments"]:
         nodes = sorted({result["assignments"][p] for p in s["pods"]})
@@ -74,6 +75,8 @@ def render_table(result: dict) -> str:
     where = "spans the whole cluster" if wl["level"] == "cluster" else f"meets at {wl['level']}={wl['domain']}"
     lines.append(f"placed: {len(result['assignments'])} pods on {nodes} node{'s' if nodes != 1 else ''}; "
                  f"workload {where}; segments: {summary}")
+    if result.get("exact") is False:
+        lines.append("best placement found within the search budget, not proven optimal (DESIGN.md §8 \"Exact\")")
     return "\n".join(lines) + "\n"
 
 

@@ -64,6 +64,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     reasons = []
     for gang in exp.gangs:
         res = place(index, gang)
+        merged.exact &= res.exact
         if not res.placed:
             reasons.append(f"{gang.name}: {res.reason}" if len(exp.gangs) > 1 else res.reason)
             break
@@ -72,8 +73,8 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
         merged.segments.extend(res.segments)
     index.free[:] = saved
     if reasons:
-        return PlaceResult(False, result_document(None, "not placed: " + reasons[0]), index,
-                           Placement(placed=False, reason=reasons[0]), exp.warnings)
+        failed = Placement(placed=False, reason=reasons[0], exact=merged.exact)
+        return PlaceResult(False, result_document(failed, "not placed: " + reasons[0]), index, failed, exp.warnings)
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
@@ -91,11 +92,14 @@ def _natural(text: str) -> tuple:
 def result_document(p: Placement | None, reason: str | None) -> dict:
     """The JSON result of ``place`` (``-o json``): ``placed``, ``assignments`` (pod → node, in
     natural pod order), ``segments`` (``index``, ``domain``, ``level``, ``pods``), ``workload``
-    (``domain``, ``level``) and ``reason`` (``None`` when placed)."""
-    if p is None:
-        return {"placed": False, "assignments": {}, "segments": [], "workload": None, "reason": reason}
+    (``domain``, ``level``), ``reason`` (``None`` when placed) and ``exact`` (the engine proved
+    the answer optimal, or proved that nothing fits; ``False`` when its search budget ran out,
+    DESIGN.md §8 "Exact"; ``None`` when the webhook denied the workload)."""
+    if p is None or not p.placed:
+        return {"placed": False, "assignments": {}, "segments": [], "workload": None, "reason": reason,
+                "exact": p.exact if p is not None else None}
     segs = []
     for s in p.segments:
         segs.append({"index": s.index, "domain": s.domain, "level": s.level, "pods": s.pods})
     return {"placed": True, "assignments": dict(sorted(p.assignments.items(), key=lambda kv: _natural(kv[0]))), "segments": segs,
-            "workload": {"domain": p.workload_domain, "level": p.workload_level}, "reason": None}
+            "workload": {"domain": p.workload_domain, "level": p.workload_level}, "reason": None, "exact": p.exact}
