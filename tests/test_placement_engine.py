@@ -134,3 +134,21 @@ def test_expand_patch_fast_path_errors_like_jsonpatch():
 
     with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException)):
         _apply_patch({"metadata": {}}, [{"op": "add", "path": "/metadata/labels/x", "value": "1"}])
+
+
+def test_failed_placement_svg_holds_its_whole_reason():
+    """The 'not placed' drawing used to be 600 px wide with the reason on one line: long reasons
+    were cut off. Each wrapped line must fit in the drawing's width."""
+    import xml.etree.ElementTree as ET
+
+    from webhook.placement.engine import Placement
+    from webhook.placement.svg import REASON_CHAR_WIDTH, render
+
+    reason = "workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole demand; " * 4
+    svg = render(cluster({"r-000": [8]}), Placement(placed=False, reason=reason), title="PyTorchJob j")
+    root = ET.fromstring(svg)
+    width = int(root.get("width"))
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and t.text != "PyTorchJob j"]
+    assert " ".join(texts) == ("not placed: " + reason).strip()
+    assert len(texts) == 5
+    assert all(10 + len(t) * REASON_CHAR_WIDTH <= width for t in texts)

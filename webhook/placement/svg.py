@@ -5,6 +5,7 @@ counted ("+ 5 other racks": they hold no pod of this workload)."""
 
 from __future__ import annotations
 
+import textwrap
 from html import escape
 
 from webhook.placement.engine import ClusterIndex, Placement
@@ -13,6 +14,9 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d")
 OTHER = "#7f7f7f"
 SQ, GAP, PAD, HEAD = 10, 2, 6, 16
+#: Characters per line of a wrapped "not placed" reason, and the width allowed per character
+#: (px, 12 px sans-serif; generous, so no line is clipped).
+REASON_COLUMNS, REASON_CHAR_WIDTH = 100, 7
 
 
 def _colour(key: tuple | None) -> str:
@@ -95,9 +99,12 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
     top = 40
     if placement.placed and used:
         w, h = subtree(0, 0, 10, top)
-    else:
-        w, h = 600, 20
-        out.append(f'<text x="10" y="{top + 14}" font-size="12">not placed: {escape(placement.reason or "")}</text>')
+    else:  # the reason wrapped into lines, the drawing sized to hold them (long reasons were clipped)
+        lines = textwrap.wrap(f"not placed: {placement.reason or ''}", REASON_COLUMNS) or ["not placed"]
+        w = max(600, max(len(line) for line in lines) * REASON_CHAR_WIDTH + 20)
+        h = 16 * len(lines) + 4
+        for i, line in enumerate(lines):
+            out.append(f'<text x="10" y="{top + 14 + 16 * i}" font-size="12">{escape(line)}</text>')
     legend_y = top + h + 20
     segs = sorted({(s.group, s.index) for s in placement.segments})
     lx = 10
