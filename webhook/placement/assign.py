@@ -37,9 +37,9 @@ from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
 GREEDY_WORK = 256
 #: Cost of one search step beyond its per-node work, in node units (Python overhead of a step).
 STEP_OVERHEAD = 2_000
-#: Steps spent improving packing once the segment vector reached its bound: packing is not
-#: proven by this search (see :func:`webhook.placement.engine.place`), only improved.
-PACKING_STEPS = 64
+#: Placements (leaves) still evaluated to improve packing once the segment vector reached its
+#: bound: packing is not proven by this search (see :func:`webhook.placement.engine.place`).
+PACKING_LEAVES = 8
 
 
 @dataclass
@@ -69,23 +69,27 @@ def objective_keys(index: ClusterIndex, demand: Demand, levels: Levels, assignme
     packing: ``wp``-domains used beyond the first, when ``wd < wp``. Segment packing: over the
     segments not meeting at ``p``, the ``p``-domains each uses beyond its first."""
     ladder = levels.ladder
-    segments: dict[tuple, list[int]] = {}
+    groups: list[np.ndarray] = []  # node positions of segments, one 2-D array per segment size
     if not demand.pseudo:
-        for sid, pods in demand.main:
-            segments[sid] = [assignment[p.key] for p in pods]
-        for unit in demand.specials:
-            if unit.is_segment:
-                segments[unit.sid] = [assignment[p.key] for p in unit.pods]
-    depths = {sid: index.shared_depth(nodes) for sid, nodes in segments.items()}
-    vector = tuple(sum(1 for d in depths.values() if d >= depth) for depth in ladder[:-1])
+        if demand.main:
+            groups.append(np.array([[assignment[p.key] for p in pods] for _, pods in demand.main], dtype=np.int64))
+        groups += [np.array([[assignment[p.key] for p in unit.pods]], dtype=np.int64)
+                   for unit in demand.specials if unit.is_segment]
+    depths, spack = [], 0
+    for nodes in groups:
+        depth = np.zeros(len(nodes), dtype=np.int64)
+        for d in range(1, index.n_depths):  # domains nest: the deepest depth where a row agrees
+            ids = index.dom[d][nodes]
+            depth = np.where((ids == ids[:, :1]).all(axis=1), d, depth)
+        depths.append(depth)
+        if len(ladder) > 1:
+            spread = np.sort(index.dom[levels.p][nodes], axis=1)
+            spack += int(((spread[:, 1:] != spread[:, :-1]).sum(axis=1) * (depth < levels.p)).sum())
+    every = np.concatenate(depths) if depths else np.zeros(0, dtype=np.int64)
+    vector = tuple(int((every >= depth).sum()) for depth in ladder[:-1])
     wpack = 0
     if levels.wd < levels.wp:
         wpack = len(np.unique(index.dom[levels.wp][np.fromiter(assignment.values(), dtype=np.int64)])) - 1
-    spack = 0
-    if len(ladder) > 1:
-        for sid, nodes in segments.items():
-            if depths[sid] < levels.p:
-                spack += len(np.unique(index.dom[levels.p][np.asarray(nodes)])) - 1
     return vector, -wpack, -spack
 
 
@@ -134,7 +138,7 @@ class Search:
         self.aborted = False
         self.steps_taken = 0
         self.first_leaf = first_leaf
-        self.packing_deadline: int | None = None
+        self.packing_leaves: int | None = None
 
     # -- state changes ------------------------------------------------------------------------
     def _node_main_slots(self, n: int) -> int:
@@ -267,9 +271,6 @@ class Search:
             return
         self.budget.work -= self.size + STEP_OVERHEAD
         self.steps_taken += 1
-        if self.packing_deadline is not None and self.steps_taken > self.packing_deadline:
-            self.done = True  # the vector is at its bound; packing was given PACKING_STEPS more steps
-            return
         bound = self.bound()
         if bound is None or (self.best_key is not None and bound <= self.best_key):
             return
@@ -285,6 +286,12 @@ class Search:
                 return
 
     def _leaf(self, bound: tuple) -> None:
+        if self.packing_leaves is not None:
+            self.packing_leaves -= 1
+            if self.packing_leaves < 0:
+                self.done = True  # the vector is at its bound; packing had PACKING_LEAVES more tries
+                return
+        self.budget.work -= self.size + len(self.demand.main) * self.S  # main segments placed and scored
         assignment = {}
         for u, unit in enumerate(self.demand.specials):
             for pod, n in zip(unit.pods, self.unit_nodes[u]):
@@ -298,8 +305,8 @@ class Search:
             self.best_key, self.best = key, assignment
             if key >= self.root_bound or self.first_leaf:
                 self.done = True
-            elif key[0] == self.root_bound[0] and self.packing_deadline is None:
-                self.packing_deadline = self.steps_taken + PACKING_STEPS
+            elif key[0] == self.root_bound[0] and self.packing_leaves is None:
+                self.packing_leaves = PACKING_LEAVES
 
     def _place_main(self) -> dict[str, int] | None:
         """Main segments on what the special units left: deepest depth first; at each depth the
@@ -329,38 +336,45 @@ class Search:
                 wp_dom = self.local[levels.wp][starts[cand]]
                 wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
                 keys += [-wp_cap, ~np.isin(wp_dom, list(touched))]
-            ends = np.r_[starts[1:], self.size]
-            for dom in cand[np.lexsort(keys)]:
-                k = min(int(room[dom]), len(need))
-                if k == 0:
-                    break
-                a, b = int(starts[dom]), int(ends[dom])
-                span = np.arange(a, b)
-                node_keys = [span, -s[a:b]]
-                if levels.p > depth:
-                    p_dom = self.local[levels.p][a:b]
-                    p_cap = reduce_ranges(s, self.local_starts[levels.p])[p_dom]
-                    node_keys += [p_dom, -p_cap]
-                if packing and levels.wp > depth:
-                    wp_dom = self.local[levels.wp][a:b]
-                    wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
-                    node_keys += [wp_dom, -wp_cap, ~np.isin(wp_dom, list(touched))]
-                order = span[np.lexsort(node_keys)]
-                ptr = 0
-                for _ in range(k):
-                    sid, pods = need.pop(0)
-                    placed = 0
-                    while placed < S:
-                        while s[order[ptr]] <= 0:
-                            ptr += 1
-                        n = int(order[ptr])
-                        cnt = int(min(s[n], S - placed))
-                        for p in pods[placed:placed + cnt]:
-                            out[p.key] = self.first + n
-                        s[n] -= cnt
-                        placed += cnt
-                        if packing:
-                            touched.add(int(self.local[levels.wp][n]))
+            ranked = cand[np.lexsort(keys)]
+            room_ranked = room[ranked]
+            before = np.cumsum(room_ranked) - room_ranked
+            segments = np.clip(len(need) - before, 0, room_ranked)  # segments each domain takes, in rank order
+            chosen = segments > 0
+            ranked, segments = ranked[chosen], segments[chosen]
+            # the nodes of the chosen domains, domain by domain in rank order, best node first inside
+            rank_of = np.full(len(starts), len(ranked), dtype=np.int64)
+            rank_of[ranked] = np.arange(len(ranked))
+            dom_of = self.local[depth]
+            nodes = np.flatnonzero(rank_of[dom_of] < len(ranked))
+            node_keys = [nodes, -s[nodes]]
+            if levels.p > depth:
+                p_dom = self.local[levels.p][nodes]
+                p_cap = reduce_ranges(s, self.local_starts[levels.p])[p_dom]
+                node_keys += [p_dom, -p_cap]
+            if packing and levels.wp > depth:
+                wp_dom = self.local[levels.wp][nodes]
+                wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
+                node_keys += [wp_dom, -wp_cap, ~np.isin(wp_dom, list(touched))]
+            node_keys.append(rank_of[dom_of[nodes]])
+            order = nodes[np.lexsort(node_keys)]
+            room_in = s[order]
+            group = rank_of[dom_of[order]]
+            cumulative = np.cumsum(room_in)
+            group_start = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+            offset = np.repeat(cumulative[group_start] - room_in[group_start], np.diff(np.r_[group_start, len(order)]))
+            wanted = (segments * S)[group]
+            take = np.clip(wanted - (cumulative - offset - room_in), 0, room_in)
+            s[order] -= take
+            sequence = (np.repeat(order, take) + self.first).tolist()
+            if packing:
+                touched.update(self.local[levels.wp][order[take > 0]].tolist())
+            placed = int(segments.sum())
+            for j in range(placed):
+                _, pods = need[j]
+                for p, n in zip(pods, sequence[j * S:(j + 1) * S]):
+                    out[p.key] = n
+            del need[:placed]
         if need:
             return None
         return out
