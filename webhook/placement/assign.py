@@ -138,7 +138,8 @@ class Search:
         self.aborted = False
         self.steps_taken = 0
         self.first_leaf = first_leaf
-        self.packing_leaves: int | None = None
+        # an incumbent at the vector bound already: only PACKING_LEAVES more placements for packing
+        self.packing_leaves: int | None = PACKING_LEAVES if incumbent is not None and incumbent[0] >= bound[0] else None
 
     # -- state changes ------------------------------------------------------------------------
     def _node_main_slots(self, n: int) -> int:
@@ -237,6 +238,17 @@ class Search:
         keys = [idx]
         after = self.free[idx] - cls.q
         keys.append(slots(after, cls.q, self.elig[c][idx]))  # tightest first (best fit)
+        if self.levels.wd < self.levels.wp:  # packing: wp-domains already used, then the roomiest
+            wp_local = self.local[self.levels.wp]
+            wp_dom = wp_local[idx]
+            d = max(self.levels.r, self.levels.wp) if self.levels.r >= self.levels.wp else None
+            if d is not None and d in self.main_total:  # the measure phase 3's main placement ranks wp-domains by
+                owner = wp_local[self.local_starts[d]]
+                keys.append(-np.bincount(owner, weights=(self.main_total[d] // self.S).astype(np.float64))[wp_dom])
+            else:
+                keys.append(-reduce_ranges(self.main_slots, self.local_starts[self.levels.wp])[wp_dom])
+            used = [wp_local[n] for nodes_of in self.unit_nodes for n in nodes_of]
+            keys.append(~np.isin(wp_dom, used) if used else np.zeros(len(idx), dtype=bool))
         if self.main_q is not None:
             new = slots(after, self.main_q, self.main_elig[idx])
             delta = self.main_slots[idx] - new
@@ -332,10 +344,11 @@ class Search:
                 continue
             take = np.minimum(room[cand], len(need))
             keys = [cand, total[cand] - take * S, -take]
-            if packing and levels.wp <= depth:
-                wp_dom = self.local[levels.wp][starts[cand]]
-                wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
-                keys += [-wp_cap, ~np.isin(wp_dom, list(touched))]
+            if packing and levels.wp <= depth:  # wp-domains already used, then those holding the most segments here
+                owner = self.local[levels.wp][starts]
+                wp_room = np.bincount(owner, weights=room.astype(np.float64))
+                wp_dom = owner[cand]
+                keys += [wp_dom, -wp_room[wp_dom], ~np.isin(wp_dom, list(touched))]  # one wp-domain at a time
             ranked = cand[np.lexsort(keys)]
             room_ranked = room[ranked]
             before = np.cumsum(room_ranked) - room_ranked

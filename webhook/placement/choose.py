@@ -85,7 +85,38 @@ def choose_domains(index: ClusterIndex, demand: Demand, levels: Levels, counts: 
         main_at = {d: int(counts.main_segments[d][w]) for d in levels.ladder}
         special_at = [{d: bool(f[w]) for d, f in fits.items()} for fits in counts.special_fits]
         vector = vector_bound(demand, levels, main_at, special_at)
-        wpack, spack = packing_bounds(index, demand, levels, w, vector)
+        # a placement below the vector bound scores lower whatever its packing; one at it packs
+        # at least as badly as packing_lower_bound says
+        wpack = packing_lower_bound(index, demand, levels, w, vector)
+        spack = demand.n_segments - vector[0] if vector else 0
         out.append(Candidate(w, (vector, -wpack, -spack), int(counts.main_slots[w]) - n_main * demand.size))
     out.sort(key=lambda c: (tuple(-v for v in c.bound[0]), -c.bound[1], -c.bound[2], c.leftover, c.domain))
     return out
+
+
+def packing_lower_bound(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple) -> int:
+    """Workload packing lower bound for placements in ``domain`` whose segment vector is
+    ``vector`` (the optimum): beside :func:`packing_bounds`' capacity bound, the segments meeting
+    at a depth ``L >= wp`` lie inside single ``wp``-domains, so at least as many ``wp``-domains
+    as it takes (largest first) to hold ``n(L)`` main segments at ``L`` are used — counting main
+    segments only, special segments meeting there need room too."""
+    base = packing_bounds(index, demand, levels, domain, vector)[0]
+    if levels.wd >= levels.wp or demand.main_class is None or demand.pseudo:
+        return base
+    a, b = index.domain_range(levels.wd, domain)
+    s = demand.classes[demand.main_class].slots[a:b]
+    wp_lo, wp_hi = int(index.dom[levels.wp][a]), int(index.dom[levels.wp][b - 1]) + 1
+    wp_starts = index.starts[levels.wp][wp_lo:wp_hi] - a
+    specials = sum(1 for u in demand.specials if u.is_segment)
+    for depth, count in zip(levels.ladder, tuple(vector) + (demand.n_segments,)):  # all meet at r
+        if depth < levels.wp:
+            continue
+        lo, hi = int(index.dom[depth][a]), int(index.dom[depth][b - 1]) + 1
+        per_domain = reduce_ranges(s, index.starts[depth][lo:hi] - a) // demand.size
+        # the wp-domain of each depth-domain, then the segments each wp-domain can hold at depth
+        owner = index.dom[levels.wp][index.starts[depth][lo:hi]] - wp_lo
+        per_wp = np.bincount(owner, weights=per_domain.astype(np.float64), minlength=len(wp_starts))
+        need = max(0, count - specials)
+        k = int(np.searchsorted(np.cumsum(np.sort(per_wp)[::-1]), need - 0.5)) + 1 if need else 1
+        base = max(base, k - 1)
+    return base

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from webhook.placement.assign import Budget, assign_pods
-from webhook.placement.choose import choose_domains
+from webhook.placement.choose import choose_domains, packing_lower_bound
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
 from webhook.placement.demand import read_gang
@@ -105,11 +105,11 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
         levels = Levels(wd=wd, wp=wp, r=max(sr, wd), p=max(sp, wd))
         counts = count_per_domain(index, demand, levels)
         candidates = choose_domains(index, demand, levels, counts)
-        best_key, best, best_bound = None, None, None
+        best_key, best, best_domain = None, None, None
         for cand in candidates[:PROBES]:  # greedy answers of the best-ranked domains: a first incumbent
             outcome = assign_pods(index, demand, levels, cand.domain, cand.bound, best_key, work, first_leaf=True)
             if outcome.key is not None and (best_key is None or outcome.key > best_key):
-                best_key, best, best_bound = outcome.key, outcome.assignment, cand.bound
+                best_key, best, best_domain = outcome.key, outcome.assignment, cand.domain
         searched = 0
         for cand in candidates:
             if best_key is not None and best_key >= cand.bound:
@@ -118,12 +118,13 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
             outcome = assign_pods(index, demand, levels, cand.domain, cand.bound, best_key, work)
             exact &= outcome.complete
             if outcome.key is not None and (best_key is None or outcome.key > best_key):
-                best_key, best, best_bound = outcome.key, outcome.assignment, cand.bound
+                best_key, best, best_domain = outcome.key, outcome.assignment, cand.domain
         if best is not None:
             verify(index, gang, best, wr, sr)
             vector, wpack, spack = best_key
             # the vector is proven by a complete search; packing only where it meets its lower bound
-            exact &= -wpack == -best_bound[1] and -spack == (demand.n_segments - vector[0] if vector else 0)
+            exact &= (-wpack == packing_lower_bound(index, demand, levels, best_domain, vector)
+                      and -spack == (demand.n_segments - vector[0] if vector else 0))
             return _result(index, gang, demand, best, (wd, vector, -wpack, -spack), exact)
         reasons.append(explain_level(index, demand, levels, counts, len(candidates), searched))
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
