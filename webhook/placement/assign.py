@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.choose import spread_per_segment
 from webhook.placement.count import Levels, reduce_ranges
 from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
 
@@ -134,6 +135,7 @@ class Search:
         self.best: dict[str, int] | None = None
         self.root_bound = bound
         self.wpack_bound = -bound[1]
+        self.spread = spread_per_segment(index, demand, levels, domain)
         self.done = False
         self.aborted = False
         self.steps_taken = 0
@@ -217,7 +219,7 @@ class Search:
             by_room = int(np.searchsorted(cumulative, self.main_total[depth], side="right").sum()) if sizes else 0
             met = sum(1 for d in started if d >= depth)
             vector.append(min(self.n_segments, met + min(by_count, by_room)))
-        spack = self.n_segments - vector[0] if vector else 0
+        spack = (self.n_segments - vector[0]) * self.spread if vector else 0
         return tuple(vector), -self.wpack_bound, -spack
 
     # -- children ------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def choose_domains(index: ClusterIndex, demand: Demand, levels: Levels, counts: 
         # a placement below the vector bound scores lower whatever its packing; one at it packs
         # at least as badly as packing_lower_bound says
         wpack = packing_lower_bound(index, demand, levels, w, vector)
-        spack = demand.n_segments - vector[0] if vector else 0
+        spack = (demand.n_segments - vector[0]) * spread_per_segment(index, demand, levels, w) if vector else 0
         out.append(Candidate(w, (vector, -wpack, -spack), int(counts.main_slots[w]) - n_main * demand.size))
     out.sort(key=lambda c: (tuple(-v for v in c.bound[0]), -c.bound[1], -c.bound[2], c.leftover, c.domain))
     return out
@@ -120,3 +120,20 @@ def packing_lower_bound(index: ClusterIndex, demand: Demand, levels: Levels, dom
         k = int(np.searchsorted(np.cumsum(np.sort(per_wp)[::-1]), need - 0.5)) + 1 if need else 1
         base = max(base, k - 1)
     return base
+
+
+def spread_per_segment(index: ClusterIndex, demand: Demand, levels: Levels, domain: int) -> int:
+    """Segment packing lower bound per segment that does not meet at ``p``, in ``domain``: it
+    spans at least ``max(2, ceil(k / m))`` ``p``-domains, ``k`` the fewest main-class pods of
+    any segment and ``m`` the most main-class pods one ``p``-domain of ``domain`` holds (on the
+    snapshot's free capacity, which placing pods only lowers); the count beyond the first."""
+    if demand.main_class is None or levels.p <= levels.r:
+        return 1
+    a, b = index.domain_range(levels.wd, domain)
+    lo, hi = int(index.dom[levels.p][a]), int(index.dom[levels.p][b - 1]) + 1
+    most = int(reduce_ranges(demand.classes[demand.main_class].slots[a:b], index.starts[levels.p][lo:hi] - a).max())
+    fewest = min([demand.size] * bool(demand.main) + [sum(1 for c in u.classes if c == demand.main_class)
+                                                      for u in demand.specials if u.is_segment])
+    if most <= 0 or fewest <= 0:
+        return 1
+    return max(2, -(-fewest // most)) - 1

@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from webhook.placement.assign import Budget, assign_pods
-from webhook.placement.choose import choose_domains, packing_lower_bound
+from webhook.placement.choose import choose_domains, packing_lower_bound, spread_per_segment
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
 from webhook.placement.demand import read_gang
@@ -123,8 +123,9 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
             verify(index, gang, best, wr, sr)
             vector, wpack, spack = best_key
             # the vector is proven by a complete search; packing only where it meets its lower bound
+            spread = spread_per_segment(index, demand, levels, best_domain)
             exact &= (-wpack == packing_lower_bound(index, demand, levels, best_domain, vector)
-                      and -spack == (demand.n_segments - vector[0] if vector else 0))
+                      and -spack == ((demand.n_segments - vector[0]) * spread if vector else 0))
             return _result(index, gang, demand, best, (wd, vector, -wpack, -spack), exact)
         reasons.append(explain_level(index, demand, levels, counts, len(candidates), searched))
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
