@@ -37,7 +37,7 @@ from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
 #: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
 GREEDY_WORK = 256
 #: Cost of one search step beyond its per-node work, in node units (Python overhead of a step).
-STEP_OVERHEAD = 2_000
+STEP_OVERHEAD = 200
 #: Placements (leaves) still evaluated to improve packing once the segment vector reached its
 #: bound: packing is not proven by this search (see :func:`webhook.placement.engine.place`).
 PACKING_LEAVES = 8
@@ -403,10 +403,14 @@ def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int
     ``False`` unless it meets ``bound``). Once the shared budget is spent, a domain still gets
     :data:`GREEDY_WORK` steps for its greedy answer."""
     first, end = index.domain_range(levels.wd, domain)
-    if budget.exhausted or first_leaf:
+    shared = budget
+    if budget.exhausted or first_leaf:  # a greedy answer: at most GREEDY_WORK steps, charged to the budget
         budget = Budget(work=GREEDY_WORK * (end - first + STEP_OVERHEAD))
+    start = budget.work
     search = Search(index, demand, levels, domain, incumbent, bound, budget, first_leaf)
     outcome = search.run()
+    if budget is not shared:
+        shared.work -= start - budget.work
     if first_leaf and not (outcome.key is not None and outcome.key >= bound):
         outcome.complete = False
     return outcome

@@ -62,8 +62,9 @@ __all__ = ["ClusterIndex", "Gang", "HOSTNAME", "Placement", "PlacementError", "P
            "WORK_BUDGET", "place", "shared_domain"]
 
 #: Search work shared by the phase-3 searches of one :func:`place` call, in node·steps (a step
-#: in a domain of ``m`` nodes costs ``m``): about 0.1–0.2 s of search on 2 cores at any size.
-WORK_BUDGET = 2_000_000
+#: in a domain of ``m`` nodes costs ``m`` plus :data:`~webhook.placement.assign.STEP_OVERHEAD`): about
+#: 0.1–0.2 s of search on 2 cores at any size; greedy probes may take a quarter of it.
+WORK_BUDGET = 400_000
 #: Workload domains whose greedy answer is taken first, as the incumbent of the branch and bound.
 PROBES = 8
 
@@ -107,6 +108,8 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
         candidates = choose_domains(index, demand, levels, counts)
         best_key, best, best_domain = None, None, None
         for cand in candidates[:PROBES]:  # greedy answers of the best-ranked domains: a first incumbent
+            if best_key is not None and (best_key >= cand.bound or work.work < budget * 3 // 4):
+                break  # no better probe possible, or a quarter of the budget spent on probes
             outcome = assign_pods(index, demand, levels, cand.domain, cand.bound, best_key, work, first_leaf=True)
             if outcome.key is not None and (best_key is None or outcome.key > best_key):
                 best_key, best, best_domain = outcome.key, outcome.assignment, cand.domain
