@@ -192,7 +192,9 @@ def realistic_dump(n_nodes: int, pods_per_node: int = 2, seed: int = 3) -> dict:
 
 DUMP_WORKLOAD = """apiVersion: kubeflow.org/v1
 kind: PyTorchJob
-metadata: {name: bench}
+metadata:
+  name: bench
+  annotations: {kai.scheduler/topology-preferred-placement: cloud.provider.com/topology-block}
 spec:
   pytorchReplicaSpecs:
     Master:
@@ -206,8 +208,7 @@ spec:
             kai.scheduler/topology: cluster-topology
             kai.scheduler/segment-size: "8"
             kai.scheduler/segment-topology-required-placement: cloud.provider.com/topology-rack
-            kai.scheduler/topology-preferred-placement: cloud.provider.com/topology-block
-        spec: {containers: [{name: c, resources: {requests: {cpu: "16", memory: 200Gi, nvidia.com/gpu: "4"}}}]}
+        spec: {containers: [{name: c, resources: {requests: {cpu: "16", memory: 200Gi, nvidia.com/gpu: "2"}}}]}
 """
 
 
