@@ -24,7 +24,7 @@ their current capacity; a branch whose bound is not above the incumbent is cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
