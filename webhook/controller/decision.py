@@ -34,6 +34,8 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.topology import Topology
+from webhook.placement.eligibility import required_node_affinity
+from webhook.placement.expand import pod_role
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import Node, SnapshotError, build_snapshot, pod_requests_milli
@@ -263,9 +265,13 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     node = placed_node(pod)
     if node is not None:
         selector[gating.HOSTNAME] = node
+    try:
+        affinity = required_node_affinity(spec)
+    except PlacementError as exc:
+        raise ValueError(f"pod {namespace}/{name}: {exc}") from None
     return PodRequest(key=f"{namespace}/{name}", requests=requests, segment=segment,
-                      subgroup=labels.get(keys.SUBGROUP_NAME), tolerations=_freeze(tolerations),
-                      node_selector=_freeze(selector))
+                      tolerations=_freeze(tolerations), node_selector=_freeze(selector),
+                      node_affinity=affinity, role=pod_role(labels))
 
 
 def _gang_constraints(gang: _Gang, default_topology: str | None) -> tuple[str | None, dict[str, str | None]]:

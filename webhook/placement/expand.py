@@ -317,7 +317,9 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     return exp
 
 
-def _role(labels: Mapping[str, str]) -> str:
+def pod_role(labels: Mapping[str, str]) -> str:
+    """The role explanations name a pod by (:attr:`PodRequest.role`): the training operator's
+    replica type (``master``, ``worker``), or ``leader`` / ``worker`` for LWS pods; ``""`` else."""
     if labels.get(keys.KF_REPLICA_TYPE):
         return str(labels[keys.KF_REPLICA_TYPE])
     if labels.get(keys.LWS_WORKER_INDEX) is not None:
@@ -367,7 +369,7 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
         except QuantityError as exc:
             raise ExpandError(f"Pod {meta.get('name')} (from the workload's pod template): {exc}") from None
         try:
-            requests.append(pod_request(pod, req, segment, _role(labels)))
+            requests.append(pod_request(pod, req, segment, pod_role(labels)))
         except PlacementError as exc:
             raise ExpandError(str(exc)) from None
     return Gang(pods=requests,
