@@ -53,10 +53,10 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
+from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 
 log = logging.getLogger(__name__)
@@ -253,20 +253,11 @@ class LiveTopologyCatalog:
         Raises :class:`TopologyCacheError` naming the kubeconfig path or the in-cluster source
         when the configuration cannot be loaded.
         """
-        configuration = k8s_client.Configuration()
         try:
-            if path is None:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            else:
-                k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
-            source = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)" if path is None else f"kubeconfig {path!r}"
-            # The client's own message for a file that is not a kubeconfig mapping is a Python
-            # internal one ("'str' object does not support item assignment"): say what is wrong.
-            why = (str(exc) if isinstance(exc, (k8s_config.ConfigException, OSError))
-                   else "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
-            raise TopologyCacheError(f"cannot load {source}: {why}") from exc
-        return cls(k8s_client.ApiClient(configuration), **kwargs)
+            api_client = api_client_from_kubeconfig(path)
+        except KubeconfigError as exc:
+            raise TopologyCacheError(str(exc)) from exc
+        return cls(api_client, **kwargs)
 
     # ---------------------------------------------------------------- TopologyCatalog
     @property

@@ -34,7 +34,7 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.topology import Topology
-from webhook.placement.eligibility import required_node_affinity
+from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
@@ -181,15 +181,6 @@ def placed_node(pod: Mapping[str, Any]) -> str | None:
     return pinned if isinstance(pinned, str) and pinned else None
 
 
-def _freeze(value: Any) -> Any:
-    """Hashable form of a JSON value (sorted mapping items), as the engine's PodRequest wants."""
-    if isinstance(value, Mapping):
-        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
 # ----------------------------------------------------------------------------- gangs
 @dataclass
 class _Gang:
@@ -270,7 +261,7 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     except PlacementError as exc:
         raise ValueError(f"pod {namespace}/{name}: {exc}") from None
     return PodRequest(key=f"{namespace}/{name}", requests=requests, segment=segment,
-                      tolerations=_freeze(tolerations), node_selector=_freeze(selector),
+                      tolerations=freeze(tolerations), node_selector=freeze(selector),
                       node_affinity=affinity, role=pod_role(labels))
 
 

@@ -139,7 +139,8 @@ def run_live(*, kubeconfig: str | None, settings: Any, metrics_port: int, metric
     configuration cannot be loaded."""
     from prometheus_client import start_http_server
 
-    from webhook.controller.runner import Controller, api_client_from_kubeconfig
+    from webhook.cluster.kubeconfig import api_client_from_kubeconfig
+    from webhook.controller.runner import Controller
 
     try:
         settings.check()

@@ -41,7 +41,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import SharedInformer
 from kubernetes.leaderelection import electionconfig, leaderelection
@@ -212,22 +211,6 @@ class _StoppableLease(LeaseLock):
             log.info("%s gave up Lease %s/%s", self.identity, self.namespace, self.name)
         except Exception as exc:  # noqa: BLE001
             log.warning("could not give up Lease %s/%s: %s", self.namespace, self.name, exc)
-
-
-def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
-    """An API client from the kubeconfig ``path``, or from the in-cluster service account when
-    ``path`` is None. Raises ``ValueError`` naming the source that failed."""
-    configuration = k8s_client.Configuration()
-    try:
-        if path is None:
-            k8s_config.load_incluster_config(client_configuration=configuration)
-        else:
-            k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
-        source = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)" if path is None else f"kubeconfig {path!r}"
-        why = str(exc) if isinstance(exc, (k8s_config.ConfigException, OSError)) else "not a kubeconfig"
-        raise ValueError(f"cannot load {source}: {why}") from exc
-    return k8s_client.ApiClient(configuration)
 
 
 def _topologies(objects: list[Any]) -> list[Topology]:

@@ -1,0 +1,37 @@
+"""One way to reach the API server: a ``kubernetes.client.ApiClient`` from a kubeconfig file or
+from the pod's in-cluster service account. Shared by the live Topology catalog and the controller."""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
+
+
+class KubeconfigError(ValueError):
+    """No usable configuration: the message names the source that failed (the kubeconfig path, or
+    the in-cluster service account) and what is wrong with it."""
+
+
+def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
+    """An API client from the kubeconfig file ``path``, or, when ``path`` is None, from the pod's
+    in-cluster configuration (``kubernetes.config.load_incluster_config``: the service account
+    token and CA, ``KUBERNETES_SERVICE_HOST``/``_PORT``).
+
+    Raises :class:`KubeconfigError` naming the source when the configuration cannot be loaded.
+    """
+    configuration = k8s_client.Configuration()
+    try:
+        if path is None:
+            k8s_config.load_incluster_config(client_configuration=configuration)
+        else:
+            k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
+        source = IN_CLUSTER_SOURCE if path is None else f"kubeconfig {path!r}"
+        # The client's own message for a file that is not a kubeconfig mapping is a Python
+        # internal one ("'str' object does not support item assignment"): say what is wrong.
+        why = (str(exc) if isinstance(exc, (k8s_config.ConfigException, OSError))
+               else "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+        raise KubeconfigError(f"cannot load {source}: {why}") from exc
+    return k8s_client.ApiClient(configuration)
