@@ -18,9 +18,12 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
    seconds (and 16 MiB), so a client that really sends its body sees the 413 rather than a
    connection reset, and a client that announces a large body and sends nothing is closed.
 2. ``Content-Type`` other than ``application/json`` → 415.
-3. A body that stops arriving (a socket read timed out, see ``webhook.http.server``) → 408
+3. A body that does not arrive within its deadline (``read_timeout`` seconds from the end of the
+   request head; a socket read timed out, see ``webhook.http.server``) → 408
    ``{"error", "field": "body"}`` with ``Connection: close``.
-4. Body not JSON / not an AdmissionReview with a uid → 400 ``{"error", "field"}``; with a uid →
+4. A body the server cannot decode (malformed chunked encoding: bad chunk size, extension or
+   terminator, or cut short) → 400 ``{"error", "field": "body"}`` with ``Connection: close``.
+5. Body not JSON / not an AdmissionReview with a uid → 400 ``{"error", "field"}``; with a uid →
    200 AdmissionReview, ``allowed: false``, ``status.code: 400`` (see ``webhook.http.envelope``).
 
 Review latency (``segment_webhook_review_duration_seconds``, ``duration_ms`` of the review log) is
@@ -147,6 +150,15 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
         chunks.append(chunk)
 
 
+def _framing_error(exc: BaseException) -> str:
+    """The message for a body the server could not decode (a malformed chunked encoding: bad
+    chunk size, extension or terminator; a chunked body cut short), e.g. ``InvalidChunkSize``."""
+    detail = str(exc).strip()
+    name = type(exc).__name__
+    return (f"the request body is not a well-formed HTTP body ({name}{': ' + detail if detail else ''}); "
+            "send it with Content-Length or a valid chunked encoding")
+
+
 def create_app(
     catalog: Any,
     settings: Any,
@@ -214,9 +226,11 @@ def create_app(
             return closing(too_large(None), DRAIN_LIMIT_BYTES)
         except TimeoutError:
             return closing(_json(envelope.error_body(
-                f"the request body stopped arriving (no data for {read_timeout:g} s)", "body"), 408))
+                f"the request body did not arrive within {read_timeout:g} s", "body"), 408))
         except BodyIncomplete as exc:  # the client is gone: answer for the record, count nothing
             return closing(_json(envelope.error_body(str(exc), "body"), 400))
+        except Exception as exc:  # noqa: BLE001 - the server could not decode the body's framing
+            return closing(_json(envelope.error_body(_framing_error(exc), "body"), 400))
         started = _clock()  # review latency: body read → answer built (not network time)
         outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
         resp = _json(outcome.body, outcome.http_status)

@@ -1,22 +1,33 @@
 """Run a WSGI app under gunicorn with TLS, certificate rotation and graceful shutdown.
 
-* gunicorn's Python application API (:class:`gunicorn.app.base.BaseApplication`), no shell
-  string; ``gthread`` workers so kube-apiserver's keep-alive connections are kept.
-* TLS 1.2 or newer: gunicorn asks its ``ssl_context`` hook for a context for every accepted
-  connection (gunicorn ≥ 21, ``gunicorn.sock.ssl_wrap_socket``); the hook returns the context of
-  a :class:`CertificateReloader`, which reloads ``tls.crt``/``tls.key`` when their content
-  changes (a rewritten file, or the ``..data`` symlink swap of a Kubernetes Secret volume). New handshakes present the new pair; connections already open keep theirs; no restart.
-  A pair that does not load (e.g. read between the writes of key and certificate) is logged and
-  the previous pair stays in use until the next handshake retries.
-* Timeouts: the worker class :class:`TimedThreadWorker` (gthread) puts a socket timeout of
-  ``read_timeout`` seconds on every connection it hands to a worker thread: the TLS handshake and
-  every blocking read or write while a request is handled wait at most that long, so a stalled
-  client holds a thread for at most ``read_timeout`` per socket operation, never forever. Idle
-  keep-alive connections wait in gunicorn's poller (no thread) for ``keepalive`` seconds.
+This is the only module of the project that knows gunicorn's or gevent's internals
+(tests/test_layout.py fences them here); the Flask app and the CLI see :func:`run` and
+:class:`ServeOptions` only.
+
+Serving model (README "Serving model" compares it with the gthread designs, with figures):
+
+* gunicorn's **gevent** worker (:func:`worker_class`): one greenlet per connection. A connection
+  that is idle (kube-apiserver's keep-alive pool, the spare connections a Go client dials and
+  leaves unused after the TLS handshake) or slow (a client sending its headers a byte at a time)
+  costs a parked greenlet, not a thread: it cannot stop the worker from answering others.
+  ``worker_connections`` (1000) bounds the connections of one worker.
+* Deadlines, all ``read_timeout`` seconds (``--read-timeout``, default 10): the TLS handshake;
+  the request line and headers once the connection became readable (one deadline for the whole
+  head, however the bytes trickle in); the request body from the end of the head (408). Writing
+  the answer waits at most ``read_timeout`` per send. An idle keep-alive connection is kept
+  ``keepalive`` seconds (120, longer than kube-apiserver's 90 s idle timeout).
+* TLS 1.2 or newer. Every handshake's SNI callback (called for every ClientHello, with or without
+  a server name) switches the connection to the current context of a
+  :class:`CertificateReloader`, which reloads ``tls.crt``/``tls.key`` when their content changes
+  (a rewritten file, or the ``..data`` symlink swap of a Kubernetes Secret volume). New
+  handshakes present the new pair; connections already open keep theirs; no restart. A pair that
+  does not load (e.g. read between the writes of key and certificate) is logged and the previous
+  pair stays in use until the next handshake retries. Reloads and failures are logged on
+  ``segment_webhook.server`` with time and level (:func:`configure_logging`).
 * gunicorn's own error answers (request line or headers too long or malformed: 400, 414, 431) are
   JSON ``{"error", "field"}`` like the app's.
-* Graceful shutdown: SIGTERM → gunicorn stops accepting, lets in-flight requests finish for up
-  to ``graceful_timeout`` seconds, closes idle keep-alive connections, exits 0.
+* Graceful shutdown: SIGTERM → gunicorn stops accepting, idle keep-alive connections are closed
+  (within a second), in-flight requests finish for up to ``graceful_timeout`` seconds, exit 0.
 * The app factory runs in each worker after the fork (``preload_app`` off), so every worker
   builds its own catalog and starts its own Topology watch.
 * Metrics: ``child_exit`` calls ``prometheus_client.multiprocess.mark_process_dead``.
@@ -27,16 +38,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import socket
 import ssl
+import sys
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from gunicorn import util as gunicorn_util
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as gunicorn_errors
-from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from webhook.http.metrics import mark_process_dead
 
@@ -53,8 +64,9 @@ class CertificateReloader:
     """Hands out an ``ssl.SSLContext`` for ``certfile``/``keyfile``, rebuilt when they change.
 
     ``certfile``/``keyfile``: PEM paths (a Kubernetes ``kubernetes.io/tls`` Secret mount:
-    ``tls.crt``/``tls.key``). Every context has ``minimum_version = TLSv1_2``. Thread-safe
-    (gthread workers handshake in several threads).
+    ``tls.crt``/``tls.key``). Every context has ``minimum_version = TLSv1_2``. Thread-safe.
+    :meth:`serving_context` is the context to give the server: its handshakes use the current
+    pair.
     """
 
     def __init__(self, certfile: str, keyfile: str):
@@ -123,6 +135,30 @@ class CertificateReloader:
                     log.warning("%s; still serving the previous certificate", exc)
             return self._context  # type: ignore[return-value]
 
+    def _switch(self, ssl_socket: Any, server_name: str | None, initial: ssl.SSLContext) -> None:
+        try:
+            ssl_socket.context = self.context()
+        except Exception:  # noqa: BLE001 - keep the context the handshake started with
+            log.exception("cannot switch a handshake to the current serving certificate")
+
+    def serving_context(self) -> ssl.SSLContext:
+        """A server context, built now, whose every handshake presents the pair that is current at
+        that moment (an SNI callback, which OpenSSL calls for every ClientHello, switches the
+        connection to :meth:`context`). Built in the worker process: after gevent has patched
+        the ``ssl`` module, the context is gevent's (cooperative sockets), and its
+        ``wrap_socket`` defers the handshake to the worker (see :func:`worker_class`).
+        Raises :class:`CertificateLoadError` when no pair loads."""
+        current = self.context()
+        context = _deferred_handshake_context_class()(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            context.load_cert_chain(certfile=self.certfile, keyfile=self.keyfile)
+        except (OSError, ssl.SSLError) as exc:  # rotated between the two reads: the callback has the pair
+            log.warning("serving context built without its own pair (%s); handshakes use the reloaded one", exc)
+        context.options |= current.options & ssl.OP_NO_COMPRESSION
+        context.sni_callback = self._switch
+        return context
+
     def ready(self) -> bool:
         """True when a certificate pair is loaded (loads it now if needed)."""
         try:
@@ -137,64 +173,10 @@ class CertificateReloader:
         return self._fingerprint
 
 
-class _TimedSocket(socket.socket):
-    """An accepted socket on which ``setblocking(True)`` means "blocking with a timeout of
-    ``read_timeout`` seconds" (gthread calls ``setblocking(True)`` right before the TLS wrap,
-    which would otherwise clear the timeout the ``SSLSocket`` inherits)."""
-
-    read_timeout: float | None = None
-
-    def setblocking(self, flag: bool) -> None:
-        if flag and self.read_timeout is not None:
-            self.settimeout(self.read_timeout)
-        else:
-            super().setblocking(flag)
-
-
-class _TimedConn(TConn):
-    """A gthread connection whose socket gets a timeout whenever a worker thread takes it up.
-
-    gthread calls ``init()`` every time it hands the connection to a thread, before the first
-    read: gunicorn ≥ 24 from ``handle()`` right after ``sock.setblocking(True)`` (which clears
-    any timeout), gunicorn 23 from ``enqueue_req()``. On the first call the accepted socket is
-    replaced by a :class:`_TimedSocket`, so the TLS handshake (the ``SSLSocket`` inherits the
-    timeout) and the first reads are bounded; on every call the timeout is set again after
-    gunicorn's own ``setblocking(True)``. When the connection goes back to the poller for
-    keep-alive, gthread makes it non-blocking (no thread waits on it there).
-    """
-
-    read_timeout: float | None = None
-
-    def init(self) -> None:
-        if not self.initialized and type(self.sock) is socket.socket:  # noqa: E721 - the accepted socket
-            timed = _TimedSocket(self.sock.family, self.sock.type, self.sock.proto, fileno=self.sock.detach())
-            timed.read_timeout = self.read_timeout
-            self.sock = timed
-        self.sock.settimeout(self.read_timeout)
-        super().init()
-        self.sock.settimeout(self.read_timeout)
-
-    _closed = False
-
-    def close(self, graceful: bool = False) -> None:
-        """Close once (later calls do nothing). ``graceful``: half-close, then read and drop what
-        the peer still sends for up to 2 s before closing (gunicorn's ``close_graceful``)."""
-        if self._closed:
-            return
-        self._closed = True
-        if graceful and hasattr(gunicorn_util, "close_graceful"):
-            try:
-                self.sock.setblocking(True)
-            except OSError:
-                pass
-            gunicorn_util.close_graceful(self.sock)
-        else:
-            gunicorn_util.close(self.sock)
-
-
 class _TimeoutLog(logging.Filter):
-    """Turns gthread's traceback for a socket timeout ("Socket error processing request.") into
-    one INFO line: a stalled client is expected, not a server error."""
+    """Turns gunicorn's traceback for a socket timeout ("Socket error processing request.", e.g. a
+    client that stopped reading its answer) into one INFO line: a stalled client is expected,
+    not a server error."""
 
     def __init__(self, seconds: float):
         super().__init__()
@@ -210,9 +192,10 @@ class _TimeoutLog(logging.Filter):
         return True
 
 
-#: gunicorn parse errors answered as JSON by :meth:`TimedThreadWorker.handle_error`:
-#: (exception class name in ``gunicorn.http.errors``, HTTP status, reason, ``field``). Names a
-#: gunicorn release does not have are skipped; anything else gets gunicorn's own answer.
+#: gunicorn parse errors answered as JSON by :meth:`WebhookWorker.handle_error`: (exception class
+#: name in ``gunicorn.http.errors``, HTTP status, reason, ``field``). Names a gunicorn release does
+#: not have are skipped; anything else gets gunicorn's own answer. Errors in a chunked body are
+#: raised while the app reads it and answered by the app (400, ``field: body``).
 _CLIENT_ERRORS = (
     ("LimitRequestLine", 414, "URI Too Long", "request-line"),
     ("LimitRequestHeaders", 431, "Request Header Fields Too Large", "headers"),
@@ -242,12 +225,53 @@ def client_error_answer(exc: BaseException) -> bytes | None:
     return None
 
 
-def _honour_connection_close(app: WSGIApplication) -> WSGIApplication:
-    """Wrap a WSGI app so that an answer with ``Connection: close`` makes gunicorn close the
-    connection after it (gunicorn drops hop-by-hop headers of the app and writes its own
-    ``Connection`` header from ``Response.should_close()``)."""
+class _DeadlineInput:
+    """``wsgi.input`` with a whole-body deadline: every read may wait only for the time left until
+    ``deadline`` (``time.monotonic()`` seconds), so a client that sends one byte now and then
+    cannot stretch the body past it. A read after the deadline, or one that waits past it, raises
+    ``TimeoutError`` (the app answers 408). ``sock``: the connection's socket (its timeout is set
+    before each read and put back to ``idle_timeout`` after)."""
+
+    def __init__(self, stream: Any, sock: Any, deadline: float, idle_timeout: float):
+        self._stream, self._sock, self._deadline, self._idle = stream, sock, deadline, idle_timeout
+
+    def _call(self, method: str, *args: Any) -> Any:
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the request body did not arrive before its deadline")
+        self._sock.settimeout(remaining)
+        try:
+            return getattr(self._stream, method)(*args)
+        finally:
+            self._sock.settimeout(self._idle)
+
+    def read(self, size: int | None = None) -> bytes:
+        return self._call("read", size)
+
+    def readline(self, size: int | None = None) -> bytes:
+        return self._call("readline", size)
+
+    def readlines(self, hint: int | None = None) -> list:
+        return self._call("readlines", hint)
+
+    def __iter__(self) -> Any:
+        return iter(self.readline, b"")
+
+
+def _serving_middleware(app: WSGIApplication, read_timeout: float) -> WSGIApplication:
+    """Wrap a WSGI app for gunicorn: the request body gets a whole-body deadline of
+    ``read_timeout`` seconds from the moment the request head has been read
+    (:class:`_DeadlineInput`); writing the answer waits at most ``read_timeout`` per send; an
+    answer with ``Connection: close`` makes gunicorn close the connection after it (gunicorn drops
+    an app's hop-by-hop headers and decides from ``Response.should_close()``)."""
 
     def wrapped(environ: dict, start_response: Callable[..., Any]) -> Any:
+        sock = environ.get("gunicorn.socket")
+        if sock is not None and hasattr(sock, "settimeout"):
+            sock.settimeout(read_timeout)
+            environ["wsgi.input"] = _DeadlineInput(
+                environ["wsgi.input"], sock, time.monotonic() + read_timeout, read_timeout)
+
         def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
             if any(k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers):
                 force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
@@ -260,13 +284,90 @@ def _honour_connection_close(app: WSGIApplication) -> WSGIApplication:
     return wrapped
 
 
-class TimedThreadWorker(ThreadWorker):
-    """gunicorn's gthread worker with a per-connection socket timeout (:attr:`read_timeout`
-    seconds) on the TLS handshake and every blocking read/write while a request is handled, JSON
-    answers for requests gunicorn cannot parse, and ``Connection: close`` from the app honoured.
+class _CloseConnection(StopIteration):
+    """Raised by :class:`_RequestHeadDeadline` to end a keep-alive connection quietly (gunicorn's
+    async worker closes a connection on ``StopIteration`` from reading the next request)."""
 
-    Use :func:`timed_worker_class` to get a subclass with a given timeout.
+
+class _RequestHeadDeadline:
+    """The ``timeout_ctx`` of :class:`WebhookWorker` around reading one request head.
+
+    ``__enter__`` waits (no CPU, a greenlet parked on the socket) until the connection is
+    readable: at most ``idle_seconds`` (``keepalive``) for a keep-alive connection, and only
+    while the worker is alive (so SIGTERM closes idle connections at once); then the request
+    line and headers must all arrive within ``head_seconds`` (a ``gevent.Timeout`` that ends the
+    read silently, and gunicorn closes the connection). A connection that stays idle, or a
+    worker that is stopping, raises :class:`_CloseConnection`.
     """
+
+    def __init__(self, worker: Any, sock: Any, idle_seconds: float, head_seconds: float):
+        self._worker, self._sock = worker, sock
+        self._idle, self._head = idle_seconds, head_seconds
+        self._timeout: Any = None
+
+    def _wait_readable(self) -> None:
+        import gevent.socket
+
+        sock = self._sock
+        if sock is None or (hasattr(sock, "pending") and sock.pending()):
+            return
+        sock.settimeout(None)  # the head deadline below bounds the reads, not a per-read timeout
+        end = time.monotonic() + self._idle
+        while True:
+            if not self._worker.alive:
+                raise _CloseConnection("the worker is shutting down")
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                raise _CloseConnection("keep-alive connection idle for longer than keepalive")
+            try:
+                gevent.socket.wait_read(sock.fileno(), timeout=min(remaining, 1.0))
+                return
+            except gevent.socket.timeout:
+                continue
+            except (OSError, ValueError):
+                return  # closed: the read below finds out
+
+    def __enter__(self) -> "_RequestHeadDeadline":
+        import gevent
+
+        self._wait_readable()
+        self._timeout = gevent.Timeout(self._head, False)
+        self._timeout.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._timeout.__exit__(*exc)
+
+
+def _worker_base() -> type:
+    from gunicorn.workers.ggevent import GeventWorker
+
+    return GeventWorker
+
+
+def _deferred_handshake_context_class() -> type:
+    """A subclass of the current ``ssl.SSLContext`` (gevent's, once a gevent worker has patched
+    the standard library) whose ``wrap_socket`` never handshakes on connect: gevent's server
+    wraps each accepted socket before the worker sees it, and a handshake there would have no
+    deadline. :meth:`WebhookWorker.handle` does it under one."""
+    base = ssl.SSLContext
+    cls = _DEFERRED_CLASSES.get(base)
+    if cls is None:
+        def wrap_socket(self: Any, sock: Any, *args: Any, **kwargs: Any) -> Any:
+            kwargs["do_handshake_on_connect"] = False
+            return base.wrap_socket(self, sock, *args, **kwargs)
+
+        cls = type("DeferredHandshakeContext", (base,), {"wrap_socket": wrap_socket})
+        _DEFERRED_CLASSES[base] = cls
+    return cls
+
+
+_DEFERRED_CLASSES: dict = {}
+
+
+class _WorkerMixin:
+    """What :class:`WebhookWorker` adds to gunicorn's gevent worker (kept apart so the worker class
+    is built only when gunicorn's gevent module is importable)."""
 
     read_timeout: float = 10.0
 
@@ -274,45 +375,62 @@ class TimedThreadWorker(ThreadWorker):
         error_log = getattr(self.log, "error_log", None)
         if isinstance(error_log, logging.Logger) and not any(isinstance(f, _TimeoutLog) for f in error_log.filters):
             error_log.addFilter(_TimeoutLog(self.read_timeout))
-        super().init_process()
+        super().init_process()  # type: ignore[misc]
 
     def load_wsgi(self) -> None:
-        super().load_wsgi()
-        self.wsgi = _honour_connection_close(self.wsgi)
+        super().load_wsgi()  # type: ignore[misc]
+        self.wsgi = _serving_middleware(self.wsgi, self.read_timeout)
 
-    def enqueue_req(self, conn: Any) -> None:
-        if type(conn) is TConn:  # noqa: E721 - exactly gthread's own class, made by accept()
-            conn.__class__ = _TimedConn
-            conn.read_timeout = self.read_timeout
-        super().enqueue_req(conn)
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        import gevent
 
-    def handle(self, conn: Any) -> Any:
-        result = super().handle(conn)
-        if result is False and isinstance(conn, _TimedConn):
-            # Close here, in the worker thread: gthread would do the graceful close (a linger of
-            # up to 2 s for a peer that does not close) in the poller's thread, which accepts and
-            # dispatches every connection of this worker, so a few stalled clients would stop it.
-            conn.close(graceful=True)
-        return result
+        gevent.getcurrent()._webhook_client = client
+        if isinstance(client, ssl.SSLSocket):
+            try:
+                with gevent.Timeout(self.read_timeout):
+                    client.do_handshake()
+            except (gevent.Timeout, OSError, ValueError) as exc:
+                self.log.debug("TLS handshake with %s failed or timed out: %s", addr, exc)
+                gunicorn_util.close(client)
+                return
+        super().handle(listener, client, addr)  # type: ignore[misc]
+
+    def timeout_ctx(self) -> Any:
+        import gevent
+
+        client = getattr(gevent.getcurrent(), "_webhook_client", None)
+        return _RequestHeadDeadline(self, client, float(self.cfg.keepalive), self.read_timeout)
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         answer = client_error_answer(exc)
         if answer is None:
-            super().handle_error(req, client, addr, exc)
+            super().handle_error(req, client, addr, exc)  # type: ignore[misc]
             return
         self.log.warning("Invalid request from ip=%s: %s", (addr or ("",))[0], exc)
         try:
-            gunicorn_util.write_nonblock(client, answer)
+            gunicorn_util.write(client, answer)
         except Exception:  # noqa: BLE001 - the client is gone; nothing to answer
             self.log.debug("Failed to send error message.")
 
 
-def timed_worker_class(read_timeout: float) -> type:
-    """A :class:`TimedThreadWorker` subclass whose connections time out after ``read_timeout``
-    seconds of a blocked socket operation (the value of ``--read-timeout``)."""
+def worker_class(read_timeout: float) -> type:
+    """gunicorn's gevent worker (one greenlet per connection) made safe for kube-apiserver's
+    clients and slow ones, with ``read_timeout`` seconds as the deadline of a TLS handshake, of a
+    request head once its first byte arrived, and of a request body:
+
+    * the TLS handshake runs in the connection's greenlet under a ``gevent.Timeout``;
+    * an idle keep-alive connection (or one a Go client opened and left unused) is a greenlet
+      parked on its socket for up to ``keepalive`` seconds: no thread, no CPU;
+    * request line and headers must arrive within ``read_timeout`` (one deadline, however the
+      bytes trickle in); the body likewise (answered 408 by the app);
+    * gunicorn's parse errors are answered as JSON (:func:`client_error_answer`).
+
+    Raises ``ValueError`` for a non-positive ``read_timeout``; ``RuntimeError`` from gunicorn
+    when gevent is missing or too old.
+    """
     if not read_timeout > 0:
         raise ValueError(f"read_timeout must be positive, got {read_timeout!r}")
-    return type("TimedThreadWorker", (TimedThreadWorker,), {"read_timeout": float(read_timeout)})
+    return type("WebhookWorker", (_WorkerMixin, _worker_base()), {"read_timeout": float(read_timeout)})
 
 
 @dataclass
@@ -321,16 +439,16 @@ class ServeOptions:
 
     ``bind``: ``HOST:PORT``. ``certfile``/``keyfile``: PEM paths; both None = plain HTTP (for
     benchmarks only; kube-apiserver requires TLS). ``reloader``: the :class:`CertificateReloader`
-    to use (built from certfile/keyfile when None). ``workers``: processes; ``threads``: gthread
-    threads per worker. ``graceful_timeout``: seconds in-flight requests get after SIGTERM.
+    to use (built from certfile/keyfile when None). ``workers``: processes. ``threads``: not used
+    by the gevent worker (kept for the command line's ``--threads``). ``graceful_timeout``: seconds in-flight requests get after SIGTERM.
     ``keepalive``: seconds an idle keep-alive connection is kept; 120 is longer than the 90 s
     after which kube-apiserver's HTTP client (Go ``IdleConnTimeout``) drops idle connections itself,
     so the server never closes a connection the apiserver is about to reuse for a POST it would
     not retry. ``timeout``: seconds of worker
     silence before the master restarts it. ``worker_connections``: open connections per worker.
-    ``read_timeout``: seconds every blocking socket operation of a connection being served (TLS
-    handshake, reading the request line, headers and body, writing the answer) may wait before
-    the connection is given up (see :class:`TimedThreadWorker`).
+    ``read_timeout``: deadline in seconds of a TLS handshake, of a request head once it started
+    and of a request body, and the longest wait of one send of an answer (see
+    :func:`worker_class`). ``worker_connections``: open connections per worker (each a greenlet).
     ``loglevel``: gunicorn error-log level. ``accesslog``: gunicorn access log target (None = off;
     the JSON review log replaces it). ``extra``: further raw gunicorn settings.
     """
@@ -368,6 +486,27 @@ def _worker_exit(server: Any, worker: Any) -> None:
             log.exception("stopping the topology catalog failed")
 
 
+#: Format of the ``segment_webhook.*`` log lines (the review log has its own, bare JSON): time,
+#: process, level, logger, message, as gunicorn's own error log.
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
+
+
+def configure_logging(stream: Any = None, level: int = logging.INFO) -> None:
+    """Send the ``segment_webhook`` loggers (certificate reloads, catalog, envelope errors) to
+    ``stream`` (default stderr) as ``[time] [pid] [LEVEL] logger: message`` lines from ``level``
+    up; once per process (a second call does nothing). The review log (``segment_webhook.review``)
+    keeps its own handler and format."""
+    root = logging.getLogger("segment_webhook")
+    if any(getattr(h, "_segment_webhook", False) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    handler._segment_webhook = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
 #: Settings that only newer gunicorn releases know; skipped when absent.
 _OPTIONAL_SETTINGS = frozenset({"control_socket_disable"})
 
@@ -391,7 +530,7 @@ class _Application(BaseApplication):
 def gunicorn_settings(options: ServeOptions) -> dict:
     """The gunicorn settings for ``options``: a dict of gunicorn setting names to values.
 
-    Includes the worker class (:func:`timed_worker_class`: gthread with ``options.read_timeout``), ``preload_app = False`` (the app factory runs in each
+    Includes the worker class (:func:`worker_class`: gevent with ``options.read_timeout``), ``preload_app = False`` (the app factory runs in each
     worker after the fork), the ``child_exit`` hook (prometheus ``mark_process_dead``), the
     ``worker_exit`` hook (stops a live catalog), and, with TLS, ``certfile``/``keyfile`` plus the
     ``ssl_context`` hook returning the :class:`CertificateReloader`'s current context.
@@ -401,8 +540,7 @@ def gunicorn_settings(options: ServeOptions) -> dict:
     settings: dict[str, Any] = {
         "bind": [options.bind],
         "workers": options.workers,
-        "worker_class": timed_worker_class(options.read_timeout),
-        "threads": options.threads,
+        "worker_class": worker_class(options.read_timeout),
         "graceful_timeout": options.graceful_timeout,
         "keepalive": options.keepalive,
         "timeout": options.timeout,
@@ -428,7 +566,7 @@ def gunicorn_settings(options: ServeOptions) -> dict:
         settings["keyfile"] = reloader.keyfile
 
         def ssl_context(conf: Any, default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-            return reloader.context()
+            return reloader.serving_context()
 
         settings["ssl_context"] = ssl_context
     settings.update(options.extra)
@@ -448,4 +586,5 @@ def run(app_factory: Callable[[], WSGIApplication], options: ServeOptions) -> No
         options = replace(options, reloader=CertificateReloader(options.certfile, options.keyfile))
     if options.reloader is not None:
         options.reloader.load()
+    configure_logging()
     _Application(app_factory, gunicorn_settings(options)).run()
