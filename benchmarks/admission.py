@@ -36,6 +36,7 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import re
 import shutil
 import signal
 import socket
@@ -129,16 +130,23 @@ def noop_app_factory():
     def readyz():
         return Response('{"ready":true}\n', mimetype="application/json")
 
+    @app.get("/healthz")
+    def healthz():
+        return Response('{"status":"ok"}\n', mimetype="application/json")
+
     return app
 
 
-def run_noop_server(bind: str, cert_dir: str, workers: int, threads: int) -> None:
-    """Serve the no-op app with the webhook's own gunicorn settings (``ServeOptions``)."""
+def run_noop_server(bind: str, cert_dir: str, workers: int | None) -> None:
+    """Serve the no-op app with the webhook's own gunicorn settings (``ServeOptions`` defaults,
+    as ``serve``; ``workers`` when given)."""
     from webhook.http.server import ServeOptions, run
 
-    run(noop_app_factory, ServeOptions(
-        bind=bind, certfile=os.path.join(cert_dir, "tls.crt"), keyfile=os.path.join(cert_dir, "tls.key"),
-        workers=workers, threads=threads, loglevel="warning"))
+    options = ServeOptions(bind=bind, certfile=os.path.join(cert_dir, "tls.crt"),
+                           keyfile=os.path.join(cert_dir, "tls.key"), loglevel="warning")
+    if workers:
+        options.workers = workers
+    run(noop_app_factory, options)
 
 
 # ------------------------------------------------------------------------- process control
@@ -308,24 +316,183 @@ def check_webhook_answers(port: int, ca_file: str) -> dict:
     return out
 
 
+
+# ------------------------------------------------------------------------- Go-style clients (hey)
+
+HEY_LINE = {
+    "total": re.compile(r"Total:\s+([0-9.]+) secs"),
+    "p50": re.compile(r"50% in ([0-9.]+) secs"),
+    "p99": re.compile(r"99% in ([0-9.]+) secs"),
+}
+
+
+def run_hey(url: str, body_file: str, concurrency: int, duration: float, timeout_s: int = 20) -> dict:
+    """Load ``url`` with ``hey`` (Go net/http, as kube-apiserver: keep-alive, and the spare
+    connections its transport dials and leaves idle after the TLS handshake) for ``duration``
+    seconds with ``concurrency`` workers; returns requests answered 200, errors (other statuses,
+    timeouts, resets), throughput (200s per second) and p50/p99 in ms (hey's, over every answer)."""
+    cmd = ["hey", "-z", f"{duration:g}s", "-c", str(concurrency), "-t", str(timeout_s), "-m", "POST",
+           "-T", "application/json", "-D", body_file, "-disable-compression", url]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + timeout_s + 60).stdout
+    ok = sum(int(n) for code, n in re.findall(r"\[(\d+)\]\s+(\d+) responses", out) if code == "200")
+    other = sum(int(n) for code, n in re.findall(r"\[(\d+)\]\s+(\d+) responses", out) if code != "200")
+    errors_part = out.split("Error distribution:", 1)[1] if "Error distribution:" in out else ""
+    failed = sum(int(n) for n in re.findall(r"^\s*\[(\d+)\]", errors_part, re.M))
+    first_error = errors_part.strip().splitlines()[0].strip() if errors_part.strip() else (
+        f"{other} answers other than 200" if other else None)
+    found = {k: (float(m.group(1)) if (m := rx.search(out)) else float("nan")) for k, rx in HEY_LINE.items()}
+    total = found["total"] if found["total"] == found["total"] and found["total"] > 0 else duration
+    return {"requests": ok, "errors": other + failed, "first_error": first_error,
+            "throughput": ok / total, "p50_ms": found["p50"] * 1e3, "p99_ms": found["p99"] * 1e3}
+
+
+# ------------------------------------------------------------------------- slow clients
+
+def _slow_clients_proc(port: int, dribblers: int, idle: int, byte_every_s: float, stop_event) -> None:
+    """``dribblers`` connections that send a request head one byte every ``byte_every_s`` seconds
+    and ``idle`` TLS connections that complete the handshake and send nothing; each reconnects
+    when the server closes it, so the number attached stays constant until ``stop_event``."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    head = b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Slow: " + b"a" * 4000
+
+    def connect() -> ssl.SSLSocket | None:
+        try:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+            return context.wrap_socket(raw, server_hostname="127.0.0.1")
+        except OSError:
+            time.sleep(0.2)
+            return None
+
+    def dribbler() -> None:
+        while not stop_event.is_set():
+            sock = connect()
+            if sock is None:
+                continue
+            try:
+                for i in range(len(head)):
+                    if stop_event.wait(byte_every_s):
+                        break
+                    sock.sendall(head[i:i + 1])
+            except OSError:
+                pass
+            finally:
+                sock.close()
+
+    def idler() -> None:
+        while not stop_event.is_set():
+            sock = connect()
+            if sock is None:
+                continue
+            try:
+                sock.settimeout(0.5)
+                while not stop_event.is_set():
+                    try:
+                        if not sock.recv(1):
+                            break  # closed by the server: reconnect
+                    except TimeoutError:
+                        continue
+            except OSError:
+                pass
+            finally:
+                sock.close()
+
+    threads = [threading.Thread(target=dribbler, daemon=True) for _ in range(dribblers)]
+    threads += [threading.Thread(target=idler, daemon=True) for _ in range(idle)]
+    for t in threads:
+        t.start()
+    stop_event.wait()
+
+
+def probe(port: int, ca_file: str, body: bytes) -> dict:
+    """``GET /healthz`` and one review, each on a new TLS connection; seconds each took (None when
+    it failed or took over 10 s)."""
+    out = {}
+    for name, method, path, payload in (("healthz", "GET", "/healthz", None), ("review", "POST", "/mutate", body)):
+        start = time.perf_counter()
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ssl_context(ca_file), timeout=10)
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json", "Connection": "close"})
+            resp = conn.getresponse()
+            resp.read()
+            conn.close()
+            out[name] = time.perf_counter() - start if resp.status == 200 else None
+        except (OSError, http.client.HTTPException):
+            out[name] = None
+    return out
+
+
+class Prober:
+    """Probes a server every ``every_s`` seconds in a thread (:func:`probe`), keeping the results."""
+
+    def __init__(self, port: int, ca_file: str, body: bytes, every_s: float = 0.5):
+        self.results: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(port, ca_file, body, every_s), daemon=True)
+
+    def _run(self, port: int, ca_file: str, body: bytes, every_s: float) -> None:
+        while not self._stop.wait(every_s):
+            self.results.append(probe(port, ca_file, body))
+
+    def __enter__(self) -> "Prober":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def worst(self, name: str) -> float | None:
+        """Longest probe of ``name`` in seconds; None when one failed (or none ran)."""
+        values = [r[name] for r in self.results]
+        return None if (not values or any(v is None for v in values)) else max(values)
+
+
+def _row(server: str, payload: str, label: str, r: dict) -> str:
+    return (f"{server:8} {payload:11} {label:13} {r['requests']:7d} {r['errors']:4d} {r['throughput']:8.1f} "
+            f"{r['p50_ms']:7.2f} {r['p99_ms']:8.2f}")
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duration", type=float, default=10.0, help="seconds per phase (default 10)")
+    parser.add_argument("--duration", type=float, default=4.0,
+                        help="seconds per server of each Go-client phase (default 4)")
+    parser.add_argument("--concurrency", default="1,8,32,128,512",
+                        help="hey concurrencies, comma-separated (default 1,8,32,128,512)")
+    parser.add_argument("--dribblers", type=int, default=64, help="header dribblers of the slow phases (default 64)")
+    parser.add_argument("--idle", type=int, default=64, help="idle TLS connections of the slow phases (default 64)")
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop offered rate, reviews/s (default 200)")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of both servers (default 2)")
-    parser.add_argument("--threads", type=int, default=8, help="gthread threads per worker (default 8, as serve)")
-    parser.add_argument("--procs", type=int, default=2, help="client processes (default 2)")
-    parser.add_argument("--conns", type=int, default=4, help="keep-alive connections per client process (default 4)")
+    parser.add_argument("--rate-duration", type=float, default=10.0,
+                        help="seconds per server and payload of the open-loop phase (default 10)")
+    parser.add_argument("--workers", type=int, default=None, help="gunicorn workers of both servers (default: serve's)")
+    parser.add_argument("--procs", type=int, default=2, help="open-loop client processes (default 2)")
+    parser.add_argument("--conns", type=int, default=4, help="open-loop keep-alive connections per process (default 4)")
     parser.add_argument("--slices", type=int, default=5,
-                        help="each phase runs as this many interleaved webhook/noop slices (default 5)")
+                        help="the open-loop phase runs as this many interleaved webhook/noop slices (default 5)")
+    parser.add_argument("--source", metavar="DIR", default=str(HERE.parent),
+                        help="serve the webhook package of this checkout (default: this one; to compare designs)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     parser.add_argument("--noop-server", nargs=2, metavar=("BIND", "CERT_DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.noop_server:
-        run_noop_server(args.noop_server[0], args.noop_server[1], args.workers, args.threads)
+        run_noop_server(args.noop_server[0], args.noop_server[1], args.workers)
         return 0
-    if not (args.duration > 0 and args.rate > 0 and args.procs >= 1 and args.conns >= 1 and args.slices >= 1):
-        parser.error("--duration and --rate must be > 0; --procs, --conns and --slices >= 1")
+    try:
+        levels = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    except ValueError:
+        parser.error(f"--concurrency {args.concurrency!r}: comma-separated whole numbers")
+    if not (args.duration > 0 and args.rate > 0 and args.rate_duration > 0 and args.procs >= 1
+            and args.conns >= 1 and args.slices >= 1 and levels and min(levels) >= 1):
+        parser.error("--duration, --rate and --rate-duration must be > 0; --procs, --conns, --slices and "
+                     "every --concurrency >= 1")
+    if shutil.which("hey") is None:
+        print("benchmark needs hey (a Go net/http load generator): apt-get install hey", file=sys.stderr)
+        return 2
 
     from webhook.http import certs
 
@@ -333,79 +500,154 @@ def main(argv: list[str] | None = None) -> int:
     cert_dir = os.path.join(tmp, "certs")
     certs.write_certificates(certs.generate(), cert_dir)
     ca_file = os.path.join(cert_dir, "ca.crt")
-    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "PROMETHEUS_MULTIPROC_DIR")}
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "PROMETHEUS_MULTIPROC_DIR")
+           and not k.startswith("SEGMENT_WEBHOOK_")}
+    env["PYTHONPATH"] = os.pathsep.join([args.source] + [p for p in [env.get("PYTHONPATH")] if p])
     ports = {"webhook": free_port(), "noop": free_port()}
+    workers = ["--workers", str(args.workers)] if args.workers else []
     commands = {
         "webhook": [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{ports['webhook']}",
-                    "--cert-dir", cert_dir, "--workers", str(args.workers), "--threads", str(args.threads)],
-        "noop": [sys.executable, str(Path(__file__).resolve()), "--workers", str(args.workers),
-                 "--threads", str(args.threads), "--noop-server", f"127.0.0.1:{ports['noop']}", cert_dir],
+                    "--cert-dir", cert_dir, *workers],
+        "noop": [sys.executable, str(Path(__file__).resolve()), *workers,
+                 "--noop-server", f"127.0.0.1:{ports['noop']}", cert_dir],
     }
+    body_files = {}
+    for payload, review in PAYLOADS.items():
+        body_files[payload] = os.path.join(tmp, f"{payload}.json")
+        Path(body_files[payload]).write_text(json.dumps(review))
     procs: dict[str, subprocess.Popen] = {}
     logs = {}
     results: dict = {"settings": {k: v for k, v in vars(args).items() if k != "noop_server"},
-                     "cpus": os.cpu_count(), "phases": {}}
+                     "cpus": os.cpu_count(), "phases": {}, "probes": {}}
     status = 0
+    ctx = mp.get_context("fork")
     try:
         for name, cmd in commands.items():
             logs[name] = open(os.path.join(tmp, f"{name}.log"), "wb")
-            procs[name] = subprocess.Popen(cmd, stdout=logs[name], stderr=subprocess.STDOUT, env=env,
-                                           cwd=str(HERE.parent))
+            procs[name] = subprocess.Popen(cmd, stdout=logs[name], stderr=subprocess.STDOUT, env=env, cwd=args.source)
         for name in commands:
             wait_ready(ports[name], ca_file, procs[name])
         results["webhook_answers"] = check_webhook_answers(ports["webhook"], ca_file)
+        url = {name: f"https://127.0.0.1:{port}/mutate" for name, port in ports.items()}
 
         load = os.getloadavg()[0]
         results["loadavg_1min_start"] = load
-        print(f"segment-webhook admission benchmark: {os.cpu_count()} CPUs (load average {load:.2f} at start), "
-              f"servers {args.workers} workers x {args.threads} threads, clients {args.procs} procs x "
-              f"{args.conns} conns, {args.duration:g} s per server and phase in {args.slices} interleaved slices")
-        header = f"{'server':8} {'payload':11} {'mode':9} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7} {'max ms':>7}"
-        print(header)
-        ctx = mp.get_context("fork")
-        slice_s = args.duration / args.slices
+        print(f"segment-webhook admission benchmark: {os.cpu_count()} CPUs (load average {load:.2f} at start); "
+              f"webhook = segment-webhook serve with its defaults{' but ' + ' '.join(workers) if workers else ''}, "
+              f"noop = a Flask app answering allowed:true under the same gunicorn settings; both TLS on 127.0.0.1; "
+              f"Go clients: hey, {args.duration:g} s per server and phase")
+        print(f"{'server':8} {'payload':11} {'clients':13} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p99 ms':>8}")
+
+        def record(key: str, server: str, payload: str, label: str, r: dict) -> None:
+            nonlocal status
+            results["phases"][key] = r
+            print(_row(server, payload, label, r), flush=True)
+            if r["errors"]:
+                print(f"  first error: {r['first_error']}")
+                status = 1
+
+        for payload in PAYLOADS:
+            for server in ("webhook", "noop"):  # warm-up (not counted): connections, imports, caches
+                run_hey(url[server], body_files[payload], 8, 1.0)
+            for i, level in enumerate(levels):
+                order = ("webhook", "noop") if i % 2 == 0 else ("noop", "webhook")
+                for server in order:
+                    r = run_hey(url[server], body_files[payload], level, args.duration)
+                    record(f"{server}/{payload}/go-c{level}", server, payload, f"go c={level}", r)
+
+        # The same Go clients with slow clients attached, and probes on new connections.
+        slow_label = f"+{args.dribblers}drib+{args.idle}idle"
+        for server in ("webhook", "noop"):
+            stop_event = ctx.Event()
+            slow = ctx.Process(target=_slow_clients_proc,
+                               args=(ports[server], args.dribblers, args.idle, 2.0, stop_event), daemon=True)
+            slow.start()
+            try:
+                time.sleep(2.0)  # let them connect and settle
+                with Prober(ports[server], ca_file, json.dumps(PAYLOADS["pytorchjob"]).encode()) as prober:
+                    for level in levels:
+                        r = run_hey(url[server], body_files["pytorchjob"], level, args.duration)
+                        record(f"{server}/pytorchjob/go-c{level}-slow", server, "pytorchjob",
+                               f"c={level} {slow_label}"[:13], r)
+            finally:
+                stop_event.set()
+                slow.join(10)
+                if slow.is_alive():
+                    slow.kill()
+            worst = {name: prober.worst(name) for name in ("healthz", "review")}
+            results["probes"][server] = {"count": len(prober.results), "worst_s": worst}
+            shown = ", ".join(f"{n} {'FAILED' if v is None else f'{v * 1e3:.0f} ms'}" for n, v in worst.items())
+            print(f"{server:8} probes on new connections while slow clients attached ({len(prober.results)}): "
+                  f"worst {shown}", flush=True)
+
+        # Open loop at --rate (latency from each request's due time: no coordinated omission).
+        slice_s = args.rate_duration / args.slices
         with ctx.Pool(args.procs) as pool:
             for payload, review in PAYLOADS.items():
                 body = json.dumps(review).encode()
-                for server in ("webhook", "noop"):  # warm-up (not counted): connections, imports, caches
+                for server in ("webhook", "noop"):
                     run_phase(pool, ports[server], ca_file, body, args.rate, 1.0, args.procs, args.conns)
-                for mode, rate in (("rate", args.rate), ("max", 0.0)):
-                    # Interleave the two servers in slices (alternating which goes first) so that
-                    # other load on the machine affects both alike.
-                    acc = {"webhook": ([], []), "noop": ([], [])}
-                    for s in range(args.slices):
-                        order = ("webhook", "noop") if s % 2 == 0 else ("noop", "webhook")
-                        for server in order:
-                            lat, err = run_phase(pool, ports[server], ca_file, body, rate, slice_s, args.procs, args.conns)
-                            acc[server][0].extend(lat)
-                            acc[server][1].extend(err)
-                    for server in ("webhook", "noop"):
-                        r = summarize(*acc[server], args.duration)
-                        label = f"{rate:g}/s" if rate else "max"
-                        results["phases"][f"{server}/{payload}/{mode}"] = r
-                        print(f"{server:8} {payload:11} {label:9} {r['requests']:7d} {r['errors']:4d} "
-                              f"{r['throughput']:8.1f} {r['p50_ms']:7.2f} {r['p95_ms']:7.2f} {r['p99_ms']:7.2f} {r['max_ms']:7.2f}",
-                              flush=True)
-                        if r["errors"]:
-                            print(f"  first error: {r['first_error']}")
-                            status = 1
+                acc = {"webhook": ([], []), "noop": ([], [])}
+                for n in range(args.slices):
+                    for server in (("webhook", "noop") if n % 2 == 0 else ("noop", "webhook")):
+                        lat, err = run_phase(pool, ports[server], ca_file, body, args.rate, slice_s, args.procs, args.conns)
+                        acc[server][0].extend(lat)
+                        acc[server][1].extend(err)
+                for server in ("webhook", "noop"):
+                    r = summarize(*acc[server], args.rate_duration)
+                    record(f"{server}/{payload}/rate", server, payload, f"{args.rate:g}/s open", r)
+
         print()
-        ratios = {}
+        ratios: dict = {}
         for payload in PAYLOADS:
-            for mode in ("rate", "max"):
-                w = results["phases"][f"webhook/{payload}/{mode}"]["p99_ms"]
-                n = results["phases"][f"noop/{payload}/{mode}"]["p99_ms"]
-                ratios[f"{payload}/{mode}"] = w / n
-                label = f"{args.rate:g}/s" if mode == "rate" else "max"
-                print(f"p99 ratio webhook/noop  {payload:11} {label:7} {w / n:5.2f}  ({w:.2f} ms / {n:.2f} ms)")
-        results["p99_ratio"] = ratios
+            for level in levels:
+                w, n = results["phases"][f"webhook/{payload}/go-c{level}"], results["phases"][f"noop/{payload}/go-c{level}"]
+                ratios[f"{payload}/go-c{level}"] = {"throughput": _ratio(w["throughput"], n["throughput"]),
+                                                    "p99": _ratio(w["p99_ms"], n["p99_ms"])}
+            w, n = results["phases"][f"webhook/{payload}/rate"], results["phases"][f"noop/{payload}/rate"]
+            ratios[f"{payload}/rate"] = {"p99": _ratio(w["p99_ms"], n["p99_ms"])}
+        for level in levels:
+            w, n = results["phases"][f"webhook/pytorchjob/go-c{level}-slow"], results["phases"][f"noop/pytorchjob/go-c{level}-slow"]
+            ratios[f"pytorchjob/go-c{level}-slow"] = {"throughput": _ratio(w["throughput"], n["throughput"]),
+                                                      "p99": _ratio(w["p99_ms"], n["p99_ms"])}
+        results["ratios"] = ratios
+        print("webhook / noop      " + " ".join(f"{'c=' + str(level):>13}" for level in levels))
+        for payload in PAYLOADS:
+            for what in ("throughput", "p99"):
+                print(f"{payload:11} {what:10} " + " ".join(
+                    f"{ratios[f'{payload}/go-c{level}'][what]:13.2f}" for level in levels))
+        for what in ("throughput", "p99"):
+            print(f"{'+slow':11} {what:10} " + " ".join(
+                f"{ratios[f'pytorchjob/go-c{level}-slow'][what]:13.2f}" for level in levels))
+        for payload in PAYLOADS:
+            print(f"{payload:11} p99 at {args.rate:g}/s open loop: {ratios[f'{payload}/rate']['p99']:.2f}")
         results["loadavg_1min_end"] = os.getloadavg()[0]
         print(f"load average at the end: {results['loadavg_1min_end']:.2f}")
+
+        # Goals (issue 9), judged on the webhook's own figures.
+        web = {k.split("/", 1)[1]: v for k, v in results["phases"].items() if k.startswith("webhook/")}
+        errors = sum(v["errors"] for v in web.values())
+        goals = [("0 errors at every concurrency, with and without slow clients", errors == 0, f"{errors} errors")]
+        if 8 in levels and 128 in levels:
+            for key in ("pytorchjob/go-c{}", "pytorchjob/go-c{}-slow"):
+                low, high = web[key.format(8)]["throughput"], web[key.format(128)]["throughput"]
+                goals.append((f"throughput at c=128 >= 50% of c=8 ({key.format('N')})", high >= 0.5 * low,
+                              f"{_ratio(high, low):.2f}"))
+        probes = results["probes"]["webhook"]["worst_s"]
+        goals.append(("/healthz and a review on a new connection within 2 s with slow clients attached",
+                      all(v is not None and v <= 2.0 for v in probes.values()),
+                      ", ".join(f"{n} {'failed' if v is None else f'{v:.2f} s'}" for n, v in probes.items())))
+        sat = [level for level in levels if level >= 8] or levels
         for payload in PAYLOADS:
-            p99 = results["phases"][f"webhook/{payload}/rate"]["p99_ms"]
-            ratio = ratios[f"{payload}/rate"]
-            print(f"goal at {args.rate:g}/s, {payload}: p99 {p99:.2f} ms (< 20 ms: {'yes' if p99 < 20 else 'NO'}), "
-                  f"ratio {ratio:.2f} (< 1.5: {'yes' if ratio < 1.5 else 'NO'})")
+            worst_ratio = min(ratios[f"{payload}/go-c{level}"]["throughput"] for level in sat)
+            goals.append((f"{payload} throughput >= 0.80x noop at every c>={sat[0]}", worst_ratio >= 0.80,
+                          f"lowest {worst_ratio:.2f}"))
+            rate_ratio = ratios[f"{payload}/rate"]["p99"]
+            goals.append((f"{payload} p99 at {args.rate:g}/s <= 1.2x noop", rate_ratio <= 1.2, f"{rate_ratio:.2f}"))
+        results["goals"] = [{"goal": g, "met": bool(ok), "figure": fig} for g, ok, fig in goals]
+        print()
+        for goal, ok, figure in goals:
+            print(f"goal {'met   ' if ok else 'NOT met'}  {goal}: {figure}")
     except RuntimeError as exc:
         print(f"benchmark failed: {exc}", file=sys.stderr)
         for name, log in logs.items():
