@@ -7,6 +7,19 @@ from dataclasses import dataclass, field
 from webhook.core.keys import MAX_WARNING_CHARS
 
 
+#: Violations listed in full in :attr:`Decision.message` at most (issue 9: a 50,000-violation
+#: review got a 14.5 MB denial); the rest are counted by rule.
+MAX_LISTED_VIOLATIONS = 20
+#: Longest :attr:`Decision.message`, in characters: well under the 4 KiB a user can read.
+MAX_MESSAGE_CHARS = 3000
+#: Longest text of one listed violation (a message may quote a long value).
+MAX_VIOLATION_CHARS = 600
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 @dataclass(frozen=True)
 class AdmissionSettings:
     """Operator configuration that changes what the webhook does (DESIGN.md §4.1, §6).
@@ -69,14 +82,34 @@ class Decision:
 
     @property
     def message(self) -> str:
-        """All violations in one message (DESIGN.md §5: reported together)."""
+        """All violations in one message (DESIGN.md §5: reported together), bounded for a reader.
+
+        At most :data:`MAX_LISTED_VIOLATIONS` violations in full, in order, each clipped to
+        :data:`MAX_VIOLATION_CHARS`, as many as fit in :data:`MAX_MESSAGE_CHARS`; the rest as
+        ``… and N more; all T by rule: <rule> ×<count>, …`` counting every violation under its
+        rule id. The whole message is at most :data:`MAX_MESSAGE_CHARS`
+        characters (well under the 4 KiB a user reads in kubectl's error). Empty when allowed.
+        """
         if not self.violations:
             return ""
         if len(self.violations) == 1:
-            return self.violations[0].message
-        return f"{len(self.violations)} problems: " + " ".join(
-            f"({i}) {v.message}" for i, v in enumerate(self.violations, 1)
-        )
+            return _clip(self.violations[0].message, MAX_MESSAGE_CHARS)
+        total = len(self.violations)
+        counts: dict[str, int] = {}
+        for violation in self.violations:
+            counts[violation.rule] = counts.get(violation.rule, 0) + 1
+        by_rule = ", ".join(f"{rule} ×{n}" for rule, n in counts.items())
+        head = f"{total} problems: "
+        parts: list[str] = []
+        message = f"{head}… by rule: {by_rule}"
+        for index, violation in enumerate(self.violations[:MAX_LISTED_VIOLATIONS], 1):
+            parts.append(f"({index}) {_clip(violation.message, MAX_VIOLATION_CHARS)}")
+            rest = f" … and {total - index} more; all {total} by rule: {by_rule}" if index < total else ""
+            candidate = head + " ".join(parts) + rest
+            if len(candidate) > MAX_MESSAGE_CHARS:
+                break
+            message = candidate
+        return _clip(message, MAX_MESSAGE_CHARS)
 
     @property
     def rule(self) -> str | None:

@@ -50,6 +50,20 @@ DECISION_ERROR = "error"
 RULE_MALFORMED = "malformed-review"
 #: Rule identifier for an unexpected exception inside the domain core.
 RULE_INTERNAL = "internal-error"
+#: Rule identifier for an allowed review whose patch would make the answer too large.
+RULE_ANSWER_TOO_LARGE = "answer-too-large"
+
+#: Largest AdmissionReview answer, in bytes of JSON (issue 9: a 50,000-violation review got a
+#: 14.5 MB answer). ``status.message`` is bounded by the core (``Decision.message``) and clipped
+#: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
+#: review is denied instead.
+MAX_ANSWER_BYTES = 64 * 1024
+#: Longest ``status.message`` sent, in characters.
+MAX_MESSAGE_CHARS = 3000
+#: Warnings sent at most; more are summed up in one last warning.
+MAX_WARNINGS = 20
+#: Longest accepted ``request.uid`` (kube-apiserver sends a 36-character UUID).
+MAX_UID_CHARS = 128
 
 log = logging.getLogger("segment_webhook.envelope")
 
@@ -130,7 +144,7 @@ def _peek_uid(body: Any) -> str | None:
         request = body.get("request")
         if isinstance(request, Mapping):
             uid = request.get("uid")
-            if isinstance(uid, str) and uid:
+            if isinstance(uid, str) and uid and len(uid) <= MAX_UID_CHARS:
                 return uid
     return None
 
@@ -160,7 +174,8 @@ def parse_review(body: Any) -> dict:
             "sent to a webhook must carry a request object", field="request",
         )
     if uid is None:
-        raise EnvelopeError("request.uid must be a non-empty string", field="request.uid")
+        raise EnvelopeError(f"request.uid must be a non-empty string of at most {MAX_UID_CHARS} characters "
+                            "(kube-apiserver sends a UUID)", field="request.uid")
 
     def bad(path: str, message: str) -> EnvelopeError:
         return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
@@ -243,10 +258,24 @@ def review_response(
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
     if warnings:
-        response["warnings"] = list(warnings)
+        response["warnings"] = bounded_warnings(warnings)
     if not allowed:
-        response["status"] = {"code": int(code or 403), "message": message or "denied"}
+        text = message or "denied"
+        if len(text) > MAX_MESSAGE_CHARS:
+            text = text[: MAX_MESSAGE_CHARS - 1] + "…"
+        response["status"] = {"code": int(code or 403), "message": text}
     return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
+
+
+def bounded_warnings(warnings: list) -> list[str]:
+    """At most :data:`MAX_WARNINGS` warnings (each already at most 120 characters, DESIGN.md §5,
+    clipped here too): the first ``MAX_WARNINGS - 1`` and, when there are more, one
+    ``… and N more warnings`` line."""
+    texts = [w if len(w) <= 120 else w[:119] + "…" for w in (str(x) for x in warnings)]
+    if len(texts) <= MAX_WARNINGS:
+        return texts
+    shown = texts[: MAX_WARNINGS - 1]
+    return shown + [f"… and {len(texts) - len(shown)} more warnings"]
 
 
 def error_body(message: str, field_path: str) -> dict:
@@ -320,6 +349,19 @@ def handle(
             if violation.rule not in rules:
                 rules.append(str(violation.rule))
         outcome.body = review_response(uid, allowed=allowed, patch=patch, warnings=warnings, code=code, message=message)
+        # Without a patch an answer is under 34 KB (message, warnings and uid bounded, even with
+        # every character escaped); only a long patch is measured.
+        encoded_patch = outcome.body["response"].get("patch", "")
+        if len(encoded_patch) > MAX_ANSWER_BYTES // 4 and \
+                len(json.dumps(outcome.body, separators=(",", ":"))) > MAX_ANSWER_BYTES:
+            message = (f"the mutation of this object would be a JSONPatch of {len(patch)} operations, "
+                       f"{len(encoded_patch)} bytes in base64, over the webhook's "
+                       f"{MAX_ANSWER_BYTES}-byte answer limit; remove what the webhook would have to "
+                       "copy (the operations' paths start with "
+                       f"{', '.join(sorted({str(op.get('path', ''))[:80] for op in patch[:3]}))})")
+            log.warning("uid=%s: %s", uid, message)
+            outcome.body = review_response(uid, allowed=False, warnings=warnings, code=500, message=message)
+            allowed, patch, rules = False, [], [RULE_ANSWER_TOO_LARGE]
     except Exception:  # noqa: BLE001 - an internal error must become a visible denial, not a 5xx
         log.exception("internal error while reviewing uid=%s kind=%s", uid, outcome.kind)
         message = f"internal error in segment-webhook while reviewing this object (uid {uid}); see the webhook log"

@@ -1,0 +1,139 @@
+"""Bounded answers (issue 9 item 3): a review with 50,000 violations must not get a 14.5 MB
+denial. ``Decision.message`` lists at most 20 violations in full and counts every violation by
+rule; warnings and the uid are bounded; the whole AdmissionReview answer is at most 64 KiB.
+
+The limits are the issue's: message well under 4 KiB, answer <= 64 KiB, the first 20 in full.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.topology import default_catalog
+from webhook.http import envelope
+from webhook.http.app import create_app
+from webhook.http.metrics import ReviewMetrics
+
+KIB = 1024
+WORKER_ANNOTATIONS = {
+    "kai.scheduler/topology": "cluster-topology",
+    "kai.scheduler/segment-size": "4",
+    "kai.scheduler/segment-topology-required-placement": "cloud.provider.com/topology-rack",
+}
+
+
+@pytest.fixture(autouse=True)
+def _single_process_metrics(monkeypatch):
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+
+def pytorchjob_review(worker_annotations: dict, uid: str = "uid-50k") -> dict:
+    """CREATE of a 16-worker PyTorchJob whose Worker template carries ``worker_annotations``."""
+    template = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    job = {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "big", "namespace": "team-a"},
+        "spec": {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": template},
+            "Worker": {"replicas": 16, "template": {"metadata": {"annotations": worker_annotations}, **template}},
+        }},
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "kubeflow.org", "version": "v1", "kind": "PyTorchJob"},
+        "operation": "CREATE", "namespace": "team-a", "userInfo": {"username": "alice"}, "object": job}}
+
+
+def post(review_fn=None, body=None):
+    app = create_app(default_catalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()),
+                     review_fn=review_fn)
+    return app.test_client().post("/mutate", data=body if isinstance(body, (bytes, str)) else json.dumps(body),
+                                  content_type="application/json")
+
+
+def test_50000_integer_annotations_are_denied_with_a_bounded_answer_counting_every_violation():
+    annotations = dict(WORKER_ANNOTATIONS)
+    annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
+    resp = post(body=pytorchjob_review(annotations))
+    assert resp.status_code == 200
+    assert len(resp.data) <= 64 * KIB
+    answer = resp.get_json()["response"]
+    assert answer["uid"] == "uid-50k" and answer["allowed"] is False
+    assert answer["status"]["code"] == 400
+    message = answer["status"]["message"]
+    assert len(message.encode()) < 4 * KIB
+    assert message.startswith("50000 problems: (1) ")
+    # the first ones in full, naming field and value; every violation counted under its rule id
+    assert 'annotations["example.com/a0"] = 0: must be a string' in message
+    assert message.endswith("; all 50000 by rule: malformed-object ×50000")
+    listed = message.count("(rule malformed-object)")
+    assert 1 <= listed <= 20
+    assert f"… and {50_000 - listed} more;" in message
+
+
+def decision_with(violations: list[tuple[str, str]]) -> Decision:
+    decision = Decision(kind="PyTorchJob")
+    for rule, text in violations:
+        decision.deny(rule, "spec", text)
+    return decision
+
+
+def test_message_lists_at_most_20_violations_then_counts_all_by_rule():
+    decision = decision_with([("rule-a", f"problem {i}") for i in range(25)] + [("rule-b", "other")] * 5)
+    assert decision.message == (
+        "30 problems: " + " ".join(f"({i + 1}) problem {i}" for i in range(20))
+        + " … and 10 more; all 30 by rule: rule-a ×25, rule-b ×5")
+
+
+def test_message_of_a_few_violations_lists_them_all_without_a_tail():
+    assert decision_with([("a", "first"), ("b", "second")]).message == "2 problems: (1) first (2) second"
+    assert decision_with([("a", "only")]).message == "only"
+
+
+def test_long_violation_messages_are_clipped_and_the_message_stays_under_4_kib():
+    decision = decision_with([("rule-a", "x" * 10_000)] * 30)
+    message = decision.message
+    assert len(message.encode()) < 4 * KIB
+    assert message.startswith("30 problems: (1) " + "x" * 100)
+    assert message.endswith("; all 30 by rule: rule-a ×30")
+    one = decision_with([("rule-a", "y" * 10_000)]).message
+    assert len(one) < 4 * KIB and one.endswith("…")
+
+
+def test_warnings_are_bounded_to_20_with_a_count_of_the_rest():
+    decision = Decision(kind="PyTorchJob")
+    for i in range(50):
+        decision.warn(f"warning number {i}")
+    answer = post(review_fn=lambda *a, **k: decision, body=pytorchjob_review(dict(WORKER_ANNOTATIONS))).get_json()
+    warnings = answer["response"]["warnings"]
+    assert warnings == [f"warning number {i}" for i in range(19)] + ["… and 31 more warnings"]
+
+
+def test_a_patch_too_large_for_the_answer_is_denied_not_sent():
+    decision = Decision(kind="PyTorchJob", patch=[
+        {"op": "add", "path": f"/metadata/annotations/example.com~1k{i}", "value": "v" * 100} for i in range(2000)])
+    resp = post(review_fn=lambda *a, **k: decision, body=pytorchjob_review(dict(WORKER_ANNOTATIONS)))
+    assert resp.status_code == 200 and len(resp.data) <= 64 * KIB
+    answer = resp.get_json()["response"]
+    assert answer["allowed"] is False and "patch" not in answer
+    assert answer["status"]["code"] == 500
+    assert "JSONPatch of 2000 operations" in answer["status"]["message"]
+    assert "65536-byte answer limit" in answer["status"]["message"]
+
+
+def test_uid_longer_than_128_characters_is_not_echoed():
+    resp = post(body=pytorchjob_review(dict(WORKER_ANNOTATIONS), uid="u" * 100_000))
+    assert resp.status_code == 400
+    assert len(resp.data) < 4 * KIB
+    assert resp.get_json()["field"] == "request.uid"
+
+
+def test_malformed_review_echoing_a_huge_value_is_clipped():
+    review = pytorchjob_review(dict(WORKER_ANNOTATIONS))
+    review["apiVersion"] = "v" * 1_000_000
+    outcome = envelope.handle(json.dumps(review), default_catalog(), AdmissionSettings())
+    assert outcome.body["response"]["status"]["code"] == 400
+    assert len(json.dumps(outcome.body)) <= 64 * KIB
+    assert outcome.body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is 'vvv")
