@@ -17,6 +17,8 @@ import threading
 import time
 import uuid
 
+import re
+
 import pytest
 import requests
 from serving import running_serve
@@ -103,7 +105,7 @@ def rotating_server(tmp_path_factory):
     both_cas.write_bytes(first.ca_pem + second.ca_pem)
     with running_serve(base, ca=str(both_cas)) as srv:
         yield {"url": srv["url"], "port": srv["port"], "dir": cert_dir, "first": first, "second": second,
-               "both_cas": str(both_cas), "proc": srv["proc"]}
+               "both_cas": str(both_cas), "proc": srv["proc"], "log": srv["log"]}
 
 
 def _review_doc() -> str:
@@ -178,3 +180,34 @@ def test_rotation_new_handshakes_get_new_certificate_and_no_request_fails(rotati
     new_ca = srv["dir"] / "ca.crt"
     assert requests.get(srv["url"] + "/readyz", verify=str(new_ca), timeout=10).status_code == 200
     assert srv["proc"].poll() is None
+
+
+#: ``[2026-12-01 07:28:42 +0000] [17889] [LEVEL] segment_webhook.server: ...``: time, pid, level, logger.
+LOG_LINE = r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}\] \[\d+\] \[%s\] segment_webhook\.server: %s"
+
+
+def wait_for_log_line(path, pattern: str, bound_s: float = 20.0) -> str:
+    end = time.monotonic() + bound_s
+    while True:
+        found = re.search(pattern, path.read_text(errors="replace"), re.M)
+        if found:
+            return found.group(0)
+        assert time.monotonic() < end, f"no line matching {pattern!r} in the server log"
+        time.sleep(0.1)
+
+
+def test_reload_and_reload_failure_are_logged_with_time_and_level(rotating_server):
+    srv = rotating_server
+    third, fourth = certs.generate(), certs.generate()
+    # a certificate with the key of another pair: logged, the previous pair stays in use
+    (srv["dir"] / "tls.crt").write_bytes(third.cert_pem)
+    (srv["dir"] / "tls.key").write_bytes(fourth.key_pem)
+    previous = served_fingerprint(srv["port"])
+    assert previous != fingerprint_of(third)
+    wait_for_log_line(srv["log"], LOG_LINE % ("WARNING", r"cannot load the serving certificate .*tls\.crt.*"
+                                              r"still serving the previous certificate"))
+    # a good pair: reloaded, and the INFO line names the file and the new fingerprint
+    certs.write_certificates(third, str(srv["dir"]))
+    assert served_fingerprint(srv["port"]) == fingerprint_of(third)
+    wait_for_log_line(srv["log"], LOG_LINE % ("INFO", "serving certificate reloaded from .*tls\\.crt "
+                                              rf"\(sha256 {fingerprint_of(third)}\)"))

@@ -229,21 +229,21 @@ class _DeadlineInput:
     """``wsgi.input`` with a whole-body deadline: every read may wait only for the time left until
     ``deadline`` (``time.monotonic()`` seconds), so a client that sends one byte now and then
     cannot stretch the body past it. A read after the deadline, or one that waits past it, raises
-    ``TimeoutError`` (the app answers 408). ``sock``: the connection's socket (its timeout is set
-    before each read and put back to ``idle_timeout`` after)."""
+    ``TimeoutError`` (the app answers 408). Runs in a gevent worker (a ``gevent.Timeout`` bounds
+    each read)."""
 
-    def __init__(self, stream: Any, sock: Any, deadline: float, idle_timeout: float):
-        self._stream, self._sock, self._deadline, self._idle = stream, sock, deadline, idle_timeout
+    def __init__(self, stream: Any, deadline: float):
+        self._stream, self._deadline = stream, deadline
 
     def _call(self, method: str, *args: Any) -> Any:
+        import gevent
+
         remaining = self._deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError("the request body did not arrive before its deadline")
-        self._sock.settimeout(remaining)
-        try:
+        # One read of n bytes may take many socket reads: the deadline bounds them all.
+        with gevent.Timeout(remaining, TimeoutError("the request body did not arrive before its deadline")):
             return getattr(self._stream, method)(*args)
-        finally:
-            self._sock.settimeout(self._idle)
 
     def read(self, size: int | None = None) -> bytes:
         return self._call("read", size)
@@ -269,8 +269,7 @@ def _serving_middleware(app: WSGIApplication, read_timeout: float) -> WSGIApplic
         sock = environ.get("gunicorn.socket")
         if sock is not None and hasattr(sock, "settimeout"):
             sock.settimeout(read_timeout)
-            environ["wsgi.input"] = _DeadlineInput(
-                environ["wsgi.input"], sock, time.monotonic() + read_timeout, read_timeout)
+            environ["wsgi.input"] = _DeadlineInput(environ["wsgi.input"], time.monotonic() + read_timeout)
 
         def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
             if any(k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers):
