@@ -64,3 +64,33 @@ def test_pure_module_imports_no_transport_or_cluster_client(path):
 ])
 def test_checker_detects_forbidden_imports(source, expected):
     assert forbidden_imports(source) == expected
+
+
+#: The server's framework internals (gunicorn's worker classes, gevent) live in one module
+#: (issue 9 item 7): nothing else in the package imports them.
+SERVER_FRAMEWORKS = {"gunicorn", "gevent", "greenlet"}
+SERVER_MODULE = PACKAGE / "http" / "server.py"
+
+
+def imported_packages(source: str) -> set[str]:
+    """Top-level package names ``source`` imports (absolute imports and literal import_module)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            fname = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if fname in ("import_module", "__import__"):
+                found.add(node.args[0].value.split(".")[0])
+    return found
+
+
+def test_server_framework_internals_are_confined_to_the_server_module():
+    users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+                   if imported_packages(p.read_text(encoding="utf-8")) & SERVER_FRAMEWORKS)
+    assert users == ["http/server.py"]
+    assert {"gunicorn", "gevent"} <= imported_packages(SERVER_MODULE.read_text(encoding="utf-8"))
