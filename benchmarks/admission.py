@@ -548,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for payload in PAYLOADS:
             for server in ("webhook", "noop"):  # warm-up (not counted): connections, imports, caches
-                run_hey(url[server], body_files[payload], 8, 1.0)
+                run_hey(url[server], body_files[payload], 8, min(1.0, args.duration))
             for i, level in enumerate(levels):
                 order = ("webhook", "noop") if i % 2 == 0 else ("noop", "webhook")
                 for server in order:
@@ -563,7 +563,7 @@ def main(argv: list[str] | None = None) -> int:
                                args=(ports[server], args.dribblers, args.idle, 2.0, stop_event), daemon=True)
             slow.start()
             try:
-                time.sleep(2.0)  # let them connect and settle
+                time.sleep(min(2.0, 2 * args.duration))  # let them connect and settle
                 with Prober(ports[server], ca_file, json.dumps(PAYLOADS["pytorchjob"]).encode()) as prober:
                     for level in levels:
                         r = run_hey(url[server], body_files["pytorchjob"], level, args.duration)

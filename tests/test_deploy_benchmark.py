@@ -36,8 +36,9 @@ def test_benchmark_runs_and_stops_by_itself(tmp_path):
     scratch = tmp_path / "tmp"  # the benchmark's TMPDIR: its certificates and logs go here
     scratch.mkdir()
     proc = subprocess.run(
-        [sys.executable, str(BENCH), "--duration", "0.4", "--slices", "1", "--rate", "50",
-         "--procs", "1", "--conns", "2", "--json", str(out_json)],
+        [sys.executable, str(BENCH), "--duration", "0.5", "--concurrency", "1,8", "--dribblers", "2", "--idle", "2",
+         "--rate", "50", "--rate-duration", "0.4", "--slices", "1", "--procs", "1", "--conns", "2",
+         "--json", str(out_json)],
         capture_output=True, text=True, timeout=240, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -45,11 +46,14 @@ def test_benchmark_runs_and_stops_by_itself(tmp_path):
     assert sorted(p.name for p in scratch.iterdir()) == []
     result = json.loads(out_json.read_text())
     assert sorted(result["phases"]) == sorted(
-        f"{server}/{payload}/{mode}" for server in ("webhook", "noop")
-        for payload in ("pytorchjob", "pod") for mode in ("rate", "max"))
+        [f"{server}/{payload}/{mode}" for server in ("webhook", "noop") for payload in ("pytorchjob", "pod")
+         for mode in ("go-c1", "go-c8", "rate")]
+        + [f"{server}/pytorchjob/go-c{level}-slow" for server in ("webhook", "noop") for level in (1, 8)])
     for name, phase in result["phases"].items():
         assert phase["errors"] == 0, f"{name}: {phase['first_error']}"
         assert phase["requests"] > 0, name
+    assert set(result["probes"]) == {"webhook", "noop"}
+    assert all(g["figure"] for g in result["goals"])
     # The pod review of worker 5 with segment size 4 is answered with a JSONPatch (DESIGN.md §7).
     pod_answer = result["webhook_answers"]["pod"]
     assert pod_answer["patchType"] == "JSONPatch"
@@ -61,4 +65,4 @@ def test_benchmark_runs_and_stops_by_itself(tmp_path):
     patched = jsonpatch.apply_patch(admission.WORKER_POD, pod_answer["patch"])
     assert patched["metadata"]["labels"]["kai.scheduler/segment-index"] == "1"  # worker 5 // 4
     assert patched["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "worker-1"
-    assert "p99 ratio webhook/noop" in proc.stdout
+    assert "webhook / noop" in proc.stdout and "goal " in proc.stdout
