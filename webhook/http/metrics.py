@@ -124,13 +124,23 @@ class ReviewMetrics:
             ("rule",),
             registry=self.registry,
         )
+        self._review_children: dict[tuple[str, str, str], Any] = {}
 
     def observe(self, outcome: Any, seconds: float) -> None:
         """Count one answered review. ``outcome``: a :class:`webhook.http.envelope.Outcome`;
-        ``seconds``: time taken to answer it."""
+        ``seconds``: time taken to answer it.
+
+        The labelled children are kept in a dict (one lookup per review instead of
+        prometheus_client's ``labels()`` validation); label values stay bounded as documented.
+        """
         kind = outcome.kind if outcome.kind in KNOWN_KINDS else "other"
         operation = outcome.operation if outcome.operation in KNOWN_OPERATIONS else "unknown"
-        self.reviews.labels(kind=kind, operation=operation, decision=outcome.decision).inc()
+        key = (kind, operation, outcome.decision)
+        child = self._review_children.get(key)
+        if child is None:
+            child = self._review_children[key] = self.reviews.labels(
+                kind=kind, operation=operation, decision=outcome.decision)
+        child.inc()
         self.duration.observe(max(seconds, 0.0))
         if not outcome.allowed:
             for rule in outcome.rules:
