@@ -40,12 +40,12 @@ from webhook.cli.flags import (
 
 DEFAULT_BIND = "0.0.0.0:8443"
 DEFAULT_WORKERS = 2
-#: Threads per worker: a thread is held by a connection while its request is read, reviewed and
-#: answered, so a slow client occupies one for up to --read-timeout; reviews take about a
-#: millisecond of CPU, so more threads cost little (GIL-bound either way) and absorb slow clients.
+#: --threads is accepted and ignored since serve runs gunicorn's gevent worker (a greenlet per
+#: connection; webhook.http.server): existing SEGMENT_WEBHOOK_THREADS settings still start.
 DEFAULT_THREADS = 8
-#: Seconds one blocking socket operation (TLS handshake, a read of the request, a write of the
-#: answer) may wait: kube-apiserver gives a webhook call at most 30 s (timeoutSeconds, ours 5).
+#: Deadline in seconds of a TLS handshake, of a request head once it started and of a request
+#: body, and the longest wait of one send of an answer: kube-apiserver gives a webhook call at
+#: most 30 s (timeoutSeconds, ours 5).
 DEFAULT_READ_TIMEOUT = 10.0
 
 
@@ -183,8 +183,10 @@ def register(subparsers: Any) -> None:
     add_env_flag(serve, "--workers", default=DEFAULT_WORKERS, type=positive_int(64), metavar="N",
                  help="gunicorn worker processes, 1..64")
     add_env_flag(serve, "--threads", default=DEFAULT_THREADS, type=positive_int(256), metavar="N",
-                 help="threads per worker (gthread), 1..256; a slow client holds one for up to --read-timeout")
+                 help="ignored (kept so existing settings still start): serve runs gunicorn's gevent worker, "
+                      "one greenlet per connection, so slow or idle clients hold no thread; 1..256")
     add_env_flag(serve, "--read-timeout", default=DEFAULT_READ_TIMEOUT, type=seconds(0.1, 300), metavar="SECONDS",
-                 help="longest wait of one TLS handshake, request read or answer write on a connection, "
-                      "0.1..300; a client stalled longer is answered 408 (or dropped) and disconnected")
+                 help="deadline of a TLS handshake, of a request's line and headers once they started, and "
+                      "of its body, and the longest wait of one write of an answer, 0.1..300; a body that "
+                      "misses it is answered 408, a handshake or head is dropped; the connection is closed")
     serve.set_defaults(func=run)
