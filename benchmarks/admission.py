@@ -1,31 +1,35 @@
 #!/usr/bin/env python3
-"""Admission latency benchmark: the real webhook against a no-op webhook, over HTTPS.
+"""Admission benchmark: the real webhook against a no-op webhook, over HTTPS, with Go clients.
 
-Starts two servers as subprocesses on 127.0.0.1, both gunicorn with the same settings
-(``webhook.http.server.ServeOptions``: gthread, ``--workers`` x ``--threads``, TLS with a freshly
-generated CA):
+Starts two servers as subprocesses on 127.0.0.1 with the same gunicorn settings
+(``webhook.http.server.ServeOptions`` defaults, TLS with a freshly generated CA):
 
-* ``webhook``: ``segment-webhook serve`` (the embedded default topology ``cluster-topology``);
+* ``webhook``: ``segment-webhook serve`` with its defaults (embedded topology ``cluster-topology``);
 * ``noop``: a Flask app that answers ``allowed: true`` with the request's uid for any
   AdmissionReview (same framework and server, no admission logic, metrics or review log).
 
-Then loads each with two AdmissionReview requests:
+Two AdmissionReview requests: ``pytorchjob`` (CREATE of the seed's 16-worker PyTorchJob
+``pytorch-tp4``, segment size 4, rack) and ``pod`` (CREATE of its worker pod 5, DESIGN.md §7).
+Phases, webhook and no-op alternating so that other load on the machine hits both alike:
 
-* ``pytorchjob``: CREATE of the seed's 16-worker PyTorchJob ``pytorch-tp4`` (segment size 4, rack);
-* ``pod``: CREATE of worker pod 5 of that job (segment index stamping, DESIGN.md §7);
+1. **Go clients** (``hey``, Go ``net/http`` like kube-apiserver: keep-alive, plus the spare
+   connections its transport dials and leaves idle after the TLS handshake) at each
+   ``--concurrency`` (1, 8, 32, 128, 512) for ``--duration`` seconds, both payloads;
+2. the same (PyTorchJob) with ``--dribblers`` connections sending a request head one byte every
+   2 s and ``--idle`` TLS connections that send nothing attached (they reconnect when closed), and
+   ``GET /healthz`` plus one review on a new connection every 0.25-0.5 s: first with only the
+   slow clients attached (the 2 s goal), then during the Go phases;
+3. **open loop** at ``--rate`` reviews/s (request i due at ``t0 + i/rate``, latency from the due
+   time: no coordinated omission), ``--procs`` x ``--conns`` keep-alive Python clients.
 
-in two modes per pair, the two servers interleaved in ``--slices`` slices: **open loop** at ``--rate`` reviews/s (request i is due at ``t0 + i/rate``;
-latency is measured from the due time, so a late send counts: no coordinated omission), and
-**max throughput** (closed loop, every connection sends back to back). Clients are
-``--procs`` processes x ``--conns`` keep-alive ``http.client.HTTPSConnection`` threads, trusting
-the generated CA. Each phase lasts ``--duration`` seconds after a short warm-up; the whole run
-stops by itself.
+Prints throughput (reviews/s answered 200), errors and p50/p99 for every phase, the webhook/no-op
+throughput and p99 ratios, and the goals of issue 9 (met or not). ``--source DIR`` serves another
+checkout's ``webhook`` package (both servers), to compare serving designs. Exit status 0; 1 when
+a server did not start, an answer was wrong or a phase had errors; 2 without ``hey``
+(``apt-get install hey``).
 
-Prints throughput (reviews/s) and p50/p95/p99 latency (ms) for every phase and the p99 ratio
-webhook / noop. Exit status 0, or 1 when a server did not start or a response was wrong.
-
-    python benchmarks/admission.py                    # 8 phases x 10 s
-    python benchmarks/admission.py --duration 5 --rate 200 --json result.json
+    python benchmarks/admission.py                       # about 4 minutes
+    python benchmarks/admission.py --concurrency 8,128 --duration 2 --json result.json
 """
 
 from __future__ import annotations
