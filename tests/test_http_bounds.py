@@ -136,4 +136,4 @@ def test_malformed_review_echoing_a_huge_value_is_clipped():
     outcome = envelope.handle(json.dumps(review), default_catalog(), AdmissionSettings())
     assert outcome.body["response"]["status"]["code"] == 400
     assert len(json.dumps(outcome.body)) <= 64 * KIB
-    assert outcome.body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is 'vvv")
+    assert outcome.body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is ")
