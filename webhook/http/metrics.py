@@ -198,9 +198,28 @@ def review_record(outcome: Any, seconds: float) -> dict:
 
 
 def log_review(outcome: Any, seconds: float) -> None:
-    """Write one JSON line for a review on the ``segment_webhook.review`` logger (INFO)."""
-    if review_log.isEnabledFor(logging.INFO):
-        review_log.info(json.dumps(review_record(outcome, seconds), separators=(",", ":")))
+    """Write one JSON line for a review on the ``segment_webhook.review`` logger (INFO).
+
+    When the logger has only the handler of :func:`configure_review_log` (as under ``serve``),
+    the line goes straight to that handler's stream under its lock: the same bytes as through
+    ``logging``, without building a ``LogRecord`` per review (a few percent of a review's CPU).
+    """
+    if not review_log.isEnabledFor(logging.INFO):
+        return
+    line = json.dumps(review_record(outcome, seconds), separators=(",", ":"))
+    handlers = review_log.handlers
+    if len(handlers) == 1 and getattr(handlers[0], "_segment_webhook", False) and not review_log.filters:
+        handler = handlers[0]
+        handler.acquire()
+        try:
+            handler.stream.write(line + "\n")
+            handler.stream.flush()
+        except Exception:  # noqa: BLE001 - as logging does: report, never fail the review
+            handler.handleError(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
+        finally:
+            handler.release()
+        return
+    review_log.info(line)
 
 
 def configure_review_log(stream: Any = None) -> None:
