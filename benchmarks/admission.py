@@ -483,7 +483,7 @@ class Prober:
 
 
 def _row(server: str, payload: str, label: str, r: dict) -> str:
-    return (f"{server:8} {payload:11} {label:13} {r['requests']:7d} {r['errors']:4d} {r['throughput']:8.1f} "
+    return (f"{server:8} {payload:11} {label:22} {r['requests']:7d} {r['errors']:4d} {r['throughput']:8.1f} "
             f"{r['p50_ms']:7.2f} {r['p99_ms']:8.2f}")
 
 
@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> int:
               f"webhook = segment-webhook serve with its defaults{' but ' + ' '.join(workers) if workers else ''}, "
               f"noop = a Flask app answering allowed:true under the same gunicorn settings; both TLS on 127.0.0.1; "
               f"Go clients: hey, {args.duration:g} s per server and phase")
-        print(f"{'server':8} {'payload':11} {'clients':13} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p99 ms':>8}")
+        print(f"{'server':8} {'payload':11} {'clients':22} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p99 ms':>8}")
 
         def record(key: str, server: str, payload: str, label: str, r: dict) -> None:
             nonlocal status
@@ -608,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
                     for level in levels:
                         r = run_hey(url[server], body_files["pytorchjob"], level, args.duration)
                         record(f"{server}/pytorchjob/go-c{level}-slow", server, "pytorchjob",
-                               f"c={level} {slow_label}"[:13], r)
+                               f"c={level} {slow_label}", r)
             finally:
                 stop_event.set()
                 slow.join(10)
@@ -657,13 +657,13 @@ def main(argv: list[str] | None = None) -> int:
             ratios[f"pytorchjob/go-c{level}-slow"] = {"throughput": _ratio(w["throughput"], n["throughput"]),
                                                       "p99": _ratio(w["p99_ms"], n["p99_ms"])}
         results["ratios"] = ratios
-        print("webhook / noop      " + " ".join(f"{'c=' + str(level):>13}" for level in levels))
+        print("webhook / noop         " + " ".join(f"{'c=' + str(level):>13}" for level in levels))
         for payload in payloads():
             for what in ("throughput", "p99"):
-                print(f"{payload:11} {what:10} " + " ".join(
+                print(f"{payload:11} {what:13} " + " ".join(
                     f"{ratios[f'{payload}/go-c{level}'][what]:13.2f}" for level in levels))
         for what in ("throughput", "p99"):
-            print(f"{'+slow':11} {what:10} " + " ".join(
+            print(f"{'+slow':11} {what:13} " + " ".join(
                 f"{ratios[f'pytorchjob/go-c{level}-slow'][what]:13.2f}" for level in levels))
         for payload in payloads():
             print(f"{payload:11} p99 at {args.rate:g}/s open loop: {ratios[f'{payload}/rate']['p99']:.2f}")
