@@ -72,7 +72,7 @@ def wait_ready(url: str, ca: str, proc: subprocess.Popen, *, path: str = "/healt
 def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, str] | None = None,
                   ready_path: str = "/healthz", in_a_row: int = 1) -> Iterator[dict]:
     """Run ``segment-webhook serve --bind 127.0.0.1:<free port> --cert-dir <base>/certs
-    --workers 2 --threads 4 *args`` with stderr in ``<base>/stderr.log``.
+    --workers 2 *args`` with stderr in ``<base>/stderr.log``.
 
     Yields ``{"url", "port", "ca", "proc", "log", "cert_dir"}``; ``ca`` defaults to the generated
     ``<base>/certs/ca.crt``. Stops the server with SIGTERM on exit.
@@ -85,7 +85,7 @@ def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, 
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{port}", "--cert-dir", str(cert_dir),
-             "--workers", "2", "--threads", "4", *args],
+             "--workers", "2", *args],
             stdout=subprocess.DEVNULL, stderr=log, env=env if env is not None else clean_env(),
         )
         try:

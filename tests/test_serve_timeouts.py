@@ -1,4 +1,4 @@
-"""Slow and stalled clients against a real `segment-webhook serve` (2 workers x 4 threads,
+"""Slow and stalled clients against a real `segment-webhook serve` (2 gevent workers,
 --read-timeout 1): they must not freeze the server, and the server closes them.
 
 Every wait here is bounded (a socket timeout or a deadline), none asserts a duration.
@@ -79,7 +79,7 @@ def stall_and_wait(opener, server) -> bytes:
 
 
 def test_stalled_clients_do_not_freeze_the_server_and_are_closed(server):
-    slots = 2 * 4  # workers x threads of running_serve
+    slots = 2 * 4  # more stalled clients than the previous gthread server's 2 x 4 threads
     openers = [stalled_body] * (slots + 4) + [stalled_handshake] * 4
     with ThreadPoolExecutor(len(openers)) as pool:
         answers = [pool.submit(stall_and_wait, opener, server) for opener in openers]
