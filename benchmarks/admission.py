@@ -16,7 +16,8 @@ Phases, webhook and no-op alternating so that other load on the machine hits bot
    connections its transport dials and leaves idle after the TLS handshake) at each
    ``--concurrency`` (1, 8, 32, 128, 512) for ``--duration`` seconds, both payloads;
 2. the same (PyTorchJob) with ``--dribblers`` connections sending a request head one byte every
-   2 s and ``--idle`` TLS connections that send nothing attached (they reconnect when closed), and
+   2 s and ``--idle`` TLS connections that send nothing attached to each server at once (they
+   reconnect when closed), and
    ``GET /healthz`` plus one review on a new connection every 0.25-0.5 s: first with only the
    slow clients attached (the 2 s goal), then during the Go phases;
 3. **open loop** at ``--rate`` reviews/s (request i due at ``t0 + i/rate``, latency from the due
@@ -591,40 +592,58 @@ def main(argv: list[str] | None = None) -> int:
                 for server in ("webhook", "noop"):
                     record(f"{server}/{payload}/go-c{level}", server, payload, f"go c={level}", combine(parts[server]))
 
-        # The same Go clients with slow clients attached, and probes on new connections.
+        # The same Go clients with slow clients attached to both servers at once (so that both
+        # carry them alike), and probes on new connections.
         slow_label = f"+{args.dribblers}drib+{args.idle}idle"
-        for server in ("webhook", "noop"):
-            stop_event = ctx.Event()
-            slow = ctx.Process(target=_slow_clients_proc,
-                               args=(ports[server], args.dribblers, args.idle, 2.0, stop_event), daemon=True)
-            slow.start()
+        stop_event = ctx.Event()
+        slow_procs = [ctx.Process(target=_slow_clients_proc, daemon=True,
+                                  args=(ports[server], args.dribblers, args.idle, 2.0, stop_event))
+                      for server in ("webhook", "noop")]
+        review_body = json.dumps(payloads()["pytorchjob"]).encode()
+        for proc in slow_procs:
+            proc.start()
+        try:
+            time.sleep(min(2.0, 2 * args.duration))  # let them connect and settle
+            # slow clients only (the goal): probes on new connections, nothing else running
+            quiet = {server: Prober(ports[server], ca_file, review_body, every_s=0.25) for server in ("webhook", "noop")}
+            for prober in quiet.values():
+                prober.__enter__()
+            time.sleep(max(1.0, min(3.0, args.duration)))
+            for prober in quiet.values():
+                prober.__exit__(None, None, None)
+            loaded = {server: Prober(ports[server], ca_file, review_body) for server in ("webhook", "noop")}
+            for prober in loaded.values():
+                prober.__enter__()
             try:
-                time.sleep(min(2.0, 2 * args.duration))  # let them connect and settle
-                review_body = json.dumps(payloads()["pytorchjob"]).encode()
-                # slow clients only (the goal): probes on new connections, nothing else running
-                with Prober(ports[server], ca_file, review_body, every_s=0.25) as quiet:
-                    time.sleep(max(1.0, min(3.0, args.duration)))
-                with Prober(ports[server], ca_file, review_body) as prober:
-                    for level in levels:
-                        r = run_hey(url[server], body_files["pytorchjob"], level, args.duration)
+                for level in levels:
+                    parts: dict = {"webhook": [], "noop": []}
+                    for server in ("webhook", "noop", "noop", "webhook"):
+                        parts[server].append(run_hey(url[server], body_files["pytorchjob"], level, args.duration / 2))
+                    for server in ("webhook", "noop"):
                         record(f"{server}/pytorchjob/go-c{level}-slow", server, "pytorchjob",
-                               f"c={level} {slow_label}", r)
+                               f"c={level} {slow_label}", combine(parts[server]))
             finally:
-                stop_event.set()
-                slow.join(10)
-                if slow.is_alive():
-                    slow.kill()
-            worst = {name: quiet.worst(name) for name in ("healthz", "review")}
-            loaded = {name: prober.worst(name) for name in ("healthz", "review")}
-            results["probes"][server] = {"count": len(quiet.results), "worst_s": worst,
-                                         "under_load_count": len(prober.results), "under_load_worst_s": loaded}
+                for prober in loaded.values():
+                    prober.__exit__(None, None, None)
+        finally:
+            stop_event.set()
+            for proc in slow_procs:
+                proc.join(10)
+                if proc.is_alive():
+                    proc.kill()
 
-            def shown(values: dict) -> str:
-                return ", ".join(f"{n} {'FAILED' if v is None else f'{v * 1e3:.0f} ms'}" for n, v in values.items())
+        def shown(values: dict) -> str:
+            return ", ".join(f"{n} {'FAILED' if v is None else f'{v * 1e3:.0f} ms'}" for n, v in values.items())
 
-            print(f"{server:8} probes on new connections, slow clients attached: {len(quiet.results)} with no other "
-                  f"load, worst {shown(worst)}; {len(prober.results)} during the Go phases above, worst "
-                  f"{shown(loaded)}", flush=True)
+        for server in ("webhook", "noop"):
+            worst = {name: quiet[server].worst(name) for name in ("healthz", "review")}
+            under_load = {name: loaded[server].worst(name) for name in ("healthz", "review")}
+            results["probes"][server] = {"count": len(quiet[server].results), "worst_s": worst,
+                                         "under_load_count": len(loaded[server].results),
+                                         "under_load_worst_s": under_load}
+            print(f"{server:8} probes on new connections, slow clients attached: {len(quiet[server].results)} with "
+                  f"no other load, worst {shown(worst)}; {len(loaded[server].results)} during the Go phases above "
+                  f"(both servers probed), worst {shown(under_load)}", flush=True)
 
         # Open loop at --rate (latency from each request's due time: no coordinated omission).
         slice_s = args.rate_duration / args.slices
