@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import yaml
+import yaml.scanner
 
 from webhook import manifests
 from webhook.manifests import ManifestError
@@ -74,3 +76,28 @@ def test_deeper_than():
     assert manifests.deeper_than({"a": [1]}, 1) is True
     assert manifests.deeper_than({"a": [1]}, 2) is False
     assert manifests.deeper_than(7, 0) is False
+
+
+@pytest.mark.parametrize("text", [
+    "kind: Pod\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n",   # flow nesting
+    "kind: Pod\nspec: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",  # flow mappings
+])
+def test_deep_nesting_has_one_message_on_every_pyyaml(text):
+    # PyYAML 6.0.4's libyaml stops with "exceeded maximum nesting depth"; older versions build the
+    # object and the review's depth check (or Python's recursion limit) stops it. One text for both.
+    with pytest.raises(ManifestError) as caught:
+        docs = manifests.parse_documents(text, "deep.yaml")
+        if manifests.deeper_than(docs, 400):
+            raise ManifestError("deep.yaml", manifests.NESTED_TOO_DEEPLY)
+    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"
+
+
+def test_libyaml_nesting_limit_error_becomes_nested_too_deeply(monkeypatch):
+    # The libyaml error itself, raised whatever PyYAML is installed.
+    def limit(*_args, **_kwargs):
+        raise yaml.scanner.ScannerError("while increasing flow level", None,
+                                        "exceeded maximum nesting depth", None)
+    monkeypatch.setattr(manifests.yaml, "load_all", limit)
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents("kind: Pod\n", "deep.yaml")
+    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"

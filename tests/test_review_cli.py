@@ -193,7 +193,8 @@ def test_pod_review_stamps_segment_index(tmp_path, capsys):
         ("- just\n- a list\n", "expected a Kubernetes object, got list"),
         ("kind: PyTorchJob\nmetadata: {name: x}\n", "apiVersion is missing"),
         ("", "no Kubernetes object found"),
-        ("kind: Pod\napiVersion: v1\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n", "nested too deeply"),
+        ("kind: Pod\napiVersion: v1\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n",
+         "m.yaml: nested too deeply to be a Kubernetes object"),
     ],
 )
 def test_unreadable_input_exits_2(tmp_path, capsys, content, needle):

@@ -25,6 +25,13 @@ try:
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
     _Loader = yaml.SafeLoader
 
+#: The message for input nested deeper than any Kubernetes object: Python's recursion limit, the
+#: review's depth check and libyaml's own nesting limit (PyYAML >= 6.0.4) all give this one text.
+NESTED_TOO_DEEPLY = "nested too deeply to be a Kubernetes object"
+
+#: libyaml's wording (PyYAML 6.0.4's bundled libyaml) when flow or block nesting passes its limit.
+_NESTING_LIMIT_PROBLEM = "exceeded maximum nesting depth"
+
 #: The name ``-`` reads standard input.
 STDIN = "-"
 
@@ -72,9 +79,11 @@ def parse_documents(text: str, source: str) -> list[Any]:
                 pass  # e.g. a YAML flow mapping ``{a: 1}`` or a stream: read it as YAML
         return list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as exc:
+        if _NESTING_LIMIT_PROBLEM in str(getattr(exc, "problem", "") or ""):
+            raise ManifestError(source, NESTED_TOO_DEEPLY) from None
         raise ManifestError(source, f"not valid YAML or JSON: {exc}{_tab_fix(text, exc)}") from None
     except RecursionError:
-        raise ManifestError(source, "nested too deeply to be a Kubernetes object") from None
+        raise ManifestError(source, NESTED_TOO_DEEPLY) from None
     except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
         raise ManifestError(source, "a number has more than 4300 digits") from None
 

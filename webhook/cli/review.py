@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
-from webhook.manifests import ManifestError, deeper_than, load_objects
+from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects
 
 from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind
 
@@ -52,7 +52,7 @@ def read_objects(path: str) -> list[dict]:
     objects: list[dict] = []
     for here, obj in load_objects(path):
         if deeper_than(obj, MAX_NESTING):
-            raise ManifestError(path, "nested too deeply to be a Kubernetes object")
+            raise ManifestError(path, NESTED_TOO_DEEPLY)
         for key in ("apiVersion", "kind"):
             if not isinstance(obj.get(key), str) or not obj.get(key):
                 raise ManifestError(path, f"{here}: {key} is missing")
