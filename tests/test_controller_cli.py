@@ -94,3 +94,20 @@ def test_the_command_line_runs_the_dry_run(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert usage.returncode == 2
     assert usage.stderr == "segment-webhook controller: error: --once needs --snapshot DUMP (kubectl get nodes,pods -A -o yaml)\n"
+
+
+def test_empty_or_wrong_workload_and_topology_files_exit_2(tmp_path):
+    # As `place -f empty.yaml` and `place/review --topology-file empty.yaml` do: bad input, exit 2.
+    nodes = dump(tmp_path, cluster(), "nodes.yaml")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    code, out, err = once([nodes], [], None, "yaml", workload_paths=[str(empty)])
+    assert (code, out) == (2, "")
+    assert err == f"segment-webhook controller: error: {empty}: expected at least one workload object, found none\n"
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(pytorchjob("job-c")))
+    for wrong in (str(empty), str(job)):
+        code, out, err = once([nodes], [wrong], None, "yaml")
+        assert (code, out) == (2, "")
+        assert err == ("segment-webhook controller: error: --topology-file: "
+                       f"no kai.scheduler/v1alpha1 Topology object in {wrong}\n")

@@ -290,3 +290,15 @@ def test_place_number_over_4300_digits_is_bad_input(tmp_path, capsys):
                     + "9" * 5000 + "}}}\n")
     assert main(["place", "-f", str(path), "--cluster", _huge_node_yaml(tmp_path)]) == 2
     assert capsys.readouterr().err == f"segment-webhook place: error: {path}: a number has more than 4300 digits\n"
+
+
+@pytest.mark.parametrize("content", ["", yaml.safe_dump(load_example("pytorchjob-tp4.yaml"))])
+def test_topology_file_without_a_topology_exits_2(gen_cluster, tmp_path, capsys, content):
+    # An empty file or one holding a PyTorchJob is bad input, as `review`/`serve --topology-file` say.
+    path = tmp_path / "topo.yaml"
+    path.write_text(content)
+    code = main(["place", "-f", f"{EXAMPLES}/distributedworkload-native.yaml", "--cluster", gen_cluster,
+                 "--topology-file", str(path)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"segment-webhook place: error: --topology-file: no kai.scheduler/v1alpha1 Topology object in {path}\n"

@@ -28,7 +28,7 @@ import yaml
 from webhook.controller.decision import PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, TopologyError, default_catalog
 from webhook.manifests import ManifestError, load_objects
-from webhook.placement.snapshot import SnapshotError
+from webhook.placement.snapshot import SnapshotError, no_topology_message
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,14 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     only topology, when exactly one is known). ``workload_paths``: workload manifests whose pods
     are added as just created: expanded as their operator names them and admitted by the webhook
     with ``--gate-pods`` (the expansion of ``place``), so they arrive gated. Raises
-    :class:`SnapshotError` on bad input (unreadable file, malformed Topology, no Node at all, a
-    workload that cannot be expanded) and :class:`WorkloadDenied` when the webhook denies one.
+    :class:`SnapshotError` on bad input (unreadable file, malformed Topology, a topology file
+    without a Topology, no Node at all, an empty workload file, a workload that cannot be expanded) and :class:`WorkloadDenied` when the webhook denies one.
     """
     objects = read_objects(snapshot_paths)
     topologies: dict[str, Topology] = {}
+    for path in topology_paths:  # each --topology-file must hold a Topology, as for place and review
+        if not any(obj.get("kind") == "Topology" for obj in read_objects([path])):
+            raise SnapshotError(no_topology_message(path))
     for obj in list(objects) + read_objects(topology_paths):
         if obj.get("kind") == "Topology":
             try:
@@ -87,7 +90,10 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
         for path in workload_paths:
-            for workload in read_objects([path]):
+            workloads = read_objects([path])
+            if not workloads:  # an empty file is bad input, as for ``place -f``
+                raise SnapshotError(f"{path}: expected at least one workload object, found none")
+            for workload in workloads:
                 try:
                     exp = expand(workload, catalog, settings)
                 except ExpandError as exc:

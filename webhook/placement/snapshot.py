@@ -292,10 +292,17 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies
     )
 
 
+def no_topology_message(path: str) -> str:
+    """The error for a ``--topology-file`` holding no Topology (empty, or another kind): the
+    wording of ``review``/``serve`` (:func:`webhook.cli.flags.static_topologies`)."""
+    return f"--topology-file: no kai.scheduler/v1alpha1 Topology object in {path}"
+
+
 def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> Snapshot:
     """Read ``--cluster`` files (and ``--topology-file`` files) into a :class:`Snapshot`.
 
-    Raises :class:`SnapshotError` for unreadable files, bad YAML/JSON, bad objects and when no
+    Raises :class:`SnapshotError` for unreadable files, bad YAML/JSON, bad objects, a
+    ``--topology-file`` without a Topology (:func:`no_topology_message`) and when no
     ``--cluster`` file holds a Node (``empty.yaml: no Node objects …``); the message names the
     file, the object and the field (the CLI prints it and exits 2). JSON dumps
     (``kubectl get … -o json``) are read with :mod:`json`, several times faster than YAML
@@ -317,12 +324,15 @@ def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snaps
     extra: list[Topology] = []
     try:
         for path in topology_paths:
+            found = len(extra)
             for here, obj in manifests.load_objects(path):
                 if obj.get("kind") == "Topology":
                     try:
                         extra.append(Topology.from_object(obj))
                     except TopologyError as exc:
                         raise SnapshotError(f"{path}: {here}: {exc}") from None
+            if len(extra) == found:  # empty, or another kind: bad input, as for review and serve
+                raise SnapshotError(no_topology_message(path))
         paths = list(paths)
         for path in paths:
             objects.extend((path, here, obj) for here, obj in manifests.load_objects(path))
