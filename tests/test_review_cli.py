@@ -5,7 +5,9 @@ Expected values are DESIGN.md §2-§7 and the seed, on the shared sample manifes
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -336,3 +338,73 @@ def test_admission_review_without_api_version_says_missing_not_none():
     outcome = envelope.handle({"apiVersion": None, "kind": "AdmissionReview", "request": {"uid": "u"}},
                               default_catalog(), AdmissionSettings())
     assert outcome.message.startswith("malformed AdmissionReview: apiVersion is null; ")
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_review_yaml_piped_into_head_exits_141(tmp_path, unbuffered):
+    # -o yaml as -o json: with PYTHONUNBUFFERED=1 the text layer took one short write and dropped
+    # the rest silently (exit 0); the shared writer (webhook/cli/output.py) writes every byte.
+    items = [load_example("pytorchjob-tp4.yaml") for _ in range(300)]
+    path = write(tmp_path, "list.yaml", {"apiVersion": "v1", "kind": "List", "items": items})
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = unbuffered
+    proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "review", "-f", path, "-o", "yaml"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert first == b"apiVersion: kubeflow.org/v1\n"
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux /dev/full")
+@pytest.mark.parametrize("command", [
+    ["review", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "-o", "yaml"],
+    ["review", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml")],
+    ["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "2", "--nodes", "2"],
+    ["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", "CLUSTER", "-o", "json"],
+    ["controller", "--once", "--snapshot", "CLUSTER", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml")],
+])
+def test_output_to_a_full_device_is_one_line_exit_2(tmp_path, command):
+    cluster = tmp_path / "cluster.yaml"
+    subprocess.run([sys.executable, "-m", "webhook.cli", "gen-cluster", "--zones", "1", "--blocks", "2",
+                    "--racks", "2", "--nodes", "4", "-o", str(cluster)], check=True, timeout=120)
+    argv = [str(cluster) if part == "CLUSTER" else part for part in command]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "webhook.cli", *argv], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    lines = [line for line in proc.stderr.splitlines() if not line.startswith("Warning: ")]
+    assert (proc.returncode, lines) == (
+        2, [f"segment-webhook {command[0]}: error: cannot write output: No space left on device"])
+
+
+def test_write_output_keeps_writing_after_a_short_write():
+    from webhook.cli.output import write_output
+
+    class ShortWrites(io.RawIOBase):
+        def __init__(self):
+            self.data = bytearray()
+
+        def writable(self):
+            return True
+
+        def write(self, chunk):
+            taken = bytes(chunk[:3])  # a raw file may take fewer bytes than offered
+            self.data += taken
+            return len(taken)
+
+    class TextOverRaw:  # what sys.stdout is under PYTHONUNBUFFERED=1: a text layer over a raw file
+        encoding = "utf-8"
+
+        def __init__(self, raw):
+            self.buffer = raw
+
+        def flush(self):
+            pass
+
+    raw = ShortWrites()
+    assert write_output("kind: Pod\nname: é\n", "review", TextOverRaw(raw)) == 0
+    assert raw.data.decode() == "kind: Pod\nname: é\n"

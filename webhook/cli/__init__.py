@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 from webhook import __version__
+from webhook.cli.output import BROKEN_PIPE_EXIT, silence_stdout  # 141 = 128 + SIGPIPE; one output helper
 
 #: Modules that provide ``register(subparsers)``; order is the order in ``--help``. Shared flags,
 #: converters and ``SEGMENT_WEBHOOK_*`` handling: :mod:`webhook.cli.flags`.
@@ -26,9 +26,6 @@ COMMAND_MODULES = (
 )
 
 
-#: Exit status when stdout's reader closes early: 128 + SIGPIPE, what a shell reports for a Unix
-#: tool killed by SIGPIPE.
-BROKEN_PIPE_EXIT = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,5 +53,5 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (``review -f list.yaml | head -5``): stop quietly, as Unix tools do
         # on SIGPIPE, and point stdout at /dev/null so the interpreter's final flush is silent.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        silence_stdout()
         return BROKEN_PIPE_EXIT

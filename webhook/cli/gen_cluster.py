@@ -5,12 +5,12 @@ made by :func:`webhook.placement.gencluster.generate`. Exit 0 written, 2 bad fla
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 import yaml
 
 from webhook.cli.flags import error
+from webhook.cli.output import write_output
 
 
 def register(subparsers: Any) -> None:
@@ -46,6 +46,5 @@ def run(args: argparse.Namespace) -> int:
                 fh.write(text)
         except OSError as exc:
             return error("gen-cluster", f"{args.output}: cannot write: {exc.strerror}")
-    else:
-        sys.stdout.write(text)
-    return 0
+        return 0
+    return write_output(text, "gen-cluster")

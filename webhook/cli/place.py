@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.flags import error
+from webhook.cli.output import write_output
 from webhook.manifests import ManifestError, load_documents
 from webhook.placement.engine import Placement, PlacementError
 from webhook.placement.expand import ExpandError
@@ -95,11 +96,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
     result = out.document
     if args.output == "json":
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+        text = json.dumps(result, indent=2) + "\n"
     elif args.output == "yaml":
-        sys.stdout.write(yaml.safe_dump(result, sort_keys=False))
+        text = yaml.safe_dump(result, sort_keys=False)
     else:
-        sys.stdout.write(render_table(result))
+        text = render_table(result)
+    written = write_output(text, "place")
+    if written:
+        return written
     if args.svg:
         from webhook.placement.svg import render
 

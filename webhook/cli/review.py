@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
+from webhook.cli.output import write_output
 from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects
 
 from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind
@@ -143,10 +144,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.output == "json":
         document = responses[0] if len(responses) == 1 else {"apiVersion": "v1", "kind": "List", "items": responses}
-        print(json.dumps(document, indent=2))
+        written = write_output(json.dumps(document, indent=2) + "\n", "review")
     elif results:
-        sys.stdout.write(yaml.safe_dump_all(results, sort_keys=False, default_flow_style=False))
-    return status
+        written = write_output(yaml.safe_dump_all(results, sort_keys=False, default_flow_style=False), "review")
+    else:
+        written = 0
+    return written or status
 
 
 def register(subparsers: Any) -> None:

@@ -128,11 +128,13 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
     for line in result.skipped:
         print(f"Warning: skipped {line}", file=err)
     docs = documents(result)
+    from webhook.cli.output import write_output
+
     if output == "json":
-        out.write(json.dumps(docs, indent=2) + "\n")
+        text = json.dumps(docs, indent=2) + "\n"
     else:
-        out.write(yaml.safe_dump_all(docs, sort_keys=False) if docs else "")
-    return 0
+        text = yaml.safe_dump_all(docs, sort_keys=False) if docs else ""
+    return write_output(text, "controller", out)
 
 
 def default_identity() -> str:
