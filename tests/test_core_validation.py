@@ -821,3 +821,21 @@ def test_native_framework_fix_names_the_annotation_when_that_is_the_source(examp
     d = run(native(per_segment=None, framework="MPI", worker={SIZE: "8"}), example_catalog)
     assert rules(d) == ["native-framework-unsupported"]
     assert d.message.endswith("fix: remove kai.scheduler/segment-size, or use framework PyTorch.")
+
+
+def test_native_without_workers_is_400_workers_required(example_catalog):
+    # deploy/crds/segments.dev_distributedworkloads.yaml: spec.required lists workers (no default).
+    obj = native()
+    del obj["spec"]["workers"]
+    d = run(obj, example_catalog, PLATFORM)
+    assert (d.code, rules(d)) == (400, ["malformed-object"])
+    assert d.message == ("spec.workers is not set: spec.workers is required by the DistributedWorkload CRD "
+                         "(rule malformed-object); fix: set spec.workers to the number of worker pods, e.g. 8.")
+
+
+@pytest.mark.parametrize("settings", [PLAIN, PLATFORM])
+def test_native_lower_case_framework_is_400_without_warnings(example_catalog, settings):
+    d = run(native(framework="pytorch"), example_catalog, settings)
+    assert (d.code, d.warnings) == (400, [])
+    assert d.message == ('spec.framework = "pytorch": must be one of PyTorch, TensorFlow, MPI, XGBoost, JAX '
+                         '(case-sensitive) (rule malformed-object); fix: write "PyTorch".')

@@ -2,7 +2,7 @@
 (DESIGN.md §3–§6).
 
 Fields: ``spec.framework`` (``PyTorch`` | ``TensorFlow`` | ``MPI`` | ``XGBoost`` | ``JAX``,
-required), ``spec.workers`` (segmented pods, default 1), ``spec.workersPerSegment`` (segment
+required), ``spec.workers`` (segmented pods, required by the CRD: absent → 400), ``spec.workersPerSegment`` (segment
 size; beats a disagreeing ``kai.scheduler/segment-size`` annotation, which gets a warning and is
 overwritten), ``spec.worker.template`` (required), optional ``spec.master.template`` (never
 segmented). Segments are supported for ``PyTorch`` only (seed; rule
@@ -25,7 +25,7 @@ from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_seg
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
 from webhook.core.messages import UNSET
-from webhook.core.rules import check_native_framework, malformed
+from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
 
 KIND = "DistributedWorkload"
@@ -58,13 +58,28 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         return None
     framework = spec.get("framework")
     if framework not in FRAMEWORKS:
-        malformed(decision, "spec.framework", framework if "framework" in spec else UNSET, "one of " + ", ".join(FRAMEWORKS))
-    workers = get_int(spec, "workers", "spec", decision, default=1)
+        spelled = next((name for name in FRAMEWORKS if isinstance(framework, str) and name.lower() == framework.lower()), None)
+        if spelled is not None:  # "pytorch": the CRD's enum is case-sensitive
+            violate(decision, "malformed-object", "spec.framework", framework,
+                    "must be one of " + ", ".join(FRAMEWORKS) + " (case-sensitive)", f'write "{spelled}"')
+        else:
+            malformed(decision, "spec.framework", framework if "framework" in spec else UNSET, "one of " + ", ".join(FRAMEWORKS))
+    if spec.get("workers") is None:  # required by deploy/crds (spec.required), no default
+        violate(decision, "malformed-object", "spec.workers", UNSET if "workers" not in spec else None,
+                "spec.workers is required by the DistributedWorkload CRD",
+                "set spec.workers to the number of worker pods, e.g. 8")
+        workers = None
+    else:
+        workers = get_int(spec, "workers", "spec", decision, default=None)
     per_segment = get_int(spec, "workersPerSegment", "spec", decision, default=None)
     worker = _template(spec, "worker", decision, required=True)
     master = _template(spec, "master", decision, required=False)
     warn_ignored_segment_keys(master, "the master template", decision)
     if worker is None or (spec.get("master") is not None and master is None):
+        return None
+    if framework not in FRAMEWORKS or workers is None:
+        # 400 already recorded; without a framework or a worker count there is nothing to resolve
+        # (no spurious "exceeds the 1 worker" denial, no "segment-size ignored" warning).
         return None
     supported = framework in SEGMENT_FRAMEWORKS
     if framework in FRAMEWORKS and not supported:
