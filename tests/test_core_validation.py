@@ -839,3 +839,60 @@ def test_native_lower_case_framework_is_400_without_warnings(example_catalog, se
     assert (d.code, d.warnings) == (400, [])
     assert d.message == ('spec.framework = "pytorch": must be one of PyTorch, TensorFlow, MPI, XGBoost, JAX '
                          '(case-sensitive) (rule malformed-object); fix: write "PyTorch".')
+
+
+# ------------------------------------------------------- UPDATE scaled below an unchanged segment size
+
+def _update(new, old, settings=PLATFORM, catalog=None):
+    return review(make_request(new, operation="UPDATE", old=old), catalog, settings)
+
+
+def test_pytorchjob_scaled_below_its_segment_size_gets_a_fix_the_webhook_admits(example_catalog):
+    keys_ = {TOPO: "cluster-topology", SIZE: "4"}
+    old = pytorchjob(worker=keys_, replicas=16)
+    d = _update(pytorchjob(worker=keys_, replicas=2), old, PLAIN, example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert d.message == (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "4": '
+        "the segment size exceeds the 2 Worker replicas (spec.pytorchReplicaSpecs.Worker.replicas) "
+        "(rule segment-size-exceeds-replicas); fix: keep spec.pytorchReplicaSpecs.Worker.replicas at least 4 "
+        "(the segment size 4 of a running workload cannot change), or suspend the job "
+        "(spec.runPolicy.suspend: true) to change the segment size, or delete and recreate the workload.")
+    # every option of the fix is admitted
+    assert _update(pytorchjob(worker=keys_, replicas=4), old, PLAIN, example_catalog).allowed
+    suspended = pytorchjob(worker={TOPO: "cluster-topology", SIZE: "2"}, replicas=2, suspend=True)
+    assert _update(suspended, old, PLAIN, example_catalog).allowed
+    # the old fix ("use a segment size of 2") is what the webhook denies as immutable
+    assert rules(_update(pytorchjob(worker={TOPO: "cluster-topology", SIZE: "2"}, replicas=2), old, PLAIN,
+                         example_catalog)) == ["immutable-field"]
+
+
+def test_pytorchjob_suspended_scale_keeps_the_create_fix(example_catalog):
+    keys_ = {TOPO: "cluster-topology", SIZE: "4"}
+    d = _update(pytorchjob(worker=keys_, replicas=2, suspend=True), pytorchjob(worker=keys_), PLAIN, example_catalog)
+    assert d.message.endswith("fix: use a segment size of 2, or raise spec.pytorchReplicaSpecs.Worker.replicas.")
+
+
+def test_native_scaled_below_its_segment_size(example_catalog):
+    d = _update(native(workers=4), native(workers=32), PLATFORM, example_catalog)
+    assert d.message == (
+        "spec.workersPerSegment = 8: the segment size exceeds the 4 workers (spec.workers) "
+        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (the segment size 8 of a "
+        "running workload cannot change), or delete and recreate the workload.")
+    assert _update(native(workers=8), native(workers=32), PLATFORM, example_catalog).allowed
+
+
+@pytest.mark.parametrize("policy, new_size, fix, admitted", [
+    ("LeaderWorker", 2, "set spec.leaderWorkerTemplate.size to 4 or another multiple of 4 (or a multiple plus 1)",
+     [4, 8, 5]),
+    ("LeaderExcluded", 3, "set spec.leaderWorkerTemplate.size to 5 or another multiple of 4 plus 1", [5, 9]),
+])
+def test_lws_scaled_below_its_segment_size(example_catalog, policy, new_size, fix, admitted):
+    worker = {TOPO: "cluster-topology", SEG_REQ: RACK}
+    old = lws(worker=worker, size=9, sub_size=4, policy=policy)
+    d = _update(lws(worker=worker, size=new_size, sub_size=4, policy=policy), old, PLAIN, example_catalog)
+    assert rules(d) == ["segment-size-exceeds-replicas"]
+    assert d.message.endswith(f"fix: {fix} (the segment size 4 of a running workload cannot change), "
+                              "or delete and recreate the workload.")
+    for size in admitted:
+        assert _update(lws(worker=worker, size=size, sub_size=4, policy=policy), old, PLAIN, example_catalog).allowed

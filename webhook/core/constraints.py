@@ -28,7 +28,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     not segmented, is denied, or names no topology (§5 "Segments without a topology": a warning,
     no segment keys written).
     """
-    res = Resolution(spec_size=inp.spec_size, spec_size_field=inp.spec_size_field)
+    res = Resolution(spec_size=inp.spec_size, spec_size_field=inp.spec_size_field, inputs=inp)
     topology_source = resolve_keys(inp, res, decision)
     size_given = resolve_size(inp, res, decision)
     size = res.valid_size = _checked_size(inp, res, size_given, decision)

@@ -105,6 +105,8 @@ class Resolution:
     spec_size_field: str | None = None
     spec_updates: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
     root_updates: dict[str, str] = field(default_factory=dict)
+    #: the inputs this was resolved from (set by :func:`webhook.core.constraints.resolve`)
+    inputs: SegmentInputs | None = field(default=None, compare=False, repr=False)
 
     @property
     def segmented(self) -> bool:

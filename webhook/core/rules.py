@@ -121,13 +121,17 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
 
 @rule("segment-size-exceeds-replicas", "DESIGN.md §5", "segment size > the pods that are segmented")
 def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: Any, origin: str,
-                           pods: int, pods_field: str, pods_noun: str) -> bool:
+                           pods: int, pods_field: str, pods_noun: str, *, update_of: str | None = None) -> bool:
     """The segment size may not exceed the segmented pods (PyTorchJob / native: workers; LWS
     LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``). The message names the replica
-    count and its field. Returns True when ok."""
+    count and its field. ``update_of``: the kind, when an UPDATE of a running workload keeps its
+    segment size (§5 "UPDATE compares like with like"): the size cannot change then, so the fix
+    names only changes the webhook admits (:func:`scale_fix`). Returns True when ok."""
     if size <= pods:
         return True
-    if pods > 2:
+    if update_of is not None:
+        fix = scale_fix(update_of, size, pods_field)
+    elif pods > 2:
         fix = f"use a segment size between 2 and {pods}, or raise {pods_field}"
     elif pods == 2:
         fix = f"use a segment size of 2, or raise {pods_field}"
@@ -137,6 +141,25 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
     return False
+
+
+def scale_fix(kind: str, size: int, pods_field: str) -> str:
+    """The fix for an UPDATE that scales a running workload below its unchanged segment size
+    ``size``: keep the replicas at least ``size`` (the size itself is immutable, §5), suspend a
+    PyTorchJob to change the size, or recreate the workload. Every option is one the webhook
+    admits: an LWS group size is named only as LWS accepts it for ``subGroupSize`` (§3: a multiple
+    of S, or a multiple plus 1; LeaderExcluded: a multiple plus 1)."""
+    if pods_field.endswith(" - 1"):  # LWS LeaderExcluded: size - 1 must be a multiple of S
+        group = pods_field[: -len(" - 1")]
+        keep = f"set {group} to {size + 1} or another multiple of {size} plus 1"
+    elif kind == "LeaderWorkerSet":
+        keep = f"set {pods_field} to {size} or another multiple of {size} (or a multiple plus 1)"
+    else:
+        keep = f"keep {pods_field} at least {size}"
+    fix = f"{keep} (the segment size {size} of a running workload cannot change)"
+    if kind == "PyTorchJob":
+        fix += ", or suspend the job (spec.runPolicy.suspend: true) to change the segment size"
+    return fix + ", or delete and recreate the workload"
 
 
 _SINGULAR = {"Worker replicas": "Worker replica", "pods per group": "pod per group", "workers": "worker",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.core import gating, keys
+from webhook.core import gating, keys, rules
 from webhook.core.automatic import Defaults, update_defaults
 from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
 from webhook.core.decision import AdmissionSettings, Decision
@@ -120,6 +120,25 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
         check_unchanged(decision, what, path, new, old, kind, shown=shown)
 
 
+def _refix_scale_below_size(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
+    """§5: an UPDATE that keeps the segment size but scales the replicas below it is denied by
+    the size rule; its fix must not suggest another segment size (that would be an immutable
+    change, denied in turn). Re-record that violation, in place, with the UPDATE fix of
+    :func:`webhook.core.rules.scale_fix`."""
+    res, inp = plan.resolution, plan.resolution.inputs
+    if inp is None or inp.pods is None or res.requested_size is None or res.size_field is None:
+        return
+    if res.requested_size != old_plan.resolution.requested_size:
+        return
+    for position, violation in enumerate(decision.violations):
+        if violation.rule != "segment-size-exceeds-replicas":
+            continue
+        again = Decision(kind=kind)
+        rules.check_size_within_pods(again, res.requested_size, res.size_field, res.size_raw, res.size_origin,
+                                     inp.pods, inp.pods_field, inp.pods_noun, update_of=kind)
+        decision.violations[position:position + 1] = again.violations
+
+
 def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
     """Deny (``immutable-field``) a segment input present in both objects with another value,
     unless that field was denied already or the patch overwrites it with the resolved value.
@@ -222,6 +241,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
     decision.violations.extend(scratch.violations)
     if old_plan is not None and not (plan.suspended or old_plan.suspended):
+        _refix_scale_below_size(kind, plan, old_plan, decision)
         _check_immutable(kind, plan, old_plan, decision)
         _check_inputs(kind, plan, old_plan, decision)
     if decision.allowed and mutate:
