@@ -101,3 +101,51 @@ def test_libyaml_nesting_limit_error_becomes_nested_too_deeply(monkeypatch):
     with pytest.raises(ManifestError) as caught:
         manifests.parse_documents("kind: Pod\n", "deep.yaml")
     assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"
+
+
+# ------------------------------------------------------------------ duplicate keys (kubectl rejects them)
+
+DUP_FIX = ('fix: keep one "kai.scheduler/segment-size" in that mapping; if the file joins two objects '
+           "(cat a.yaml b.yaml), put a line --- between them")
+
+
+def test_duplicate_yaml_key_names_file_line_key_and_fix():
+    text = ('kind: PyTorchJob\nmetadata:\n  annotations:\n    kai.scheduler/segment-size: "4x"\n'
+            '    kai.scheduler/segment-size: "4"\n')
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents(text, "job.yaml")
+    assert str(caught.value) == ('job.yaml: line 5: mapping key "kai.scheduler/segment-size" already defined at '
+                                 "line 4 (kubectl rejects duplicate keys)\n" + DUP_FIX)
+
+
+def test_two_objects_joined_without_separator_are_rejected():
+    text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\napiVersion: v1\nkind: Pod\n"
+    with pytest.raises(ManifestError, match='^two.yaml: line 4: mapping key "apiVersion" already defined at line 1 '):
+        manifests.parse_documents(text, "two.yaml")
+
+
+def test_duplicate_key_in_a_flow_mapping_on_one_line():
+    with pytest.raises(ManifestError, match='^f.yaml: line 1: mapping key "a" already defined at line 1 '):
+        manifests.parse_documents("{a: 1, a: 2}\n", "f.yaml")
+
+
+def test_merge_keys_and_separate_documents_are_not_duplicates():
+    text = "base: &b {x: 1, y: 2}\nm:\n  <<: *b\n  x: 3\n---\nbase: 1\n"
+    assert manifests.parse_documents(text, "m.yaml") == [
+        {"base": {"x": 1, "y": 2}, "m": {"x": 3, "y": 2}}, {"base": 1}]
+
+
+def test_duplicate_json_key_names_file_line_and_key():
+    text = '{"apiVersion": "v1", "kind": "List", "items": [\n {"kind": "Pod",\n  "kind": "Node"}]}'
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents(text, "d.json")
+    assert str(caught.value) == ('d.json: line 2: object has the key "kind" twice (kubectl rejects duplicate keys)\n'
+                                 'fix: keep one "kind" in that object')
+
+
+def test_cluster_dumps_skip_the_json_duplicate_check_only():
+    # Decision: the JSON object_pairs_hook costs ~25% of the dump load (README), so `place --cluster`
+    # and `controller --snapshot` read JSON dumps without it; YAML is always checked.
+    assert manifests.parse_documents('{"a": 1, "a": 2}', "c.json", json_duplicates=False) == [{"a": 2}]
+    with pytest.raises(ManifestError, match="already defined"):
+        manifests.parse_documents("a: 1\na: 2\n", "c.yaml", json_duplicates=False)

@@ -408,3 +408,14 @@ def test_write_output_keeps_writing_after_a_short_write():
     raw = ShortWrites()
     assert write_output("kind: Pod\nname: é\n", "review", TextOverRaw(raw)) == 0
     assert raw.data.decode() == "kind: Pod\nname: é\n"
+
+
+def test_duplicate_annotation_key_exits_2_instead_of_last_value_wins(tmp_path, capsys):
+    path = tmp_path / "job.yaml"
+    text = Path(EXAMPLES / "pytorchjob-tp4.yaml").read_text()
+    assert 'kai.scheduler/segment-size: "4"\n' in text
+    path.write_text(text.replace('kai.scheduler/segment-size: "4"\n',
+                                 'kai.scheduler/segment-size: "4x"\n            kai.scheduler/segment-size: "4"\n'))
+    code, out, err = run(capsys, "-f", str(path))
+    assert (code, out) == (2, "")
+    assert 'mapping key "kai.scheduler/segment-size" already defined at line' in err and str(path) in err

@@ -33,14 +33,15 @@ from webhook.placement.snapshot import SnapshotError, no_topology_message
 log = logging.getLogger(__name__)
 
 
-def read_objects(paths: Sequence[str]) -> list[Mapping[str, Any]]:
+def read_objects(paths: Sequence[str], *, dump: bool = False) -> list[Mapping[str, Any]]:
     """Every object of the YAML/JSON files ``paths`` (``List`` items flattened), read by
-    :mod:`webhook.manifests` like every other command. Raises :class:`SnapshotError` naming the
-    file when one cannot be read or parsed."""
+    :mod:`webhook.manifests` like every other command (``dump``: cluster dumps, whose JSON is
+    read without the duplicate-key check, as ``place --cluster`` does). Raises
+    :class:`SnapshotError` naming the file when one cannot be read or parsed."""
     out: list[Mapping[str, Any]] = []
     for path in paths:
         try:
-            out.extend(obj for _, obj in load_objects(path))
+            out.extend(obj for _, obj in load_objects(path, json_duplicates=not dump))
         except ManifestError as exc:
             raise SnapshotError(str(exc)) from None
     return out
@@ -62,7 +63,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     :class:`SnapshotError` on bad input (unreadable file, malformed Topology, a topology file
     without a Topology, no Node at all, an empty workload file, a workload that cannot be expanded) and :class:`WorkloadDenied` when the webhook denies one.
     """
-    objects = read_objects(snapshot_paths)
+    objects = read_objects(snapshot_paths, dump=True)
     topologies: dict[str, Topology] = {}
     for path in topology_paths:  # each --topology-file must hold a Topology, as for place and review
         if not any(obj.get("kind") == "Topology" for obj in read_objects([path])):

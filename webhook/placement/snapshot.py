@@ -335,7 +335,8 @@ def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snaps
                 raise SnapshotError(no_topology_message(path))
         paths = list(paths)
         for path in paths:
-            objects.extend((path, here, obj) for here, obj in manifests.load_objects(path))
+            # a cluster dump: JSON read without the duplicate-key hook (the fast path, README)
+            objects.extend((path, here, obj) for here, obj in manifests.load_objects(path, json_duplicates=False))
     except manifests.ManifestError as exc:
         raise SnapshotError(str(exc)) from None
     snapshot = build_snapshot(objects, extra)
