@@ -90,7 +90,7 @@ def test_write_replaces_existing_pair(tmp_path):
     certs.write_certificates(certs.generate(), str(tmp_path))
     after = certs.certificate_fingerprint(open(first["cert"], "rb").read())
     assert before != after
-    assert sorted(os.listdir(tmp_path)) == ["ca.crt", "tls.crt", "tls.key"]  # no temp files left
+    assert sorted(os.listdir(tmp_path)) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]  # no temp files left
 
 
 @pytest.mark.parametrize(
@@ -204,13 +204,15 @@ def test_a_ca_without_its_key_needs_new_ca(tmp_path):
     out = tmp_path / "certs"
     old = certs.generate()
     certs.write_certificates(old, str(out))
+    os.unlink(out / "ca.key")  # as an older `serve` or `certs` left the directory
     assert sorted(os.listdir(out)) == ["ca.crt", "tls.crt", "tls.key"]
     refused = _cli_certs(out)
     assert refused.returncode == 2
     assert refused.stderr == (
-        f"segment-webhook certs: error: {out}/ca.crt has no ca.key beside it (an older `segment-webhook certs` did "
-        "not keep the CA key), so that CA cannot sign a new serving certificate: run with --new-ca (ca-bundle.crt "
-        "then carries the old and the new CA for the rollout)\n")
+        f"segment-webhook certs: error: {out}/ca.crt has no ca.key beside it (certificates that an older "
+        "`segment-webhook serve` generated for itself, or an older `segment-webhook certs`, did not keep the CA "
+        "key), so that CA cannot sign a new serving certificate: run with --new-ca (ca-bundle.crt then carries "
+        "the old and the new CA for the rollout), or write to another --out directory\n")
     assert (out / "ca.crt").read_bytes() == old.ca_pem  # nothing written
     assert _cli_certs(out, "--new-ca").returncode == 0
     assert _pems((out / "ca-bundle.crt").read_bytes()) == [(out / "ca.crt").read_bytes(), old.ca_pem]
@@ -238,3 +240,17 @@ def test_a_ca_key_that_does_not_match_is_refused(tmp_path):
         certs.renew(str(tmp_path))
     assert str(info.value) == (f"{tmp_path}/ca.key is not the key of {tmp_path}/ca.crt: restore the pair, "
                                "or run with --new-ca")
+
+
+def test_certs_after_serve_generated_its_own_reuses_that_ca(tmp_path):
+    """`serve` with an empty --cert-dir writes certs.generate() there: the CA key is kept (0600), so a
+    later `certs --out` on that directory signs with the same CA (the caBundle stays valid)."""
+    out = tmp_path / "certs"
+    served = certs.generate()
+    certs.write_certificates(served, str(out))
+    assert sorted(os.listdir(out)) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    assert stat.S_IMODE(os.stat(out / "ca.key").st_mode) == 0o600
+    renewed = _cli_certs(out)
+    assert renewed.returncode == 0, renewed.stderr
+    assert (out / "ca.crt").read_bytes() == served.ca_pem
+    _verify_serving((out / "tls.crt").read_bytes(), served.ca_pem)

@@ -55,7 +55,7 @@ def test_defaults(tmp_path):
     s = settings_of(factory)
     assert s.default_topology == "cluster-topology"     # the embedded default is the only topology
     assert s.platform_users == frozenset() and s.platform_groups == frozenset()
-    assert sorted(os.listdir(tmp_path / "c")) == ["ca.crt", "tls.crt", "tls.key"]
+    assert sorted(os.listdir(tmp_path / "c")) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]  # CA key kept for `certs`
 
 
 def test_environment_variables(tmp_path, monkeypatch):

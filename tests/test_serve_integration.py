@@ -54,7 +54,7 @@ SEED = {
 
 def test_generated_certificate_files(server):
     cert_dir = os.path.dirname(server["ca"])
-    assert sorted(os.listdir(cert_dir)) == ["ca.crt", "tls.crt", "tls.key"]
+    assert sorted(os.listdir(cert_dir)) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]  # CA key kept for `certs`
 
 
 def test_seed_pytorchjob_is_allowed(server):

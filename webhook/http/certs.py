@@ -7,8 +7,8 @@ subjectAltNames cover every name the apiserver (and a local test) may use for th
 
 Two entry points:
 
-* :func:`generate`: a new CA (not kept) and a serving certificate; ``serve`` uses it for a local
-  ``--cert-dir`` that holds nothing.
+* :func:`generate`: a new CA and a serving certificate; ``serve`` uses it for a local
+  ``--cert-dir`` that holds nothing (the CA key is kept as ``ca.key``, so ``certs`` can renew).
 * :func:`renew` (``segment-webhook certs``): **reuses the CA found in the output directory**
   (``ca.crt`` + ``ca.key``) and signs a new serving certificate with it, so the ``caBundle`` stays
   the same and a rollout never meets a certificate its apiserver does not trust (DESIGN.md §10).
@@ -18,8 +18,8 @@ Two entry points:
 
 Files written by :func:`write_certificates` (the layout of a ``kubernetes.io/tls`` Secret plus
 the CA): ``ca.crt`` (PEM, 0644), ``tls.crt`` (PEM, 0644), ``tls.key`` (PEM PKCS#8, 0600); from
-:func:`renew` also ``ca.key`` (PEM PKCS#8, 0600: keep it private, it signs every future serving
-certificate) and ``ca-bundle.crt`` (PEM, 0644: what goes into ``caBundle``).
+:func:`renew` and :func:`generate` also ``ca.key`` (PEM PKCS#8, 0600: keep it private, it signs every
+future serving certificate); from :func:`renew` ``ca-bundle.crt`` (PEM, 0644: what goes into ``caBundle``).
 
 Keys are ECDSA P-256 (supported by kube-apiserver and every TLS 1.2+ client; fast to generate).
 A new CA is valid for :data:`CA_DAYS` days, a serving certificate for ``days``.
@@ -31,7 +31,7 @@ import datetime as _dt
 import ipaddress
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -207,7 +207,9 @@ def generate(
     *,
     now: _dt.datetime | None = None,
 ) -> CertificateBundle:
-    """Make a new CA (its key is not kept) and a serving certificate for ``service`` in ``namespace``.
+    """Make a new CA and a serving certificate for ``service`` in ``namespace``; the bundle keeps
+    the CA key (``ca_key_pem``), so :func:`write_certificates` writes ``ca.key`` (0600) beside
+    ``ca.crt`` and a later ``segment-webhook certs --out`` on the same directory reuses that CA.
 
     ``days``: validity of the serving certificate, in days (1..3650); the CA is valid for
     :data:`CA_DAYS`. ``now``: the issuing time (UTC; default the current time), certificates are
@@ -218,7 +220,7 @@ def generate(
     service_dns_names(service, namespace)
     now = now or _dt.datetime.now(_dt.timezone.utc)
     ca_cert, ca_key = _new_ca(service, namespace, now)
-    return _issue(ca_cert, ca_key, service, namespace, days, now)
+    return replace(_issue(ca_cert, ca_key, service, namespace, days, now), ca_key_pem=_key_pem(ca_key))
 
 
 def _read(path: str) -> bytes | None:
@@ -241,9 +243,10 @@ def _load_ca(out_dir: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey
         return None
     if key_pem is None:
         raise CertificateError(
-            f"{ca_path} has no {CA_KEY_FILE} beside it (an older `segment-webhook certs` did not keep the CA key), "
-            "so that CA cannot sign a new serving certificate: run with --new-ca (ca-bundle.crt then carries the "
-            "old and the new CA for the rollout)")
+            f"{ca_path} has no {CA_KEY_FILE} beside it (certificates that an older `segment-webhook serve` "
+            "generated for itself, or an older `segment-webhook certs`, did not keep the CA key), so that CA cannot "
+            "sign a new serving certificate: run with --new-ca (ca-bundle.crt then carries the old and the new CA "
+            "for the rollout), or write to another --out directory")
     if ca_pem is None:
         raise CertificateError(f"{key_path} has no {CA_FILE} beside it: restore {CA_FILE}, or run with --new-ca")
     try:
