@@ -260,3 +260,18 @@ def test_6_pod_requests_fast_path_agrees_with_the_exact_rule():
         assert pod_requests_milli(spec) == want
         exact = {k: to_milli(v, round_up=True) for k, v in pod_requests(spec).items()}
         assert exact == {k: v for k, v in want.items() if k != "pods"}
+
+
+def test_5_infeasible_under_required_affinity_names_the_restricted_role():
+    # gen labels 2, 4, 8, none: `gen Gt 3` leaves h-1 and a-0; three 8-GPU workers cannot fit on two
+    # nodes. The reason says so beside the binding resource; the unrestricted master is not named.
+    pods = [PodRequest(f"ns/job-worker-{i}", {GPU: 8000, "pods": 1000}, role="worker",
+                       node_affinity=affinity([("gen", "Gt", ["3"])])) for i in range(3)]
+    pods.append(PodRequest("ns/job-master-0", {"cpu": 1000, "pods": 1000}, role="master"))
+    res = place(gpu_cluster(), Gang(pods))
+    assert not res.placed and res.exact
+    assert res.reason == ("workload level cluster: 1 domain(s), 0 with room for the whole demand; the best (cluster) "
+                          "holds 2 of 3 pods like ns/job-worker-0 (binding resource: nvidia.com/gpu); not enough room "
+                          "there for 3 pods like ns/job-worker-0 (worker); 3 pods like ns/job-worker-0 (worker) are "
+                          "eligible on only 2 of 4 ready node(s), restricted by: required node affinity (gen Gt [3]) "
+                          "matches 2 of 4 ready node(s)")

@@ -53,7 +53,7 @@ from webhook.placement.choose import choose_domains, packing_lower_bound, spread
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
 from webhook.placement.demand import read_gang
-from webhook.placement.explain import excluded_roles, explain_level
+from webhook.placement.explain import excluded_roles, explain_level, restricted_roles
 from webhook.placement.model import (HOSTNAME, Gang, Placement, PlacementError, PodRequest,
                                      SegmentResult)
 from webhook.placement.verify import verify
@@ -131,6 +131,9 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
                       and -spack == ((demand.n_segments - vector[0]) * spread if vector else 0))
             return _result(index, gang, demand, best, (wd, vector, -wpack, -spack), exact)
         reasons.append(explain_level(index, demand, levels, counts, len(candidates), searched))
+    restricted = restricted_roles(index, demand)
+    if restricted:
+        reasons.append(restricted)
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
 
 

@@ -7,7 +7,10 @@ Two kinds of reasons, both true statements about the snapshot:
   but none has room for even one such pod, the resource that is short;
 * per workload level tried: how many domains there are, how many could hold the whole demand
   (phase 2) and were searched (phase 3), and for the best domain how many segments fit at the
-  segment required level and the binding resource there.
+  segment required level and the binding resource there;
+* then, for each pod role whose eligibility its own constraints restrict, on how many nodes it
+  may run and which constraint restricted it (:func:`restricted_roles`), so a shortage caused
+  by a selector or an affinity is not reported as a resource shortage alone.
 """
 
 from __future__ import annotations
@@ -49,6 +52,30 @@ def excluded_roles(index: ClusterIndex, demand: Demand) -> str | None:
             reasons.append(f"{_who(cls)}: no room for one on any of the {int(cls.elig.sum())} eligible node(s) "
                            f"(binding resource: {binding_resource(index, cls, 0, index.n)})")
     return "; ".join(reasons) or None
+
+
+def restricted_roles(index: ClusterIndex, demand: Demand) -> str | None:
+    """For an infeasible gang, each pod role whose own constraints (nodeSelector, required node
+    affinity, tolerations) leave only part of the ready nodes, with how many and which constraint
+    restricted it, e.g. ``16 pods like ns/job-worker-0 (worker) are eligible on only 4 of 8 ready
+    node(s), restricted by: required node affinity (gen Gt [4]) matches 4 of 8 ready node(s)``
+    (the constraint text is :meth:`EligibilityIndex.why_excluded`'s). ``None`` when no
+    role is restricted (nodes only cordoned or NotReady restrict every role alike)."""
+    eligibility = index.eligibility
+    ready = int(eligibility.base_ok.sum())
+    parts, said = [], set()
+    for cls in demand.classes:
+        eligible = int(cls.elig.sum())
+        if not 0 < eligible < ready:
+            continue
+        why = eligibility.why_excluded(cls.example)
+        key = (cls.example.role, why)
+        if key in said:  # several request shapes of one role, restricted alike: name it once
+            continue
+        said.add(key)
+        verb = "is" if cls.count == 1 else "are"
+        parts.append(f"{_who(cls)} {verb} eligible on only {eligible} of {ready} ready node(s), restricted by: {why}")
+    return "; ".join(parts) or None
 
 
 def explain_level(index: ClusterIndex, demand: Demand, levels: Levels, counts: DomainCounts,
