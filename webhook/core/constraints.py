@@ -32,8 +32,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     topology_source = resolve_keys(inp, res, decision)
     size_given = resolve_size(inp, res, decision)
     size = res.valid_size = _checked_size(inp, res, size_given, decision)
-    if not size_given and (res.seg_required or res.seg_preferred) and inp.spec_size != 1:
-        # (an LWS subGroupSize 1 alone has its own warning, resolve_size's: one warning, not two)
+    if not size_given and (res.seg_required or res.seg_preferred):
         decision.warn(f"segment placement ignored: no {keys.SEGMENT_SIZE} is set")
 
     # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
