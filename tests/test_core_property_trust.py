@@ -157,16 +157,6 @@ def segmented_lws(draw):
             "metadata": {"name": "l", "namespace": "default", "annotations": root}, "spec": {"leaderWorkerTemplate": lwt}}
 
 
-def only_subgroup_size_1(lws: dict) -> bool:
-    """``subGroupSize: 1`` and no ``kai.scheduler/segment-size`` anywhere: one pod per LWS
-    subgroup forms no segments; the webhook allows it with a warning and writes no segment key
-    (decision of the fix-1 trial, README "Decisions where DESIGN.md is silent")."""
-    lwt = lws["spec"]["leaderWorkerTemplate"]
-    return ((lwt.get("subGroupPolicy") or {}).get("subGroupSize") == 1
-            and SIZE not in lwt["workerTemplate"]["metadata"]["annotations"]
-            and SIZE not in lws["metadata"]["annotations"])
-
-
 def expected_denials(lws: dict) -> set[str]:
     """The rules the resolved size breaks (DESIGN.md §3, §5), from the object as written."""
     lwt = lws["spec"]["leaderWorkerTemplate"]
@@ -176,7 +166,7 @@ def expected_denials(lws: dict) -> set[str]:
     worker_size = lwt["workerTemplate"]["metadata"]["annotations"].get(SIZE)
     root_size = lws["metadata"]["annotations"].get(SIZE)
     raw = worker_size or root_size or sgp.get("subGroupSize")
-    if raw is None or only_subgroup_size_1(lws):
+    if raw is None:
         return set()
     size = int(raw)
     pods = group - 1 if excluded else group
@@ -202,13 +192,6 @@ def test_lws_kai_and_the_webhook_give_every_pod_the_same_segment(lws):
         return
     assert expected == set()
     admitted = jsonpatch.apply_patch(lws, decision.patch)
-    if only_subgroup_size_1(lws):
-        # no segments: the webhook labels no pod; LWS gives every pod its own subgroup-index.
-        # KAI's pod-grouper (the oracle above) treats a size <= 1 as an error: not compared here.
-        assert decision.warnings[-1] == "subGroupSize 1 forms no segments; set kai.scheduler/segment-size to use segments"
-        for w, pod in enumerate(lws_pods(admitted)):
-            assert webhook_pod_answer(pod) == (None, None), w
-        return
     kai_segments = kai_segment_size(admitted) is not None
     for w, pod in enumerate(lws_pods(admitted)):
         webhook = webhook_pod_answer(pod)

@@ -151,14 +151,3 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
     assert decision.message == readme_rejections()[rule_id]
-
-
-def test_lws_subgroupsize_1_is_allowed_with_the_readme_warning_not_the_size_rule():
-    # Decision (fix-1 trial): subGroupSize 1 alone forms no segments; the README's warning table says so.
-    catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
-    obj = _lws(policy={"subGroupSize": 1})
-    decision = review(make_request(obj), catalog, PLAIN)
-    assert decision.allowed and decision.patch == []
-    warning = "subGroupSize 1 forms no segments; set kai.scheduler/segment-size to use segments"
-    assert decision.warnings == [warning] and len(warning) <= 120
-    assert f"| `{warning}` |" in (REPO / "README.md").read_text(encoding="utf-8")

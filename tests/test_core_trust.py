@@ -88,33 +88,11 @@ def test_malformed_object_without_kai_keys_is_not_ours(example_catalog):
     assert (decision.allowed, decision.patch) == (True, [])
 
 
-def test_lws_with_kai_keys_and_subgroupsize_1_forms_no_segments(example_catalog):
-    # Decision (fix-1 trial): subGroupSize 1 alone is upstream-valid and forms no segments: allowed,
-    # one warning, no segment key written; only an explicit segment-size of "1" is denied (§5).
+def test_lws_with_kai_keys_and_subgroupsize_1_names_subgroupsize_in_the_fix(example_catalog):
     decision = run(lws(size=5, sub_size=1, worker_ann={TOPO: "cluster-topology"}), example_catalog)
-    assert (decision.allowed, decision.patch) == (True, [])
-    assert decision.warnings == ["subGroupSize 1 forms no segments; set kai.scheduler/segment-size to use segments"]
-
-
-def test_lws_subgroupsize_1_keeps_the_workload_level_keys(example_catalog):
-    root = {TOPO: "cluster-topology", "kai.scheduler/topology-required-placement": "cloud.provider.com/topology-block"}
-    obj = lws(size=4, sub_size=1)
-    obj["metadata"]["annotations"] = dict(root)
-    plain = lws(size=4)
-    plain["metadata"]["annotations"] = dict(root)
-    for settings in (PLAIN, AdmissionSettings(gate_pods=True)):
-        decision = run(obj, example_catalog, settings)
-        assert decision.allowed and decision.warnings == [
-            "subGroupSize 1 forms no segments; set kai.scheduler/segment-size to use segments"]
-        assert decision.patch == run(plain, example_catalog, settings).patch  # as without subGroupPolicy
-
-
-def test_lws_explicit_segment_size_1_is_still_denied(example_catalog):
-    decision = run(lws(size=5, sub_size=1, worker_ann={TOPO: "cluster-topology", SIZE: "1"}), example_catalog)
     assert decision.message == (
-        f'{LWT}.workerTemplate.metadata.annotations["kai.scheduler/segment-size"] = "1": a segment needs more '
-        "than 1 pod (rule segment-size-too-small); fix: set a segment size of at least 2 (or remove "
-        "kai.scheduler/segment-size for no segments).")
+        f"{LWT}.subGroupPolicy.subGroupSize = 1: a segment needs more than 1 pod (rule segment-size-too-small); "
+        f"fix: set a segment size of at least 2 (or remove {LWT}.subGroupPolicy for no segments).")
 
 
 # ------------------------------------------------------------------ 2. misspelled keys
@@ -296,10 +274,3 @@ def test_many_unknown_kai_keys_are_summarised_not_warned_one_by_one(example_cata
                                  "unknown key kai.scheduler/x-1 ignored: KAI does not read it",
                                  "unknown key kai.scheduler/x-2 ignored: KAI does not read it",
                                  "47 more unknown kai.scheduler/ keys in metadata.annotations ignored"]
-
-
-def test_lws_pod_with_only_subgroup_size_1_gets_no_segment_label():
-    labels = {"leaderworkerset.sigs.k8s.io/name": "l", "leaderworkerset.sigs.k8s.io/worker-index": "3"}
-    annotations = {TOPO: "cluster-topology", "leaderworkerset.sigs.k8s.io/size": "5",
-                   "leaderworkerset.sigs.k8s.io/subgroup-size": "1"}
-    assert segment_labels(labels, annotations) == ({}, [])

@@ -194,16 +194,9 @@ def resolve_keys(inp: SegmentInputs, res: Resolution, decision: Decision) -> Sou
 def resolve_size(inp: SegmentInputs, res: Resolution, decision: Decision) -> bool:
     """§3 / §4.3: the segment size and where it was read. Sets ``res.requested_size``,
     ``size_field``, ``size_raw`` and ``size_origin``; records the not-integer denial and the
-    precedence warnings. Returns True when the object sets a segment size at all. An LWS
-    ``subGroupSize: 1`` with no ``kai.scheduler/segment-size`` annotation sets none (a warning:
-    one pod per subgroup forms no segments); an annotation of ``"1"`` is still denied (§5)."""
+    precedence warnings. Returns True when the object sets a segment size at all."""
     ann = pick(inp.root, inp.worker, keys.SEGMENT_SIZE)
     spec_size = inp.spec_size
-    if spec_size == 1 and ann is None and not inp.spec_size_wins:
-        # LWS subGroupSize 1 alone (upstream-valid: one pod per subgroup) forms no segments; only an
-        # explicit kai.scheduler/segment-size of 1 is denied (DESIGN.md §5 decision, README).
-        decision.warn(f"{inp.spec_size_name} 1 forms no segments; set {keys.SEGMENT_SIZE} to use segments")
-        return False
     if spec_size is not None and (inp.spec_size_wins or ann is None):
         res.size_field, res.size_raw, res.size_origin = inp.spec_size_field or "spec", spec_size, inp.spec_size_name
         res.requested_size = spec_size

@@ -7,8 +7,7 @@ workload handler patched, plus the labels the training-operator / LWS controller
   "Segments without a topology", which KAI ignores); others get an empty patch (a warning when
   they carry a segment size);
 * segment size S: annotation ``kai.scheduler/segment-size``, else LWS's
-  ``leaderworkerset.sigs.k8s.io/subgroup-size``; a pod with neither, or with only an LWS
-  ``subgroup-size`` of 1 (one pod per subgroup forms no segments), gets an empty patch;
+  ``leaderworkerset.sigs.k8s.io/subgroup-size``; a pod with neither gets an empty patch;
 * LWS pods (label ``leaderworkerset.sigs.k8s.io/worker-index`` or ``.../name`` present): worker
   index w from ``worker-index`` (0 = leader), group size R from annotation
   ``leaderworkerset.sigs.k8s.io/size``, policy from ``kai.scheduler/segment-leader-policy``, else
@@ -91,8 +90,6 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     size = _pod_int(raw_size)
     if size is None or size < 1:
         return {}, [f"pod {size_key}={quote(raw_size)} is not an int32 >= 1; no segment label"]
-    if size == 1 and size_key == keys.LWS_SUBGROUP_SIZE:
-        return {}, []  # LWS subGroupSize 1 alone forms no segments (the workload got a warning)
 
     if is_lws:
         if policy not in keys.LEADER_POLICIES:
