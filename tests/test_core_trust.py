@@ -91,7 +91,8 @@ def test_malformed_object_without_kai_keys_is_not_ours(example_catalog):
 def test_lws_with_kai_keys_and_subgroupsize_1_names_subgroupsize_in_the_fix(example_catalog):
     decision = run(lws(size=5, sub_size=1, worker_ann={TOPO: "cluster-topology"}), example_catalog)
     assert decision.message == (
-        f"{LWT}.subGroupPolicy.subGroupSize = 1: a segment needs more than 1 pod (rule segment-size-too-small); "
+        f"{LWT}.subGroupPolicy.subGroupSize = 1: a segment needs more than 1 pod (KAI's pod-grouper reads "
+        f"subGroupSize as the segment size and rejects 1) (rule segment-size-too-small); "
         f"fix: set a segment size of at least 2 (or remove {LWT}.subGroupPolicy for no segments).")
 
 

@@ -114,7 +114,12 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
     ``workersPerSegment`` (the fix names how to remove that source). Returns True when ok."""
     if size > 1:
         return True
-    violate(decision, "segment-size-too-small", field_path, raw, "a segment needs more than 1 pod",
+    # KAI's LWS pod-grouper reads subGroupSize as the segment size and refuses one below 2
+    # ("segmentSize 1 is not valid", lws_grouper.go getSegmentSize at d5bc503): an LWS that opted
+    # in to KAI's placement keys would otherwise never be grouped.
+    why = ("a segment needs more than 1 pod (KAI's pod-grouper reads subGroupSize as the segment size "
+           "and rejects 1)" if origin == "subGroupSize" else "a segment needs more than 1 pod")
+    violate(decision, "segment-size-too-small", field_path, raw, why,
             f"set a segment size of at least 2 (or {_size_fix(origin)})")
     return False
 
