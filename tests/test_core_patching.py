@@ -80,3 +80,24 @@ def test_only_add_and_replace_ops_are_produced():
     b.set_entries((), "annotations", {"x": "2", "y": "3"})
     b.set_entries(TEMPLATE, "annotations", {"z": "4"})
     assert {op["op"] for op in b.build()} == {"add", "replace"}
+
+
+@pytest.mark.parametrize("parts", [["a~1b"], ["~/"], ["/~"], ["~0"], ["", "x"], ["0", "-"], ["ü/é~"]])
+def test_pointer_is_what_jsonpointer_builds(parts):
+    # RFC 6901 §4: "~" is escaped before "/", so "~1" in a key stays the two characters "~1".
+    from jsonpointer import JsonPointer
+
+    assert pointer(parts) == JsonPointer.from_parts(parts).path
+    assert JsonPointer(pointer(parts)).parts == parts
+
+
+def test_built_operations_are_valid_rfc6902():
+    obj = {"metadata": {"annotations": {"k": "old"}}, "spec": {"worker": {"template": {}}}}
+    b = PatchBuilder(obj)
+    b.set_entries((), "annotations", {"k": "new", "a/b~c": "v"})
+    b.set_entries(TEMPLATE, "labels", {"x": "1"})
+    ops = b.build()
+    jsonpatch.JsonPatch(ops)  # raises InvalidJsonPatch on a malformed operation
+    assert jsonpatch.JsonPatch(ops).apply(obj) == {
+        "metadata": {"annotations": {"k": "new", "a/b~c": "v"}},
+        "spec": {"worker": {"template": {"metadata": {"labels": {"x": "1"}}}}}}

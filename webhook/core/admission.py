@@ -90,7 +90,7 @@ class AdmissionReview(TypedDict):
 def group_version_kind(obj: Any) -> GroupVersionKind:
     """``{group, version, kind}`` of a parsed object (``apiVersion`` ``group/version``, or
     ``version`` alone for the core group); empty strings for what the object does not say."""
-    source = obj if isinstance(obj, Mapping) else {}
+    source = obj if isinstance(obj, (dict, Mapping)) else {}
     api_version = source.get("apiVersion") if isinstance(source.get("apiVersion"), str) else ""
     group, _, version = api_version.rpartition("/")
     kind = source.get("kind") if isinstance(source.get("kind"), str) else ""
@@ -109,7 +109,7 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
     does not say (a manifest without ``apiVersion``); else read from the object. Any JSON value is accepted as ``obj`` (malformed
     objects are the webhook's to deny); never raises.
     """
-    source = obj if isinstance(obj, Mapping) else old if isinstance(old, Mapping) else {}
+    source = obj if isinstance(obj, (dict, Mapping)) else old if isinstance(old, (dict, Mapping)) else {}
     gvk = kind if kind is not None else group_version_kind(source)
     gvr: GroupVersionResource = {"group": gvk["group"], "version": gvk["version"],
                                  "resource": PLURALS.get(gvk["kind"], gvk["kind"].lower() + "s")}

@@ -44,7 +44,7 @@ def is_automatic_requester(request: Mapping[str, Any], settings: AdmissionSettin
     ``username`` in ``settings.platform_users`` or any of ``groups`` in
     ``settings.platform_groups``. Malformed userInfo counts as no match."""
     info = request.get("userInfo")
-    if not isinstance(info, Mapping):
+    if not isinstance(info, (dict, Mapping)):
         return False
     user = info.get("username")
     if isinstance(user, str) and user in settings.platform_users:

@@ -172,7 +172,7 @@ def mentions_placement_keys(obj: object) -> bool:
     stack = [obj]
     while stack:
         node = stack.pop()
-        if isinstance(node, Mapping):
+        if isinstance(node, (dict, Mapping)):
             for key, value in node.items():
                 if isinstance(key, str) and (key in keys.OPT_IN_KEYS or rules.resembled_placement_key(key)):
                     return True

@@ -101,11 +101,11 @@ def gate_operations(pod: Mapping[str, Any]) -> list[dict]:
     """RFC 6902 operations that add the gate to ``pod.spec.schedulingGates`` (append; the list is
     created when absent). Empty when the gate is already there or ``spec`` is not an object."""
     spec = pod.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, (dict, Mapping)):
         return []
     gates = spec.get("schedulingGates")
     if isinstance(gates, list):
-        if any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates):
+        if any(isinstance(g, (dict, Mapping)) and g.get("name") == GATE for g in gates):
             return []
         return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
     return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
@@ -133,8 +133,8 @@ def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], 
 def is_gated(pod: Mapping[str, Any]) -> bool:
     """True when ``pod.spec.schedulingGates`` holds the webhook's gate."""
     spec = pod.get("spec")
-    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
-    return isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
+    gates = spec.get("schedulingGates") if isinstance(spec, (dict, Mapping)) else None
+    return isinstance(gates, list) and any(isinstance(g, (dict, Mapping)) and g.get("name") == GATE for g in gates)
 
 
 def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
@@ -148,8 +148,8 @@ def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
     already selects another host (that entry cannot change while gated).
     """
     spec = pod.get("spec")
-    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
-    position = next((i for i, g in enumerate(gates or []) if isinstance(g, Mapping) and g.get("name") == GATE), None)
+    gates = spec.get("schedulingGates") if isinstance(spec, (dict, Mapping)) else None
+    position = next((i for i, g in enumerate(gates or []) if isinstance(g, (dict, Mapping)) and g.get("name") == GATE), None)
     if position is None:
         raise ValueError(f"pod has no {GATE} scheduling gate")
     ops: list[dict] = [
@@ -157,7 +157,7 @@ def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
         {"op": "remove", "path": f"/spec/schedulingGates/{position}"},
     ]
     selector = spec.get("nodeSelector")
-    if isinstance(selector, Mapping):
+    if isinstance(selector, (dict, Mapping)):
         current = selector.get(HOSTNAME)
         if current is not None and current != node:
             raise ValueError(f"pod already selects {HOSTNAME}={current}, not {node}")

@@ -2,11 +2,12 @@
 
 Only ``add`` and ``replace`` operations are ever produced, and only for the keys the webhook
 writes (DESIGN.md §2, §7): user keys are never removed or rewritten. Paths are JSON Pointers
-(RFC 6901) built with :mod:`jsonpointer` (``/`` → ``~1``, ``~`` → ``~0``), so an annotation key
+(RFC 6901) with each part escaped (``~`` → ``~0``, then ``/`` → ``~1``), so an annotation key
 such as ``kai.scheduler/segment-size`` becomes ``.../annotations/kai.scheduler~1segment-size``.
 A missing ``metadata``, ``annotations`` or ``labels`` map is added whole (one ``add`` of the map),
-because RFC 6902 ``add`` needs the parent to exist. The result is validated by
-``jsonpatch.JsonPatch`` before it leaves :meth:`PatchBuilder.build`.
+because RFC 6902 ``add`` needs the parent to exist. Every operation is an ``add`` or ``replace``
+with a ``path`` and a ``value`` (``tests/test_core_patching.py`` applies them with
+:mod:`jsonpatch`, which validates them); nothing is re-validated on the request path.
 
 Nothing here deep-copies the reviewed object: the builder only reads it.
 """
@@ -17,16 +18,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsonpatch
-from jsonpointer import JsonPointer
 
 
 def pointer(parts: Sequence[str]) -> str:
-    """RFC 6901 JSON Pointer for ``parts`` (each escaped: ``/`` → ``~1``, ``~`` → ``~0``).
+    """RFC 6901 JSON Pointer for ``parts`` (each escaped: ``~`` → ``~0``, then ``/`` → ``~1``,
+    the order RFC 6901 §4 requires; the same string as ``jsonpointer.JsonPointer.from_parts``).
 
     ``pointer(["metadata", "annotations", "kai.scheduler/topology"])`` →
-    ``"/metadata/annotations/kai.scheduler~1topology"``.
+    ``"/metadata/annotations/kai.scheduler~1topology"``; ``pointer([])`` → ``""``.
     """
-    return JsonPointer.from_parts([str(p) for p in parts]).path
+    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
 class PatchBuilder:
@@ -65,7 +66,7 @@ class PatchBuilder:
             return
         node: Any = self._obj
         for depth, part in enumerate(parts):
-            if not isinstance(node, Mapping):
+            if not isinstance(node, (dict, Mapping)):
                 raise ValueError(f"{pointer(parts[:depth])} is not an object")
             if part not in node or node[part] is None:
                 value: dict = dict(desired)
@@ -79,7 +80,7 @@ class PatchBuilder:
                 self._created[parts] = inner
                 return
             node = node[part]
-        if not isinstance(node, Mapping):
+        if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
         for key, val in desired.items():
             if key not in node:
@@ -93,10 +94,10 @@ class PatchBuilder:
         absent, nothing when equal. Raises ``ValueError`` when the parent is not an object."""
         node: Any = self._obj
         for depth, part in enumerate(parts[:-1]):
-            if not isinstance(node, Mapping) or part not in node:
+            if not isinstance(node, (dict, Mapping)) or part not in node:
                 raise ValueError(f"{pointer(parts[: depth + 1])} is not an object")
             node = node[part]
-        if not isinstance(node, Mapping):
+        if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts[:-1])} is not an object")
         last = parts[-1]
         if last not in node:
@@ -105,9 +106,9 @@ class PatchBuilder:
             self._ops.append({"op": "replace", "path": pointer(parts), "value": value})
 
     def build(self) -> list[dict]:
-        """The RFC 6902 operations, in emission order, validated by ``jsonpatch.JsonPatch``
-        (raises ``jsonpatch.InvalidJsonPatch`` on a malformed operation: a programming error)."""
-        return list(jsonpatch.JsonPatch(self._ops).patch)
+        """The RFC 6902 operations (``add`` / ``replace`` dicts with ``op``, ``path``, ``value``),
+        in emission order, as a new list."""
+        return list(self._ops)
 
 
 def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping]) -> Any:

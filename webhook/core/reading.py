@@ -60,7 +60,7 @@ def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision
         if required:
             malformed(decision, path, UNSET if key not in parent else None, "an object (it is required)")
         return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (dict, Mapping)):
         malformed(decision, path, value, "an object")
         return None
     return value
@@ -94,14 +94,14 @@ def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: D
     meta = owner.get("metadata")
     if meta is None:
         return {}
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, (dict, Mapping)):
         malformed(decision, meta_field, meta, "an object")
         return None
     values = meta.get(map_name)
     map_field = join_field(meta_field, map_name)
     if values is None:
         return {}
-    if not isinstance(values, Mapping):
+    if not isinstance(values, (dict, Mapping)):
         malformed(decision, map_field, values, "a map of string keys to string values")
         return None
     ok = True

@@ -95,21 +95,21 @@ class Topology:
         Raises :class:`TopologyError` when the kind, name or levels are missing or invalid
         (levels must be non-empty, unique, valid label keys; upstream CRD requires 1..16).
         """
-        if not isinstance(obj, Mapping) or obj.get("kind") != TOPOLOGY_KIND:
-            raise TopologyError(f"expected kind {TOPOLOGY_KIND}, got {obj.get('kind') if isinstance(obj, Mapping) else type(obj).__name__!r}")
+        if not isinstance(obj, (dict, Mapping)) or obj.get("kind") != TOPOLOGY_KIND:
+            raise TopologyError(f"expected kind {TOPOLOGY_KIND}, got {obj.get('kind') if isinstance(obj, (dict, Mapping)) else type(obj).__name__!r}")
         meta = obj.get("metadata") or {}
-        name = meta.get("name") if isinstance(meta, Mapping) else None
+        name = meta.get("name") if isinstance(meta, (dict, Mapping)) else None
         if not isinstance(name, str) or not name:
             raise TopologyError("Topology metadata.name is missing")
         if len(name) > 253 or not re.fullmatch(_DNS_SUBDOMAIN, name):
             raise TopologyError(f"Topology metadata.name {name!r} is not a Kubernetes object name (lowercase DNS subdomain)")
         spec = obj.get("spec") or {}
-        raw_levels = spec.get("levels") if isinstance(spec, Mapping) else None
+        raw_levels = spec.get("levels") if isinstance(spec, (dict, Mapping)) else None
         if not isinstance(raw_levels, list) or not raw_levels:
             raise TopologyError(f"Topology {name!r}: spec.levels must be a non-empty list")
         levels = []
         for i, entry in enumerate(raw_levels):
-            label = entry.get("nodeLabel") if isinstance(entry, Mapping) else None
+            label = entry.get("nodeLabel") if isinstance(entry, (dict, Mapping)) else None
             if not is_valid_label_key(label):
                 raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel {label!r} is not a valid label key")
             if label in levels:
@@ -175,7 +175,7 @@ def topologies_from_documents(documents: Iterable[object]) -> list[Topology]:
     for doc in documents:
         if doc is None:
             continue
-        if not isinstance(doc, Mapping):
+        if not isinstance(doc, (dict, Mapping)):
             raise TopologyError(f"expected a Kubernetes object, got {type(doc).__name__}")
         if isinstance(doc.get("items"), list):
             found.extend(topologies_from_documents(doc["items"]))

@@ -37,7 +37,6 @@ apiserver can store fits in a review.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import Any, Callable
@@ -64,7 +63,7 @@ log = logging.getLogger("segment_webhook.http")
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")) + "\n", status=status, mimetype=JSON_MIMETYPE)
+    return Response(envelope.encode_json(body) + "\n", status=status, mimetype=JSON_MIMETYPE)
 
 
 class BodyTooLarge(Exception):

@@ -121,6 +121,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One strict decoder and one compact encoder for every review (``json.loads`` / ``json.dumps``
+#: with arguments build a new coder per call). Both are stateless, so threads share them.
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+#: ``encode_json(value)`` → compact JSON text (``json.dumps(value, separators=(",", ":"))``).
+encode_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def decode_json(raw: bytes | str) -> Any:
     """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
 
@@ -130,7 +137,9 @@ def decode_json(raw: bytes | str) -> Any:
     try:
         if isinstance(raw, (bytes, bytearray)):
             raw = bytes(raw).decode("utf-8")
-        return json.loads(raw, parse_constant=_reject_constant)
+        if not isinstance(raw, str):
+            raise ValueError(f"expected bytes or str, got {type(raw).__name__}")
+        return _DECODER.decode(raw)
     except UnicodeDecodeError:
         raise EnvelopeError("request body is not UTF-8 text", field="body") from None
     except RecursionError:
@@ -140,9 +149,9 @@ def decode_json(raw: bytes | str) -> Any:
 
 
 def _peek_uid(body: Any) -> str | None:
-    if isinstance(body, Mapping):
+    if isinstance(body, (dict, Mapping)):
         request = body.get("request")
-        if isinstance(request, Mapping):
+        if isinstance(request, (dict, Mapping)):
             uid = request.get("uid")
             if isinstance(uid, str) and uid and len(uid) <= MAX_UID_CHARS:
                 return uid
@@ -162,13 +171,13 @@ def parse_review(body: Any) -> dict:
     present, is an object with a string ``username`` and a list of string ``groups``;
     ``request.namespace``/``request.name``, when present, are strings.
     """
-    if not isinstance(body, Mapping):
+    if not isinstance(body, (dict, Mapping)):
         raise EnvelopeError(
             f"request body must be a JSON object (an AdmissionReview), got {_json_type(body)}", field="body"
         )
     uid = _peek_uid(body)
     request = body.get("request")
-    if not isinstance(request, Mapping):
+    if not isinstance(request, (dict, Mapping)):
         raise EnvelopeError(
             f"request is {'missing' if request is None else _json_type(request)}: an AdmissionReview "
             "sent to a webhook must carry a request object", field="request",
@@ -186,7 +195,7 @@ def parse_review(body: Any) -> dict:
     if body.get("kind") != ADMISSION_KIND:
         raise bad("kind", f"{_is_value(body, 'kind')}, expected {ADMISSION_KIND!r}")
     gvk = request.get("kind")
-    if not isinstance(gvk, Mapping):
+    if not isinstance(gvk, (dict, Mapping)):
         raise bad("request.kind", "must be an object {group, version, kind}")
     for key in ("version", "kind"):
         if not isinstance(gvk.get(key), str) or not gvk.get(key):
@@ -205,7 +214,7 @@ def parse_review(body: Any) -> dict:
             raise bad(f"request.{key}", "must be a string")
     user_info = request.get("userInfo")
     if user_info is not None:
-        if not isinstance(user_info, Mapping):
+        if not isinstance(user_info, (dict, Mapping)):
             raise bad("request.userInfo", "must be an object")
         if user_info.get("username") is not None and not isinstance(user_info.get("username"), str):
             raise bad("request.userInfo.username", "must be a string")
@@ -233,7 +242,7 @@ def _json_type(value: Any) -> str:
         return "a string"
     if isinstance(value, list):
         return "an array"
-    if isinstance(value, Mapping):
+    if isinstance(value, (dict, Mapping)):
         return "an object"
     return type(value).__name__
 
@@ -256,7 +265,7 @@ def review_response(
     response: dict[str, Any] = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
+        response["patch"] = base64.b64encode(encode_json(patch).encode()).decode("ascii")
     if warnings:
         response["warnings"] = bounded_warnings(warnings)
     if not allowed:
@@ -320,7 +329,7 @@ def handle(
     Never raises (see the module docstring for the mapping of failures to answers).
     """
     try:
-        body = raw if isinstance(raw, Mapping) else decode_json(raw)
+        body = raw if isinstance(raw, (dict, Mapping)) else decode_json(raw)
         request = parse_review(body)
     except EnvelopeError as exc:
         if exc.uid is None:
@@ -330,7 +339,7 @@ def handle(
             review_response(exc.uid, allowed=False, code=400, message=exc.message),
             uid=exc.uid, rules=(RULE_MALFORMED,), message=exc.message,
         )
-        _describe(outcome, body.get("request") if isinstance(body, Mapping) else None)
+        _describe(outcome, body.get("request") if isinstance(body, (dict, Mapping)) else None)
         return outcome
 
     uid = request["uid"]
@@ -353,7 +362,7 @@ def handle(
         # every character escaped); only a long patch is measured.
         encoded_patch = outcome.body["response"].get("patch", "")
         if len(encoded_patch) > MAX_ANSWER_BYTES // 4 and \
-                len(json.dumps(outcome.body, separators=(",", ":"))) > MAX_ANSWER_BYTES:
+                len(encode_json(outcome.body)) > MAX_ANSWER_BYTES:
             message = (f"the mutation of this object would be a JSONPatch of {len(patch)} operations, "
                        f"{len(encoded_patch)} bytes in base64, over the webhook's "
                        f"{MAX_ANSWER_BYTES}-byte answer limit; remove what the webhook would have to "
@@ -378,20 +387,20 @@ def handle(
 
 def _describe(outcome: Outcome, request: Any) -> None:
     """Fill kind/operation/namespace/name/user of ``outcome`` from a (possibly malformed) request."""
-    if not isinstance(request, Mapping):
+    if not isinstance(request, (dict, Mapping)):
         return
     gvk = request.get("kind")
-    if isinstance(gvk, Mapping) and isinstance(gvk.get("kind"), str):
+    if isinstance(gvk, (dict, Mapping)) and isinstance(gvk.get("kind"), str):
         outcome.kind = gvk["kind"]
     if isinstance(request.get("operation"), str):
         outcome.operation = request["operation"]
     obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = obj.get("metadata") if isinstance(obj, (dict, Mapping)) else None
+    meta = meta if isinstance(meta, (dict, Mapping)) else {}
     for attr in ("namespace", "name"):
         value = request.get(attr) or meta.get(attr) or (meta.get("generateName") if attr == "name" else None)
         if isinstance(value, str):
             setattr(outcome, attr, value)
     user_info = request.get("userInfo")
-    if isinstance(user_info, Mapping) and isinstance(user_info.get("username"), str):
+    if isinstance(user_info, (dict, Mapping)) and isinstance(user_info.get("username"), str):
         outcome.user = user_info["username"]

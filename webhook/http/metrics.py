@@ -92,6 +92,10 @@ def mark_process_dead(pid: int) -> None:
         multiprocess.mark_process_dead(pid)
 
 
+#: Compact JSON of one review log line (one encoder for every line: ``json.dumps`` with arguments
+#: builds a new one per call).
+_encode_json = json.JSONEncoder(separators=(",", ":")).encode
+
 class ReviewMetrics:
     """The webhook's metrics in one registry.
 
@@ -206,7 +210,7 @@ def log_review(outcome: Any, seconds: float) -> None:
     """
     if not review_log.isEnabledFor(logging.INFO):
         return
-    line = json.dumps(review_record(outcome, seconds), separators=(",", ":"))
+    line = _encode_json(review_record(outcome, seconds))
     handlers = review_log.handlers
     if len(handlers) == 1 and getattr(handlers[0], "_segment_webhook", False) and not review_log.filters:
         handler = handlers[0]

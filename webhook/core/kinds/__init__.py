@@ -43,12 +43,12 @@ def group_kind(request: Mapping[str, Any]) -> tuple[str, str]:
     (``group/version``, or ``version`` alone for the core group) and ``kind``. ``("", "")``
     when neither says."""
     rkind = request.get("kind")
-    if isinstance(rkind, Mapping) and isinstance(rkind.get("kind"), str) and rkind.get("kind"):
+    if isinstance(rkind, (dict, Mapping)) and isinstance(rkind.get("kind"), str) and rkind.get("kind"):
         group = rkind.get("group")
         return (group if isinstance(group, str) else "", rkind["kind"])
     for member in ("object", "oldObject"):
         obj = request.get(member)
-        if isinstance(obj, Mapping) and isinstance(obj.get("kind"), str):
+        if isinstance(obj, (dict, Mapping)) and isinstance(obj.get("kind"), str):
             api_version = obj.get("apiVersion")
             group = api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
             return (group, obj["kind"])
@@ -66,7 +66,7 @@ def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Adm
     (``webhook.http.envelope.handle``) logs it and answers an AdmissionReview denial with
     ``status.code`` 500, never an HTTP 5xx.
     """
-    if not isinstance(request, Mapping):
+    if not isinstance(request, (dict, Mapping)):
         decision = Decision(kind="unknown")
         malformed(decision, "request", type(request).__name__, "an AdmissionReview v1 request object")
         return decision

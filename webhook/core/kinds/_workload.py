@@ -218,13 +218,13 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if operation not in ("CREATE", "UPDATE") or request.get("subResource"):
         return decision
     obj = request.get("object")
-    if not isinstance(obj, Mapping):
+    if not isinstance(obj, (dict, Mapping)):
         malformed(decision, "request.object", obj if obj is not None else UNSET, f"a {kind} object")
         return decision
     old_plan = None
     defaults = Defaults.AS_CREATE
     old = request.get("oldObject") if operation == "UPDATE" else None
-    if isinstance(old, Mapping):
+    if isinstance(old, (dict, Mapping)):
         # The stored object's own problems are not this request's: scratch decisions.
         old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.OFF)
         old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.ANY_REQUESTER)

@@ -136,7 +136,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if request.get("operation") != "CREATE" or request.get("subResource"):
         return decision
     pod = request.get("object")
-    if not isinstance(pod, Mapping):
+    if not isinstance(pod, (dict, Mapping)):
         malformed(decision, "request.object", pod if pod is not None else UNSET, "a Pod object")
         return decision
     labels = read_string_map(pod, "", "labels", decision)

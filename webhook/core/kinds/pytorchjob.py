@@ -41,7 +41,7 @@ def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decisio
     template's labels are validated too: they receive ``kai.scheduler/subgroup-name``."""
     field = f"spec.{SPECS}.{rkey}"
     rspec = specs[rkey]
-    if not isinstance(rspec, Mapping):
+    if not isinstance(rspec, (dict, Mapping)):
         malformed(decision, field, rspec, "a ReplicaSpec object")
         return None, None
     replicas = get_int(rspec, "replicas", field, decision, default=1) if worker else None
@@ -77,7 +77,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             return None
         warn_ignored_segment_keys(master, "the Master template", decision)
     run_policy = spec.get("runPolicy")
-    suspended = isinstance(run_policy, Mapping) and run_policy.get("suspend") is True
+    suspended = isinstance(run_policy, (dict, Mapping)) and run_policy.get("suspend") is True
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
@@ -89,7 +89,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     )
     others = []
     for rkey in specs:
-        if rkey not in (wkey, mkey) and isinstance(specs[rkey], Mapping) and isinstance(specs[rkey].get("template"), Mapping):
+        if rkey not in (wkey, mkey) and isinstance(specs[rkey], (dict, Mapping)) and isinstance(specs[rkey].get("template"), Mapping):
             other, _ = _template_annotations(specs, rkey, Decision(kind=KIND), worker=False)
             if other is not None:
                 others.append(other)
