@@ -377,8 +377,42 @@ def combine(parts: list[dict]) -> dict:
     return {"requests": requests, "errors": sum(p["errors"] for p in parts),
             "first_error": next((p["first_error"] for p in parts if p["first_error"]), None),
             "throughput": requests / seconds if seconds else 0.0, "p50_ms": mean("p50_ms"), "p99_ms": mean("p99_ms"),
-            "seconds": seconds}
+            "seconds": seconds, "server_cpu_us_per_review": (
+                sum(p.get("server_cpu_s", 0.0) for p in parts) / requests * 1e6 if requests else float("nan"))}
 
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` and its live children (the
+    gunicorn master and its workers), from ``/proc/<pid>/stat``; 0.0 where ``/proc`` is absent."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        # after the command: state(0) ppid(1) ... utime(11) stime(12)
+        if int(entry) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def run_hey_measured(server_pid: int, *args, **kwargs) -> dict:
+    """:func:`run_hey`, plus ``server_cpu_s``: the CPU seconds the server's processes spent during
+    the run. Per review answered this is what the server itself pays, whatever else shares the
+    machine (throughput, by contrast, moves with every other process on the 2 CPUs)."""
+    before = tree_cpu_seconds(server_pid)
+    result = run_hey(*args, **kwargs)
+    result["server_cpu_s"] = tree_cpu_seconds(server_pid) - before
+    return result
 
 # ------------------------------------------------------------------------- slow clients
 
@@ -484,8 +518,9 @@ class Prober:
 
 
 def _row(server: str, payload: str, label: str, r: dict) -> str:
+    cpu = r.get("server_cpu_us_per_review")
     return (f"{server:8} {payload:11} {label:22} {r['requests']:7d} {r['errors']:4d} {r['throughput']:8.1f} "
-            f"{r['p50_ms']:7.2f} {r['p99_ms']:8.2f}")
+            f"{r['p50_ms']:7.2f} {r['p99_ms']:8.2f}" + (f" {cpu:11.0f}" if cpu is not None else ""))
 
 
 def _ratio(a: float, b: float) -> float:
@@ -570,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
               f"webhook = segment-webhook serve with its defaults{' but ' + ' '.join(workers) if workers else ''}, "
               f"noop = a Flask app answering allowed:true under the same gunicorn settings; both TLS on 127.0.0.1; "
               f"Go clients: hey, {args.duration:g} s per server and phase")
-        print(f"{'server':8} {'payload':11} {'clients':22} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p99 ms':>8}")
+        print(f"{'server':8} {'payload':11} {'clients':22} {'req':>7} {'err':>4} {'rev/s':>8} {'p50 ms':>7} {'p99 ms':>8} {'srv us/rev':>11}")
 
         def record(key: str, server: str, payload: str, label: str, r: dict) -> None:
             nonlocal status
@@ -588,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
                 # other load between the two halves hits both servers alike.
                 parts: dict = {"webhook": [], "noop": []}
                 for server in ("webhook", "noop", "noop", "webhook"):
-                    parts[server].append(run_hey(url[server], body_files[payload], level, args.duration / 2))
+                    parts[server].append(run_hey_measured(procs[server].pid, url[server], body_files[payload], level,
+                                                          args.duration / 2))
                 for server in ("webhook", "noop"):
                     record(f"{server}/{payload}/go-c{level}", server, payload, f"go c={level}", combine(parts[server]))
 
@@ -618,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
                 for level in levels:
                     parts: dict = {"webhook": [], "noop": []}
                     for server in ("webhook", "noop", "noop", "webhook"):
-                        parts[server].append(run_hey(url[server], body_files["pytorchjob"], level, args.duration / 2))
+                        parts[server].append(run_hey_measured(procs[server].pid, url[server], body_files["pytorchjob"],
+                                                              level, args.duration / 2))
                     for server in ("webhook", "noop"):
                         record(f"{server}/pytorchjob/go-c{level}-slow", server, "pytorchjob",
                                f"c={level} {slow_label}", combine(parts[server]))
@@ -686,6 +723,22 @@ def main(argv: list[str] | None = None) -> int:
                 f"{ratios[f'pytorchjob/go-c{level}-slow'][what]:13.2f}" for level in levels))
         for payload in payloads():
             print(f"{payload:11} p99 at {args.rate:g}/s open loop: {ratios[f'{payload}/rate']['p99']:.2f}")
+        # Server CPU per review over every Go phase at c >= 8: what the webhook spends per review
+        # against the no-op, independent of what else runs on the machine.
+        for payload in payloads():
+            cpu = {}
+            for server in ("webhook", "noop"):
+                keys = [f"{server}/{payload}/go-c{level}" for level in levels if level >= 8] or \
+                    [f"{server}/{payload}/go-c{level}" for level in levels]
+                answered = sum(results["phases"][k]["requests"] for k in keys)
+                spent = sum(results["phases"][k]["server_cpu_us_per_review"] * results["phases"][k]["requests"]
+                            for k in keys if results["phases"][k]["requests"])
+                cpu[server] = spent / answered if answered else float("nan")
+            ratios[f"{payload}/server-cpu"] = {"webhook_us": cpu["webhook"], "noop_us": cpu["noop"],
+                                               "noop_over_webhook": _ratio(cpu["noop"], cpu["webhook"])}
+            print(f"{payload:11} server CPU per review (Go phases): webhook {cpu['webhook']:.0f} us, noop "
+                  f"{cpu['noop']:.0f} us; noop/webhook {_ratio(cpu['noop'], cpu['webhook']):.2f} "
+                  "(the throughput ratio a server-bound machine would show)")
         results["loadavg_1min_end"] = os.getloadavg()[0]
         print(f"load average at the end: {results['loadavg_1min_end']:.2f}")
 
