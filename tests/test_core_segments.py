@@ -7,11 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from webhook.core.segments import (
+    lws_accepted_sizes,
     lws_segment,
+    lws_segment_count,
     lws_segmented_pods,
     lws_subgroup_name,
     parse_plain_decimal,
     segment_count,
+    smallest_size_within,
     training_segment,
     training_subgroup_name,
 )
@@ -138,3 +141,53 @@ def test_lws_segment_equals_lws_subgroup_index(group):
 ])
 def test_parse_plain_decimal_long_strings(value, expected):
     assert parse_plain_decimal(value) == expected
+
+
+# ------------------------------------------------------------- segment counts and the too-many-segments fix
+
+def test_lws_segment_count_follows_the_index_rule():
+    assert lws_segment_count(5, 2) == 2            # {L,1,2} {3,4}
+    assert lws_segment_count(4, 2) == 2            # {L,1} {2,3}
+    assert lws_segment_count(9, 4) == 2            # {L,1,2,3,4} {5..8}
+    assert lws_segment_count(5, 2, LE) == 2        # L alone, {1,2} {3,4}
+    assert lws_segment_count(20001, 2) == 10000    # not ceil(20001 / 2) = 10001
+    assert lws_segment_count(1, 2, LE) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=1, max_value=200), st.integers(min_value=1, max_value=50), st.sampled_from([LW, LE]))
+def test_lws_segment_count_is_the_number_of_distinct_segments(group_size, size, policy):
+    segments = {lws_segment(w, group_size, size, policy) for w in range(group_size)} - {None}
+    assert lws_segment_count(group_size, size, policy) == len(segments)
+
+
+def test_lws_accepted_sizes():
+    assert lws_accepted_sizes(30011) == [2, 5, 10, 3001, 6002, 15005, 30010, 30011]
+    assert lws_accepted_sizes(30011, at_least=4, most=2) == [5, 10]
+    assert lws_accepted_sizes(30011, leader_excluded=True, at_least=3001) == [3001, 6002, 15005, 30010]
+    assert lws_accepted_sizes(2) == [2]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=2, max_value=400), st.sampled_from([LW, LE]), st.booleans(),
+       st.sampled_from([1, 2, 3, 7, 10]))
+def test_smallest_size_within_is_the_smallest_size_the_rules_admit(group_size, policy, validates, most):
+    pods = lws_segmented_pods(group_size, policy)
+
+    def admitted(s):
+        if policy == LE and (group_size - 1) % s:
+            return False
+        if policy == LW and validates and group_size % s and (group_size - 1) % s:
+            return False
+        return lws_segment_count(group_size, s, policy) <= most
+
+    expected = next((s for s in range(2, pods + 1) if admitted(s)), None)
+    assert smallest_size_within(most, pods, group_size=group_size, policy=policy, lws_validates=validates) == expected
+
+
+def test_smallest_size_within_literal_answers():
+    assert smallest_size_within(10000, 30000) == 3                  # training kinds: ceil(pods / 10000)
+    assert smallest_size_within(10000, 30011, group_size=30011, lws_validates=True) == 5
+    assert smallest_size_within(10000, 50021, group_size=50021, lws_validates=True) == 10
+    assert smallest_size_within(10000, 2**31 - 1, group_size=2**31 - 1, lws_validates=True) == 215481
+    assert smallest_size_within(10000, 30011, group_size=30011) == 4

@@ -69,7 +69,8 @@ def _checked_size(inp: SegmentInputs, res: Resolution, size_given: bool, decisio
     if inp.pods is None:
         return size
     if not (rules.check_size_within_pods(*args, res.size_origin, inp.pods, inp.pods_field, inp.pods_noun)
-            and rules.check_segment_count(*args, inp.pods, inp.pods_noun)):
+            and rules.check_segment_count(*args, inp.pods, inp.pods_noun, group_size=inp.group_size,
+                                          policy=inp.leader_policy, lws_validates=inp.lws_validates_size)):
         return None
     if inp.warn_partial and inp.pods % size:
         decision.warn(f"{inp.pods} {inp.pods_noun} / segment size {size}: last segment has {inp.pods % size} pods")

@@ -42,6 +42,9 @@ class SegmentInputs:
     ``automatic``: automatic segment placement applies to this object and requester (§6, decided
     by :func:`webhook.core.automatic.applies`).
     ``warn_partial``: warn when the last segment is partial (training kinds; LWS warns itself).
+    ``group_size`` / ``leader_policy`` / ``lws_validates_size``: LWS only, the group size R (its
+    segments are counted as the pod index rule assigns them, DESIGN.md §7), the leader policy, and
+    whether the object sets ``subGroupSize`` (LWS then accepts only sizes dividing R or R - 1, §3).
     """
 
     kind: str
@@ -55,6 +58,9 @@ class SegmentInputs:
     spec_size_wins: bool = False
     automatic: bool = False
     warn_partial: bool = True
+    group_size: int | None = None
+    leader_policy: str = keys.POLICY_LEADER_WORKER
+    lws_validates_size: bool = False
 
     @property
     def spec_size_name(self) -> str:

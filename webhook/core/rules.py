@@ -24,7 +24,7 @@ from rapidfuzz.distance import Levenshtein
 from webhook.core import keys
 from webhook.core.decision import Decision
 from webhook.core.messages import UNSET, quote, render
-from webhook.core.segments import divisors, segment_count
+from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
 
 
 @dataclass(frozen=True)
@@ -172,14 +172,32 @@ _SINGULAR = {"Worker replicas": "Worker replica", "pods per group": "pod per gro
 
 
 @rule("too-many-segments", "DESIGN.md §5", "more than 10,000 segments")
-def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any, pods: int, pods_noun: str) -> bool:
-    """At most :data:`webhook.core.keys.MAX_SEGMENTS` segments. Returns True when ok."""
-    count = segment_count(pods, size)
+def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any, pods: int, pods_noun: str,
+                        *, group_size: int | None = None, policy: str = keys.POLICY_LEADER_WORKER,
+                        lws_validates: bool = False) -> bool:
+    """At most :data:`webhook.core.keys.MAX_SEGMENTS` segments. ``group_size``: an LWS group's
+    size R (``None`` for the training kinds), whose segments are counted as the pod index rule
+    assigns them (:func:`webhook.core.segments.lws_segment_count`, DESIGN.md §7); ``policy`` and
+    ``lws_validates`` (the object sets ``subGroupSize``): the fix names the smallest size that
+    the LWS size rules admit too (:func:`webhook.core.segments.smallest_size_within`).
+    Returns True when ok."""
+    count = segment_count(pods, size) if group_size is None else lws_segment_count(group_size, size, policy)
     if count <= keys.MAX_SEGMENTS:
         return True
+    smallest = smallest_size_within(keys.MAX_SEGMENTS, pods, group_size=group_size, policy=policy,
+                                    lws_validates=lws_validates)
+    if smallest is None:  # not reached: R (R - 1 under LeaderExcluded) always fits
+        fix = "use a larger segment size"
+    elif group_size is not None and policy == keys.POLICY_LEADER_EXCLUDED:
+        fix = (f"use a segment size of {smallest} (the smallest that divides size - 1 = {group_size - 1}, as "
+               f"LeaderExcluded requires, and makes at most {keys.MAX_SEGMENTS} segments)")
+    elif group_size is not None and lws_validates:
+        fix = (f"use a segment size of {smallest} (the smallest that divides size {group_size} or size - 1 = "
+               f"{group_size - 1}, as LWS requires of subGroupSize, and makes at most {keys.MAX_SEGMENTS} segments)")
+    else:
+        fix = f"use a segment size of at least {smallest}"
     violate(decision, "too-many-segments", field_path, raw,
-            f"{pods} {pods_noun} make {count} segments, more than {keys.MAX_SEGMENTS}",
-            f"use a segment size of at least {-(-pods // keys.MAX_SEGMENTS)}")
+            f"{pods} {pods_noun} make {count} segments, more than {keys.MAX_SEGMENTS}", fix)
     return False
 
 
@@ -190,7 +208,7 @@ def check_leader_excluded_divisibility(decision: Decision, size: int, field_path
     Returns True when ok."""
     if (group_size - 1) % size == 0:
         return True
-    choices = ", ".join(map(str, divisors(group_size - 1, most=8))) or "none >= 2"
+    choices = ", ".join(map(str, lws_accepted_sizes(group_size, leader_excluded=True))) or "none >= 2"
     violate(decision, "lws-leader-excluded-divisibility", field_path, raw,
             f"under LeaderExcluded, size - 1 = {group_size - 1} (spec.leaderWorkerTemplate.size = {group_size}) "
             "must be divisible by the segment size",
@@ -208,7 +226,7 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
     Returns True when ok."""
     if group_size % size == 0 or (group_size - 1) % size == 0:
         return True
-    fits = sorted({d for d in divisors(group_size, most=8) + divisors(group_size - 1, most=8)})[:8]
+    fits = lws_accepted_sizes(group_size)
     violate(decision, "lws-subgroup-size-divisibility", field_path, raw,
             f"LWS accepts a subGroupSize only when size ({group_size}) or size - 1 ({group_size - 1}) is divisible "
             f"by it, and the webhook sets subGroupSize ({sub_group_size}) to the segment size",

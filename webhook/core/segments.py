@@ -100,9 +100,50 @@ def lws_segment(worker_index: int, group_size: int, size: int, policy: str = POL
 def segment_count(pods: int, size: int) -> int:
     """Number of segments for ``pods`` segmented pods of ``size`` each (ceiling division; the
     last segment may be partial). ``segment_count(10, 4) == 3``. Raises ``ValueError`` for
-    size < 1 or pods < 0."""
+    size < 1 or pods < 0. For an LWS group use :func:`lws_segment_count` (the leader may be an
+    extra pod of segment 0)."""
     _check(size, pods, "pod count")
     return -(-pods // size)
+
+
+def lws_segment_count(group_size: int, size: int, policy: str = POLICY_LEADER_WORKER) -> int:
+    """Number of segments of one LWS group of ``group_size`` pods (R, leader included), counted
+    the way :func:`lws_segment` assigns them, from the first pod's segment to the last (DESIGN.md
+    §7). When the leader is an extra pod of segment 0 (:func:`lws_leader_in_first_segment`)
+    R=20001, S=2 makes 10000 segments, not 10001; R=5, S=2 → {L,1,2} {3,4}: 2. A LeaderExcluded
+    group of 1 (the leader alone) has none. Raises ``ValueError`` like :func:`lws_segment`."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise ValueError(f"group size must be an integer >= 1, got {group_size!r}")
+    last = lws_segment(group_size - 1, group_size, size, policy)
+    if last is None:
+        return 0
+    first = lws_segment(1, group_size, size, policy) if policy == POLICY_LEADER_EXCLUDED else 0
+    return last - first + 1  # first is 1 only for LeaderExcluded with S = 1
+
+
+def smallest_size_within(most_segments: int, pods: int, *, group_size: int | None = None,
+                         policy: str = POLICY_LEADER_WORKER, lws_validates: bool = False) -> int | None:
+    """The smallest segment size >= 2 that makes at most ``most_segments`` segments of ``pods``
+    segmented pods AND passes the size rules that apply (the fix of ``too-many-segments``), or
+    ``None`` when there is none.
+
+    Training kinds (``group_size`` None): ``ceil(pods / most_segments)``. An LWS group of
+    ``group_size`` pods: segments counted by :func:`lws_segment_count` (the leader may be an
+    extra pod of segment 0), and under LeaderExcluded only divisors of R - 1 (DESIGN.md §5), with
+    ``lws_validates`` (the object sets ``subGroupSize``, which LWS validates and the webhook sets
+    to the segment size, §3) only sizes of :func:`lws_accepted_sizes`. R=30011, subGroupSize set:
+    5 (4 makes few enough segments but LWS rejects it). O(sqrt(R))."""
+    if group_size is None:
+        return max(2, -(-pods // most_segments))
+    # No size below this one makes few enough segments, even with the leader as an extra pod.
+    floor = max(2, -(-(group_size - 1) // most_segments))
+    excluded = policy == POLICY_LEADER_EXCLUDED
+    if excluded or lws_validates:
+        candidates = lws_accepted_sizes(group_size, leader_excluded=excluded, at_least=floor, most=2)
+    else:  # any size; a divisor of R - 1 may make one segment fewer (the leader joins segment 0)
+        candidates = [max(2, -(-group_size // most_segments))] + divisors(group_size - 1, most=1, at_least=floor)
+    fits = [s for s in candidates if s <= pods and lws_segment_count(group_size, s, policy) <= most_segments]
+    return min(fits, default=None)
 
 
 def lws_segmented_pods(group_size: int, policy: str) -> int:
@@ -134,20 +175,35 @@ def lws_subgroup_name(segment: int | None, *, leader: bool = False, policy: str 
     return f"segment-{segment}"
 
 
-def divisors(n: int, *, most: int) -> list[int]:
-    """The smallest ``most`` divisors of ``n`` that are >= 2, ascending (for the LeaderExcluded
-    fix text, DESIGN.md §5). ``n`` >= 0; ``divisors(4, most=8)`` → ``[2, 4]``; ``0`` → ``[]``.
+def divisors(n: int, *, most: int, at_least: int = 2) -> list[int]:
+    """The smallest ``most`` divisors of ``n`` that are >= ``at_least`` (and >= 2), ascending (for
+    the fix texts of the LWS rules, DESIGN.md §3, §5). ``n`` >= 0; ``divisors(4, most=8)`` →
+    ``[2, 4]``; ``divisors(30010, most=1, at_least=4)`` → ``[5]``; ``0`` → ``[]``.
 
     O(sqrt(n)) steps: at most 46,341 for an int32 LWS size (the handlers bound sizes to int32)."""
-    if n < 2:
+    at_least = max(at_least, 2)
+    if n < at_least:
         return []
     small, large = [], []
     d = 1
     while d * d <= n:
         if n % d == 0:
-            if d >= 2:
+            if d >= at_least:
                 small.append(d)
-            if d * d != n:
+            if d * d != n and n // d >= at_least:
                 large.append(n // d)
         d += 1
     return (small + large[::-1])[:most]
+
+
+def lws_accepted_sizes(group_size: int, *, leader_excluded: bool = False, at_least: int = 2,
+                       most: int = 8) -> list[int]:
+    """The smallest ``most`` segment sizes >= ``at_least`` (and >= 2) that LWS accepts as
+    ``subGroupSize`` for a group of ``group_size`` pods, ascending: divisors of R or of R - 1
+    (LWS ``leaderworkerset_webhook.go``: ``size % S == 0`` or ``(size - 1) % S == 0``); under
+    LeaderExcluded divisors of R - 1 only (DESIGN.md §5). ``lws_accepted_sizes(30011)`` →
+    ``[2, 5, 10, 3001, 6002, 15005, 30010, 30011]``. O(sqrt(R))."""
+    found = divisors(group_size - 1, most=most, at_least=at_least)
+    if not leader_excluded:
+        found = sorted(set(found) | set(divisors(group_size, most=most, at_least=at_least)))[:most]
+    return found

@@ -151,6 +151,9 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size_wins=False,
         automatic=False,
         warn_partial=False,
+        group_size=group_size,
+        leader_policy=policy,
+        lws_validates_size=sub_size is not None,
     )
     res = resolve(inputs, catalog, settings, decision)
     res.leader_policy, res.leader_policy_field = policy, f"{SGP}.subGroupPolicyType"

@@ -1,0 +1,116 @@
+"""New-user trial of ``segment-webhook review``: each finding with its literal expected answer.
+
+1. LWS ``too-many-segments`` names the smallest size LWS accepts (DESIGN.md §3, §5);
+2. LWS segments are counted as the pod index rule assigns them (§7: the leader may join segment 0);
+3. UPDATE compares what each side resolves, and says what an invalid stored value was (§5);
+4. the scale-below-segment-size fix does not read as a change of the unchanged size (§5);
+5. a manifest's own fields are named, never the AdmissionReview envelope;
+6. YAML values that are not JSON (timestamps, bytes, sets) never reach a message as Python reprs.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+from conftest import SIZE, TOPO, load_example, make_request
+
+from webhook.core.decision import AdmissionSettings
+from webhook.core.review import review
+
+PLAIN = AdmissionSettings()
+AUTO = AdmissionSettings(default_topology="cluster-topology")
+LWT = "spec.leaderWorkerTemplate"
+SGS = f"{LWT}.subGroupPolicy.subGroupSize"
+W_SIZE = 'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"]'
+
+
+def run(obj, catalog, settings=PLAIN, operation="CREATE", old=None):
+    return review(make_request(obj, operation, old=old), catalog, settings)
+
+
+def lws_example(size, sub_size=2, policy="LeaderWorker"):
+    obj = load_example("lws-segmented.yaml")
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["size"] = size
+    lwt["subGroupPolicy"] = {"subGroupSize": sub_size, "subGroupPolicyType": policy}
+    return obj
+
+
+def tp4(size="4"):
+    obj = load_example("pytorchjob-tp4.yaml")
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SIZE] = size
+    return obj
+
+
+# ------------------------------------------------------------------ 1. the LWS fix names a size LWS accepts
+
+@pytest.mark.parametrize("size, count, fix_size", [
+    (30011, 15005, 5),          # 4 makes few enough segments, but 30011 % 4 and 30010 % 4 are not 0
+    (50021, 25010, 10),         # 6 is not accepted: 50021 = 43 * 1163, 50020 = 2^2 * 5 * 41 * 61
+    (2147483647, 1073741823, 215481),  # prime; 2^31 - 2 = 2 * 3^2 * 7 * 11 * 31 * 151 * 331
+])
+def test_lws_too_many_segments_fix_names_the_smallest_size_lws_accepts(example_catalog, size, count, fix_size):
+    d = run(lws_example(size), example_catalog)
+    assert (d.allowed, d.code) == (False, 403)
+    assert d.message == (
+        f"{SGS} = 2: {size} pods per group make {count} segments, more than 10000 (rule too-many-segments); "
+        f"fix: use a segment size of {fix_size} (the smallest that divides size {size} or size - 1 = {size - 1}, "
+        "as LWS requires of subGroupSize, and makes at most 10000 segments).")
+    # the size the fix names is admitted
+    assert run(lws_example(size, sub_size=fix_size), example_catalog).allowed
+
+
+def test_the_size_the_old_fix_named_is_denied_by_lws_divisibility(example_catalog):
+    d = run(lws_example(30011, sub_size=4), example_catalog)
+    assert [v.rule for v in d.violations] == ["lws-subgroup-size-divisibility"]
+
+
+def test_lws_leader_excluded_too_many_segments_fix_divides_size_minus_1(example_catalog):
+    # size - 1 = 30010 = 2 * 5 * 3001: 4 would make 7503 segments but LeaderExcluded needs a divisor
+    d = run(lws_example(30011, policy="LeaderExcluded"), example_catalog)
+    assert d.message == (
+        f"{SGS} = 2: 30010 workers per group (leader excluded) make 15005 segments, more than 10000 "
+        "(rule too-many-segments); fix: use a segment size of 5 (the smallest that divides size - 1 = 30010, "
+        "as LeaderExcluded requires, and makes at most 10000 segments).")
+    assert run(lws_example(30011, sub_size=5, policy="LeaderExcluded"), example_catalog).allowed
+
+
+def test_lws_annotation_without_subgroupsize_gets_the_smallest_size(example_catalog):
+    # no subGroupPolicy: LWS validates nothing, so any size that makes <= 10000 segments will do
+    obj = load_example("lws-segmented.yaml")
+    lwt = obj["spec"]["leaderWorkerTemplate"]
+    lwt["size"] = 30011
+    del lwt["subGroupPolicy"]
+    lwt["workerTemplate"]["metadata"]["annotations"][SIZE] = "2"
+    d = run(obj, example_catalog)
+    assert d.message == (
+        f'{LWT}.workerTemplate.metadata.annotations["kai.scheduler/segment-size"] = "2": 30011 pods per group '
+        "make 15005 segments, more than 10000 (rule too-many-segments); fix: use a segment size of at least 4.")
+    lwt["workerTemplate"]["metadata"]["annotations"][SIZE] = "4"
+    assert run(obj, example_catalog).allowed
+
+
+# ------------------------------------------------------------------ 2. segments counted like the pod index rule
+
+def test_lws_20001_pods_in_segments_of_2_make_exactly_10000_segments(example_catalog):
+    # (R-1) % S == 0 and R % S != 0: the leader joins segment 0, {L,1,2} {3,4} ... {19999,20000}
+    d = run(lws_example(20001), example_catalog)
+    assert d.allowed, d.message
+    assert d.violations == []
+
+
+def test_lws_20003_pods_in_segments_of_2_are_10001_segments(example_catalog):
+    d = run(lws_example(20003), example_catalog)
+    assert d.message.startswith(f"{SGS} = 2: 20003 pods per group make 10001 segments, more than 10000 "
+                                "(rule too-many-segments)")
+
+
+def test_last_pod_of_20001_is_in_segment_9999():
+    from webhook.core.kinds.pod import segment_labels
+
+    labels, warnings = segment_labels(
+        {"leaderworkerset.sigs.k8s.io/worker-index": "20000", "leaderworkerset.sigs.k8s.io/name": "l"},
+        {TOPO: "cluster-topology", SIZE: "2", "leaderworkerset.sigs.k8s.io/size": "20001"})
+    assert (labels["kai.scheduler/segment-index"], warnings) == ("9999", [])
