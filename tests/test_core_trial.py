@@ -114,3 +114,53 @@ def test_last_pod_of_20001_is_in_segment_9999():
         {"leaderworkerset.sigs.k8s.io/worker-index": "20000", "leaderworkerset.sigs.k8s.io/name": "l"},
         {TOPO: "cluster-topology", SIZE: "2", "leaderworkerset.sigs.k8s.io/size": "20001"})
     assert (labels["kai.scheduler/segment-index"], warnings) == ("9999", [])
+
+
+# ------------------------------------------------------------------ 3. UPDATE compares like with like
+
+def test_update_from_04_to_4_is_no_change(example_catalog):
+    assert run(tp4("4"), example_catalog, operation="UPDATE", old=tp4("04")).allowed
+    d = run(tp4("04"), example_catalog, operation="UPDATE", old=tp4("4"))
+    assert d.allowed and d.warnings == ['kai.scheduler/segment-size="04" written as "4"']
+
+
+def test_update_from_04_to_8_is_a_change_shown_as_written(example_catalog):
+    d = run(tp4("8"), example_catalog, operation="UPDATE", old=tp4("04"))
+    assert [v.rule for v in d.violations] == ["immutable-field"]
+    assert 'cannot change (was "04")' in d.message
+
+
+def test_update_from_an_invalid_size_says_what_it_had(example_catalog):
+    d = run(tp4("4"), example_catalog, operation="UPDATE", old=tp4("abc"))
+    assert d.message == (
+        f'{W_SIZE} = "4": the segment size of an existing workload cannot be added (it had "abc", not a valid '
+        "segment size, so none was in force) (rule immutable-field); fix: remove it (the stored workload has no "
+        "segment size in force), or delete and recreate the workload (or suspend it first: "
+        "spec.runPolicy.suspend: true).")
+    removed = tp4()
+    del removed["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SIZE]
+    assert run(removed, example_catalog, operation="UPDATE", old=tp4("abc")).allowed  # the fix is admitted
+
+
+def test_update_of_a_native_workload_whose_stored_workers_per_segment_is_a_string(example_catalog):
+    new = load_example("distributedworkload-native.yaml")
+    old = copy.deepcopy(new)
+    old["spec"]["workersPerSegment"] = "8"
+    d = run(new, example_catalog, AUTO, operation="UPDATE", old=old)
+    # one problem: the automatic topology and preferred level follow the size, the user wrote neither
+    assert d.message == (
+        'spec.workersPerSegment = 8: the segment size of an existing workload cannot be added (it had "8", not a '
+        "valid segment size, so none was in force) (rule immutable-field); fix: remove it (the stored workload "
+        "has no segment size in force), or delete and recreate the workload.")
+    # the new side's own string is a 400, not also a "removed" size
+    d = run(old, example_catalog, AUTO, operation="UPDATE", old=new)
+    assert (d.code, [v.rule for v in d.violations]) == (400, ["malformed-object"])
+
+
+def test_lws_update_with_an_invalid_stored_subgroupsize(example_catalog):
+    new = lws_example(5)
+    old = copy.deepcopy(new)
+    old["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"] = "2"
+    d = run(new, example_catalog, operation="UPDATE", old=old)
+    assert d.message.startswith(f'{SGS} = 2: the segment size of an existing workload cannot be added (it had "2", '
+                                "not a valid segment size, so none was in force)")

@@ -37,8 +37,11 @@ class SegmentInputs:
     workers; LWS LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``), the field it comes
     from and how to name it in messages; ``pods`` is ``None`` when it could not be read.
     ``spec_size`` / ``spec_size_field``: a segment size from a spec field (LWS ``subGroupSize``,
-    native ``workersPerSegment``); ``spec_size_wins``: True when that field beats the annotation
-    (native), False when the annotation beats it (LWS; DESIGN.md §3).
+    native ``workersPerSegment``); ``spec_size_written``: that field's value as written when its
+    reader could not read it as an integer (a string ``"8"``, denied 400 there), else ``None``, so
+    an UPDATE can say what the stored object had (§5 "like with like"); ``spec_size_wins``: True
+    when that field beats the annotation (native), False when the annotation beats it (LWS;
+    DESIGN.md §3).
     ``automatic``: automatic segment placement applies to this object and requester (§6, decided
     by :func:`webhook.core.automatic.applies`).
     ``warn_partial``: warn when the last segment is partial (training kinds; LWS warns itself).
@@ -56,6 +59,7 @@ class SegmentInputs:
     spec_size: int | None = None
     spec_size_field: str | None = None
     spec_size_wins: bool = False
+    spec_size_written: Any = None
     automatic: bool = False
     warn_partial: bool = True
     group_size: int | None = None
@@ -162,11 +166,11 @@ class Resolution:
         size the object asks for, the topology name, the segment levels (automatic ones
         included) and the LWS leader policy, which decides segment membership as much as the
         size does (our addition). A value is :data:`webhook.core.messages.UNSET` when not set;
-        the policy counts only when a size is asked for."""
+        the policy counts only when a size is asked for (written, even if not valid)."""
         def value(v: Any) -> Any:
             return UNSET if v is None else v
 
-        size_asked = self.requested_size is not None
+        size_asked = self.requested_size is not None or self.size_raw is not None
         return [
             ("segment size", self.size_field, value(self.requested_size)),
             ("topology name", self.topology_field, value(self.topology_name)),
@@ -208,6 +212,10 @@ def resolve_size(inp: SegmentInputs, res: Resolution, decision: Decision) -> boo
         res.requested_size = spec_size
         if ann is not None and parse_plain_decimal(ann.value) != spec_size:
             decision.warn(f"{keys.SEGMENT_SIZE}={quote(ann.value)} disagrees with {inp.spec_size_name}={spec_size}; overwritten")
+        return True
+    if spec_size is None and inp.spec_size_written is not None and (inp.spec_size_wins or ann is None):
+        # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
+        res.size_field, res.size_raw, res.size_origin = inp.spec_size_field or "spec", inp.spec_size_written, inp.spec_size_name
         return True
     if ann is None:
         return False

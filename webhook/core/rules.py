@@ -425,11 +425,13 @@ _MOST_UNKNOWN_WARNINGS = 3
 
 @rule("immutable-field", "DESIGN.md §5", "UPDATE changes a segment input of a running workload")
 def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, old: Any, kind: str,
-                    *, shown: tuple[Any, Any] | None = None) -> bool:
+                    *, shown: tuple[Any, Any] | None = None, old_written: Any = UNSET) -> bool:
     """An UPDATE may not change ``what`` (the segment size, topology name, segment levels or
     LWS leader policy) of an existing workload. ``new`` / ``old``: the values each side resolves
     (:data:`webhook.core.messages.UNSET` when a side sets none); ``shown``: (new, old) as written,
-    for the message. Returns True when unchanged."""
+    for the message; ``old_written``: what the stored object wrote when it resolves none (an
+    invalid ``"abc"``), so the message says what it had rather than "none". Returns True when
+    unchanged."""
     if new == old:
         return True
     if shown is not None:
@@ -439,6 +441,12 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     if new is UNSET:
         problem = f"the {what} of an existing workload cannot be removed (was {quote(old)})"
+    elif old is UNSET and old_written is not UNSET:
+        problem = (f"the {what} of an existing workload cannot be added (it had {quote(old_written)}, "
+                   f"not a valid {what}, so none was in force)")
+        fix = f"remove it (the stored workload has no {what} in force), or delete and recreate the workload"
+        if kind == "PyTorchJob":
+            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     elif old is UNSET:
         problem = f"the {what} of an existing workload cannot be added (it had none)"
     else:

@@ -23,6 +23,7 @@ from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap
 from webhook.core.resolution import Resolution
 from webhook.core.rules import check_unchanged, malformed
+from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import TopologyCatalog
 
 
@@ -100,24 +101,51 @@ def _update_fix(kind: str) -> str:
     return fix + " (or suspend it first: spec.runPolicy.suspend: true)" if kind == "PyTorchJob" else fix
 
 
+#: The annotation key of each segment input of :meth:`Resolution.segment_view`, for the field path
+#: of a value neither side states where it is read (an automatic default, written on the template).
+_VIEW_KEYS = {"segment size": keys.SEGMENT_SIZE, "topology name": keys.TOPOLOGY,
+              "segment required level": keys.SEGMENT_REQUIRED, "segment preferred level": keys.SEGMENT_PREFERRED,
+              "segment leader policy": keys.SEGMENT_LEADER_POLICY}
+
+
 def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
     """§5 "UPDATE compares like with like": the segment inputs each side resolves (the size the
     object asks for, not whether it still fits the replicas: a scale that makes it too large is
-    the size rule's). A side whose value is denied already (not an integer) is not compared."""
+    the size rule's). A side whose value is denied already (not an integer) is not compared. A
+    stored object whose size was written but is not valid (``"abc"``, a string
+    ``workersPerSegment``) resolves none, and the message says what it had."""
     denied = {v.field for v in decision.violations}
     owner = plan.worker.field if plan.worker is not None else plan.root.field
     old_view = old_plan.resolution.segment_view()
+    defaults_only = _automatic_only(plan)
+    size_changed = False
     for (what, field_path, new), (_, old_field, old) in zip(plan.resolution.segment_view(), old_view):
-        if field_path in denied:
-            continue
+        if field_path in denied or (size_changed and what in defaults_only):
+            continue  # an automatic default follows the segment size, denied already
         if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
             continue  # asked for, but not an integer: denied by its own rule
-        path = field_path or old_field or key_field(owner, keys.SEGMENT_SIZE)
-        shown = None
+        path = field_path or old_field or key_field(owner, _VIEW_KEYS[what])
+        shown, old_written = None, UNSET
         if what == "segment size":  # as written: "4" for an annotation, 4 for a spec field
             shown = (UNSET if new is UNSET else plan.resolution.size_raw,
                      UNSET if old is UNSET else old_plan.resolution.size_raw)
-        check_unchanged(decision, what, path, new, old, kind, shown=shown)
+            if old is UNSET and old_plan.resolution.size_raw is not None:
+                old_written = old_plan.resolution.size_raw
+        unchanged = check_unchanged(decision, what, path, new, old, kind, shown=shown, old_written=old_written)
+        size_changed = size_changed or (what == "segment size" and not unchanged)
+
+
+def _automatic_only(plan: Plan) -> set[str]:
+    """The segment inputs of :meth:`Resolution.segment_view` that ``plan`` has from the automatic
+    defaults alone (§6: the topology name, the segment preferred level), not from the user."""
+    res = plan.resolution
+    written = any(amap is not None and keys.TOPOLOGY in amap.values for amap in (plan.root, plan.worker))
+    out = set()
+    if res.topology_name is not None and not written:
+        out.add("topology name")
+    if res.seg_preferred is None and res.auto_segment_preferred is not None:
+        out.add("segment preferred level")
+    return out
 
 
 def _refix_scale_below_size(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
@@ -147,9 +175,21 @@ def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> 
     denied = {v.field for v in decision.violations}
     old_inputs = old_plan.segment_inputs()
     for path, new in plan.segment_inputs().items():
-        if path in denied or path in plan.overwritten_inputs or path not in old_inputs or old_inputs[path] == new:
+        if path in denied or path in plan.overwritten_inputs or path not in old_inputs:
             continue
+        if _resolved_input(path, new) == _resolved_input(path, old_inputs[path]):
+            continue  # like with like: "04" and "4" are both segment size 4
         check_unchanged(decision, "segment setting", path, new, old_inputs[path], kind)
+
+
+def _resolved_input(path: str, value: Any) -> Any:
+    """What one segment input resolves to, for :func:`_check_inputs`: a segment-size annotation
+    that is a plain decimal integer is its number (``"04"`` → 4); every other value as written."""
+    if path.endswith(key_field("", keys.SEGMENT_SIZE)):
+        size = parse_plain_decimal(value)
+        if size is not None:
+            return size
+    return value
 
 
 def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:

@@ -98,6 +98,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=per_segment,
         spec_size_field="spec.workersPerSegment",
         spec_size_wins=True,
+        spec_size_written=spec.get("workersPerSegment") if per_segment is None else None,
         automatic=automatic.applies(KIND, request, settings, defaults, supported=supported),
     )
     gang = workers + (master is not None) if isinstance(workers, int) else None  # gang size, §9

@@ -149,6 +149,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=sub_size,
         spec_size_field=f"{SGP}.subGroupSize",
         spec_size_wins=False,
+        spec_size_written=sgp.get("subGroupSize") if sgp is not None and sub_size is None else None,
         automatic=False,
         warn_partial=False,
         group_size=group_size,
