@@ -164,3 +164,58 @@ def test_lws_update_with_an_invalid_stored_subgroupsize(example_catalog):
     d = run(new, example_catalog, operation="UPDATE", old=old)
     assert d.message.startswith(f'{SGS} = 2: the segment size of an existing workload cannot be added (it had "2", '
                                 "not a valid segment size, so none was in force)")
+
+
+# ------------------------------------------------------------------ 4. nothing unchanged reads as changed
+
+def _review_update(capsys, tmp_path, name, edit):
+    from conftest import EXAMPLES
+    import yaml
+
+    from webhook.cli import main
+
+    new = load_example(name)
+    edit(new)
+    path = tmp_path / "new.yaml"
+    path.write_text(yaml.safe_dump(new))
+    code = main(["review", "-f", str(path), "--operation", "UPDATE", "--old", str(EXAMPLES / name)])
+    err = capsys.readouterr().err
+    assert code == 1
+    return err.split("denied the request: ", 1)[1].strip()
+
+
+def _set(*parts_and_value):
+    *parts, value = parts_and_value
+
+    def edit(obj):
+        node = obj
+        for part in parts[:-1]:
+            node = node[part]
+        node[parts[-1]] = value
+    return edit
+
+
+def test_review_pytorchjob_16_to_2_workers(capsys, tmp_path):
+    message = _review_update(capsys, tmp_path, "pytorchjob-tp4.yaml",
+                             _set("spec", "pytorchReplicaSpecs", "Worker", "replicas", 2))
+    assert message == (
+        f'{W_SIZE} = "4": the segment size exceeds the 2 Worker replicas (spec.pytorchReplicaSpecs.Worker.replicas) '
+        "(rule segment-size-exceeds-replicas); fix: keep spec.pytorchReplicaSpecs.Worker.replicas at least 4 "
+        "(a running workload keeps its segment size 4), or suspend the job (spec.runPolicy.suspend: true) to change "
+        "the segment size, or delete and recreate the workload.")
+
+
+def test_review_lws_size_5_to_1(capsys, tmp_path):
+    message = _review_update(capsys, tmp_path, "lws-segmented.yaml", _set("spec", "leaderWorkerTemplate", "size", 1))
+    assert message == (
+        f"{SGS} = 2: the segment size exceeds the 1 pod per group ({LWT}.size) (rule segment-size-exceeds-replicas); "
+        f"fix: set {LWT}.size to 2 or another multiple of 2 (or a multiple plus 1) (a running workload keeps its "
+        "segment size 2), or delete and recreate the workload.")
+
+
+def test_review_native_32_to_4_workers(capsys, tmp_path):
+    message = _review_update(capsys, tmp_path, "distributedworkload-native.yaml", _set("spec", "workers", 4))
+    assert message == (
+        "spec.workersPerSegment = 8: the segment size exceeds the 4 workers (spec.workers) "
+        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (a running workload keeps its "
+        "segment size 8), or delete and recreate the workload.")

@@ -151,8 +151,8 @@ def test_pytorchjob_scaled_from_16_to_2_workers_meets_only_the_size_rule(example
     assert decision.message == (
         f'{W_ANN}["kai.scheduler/segment-size"] = "4": the segment size exceeds the 2 Worker replicas '
         "(spec.pytorchReplicaSpecs.Worker.replicas) (rule segment-size-exceeds-replicas); "
-        "fix: keep spec.pytorchReplicaSpecs.Worker.replicas at least 4 (the segment size 4 of a running workload "
-        "cannot change), or suspend the job (spec.runPolicy.suspend: true) to change the segment size, or delete "
+        "fix: keep spec.pytorchReplicaSpecs.Worker.replicas at least 4 (a running workload keeps its segment "
+        "size 4), or suspend the job (spec.runPolicy.suspend: true) to change the segment size, or delete "
         "and recreate the workload.")  # not "use a segment size of 2": that UPDATE is denied as immutable
 
 
@@ -168,7 +168,7 @@ def test_lws_size_5_to_1_meets_only_the_size_rule(example_catalog):
     assert decision.message == (
         f'{LWT}.workerTemplate.metadata.annotations["kai.scheduler/segment-size"] = "2": the segment size exceeds '
         f"the 1 pod per group ({LWT}.size) (rule segment-size-exceeds-replicas); fix: set {LWT}.size to 2 or another "
-        "multiple of 2 (or a multiple plus 1) (the segment size 2 of a running workload cannot change), or delete "
+        "multiple of 2 (or a multiple plus 1) (a running workload keeps its segment size 2), or delete "
         "and recreate the workload.")
     assert "null" not in decision.message and "None" not in decision.message
 
@@ -180,8 +180,8 @@ def test_native_workload_from_32_to_4_workers_meets_only_the_size_rule(example_c
     decision = run(new, example_catalog, AUTO, operation="UPDATE", old=stored)
     assert decision.message == (
         "spec.workersPerSegment = 8: the segment size exceeds the 4 workers (spec.workers) "
-        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (the segment size 8 of a running "
-        "workload cannot change), or delete and recreate the workload.")
+        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (a running workload keeps its "
+        "segment size 8), or delete and recreate the workload.")
 
 
 def test_removing_the_segment_size_of_a_running_job_says_removed_not_null(example_catalog):

@@ -856,7 +856,7 @@ def test_pytorchjob_scaled_below_its_segment_size_gets_a_fix_the_webhook_admits(
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "4": '
         "the segment size exceeds the 2 Worker replicas (spec.pytorchReplicaSpecs.Worker.replicas) "
         "(rule segment-size-exceeds-replicas); fix: keep spec.pytorchReplicaSpecs.Worker.replicas at least 4 "
-        "(the segment size 4 of a running workload cannot change), or suspend the job "
+        "(a running workload keeps its segment size 4), or suspend the job "
         "(spec.runPolicy.suspend: true) to change the segment size, or delete and recreate the workload.")
     # every option of the fix is admitted
     assert _update(pytorchjob(worker=keys_, replicas=4), old, PLAIN, example_catalog).allowed
@@ -877,8 +877,8 @@ def test_native_scaled_below_its_segment_size(example_catalog):
     d = _update(native(workers=4), native(workers=32), PLATFORM, example_catalog)
     assert d.message == (
         "spec.workersPerSegment = 8: the segment size exceeds the 4 workers (spec.workers) "
-        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (the segment size 8 of a "
-        "running workload cannot change), or delete and recreate the workload.")
+        "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (a running workload keeps its "
+        "segment size 8), or delete and recreate the workload.")
     assert _update(native(workers=8), native(workers=32), PLATFORM, example_catalog).allowed
 
 
@@ -892,7 +892,7 @@ def test_lws_scaled_below_its_segment_size(example_catalog, policy, new_size, fi
     old = lws(worker=worker, size=9, sub_size=4, policy=policy)
     d = _update(lws(worker=worker, size=new_size, sub_size=4, policy=policy), old, PLAIN, example_catalog)
     assert rules(d) == ["segment-size-exceeds-replicas"]
-    assert d.message.endswith(f"fix: {fix} (the segment size 4 of a running workload cannot change), "
+    assert d.message.endswith(f"fix: {fix} (a running workload keeps its segment size 4), "
                               "or delete and recreate the workload.")
     for size in admitted:
         assert _update(lws(worker=worker, size=size, sub_size=4, policy=policy), old, PLAIN, example_catalog).allowed

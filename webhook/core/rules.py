@@ -161,7 +161,7 @@ def scale_fix(kind: str, size: int, pods_field: str) -> str:
         keep = f"set {pods_field} to {size} or another multiple of {size} (or a multiple plus 1)"
     else:
         keep = f"keep {pods_field} at least {size}"
-    fix = f"{keep} (the segment size {size} of a running workload cannot change)"
+    fix = f"{keep} (a running workload keeps its segment size {size})"
     if kind == "PyTorchJob":
         fix += ", or suspend the job (spec.runPolicy.suspend: true) to change the segment size"
     return fix + ", or delete and recreate the workload"
