@@ -219,3 +219,55 @@ def test_review_native_32_to_4_workers(capsys, tmp_path):
         "spec.workersPerSegment = 8: the segment size exceeds the 4 workers (spec.workers) "
         "(rule segment-size-exceeds-replicas); fix: keep spec.workers at least 8 (a running workload keeps its "
         "segment size 8), or delete and recreate the workload.")
+
+
+# ------------------------------------------------------------------ 5. the manifest's own fields are named
+
+NS_DENIAL = ('metadata.namespace = ["a"]: the object\'s namespace must be a string (rule malformed-object); '
+             "fix: write one namespace name, e.g. metadata.namespace: team-a.")
+
+
+def test_a_namespace_that_is_a_list_is_named_as_metadata_namespace(example_catalog):
+    from webhook.core.admission import build_request
+
+    obj = tp4()
+    obj["metadata"]["namespace"] = ["a"]
+    assert build_request(obj)["namespace"] == "default"  # the envelope stays well-formed
+    d = run(obj, example_catalog)
+    assert (d.allowed, d.code, d.message) == (False, 400, NS_DENIAL)
+
+
+def test_a_pod_namespace_that_is_a_list_is_named_as_metadata_namespace(example_catalog):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ["a"]},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    d = run(pod, example_catalog)
+    assert (d.allowed, d.code, d.message) == (False, 400, NS_DENIAL)
+
+
+def test_review_cli_names_metadata_namespace_not_the_envelope(capsys, tmp_path):
+    import yaml
+
+    from webhook.cli import main
+
+    obj = tp4()
+    obj["metadata"]["namespace"] = ["a"]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(obj))
+    assert main(["review", "-f", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.strip().endswith("denied the request: " + NS_DENIAL)
+    assert "AdmissionReview" not in err and "request.namespace" not in err
+
+
+@pytest.mark.parametrize("obj, problem", [
+    ({"apiVersion": 1, "kind": "PyTorchJob"}, "apiVersion is 1, must be a string group/version (e.g. kubeflow.org/v1)"),
+    ({"kind": "PyTorchJob"}, "apiVersion is missing"),
+    ({"apiVersion": None, "kind": "PyTorchJob"}, "apiVersion is null, must be a string group/version (e.g. kubeflow.org/v1)"),
+    ({"apiVersion": "v1", "kind": ["Pod"]}, 'kind is ["Pod"], must be a string kind name (e.g. PyTorchJob)'),
+    ({"apiVersion": "v1", "kind": True}, "kind is true, must be a string kind name (e.g. PyTorchJob)"),
+    ({"apiVersion": "v1", "kind": "Pod"}, None),
+])
+def test_manifest_problem_says_what_the_field_is(obj, problem):
+    from webhook.core.admission import manifest_problem
+
+    assert manifest_problem(obj) == problem

@@ -10,8 +10,9 @@ through the webhook), the tests and the benchmarks. The HTTP adapter only decode
 Request fields where kube-apiserver's exact values do not matter to the webhook (decisions):
 ``uid`` a random UUID unless given; ``kind``/``requestKind`` from the object's ``apiVersion`` and
 ``kind`` (``v1`` alone is the core group ""); ``resource``/``requestResource`` the lower-case
-plural (:data:`PLURALS`, else kind + ``s``); ``namespace`` = ``metadata.namespace`` or ``default``;
-``userInfo.groups`` = the given groups plus ``system:authenticated`` (kube-apiserver adds it to
+plural (:data:`PLURALS`, else kind + ``s``); ``namespace`` = ``metadata.namespace`` when it is
+a non-empty string, else ``default`` (a ``metadata.namespace`` of another type is denied by the
+core, naming that field); ``userInfo.groups`` = the given groups plus ``system:authenticated`` (kube-apiserver adds it to
 every authenticated user); ``options`` CreateOptions / UpdateOptions.
 """
 
@@ -105,9 +106,10 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
     ``operation``: ``CREATE`` / ``UPDATE`` (``old`` is then ``oldObject``) / ``DELETE`` (``obj``
     may be None; kind and name come from ``old``). ``user`` / ``groups``: ``userInfo``
     (``system:authenticated`` is always added). ``uid``: a random UUID when None. ``namespace``:
-    ``metadata.namespace``, else ``default``. ``kind``: the group/version/kind when the object
-    does not say (a manifest without ``apiVersion``); else read from the object. Any JSON value is accepted as ``obj`` (malformed
-    objects are the webhook's to deny); never raises.
+    ``metadata.namespace`` when it is a non-empty string, else ``default``. ``kind``: the
+    group/version/kind when the object does not say (a manifest without ``apiVersion``); else read
+    from the object. Any JSON value is accepted as ``obj`` (malformed objects are the webhook's to
+    deny); never raises.
     """
     source = obj if isinstance(obj, (dict, Mapping)) else old if isinstance(old, (dict, Mapping)) else {}
     gvk = kind if kind is not None else group_version_kind(source)
@@ -121,7 +123,7 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
         "resource": gvr,
         "requestKind": {"group": gvk["group"], "version": gvk["version"], "kind": gvk["kind"]},
         "requestResource": {"group": gvr["group"], "version": gvr["version"], "resource": gvr["resource"]},
-        "namespace": namespace if namespace is not None else (meta.get("namespace") or "default"),
+        "namespace": namespace if namespace is not None else _namespace(meta),
         "operation": operation,
         "userInfo": {"username": user, "groups": all_groups},
         "object": obj,
@@ -135,6 +137,33 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
     if sub_resource:
         request["subResource"] = sub_resource
     return request
+
+
+def _namespace(meta: Mapping[str, Any]) -> str:
+    """``request.namespace`` for an object's ``metadata``: its ``namespace`` when that is a
+    non-empty string, else ``default``. A namespace that is not a string (``[a]``) is the object's
+    own problem, denied by the core naming ``metadata.namespace``
+    (:func:`webhook.core.reading.check_object_meta`), never an envelope field the user never wrote."""
+    value = meta.get("namespace")
+    return value if isinstance(value, str) and value else "default"
+
+
+def manifest_problem(obj: Any) -> str | None:
+    """What makes a manifest's document unusable as a Kubernetes object, said about the fields
+    the user wrote (for ``segment-webhook review``), or ``None``: ``apiVersion is missing``,
+    ``apiVersion is 1, must be a string group/version``, ``kind is missing``,
+    ``kind is ["a"], must be a string kind name``. Values are shown as JSON."""
+    from webhook.core.messages import quote
+
+    if not isinstance(obj, (dict, Mapping)):
+        return None
+    for key, what in (("apiVersion", "group/version (e.g. kubeflow.org/v1)"), ("kind", "kind name (e.g. PyTorchJob)")):
+        value = obj.get(key)
+        if value is None:
+            return f"{key} is missing" if key not in obj else f"{key} is null, must be a string {what}"
+        if not isinstance(value, str) or not value:
+            return f"{key} is {quote(value)}, must be a string {what}"
+    return None
 
 
 def build_review(obj: Any, **kwargs: Any) -> AdmissionReview:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from webhook.core.decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field
-from webhook.core.rules import malformed
+from webhook.core.rules import malformed, violate
 
 # --------------------------------------------------------------------------------------------
 # message helpers
@@ -120,3 +120,22 @@ def read_annotations(owner: Mapping, owner_field: str, container: tuple[str, ...
     return AnnotationMap(join_field(join_field(owner_field, "metadata"), "annotations"), container, values)
 
 
+_EXAMPLE_META = {"name": "train-job", "namespace": "team-a"}
+
+
+def check_object_meta(obj: Mapping, decision: Decision) -> bool:
+    """The object's own ``metadata.name`` and ``metadata.namespace``, when set, are strings
+    (Kubernetes ObjectMeta); another type is a 400 denial naming that field (``metadata.namespace
+    = ["a"]``), so no request field built from it (``request.namespace``) is blamed instead.
+    ``metadata`` that is not an object is :func:`read_string_map`'s to deny. Returns True when ok."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, (dict, Mapping)):
+        return True
+    ok = True
+    for key in ("name", "namespace"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            violate(decision, "malformed-object", f"metadata.{key}", value, f"the object's {key} must be a string",
+                    f"write one {key} name, e.g. metadata.{key}: {_EXAMPLE_META[key]}")
+            ok = False
+    return ok

@@ -20,7 +20,7 @@ from webhook.core.constraints import check_annotation_keys, mentions_placement_k
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
-from webhook.core.reading import AnnotationMap
+from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.resolution import Resolution
 from webhook.core.rules import check_unchanged, malformed
 from webhook.core.segments import parse_plain_decimal
@@ -270,6 +270,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.ANY_REQUESTER)
         defaults = update_defaults(old_plan, old_with_defaults)
     scratch = Decision(kind=kind)
+    check_object_meta(obj, scratch)
     plan = analyse(obj, request, catalog, settings, scratch, defaults=defaults)
     if plan is None:  # malformed: 400 denials naming the fields, if the object is meant to be ours
         return scratch if plan_is_ours(kind, obj) else decision

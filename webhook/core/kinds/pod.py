@@ -33,7 +33,7 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.messages import UNSET, quote
-from webhook.core.reading import INT32_MAX, read_string_map
+from webhook.core.reading import INT32_MAX, check_object_meta, read_string_map
 from webhook.core.rules import malformed
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.patching import PatchBuilder
@@ -141,7 +141,8 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         return decision
     labels = read_string_map(pod, "", "labels", decision)
     annotations = read_string_map(pod, "", "annotations", decision)
-    if labels is None or annotations is None:
+    meta_ok = check_object_meta(pod, decision)
+    if labels is None or annotations is None or not meta_ok:
         return decision
     wanted, warnings = segment_labels(labels, annotations)
     gate_ops: list[dict] = []
