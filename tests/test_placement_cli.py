@@ -177,10 +177,10 @@ def _bad_cluster(tmp_path, what):
                       "allowed\n  in \"<unicode string>\", position 1")
     if what == "scalar":
         path.write_text("hello\n")
-        return path, f"{path}: document 1: expected a Kubernetes object, got str"
+        return path, f'{path}: document 1: expected a Kubernetes object, got a string "hello"'
     if what == "number":
         path.write_text("42\n")
-        return path, f"{path}: document 1: expected a Kubernetes object, got int"
+        return path, f"{path}: document 1: expected a Kubernetes object, got a number 42"
     raise AssertionError(what)
 
 

@@ -192,7 +192,7 @@ def test_pod_review_stamps_segment_index(tmp_path, capsys):
     [
         (None, "cannot read"),
         ("a: [unclosed", "not valid YAML"),
-        ("- just\n- a list\n", "expected a Kubernetes object, got list"),
+        ("- just\n- a list\n", 'expected a Kubernetes object, got an array ["just", "a list"]'),
         ("kind: PyTorchJob\nmetadata: {name: x}\n", "apiVersion is missing"),
         ("", "no Kubernetes object found"),
         ("kind: Pod\napiVersion: v1\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n",

@@ -13,7 +13,9 @@ lives outside the pure core.
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -229,28 +231,114 @@ def load_documents(path: str, *, json_duplicates: bool = True) -> list[Any]:
     return parse_documents(read_text(path), path, json_duplicates=json_duplicates)
 
 
-def flatten(documents: Iterable[Any], source: str, where: str = "") -> Iterator[tuple[str, Mapping]]:
+def json_type(value: Any) -> str:
+    """The JSON (YAML) type of a parsed value, in words: ``"an object"``, ``"an array"``,
+    ``"a string"``, ``"a number"``, ``"a boolean"``, ``"null"`` (YAML only: ``"a date"``,
+    ``"binary data"``). Messages say these, never Python's ``dict``/``int``/``None``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return "a date"
+    return "a value"
+
+
+#: Longest rendering of a value in a message (:func:`brief`).
+BRIEF_LIMIT = 60
+
+
+def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
+    """A value as JSON for a message (``"abc"``, ``7``, ``true``, ``null``, ``["a", 1]``), cut to
+    ``limit`` characters with ``...``. The work is bounded by ``limit``, not by the value: a
+    YAML alias bomb (an array of a billion strings that share nine) renders at once. Non-finite
+    numbers read ``Infinity`` / ``NaN`` (what JSON ``1e400`` and ``NaN`` become)."""
+    out: list[str] = []
+    size = 0
+
+    def emit(text: str) -> bool:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+        return size > limit
+
+    def walk(item: Any) -> bool:  # True once the budget is spent (each level emits a character first)
+        if isinstance(item, Mapping):
+            if emit("{"):
+                return True
+            for n, (k, v) in enumerate(item.items()):
+                if (n and emit(", ")) or walk(k if isinstance(k, str) else str(k)) or emit(": ") or walk(v):
+                    return True
+            return emit("}")
+        if isinstance(item, (list, tuple)):
+            if emit("["):
+                return True
+            for n, v in enumerate(item):
+                if (n and emit(", ")) or walk(v):
+                    return True
+            return emit("]")
+        if isinstance(item, float) and not math.isfinite(item):
+            return emit("NaN" if item != item else ("Infinity" if item > 0 else "-Infinity"))
+        if item is None or isinstance(item, (str, int, float, bool)):
+            if isinstance(item, str) and len(item) > limit:
+                item = item[: limit + 1]
+            return emit(json.dumps(item, ensure_ascii=False))
+        if isinstance(item, (datetime.date, datetime.datetime)):
+            return emit(item.isoformat())
+        return emit(json.dumps(str(item)[: limit + 1], ensure_ascii=False))
+
+    walk(value)
+    text = "".join(out)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _list_item_kind(kind: Any) -> str | None:
+    """The kind of the items of a typed list (``NodeList`` → ``Node``), ``None`` for ``List``."""
+    if isinstance(kind, str) and kind.endswith("List") and len(kind) > len("List"):
+        return kind[: -len("List")]
+    return None
+
+
+def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: str | None = None,
+            ) -> Iterator[tuple[str, Mapping]]:
     """``(location, object)`` for every Kubernetes object of ``documents``: ``kind: List`` /
     ``*List`` objects (and kind-less objects with ``items``) are replaced by their items, empty
-    documents skipped. ``location`` is ``document N`` (1-based). Raises :class:`ManifestError`
-    naming ``source`` and the location when a document is not a mapping, ``items`` is not a list,
-    or an object has no ``kind``."""
+    documents skipped. Items of a typed list without a ``kind`` of their own (the raw API's
+    ``NodeList``, ``PodList``, ``TopologyList`` carry none) get the list's item kind (``Node``,
+    ``Pod``, ``Topology``); ``item_kind`` is that kind while flattening a list's items.
+    ``location`` is ``document N`` (1-based). Raises :class:`ManifestError` naming ``source``
+    and the location when a document is not a mapping, ``items`` is not an array, or an object
+    has no ``kind``."""
     for i, doc in enumerate(documents):
         if doc is None:
             continue
         here = f"{where}items[{i}]" if where else f"document {i + 1}"
         if not isinstance(doc, Mapping):
-            raise ManifestError(source, f"{here}: expected a Kubernetes object, got {type(doc).__name__}")
+            hint = (' (objects in a bare array? put them in a List: {"apiVersion": "v1", "kind": "List", "items": [...]})'
+                    if isinstance(doc, list) and not where else "")
+            raise ManifestError(source, f"{here}: expected a Kubernetes object, got {json_type(doc)} {brief(doc)}{hint}")
         if "items" in doc and (doc.get("kind") in (None, "List") or str(doc.get("kind", "")).endswith("List")):
             items = doc.get("items")
             if items is None:
                 continue
             if not isinstance(items, list):
-                raise ManifestError(source, f"{here}: items must be a list")
-            yield from flatten(items, source, f"{here}." if where else "")
+                raise ManifestError(source, f"{here}: items must be an array of objects, got {json_type(items)}")
+            yield from flatten(items, source, f"{here}." if where else "", _list_item_kind(doc.get("kind")))
             continue
         if "kind" not in doc:
-            raise ManifestError(source, f"{here}: object has no kind")
+            if item_kind is None:
+                raise ManifestError(source, f"{here}: object has no kind")
+            doc = {"kind": item_kind, **doc}
         yield here, doc
 
 
