@@ -13,6 +13,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from webhook.manifests import brief, json_type
+
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
     "n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": Fraction(1),
@@ -28,11 +30,14 @@ MAX_MILLI = 2**62
 
 
 class QuantityError(ValueError):
-    """A string is not a Kubernetes quantity; the message quotes it."""
+    """A value is not a Kubernetes quantity (or a negative one where Kubernetes forbids it); the
+    message quotes the value as JSON."""
 
 
 #: Longest number part accepted in a quantity (Kubernetes' own parser keeps far fewer digits).
 MAX_QUANTITY_DIGITS = 100
+
+_EXPECTED = 'expected a string such as "500m" or "64Gi"'
 
 
 def parse_quantity(value: object) -> Fraction:
@@ -41,20 +46,22 @@ def parse_quantity(value: object) -> Fraction:
     ``value``: a string such as ``"500m"``, ``"64Gi"``, ``"1e3"``, ``"1.5"``, or an int (YAML
     ``cpu: 2``). Floats from YAML (``cpu: 1.5``) are taken through their decimal text.
     Returns e.g. ``Fraction(1, 2)`` for ``"500m"``, ``68719476736`` for ``"64Gi"``.
-    Raises :class:`QuantityError` for anything else (``"1.5.2"``, ``"10 Gi"``, ``"abc"``, ``""``).
+    Raises :class:`QuantityError` for anything else (``"1.5.2"``, ``"10 Gi"``, ``"abc"``, ``""``,
+    ``null``, ``true``, an object); the message renders the value as JSON (``null``, ``true``).
     """
-    if isinstance(value, bool):
-        raise QuantityError(f"{value!r} is not a quantity")
+    if isinstance(value, bool) or value is None:
+        raise QuantityError(f"{brief(value)} is not a quantity ({_EXPECTED})")
     if isinstance(value, str):
         return _parse_text(value)
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise QuantityError(f"{value!r} is not a quantity")
+            raise QuantityError(f"{brief(value)} is not a quantity (a number too large to read, such as 1e400, "
+                                f"reads as Infinity; {_EXPECTED})")
         value = repr(value)
     if not isinstance(value, str):
-        raise QuantityError(f"{value!r} is not a quantity (expected a string such as '500m' or '64Gi')")
+        raise QuantityError(f"{brief(value)} is not a quantity ({_EXPECTED}, got {json_type(value)})")
     return _parse_text(value)
 
 
@@ -64,10 +71,10 @@ def _parse_text(value: str) -> Fraction:
     quantities over tens of thousands of objects."""
     m = _QUANTITY_RE.match(value)
     if not m:
-        raise QuantityError(f"{value!r} is not a Kubernetes quantity (examples: '500m', '2', '64Gi', '1e3')")
+        raise QuantityError(f'{brief(value)} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")')
     if len(m.group("num")) > MAX_QUANTITY_DIGITS:
         # Python refuses to convert more than 4,300 digits; no real quantity comes close
-        raise QuantityError(f"{value[:20]!r}...: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
+        raise QuantityError(f"{brief(value, 24)}: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
     num = Fraction(m.group("num"))
     suffix = m.group("suffix") or ""
     if suffix in _BINARY:
@@ -76,8 +83,23 @@ def _parse_text(value: str) -> Fraction:
         return num * _DECIMAL[suffix]
     exp = int(suffix[1:])
     if abs(exp) > 30:
-        raise QuantityError(f"{value!r}: exponent out of range")
+        raise QuantityError(f"{brief(value)}: exponent out of range (at most 30 either way)")
     return num * Fraction(10) ** exp
+
+
+def negative_quantity(value: object) -> QuantityError:
+    """The error for a negative quantity where Kubernetes API validation forbids one (container
+    requests and limits, pod overhead, node allocatable)."""
+    return QuantityError(f"{brief(value)} is negative: Kubernetes API validation rejects negative requests, "
+                         "limits, overhead and allocatable (quantities must be non-negative); fix: use 0 or more")
+
+
+def non_negative_quantity(value: object) -> Fraction:
+    """:func:`parse_quantity`, and :func:`negative_quantity` when the value is below 0."""
+    q = parse_quantity(value)
+    if q < 0:
+        raise negative_quantity(value)
+    return q
 
 
 def to_milli(q: Fraction, *, round_up: bool) -> int:
@@ -102,6 +124,15 @@ def quantity_milli(value: object, *, round_up: bool) -> int:
     if isinstance(value, str):
         return _milli_of_text(value, round_up)
     return to_milli(parse_quantity(value), round_up=round_up)
+
+
+def allocatable_milli(value: object) -> int:
+    """Milli-units of a node's allocatable quantity, rounded down (:func:`quantity_milli`);
+    :func:`negative_quantity` when it is below 0 (rounded down, a negative value stays negative)."""
+    milli = quantity_milli(value, round_up=False)
+    if milli < 0:
+        raise negative_quantity(value)
+    return milli
 
 
 @lru_cache(maxsize=65536)

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping
 
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
-from webhook.placement.quantity import MAX_MILLI, QuantityError, exact_milli, parse_quantity, quantity_milli, to_milli
+from webhook.manifests import brief, json_type
+from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
+                                        to_milli)
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110
@@ -57,7 +59,9 @@ class Snapshot:
 
 
 def _fail(source: str, obj: str, msg: str) -> SnapshotError:
-    return SnapshotError(f"{source}: {obj}: {msg}")
+    """``<source>: <object>: <problem>`` (no ``<source>: `` when ``source`` is empty: the live
+    controller's objects come from the API, not from a file)."""
+    return SnapshotError(f"{source}: {obj}: {msg}" if source else f"{obj}: {msg}")
 
 
 def _requests_of(container: Mapping, where: str) -> dict[str, Fraction]:
@@ -75,7 +79,7 @@ def _requests_of(container: Mapping, where: str) -> dict[str, Fraction]:
             raise QuantityError(f"{where}.resources.{part}: expected an object")
         for name, raw in values.items():
             try:
-                out[str(name)] = parse_quantity(raw)
+                out[str(name)] = non_negative_quantity(raw)
             except QuantityError as exc:
                 raise QuantityError(f"{where}.resources.{part}[{name}]: {exc}") from None
     return out
@@ -127,7 +131,7 @@ def pod_requests(spec: Mapping, where: str = "spec") -> dict[str, Fraction]:
         raise QuantityError(f"{where}.overhead: expected an object")
     for k, raw in overhead.items():
         try:
-            total[str(k)] = total.get(str(k), Fraction(0)) + parse_quantity(raw)
+            total[str(k)] = total.get(str(k), Fraction(0)) + non_negative_quantity(raw)
         except QuantityError as exc:
             raise QuantityError(f"{where}.overhead[{k}]: {exc}") from None
     return total
@@ -170,7 +174,7 @@ def _plain_requests_milli(spec: object) -> dict[str, int] | None:
                 if not isinstance(raw, str):
                     return None
                 milli = exact_milli(raw)
-                if milli is None:
+                if milli is None or milli < 0:  # the full rule says what is wrong with a negative one
                     return None
                 out[name] = out.get(name, 0) + milli
     except QuantityError:
@@ -182,94 +186,162 @@ def _plain_requests_milli(spec: object) -> dict[str, int] | None:
 
 def _name_of(obj: Mapping, source: str, here: str, kind: str) -> tuple[str, str]:
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise SnapshotError(f"{source}: {here}: {kind} has no metadata.name")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str) or not name:
+        where = f"{source}: {here}: " if source else ""
+        got = "" if name is None or name == "" else f" (metadata.name = {brief(name)} is {json_type(name)}, not a string)"
+        raise SnapshotError(f"{where}{kind} has no metadata.name{got}")
     ns = meta.get("namespace")
-    return meta["name"], ns if isinstance(ns, str) else ""
+    return name, ns if isinstance(ns, str) else ""
+
+
+def _string_labels(labels: Mapping, what: str, source: str) -> dict[str, str]:
+    """``metadata.labels`` as read: every key and value must be a string (Kubernetes label values
+    are strings; ``null``, ``7`` or ``true`` unquoted in YAML are not). Never ``str()`` a value: a
+    ``null`` would become a domain named ``None``, and a YAML alias bomb would be expanded."""
+    for key, value in labels.items():
+        if not isinstance(key, str):
+            raise _fail(source, what, f"metadata.labels has the key {brief(key)}, which is {json_type(key)}: label keys "
+                                      "are strings; fix: quote the key")
+        if not isinstance(value, str):
+            raise _fail(source, what, f'metadata.labels["{key}"] = {brief(value)}: a label value must be a string, '
+                                      f"not {json_type(value)}; fix: quote the value (\"{key}\": \"...\") or remove the label")
+    return dict(labels)
 
 
 def _parse_node(obj: Mapping, source: str, here: str) -> Node:
     name, _ = _name_of(obj, source, here, "Node")
-    what = f"Node {name!r}"
+    what = f"Node {brief(name)}"
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, Mapping):
-        raise _fail(source, what, "metadata.labels must be an object")
+        raise _fail(source, what, f"metadata.labels must be an object, not {json_type(labels)}")
+    labels = _string_labels(labels, what, source)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    if not isinstance(spec, Mapping) or not isinstance(status, Mapping):
-        raise _fail(source, what, "spec and status must be objects")
+    for part, value in (("spec", spec), ("status", status)):
+        if not isinstance(value, Mapping):
+            raise _fail(source, what, f"{part} must be an object, not {json_type(value)}")
+    unschedulable = spec.get("unschedulable")
+    if unschedulable is not None and not isinstance(unschedulable, bool):
+        raise _fail(source, what, f"spec.unschedulable = {brief(unschedulable)}: must be a boolean, not "
+                                  f"{json_type(unschedulable)}; fix: write unschedulable: true or false, unquoted")
     alloc_raw = status.get("allocatable")
     if alloc_raw is None:
         alloc_raw = status.get("capacity")
     if not isinstance(alloc_raw, Mapping):
-        raise _fail(source, what, "status.allocatable is missing (dump nodes with `kubectl get nodes -o yaml`)")
+        got = "" if alloc_raw is None else f" (it is {json_type(alloc_raw)}, not an object)"
+        raise _fail(source, what, f"status.allocatable is missing{got} (dump nodes with `kubectl get nodes -o yaml`)")
     alloc: dict[str, int] = {}
     for res, raw in alloc_raw.items():
         try:
-            alloc[str(res)] = quantity_milli(raw, round_up=False)
+            alloc[str(res)] = allocatable_milli(raw)
         except QuantityError as exc:
             raise _fail(source, what, f"status.allocatable[{res}]: {exc}") from None
     alloc.setdefault("pods", DEFAULT_MAX_PODS * 1000)
     ready = True
     conditions = status.get("conditions") or []
     if not isinstance(conditions, list):
-        raise _fail(source, what, "status.conditions must be a list")
+        raise _fail(source, what, f"status.conditions must be an array, not {json_type(conditions)}")
     for cond in conditions:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
     taints = []
     raw_taints = spec.get("taints") or []
     if not isinstance(raw_taints, list):
-        raise _fail(source, what, "spec.taints must be a list")
+        raise _fail(source, what, f"spec.taints must be an array, not {json_type(raw_taints)}")
     for j, t in enumerate(raw_taints):
         if not isinstance(t, Mapping) or not isinstance(t.get("key"), str):
             raise _fail(source, what, f"spec.taints[{j}]: a taint needs a key")
+        value = t.get("value")
+        if value is not None and not isinstance(value, str):
+            raise _fail(source, what, f"spec.taints[{j}].value = {brief(value)}: a taint value must be a string, not "
+                                      f"{json_type(value)}; fix: quote it")
         if t.get("effect") in _BLOCKING_EFFECTS:
-            taints.append((t["key"], str(t.get("value") or ""), t["effect"]))
+            taints.append((t["key"], value or "", t["effect"]))
     return Node(
         name=name,
-        labels={str(k): str(v) for k, v in labels.items()},
+        labels=labels,
         allocatable=alloc,
         free=dict(alloc),
-        unschedulable=bool(spec.get("unschedulable")),
+        unschedulable=bool(unschedulable),
         ready=ready,
         taints=tuple(taints),
         source=source,
     )
 
 
+def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
+    """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
+    and the field (and ``source``, the file, when given: the live controller passes none)."""
+    return _parse_node(obj, source, here)
+
+
+def snapshot_problems(problems: list[str]) -> SnapshotError:
+    """One error for every problem of the input: the problem itself when there is one, else a
+    count and one indented line each (every malformed object is named, none silently dropped)."""
+    if len(problems) == 1:
+        return SnapshotError(problems[0])
+    return SnapshotError(f"{len(problems)} problems in the input (a truncated or hand-edited dump? "
+                         "dump it again with `kubectl get nodes,pods -A -o yaml`):\n  " + "\n  ".join(problems))
+
+
 def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies: Iterable[Topology] = ()) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
-    Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, a bad
-    quantity, a malformed Topology → :class:`SnapshotError` naming file and object. Pods bound to
-    nodes that are not in the snapshot are ignored (their node is not a candidate anyway).
+    Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, two
+    different Topologies of one name, a bad quantity, a malformed Node, bound Pod or Topology →
+    :class:`SnapshotError` naming file and object; every problem of the input is reported
+    (:func:`snapshot_problems`), not only the first. Pods bound to nodes that are not in the
+    snapshot are ignored (their node is not a candidate anyway).
     """
+    problems: list[str] = []
     nodes: dict[str, Node] = {}
+    node_where: dict[str, str] = {}
     pods: list[tuple[str, str, Mapping]] = []
     topologies: dict[str, Topology] = {t.name: t for t in extra_topologies}
+    topology_where: dict[str, str] = {t.name: "--topology-file" for t in extra_topologies}
     for source, here, obj in objects:
         kind = obj.get("kind")
         if kind == "Node":
-            node = _parse_node(obj, source, here)
+            try:
+                node = _parse_node(obj, source, here)
+            except SnapshotError as exc:
+                problems.append(str(exc))
+                continue
             if node.name in nodes:
-                raise _fail(source, f"Node {node.name!r}", f"listed twice (also in {nodes[node.name].source})")
+                problems.append(f"{source}: {here}: Node {brief(node.name)} is listed twice (also at "
+                                f"{node_where[node.name]}); node names are unique in a cluster; fix: keep one of them")
+                continue
             nodes[node.name] = node
+            node_where[node.name] = f"{source}: {here}"
         elif kind == "Pod":
             pods.append((source, here, obj))
         elif kind == "Topology":
             try:
                 topo = Topology.from_object(obj)
             except TopologyError as exc:
-                raise SnapshotError(f"{source}: {here}: {exc}") from None
-            topologies[topo.name] = topo
+                problems.append(f"{source}: {here}: {exc}")
+                continue
+            if topo.name in topologies and topologies[topo.name] != topo:
+                problems.append(f"{source}: {here}: Topology {brief(topo.name)} is defined twice with different levels "
+                                f"(also at {topology_where[topo.name]}: {', '.join(topologies[topo.name].levels)}; here: "
+                                f"{', '.join(topo.levels)}); fix: keep one of them or rename one")
+                continue
+            topologies.setdefault(topo.name, topo)
+            topology_where.setdefault(topo.name, f"{source}: {here}")
     bound = 0
     for source, here, obj in pods:
-        name, ns = _name_of(obj, source, here, "Pod")
+        try:
+            name, ns = _name_of(obj, source, here, "Pod")
+        except SnapshotError as exc:
+            problems.append(str(exc))
+            continue
         what = f"Pod {ns + '/' if ns else ''}{name}"
         spec = obj.get("spec")
         if not isinstance(spec, Mapping):
-            raise _fail(source, what, "spec is missing")
+            problems.append(str(_fail(source, what, "spec is missing" if spec is None else
+                                      f"spec must be an object, not {json_type(spec)}")))
+            continue
         node_name = spec.get("nodeName")
         phase = (obj.get("status") or {}).get("phase") if isinstance(obj.get("status"), Mapping) else None
         if not node_name or phase in _TERMINAL_PHASES:
@@ -277,14 +349,17 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies
         try:
             req = pod_requests_milli(spec, "spec")
         except QuantityError as exc:
-            raise _fail(source, what, str(exc)) from None
-        node = nodes.get(node_name)
+            problems.append(str(_fail(source, what, str(exc))))
+            continue
+        node = nodes.get(node_name) if isinstance(node_name, str) else None
         if node is None:
             continue
         bound += 1
         for res, v in req.items():
             # clamped like every quantity, so huge requests on one node stay within int64
             node.free[res] = max(-MAX_MILLI, node.free.get(res, 0) - v)
+    if problems:
+        raise snapshot_problems(problems)
     return Snapshot(
         nodes=[nodes[k] for k in sorted(nodes)],
         topologies=[topologies[k] for k in sorted(topologies)],
@@ -321,25 +396,19 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
 
 def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snapshot:
     objects: list[tuple[str, str, Mapping]] = []
-    extra: list[Topology] = []
     try:
-        for path in topology_paths:
-            found = len(extra)
-            for here, obj in manifests.load_objects(path):
-                if obj.get("kind") == "Topology":
-                    try:
-                        extra.append(Topology.from_object(obj))
-                    except TopologyError as exc:
-                        raise SnapshotError(f"{path}: {here}: {exc}") from None
-            if len(extra) == found:  # empty, or another kind: bad input, as for review and serve
+        for path in topology_paths:  # only its Topologies are used (read first: they are named first)
+            found = [(path, here, obj) for here, obj in manifests.load_objects(path) if obj.get("kind") == "Topology"]
+            if not found:  # empty, or another kind: bad input, as for review and serve
                 raise SnapshotError(no_topology_message(path))
+            objects.extend(found)
         paths = list(paths)
         for path in paths:
             # a cluster dump: JSON read without the duplicate-key hook (the fast path, README)
             objects.extend((path, here, obj) for here, obj in manifests.load_objects(path, json_duplicates=False))
     except manifests.ManifestError as exc:
         raise SnapshotError(str(exc)) from None
-    snapshot = build_snapshot(objects, extra)
+    snapshot = build_snapshot(objects)
     if paths and not snapshot.nodes:
         # an empty dump (or only pods/topologies) is bad input, not a cluster where nothing fits
         raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
