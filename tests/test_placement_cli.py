@@ -77,7 +77,7 @@ def test_denied_workload_exit_1(gen_cluster, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, needle", [
-    ("kind: Deployment\nmetadata: {name: d}\n", "kind 'Deployment' is not supported"),
+    ("kind: Deployment\nmetadata: {name: d}\n", 'kind "Deployment" is not supported'),
     ("a: 1\n---\nb: 2\n", "expected exactly one workload object"),
     ("kind: PyTorchJob\nmetadata: {name: j}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 2, template: "
      "{spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}}}}}\n",
@@ -303,3 +303,46 @@ def test_topology_file_without_a_topology_exits_2(gen_cluster, tmp_path, capsys,
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
     assert err == f"segment-webhook place: error: --topology-file: no kai.scheduler/v1alpha1 Topology object in {path}\n"
+
+
+def _job_with_worker_spec(tmp_path, **worker_spec):
+    job = load_example("pytorchjob-tp4.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"].update(worker_spec)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path, job["metadata"]["name"]
+
+
+@pytest.mark.parametrize("worker_spec, message", [
+    ({"tolerations": {"key": "a"}},
+     "spec.pytorchReplicaSpecs.Worker.template.spec.tolerations must be an array of objects, not an object"),
+    ({"nodeSelector": ["a"]},
+     "spec.pytorchReplicaSpecs.Worker.template.spec.nodeSelector must be an object, not an array"),
+    ({"nodeSelector": {"pool": 5}},
+     'spec.pytorchReplicaSpecs.Worker.template.spec.nodeSelector["pool"] = 5: keys and values must be strings, '
+     "not a number; fix: quote them"),
+    ({"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "-1"}}}]},
+     'spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].resources.requests[nvidia.com/gpu]: "-1" is '
+     "negative: Kubernetes API validation rejects negative requests, limits, overhead and allocatable (quantities "
+     "must be non-negative); fix: use 0 or more"),
+])
+def test_template_errors_name_the_template_path(gen_cluster, tmp_path, capsys, worker_spec, message):
+    # the pod named is one the expansion makes; the path is the field to fix in the file
+    path, name = _job_with_worker_spec(tmp_path, **worker_spec)
+    assert main(["place", "-f", str(path), "--cluster", gen_cluster]) == 2
+    assert capsys.readouterr().err == f"segment-webhook place: error: {path}: Pod {name}-worker-0: {message}\n"
+
+
+def test_bound_pod_with_a_negative_request_is_bad_input(tmp_path, capsys):
+    # it used to free capacity: "-3" GPUs on a 1-GPU node made room for 4 more
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump({"kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "n0"}, "status": {"allocatable": {"nvidia.com/gpu": "1"}}},
+        {"kind": "Pod", "metadata": {"name": "neg", "namespace": "default"},
+         "spec": {"nodeName": "n0", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "-3"}}}]}},
+    ]}))
+    assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(cluster)]) == 2
+    assert capsys.readouterr().err == (
+        f'segment-webhook place: error: {cluster}: Pod default/neg: spec.containers[0].resources.requests[nvidia.com/gpu]: '
+        '"-3" is negative: Kubernetes API validation rejects negative requests, limits, overhead and allocatable '
+        "(quantities must be non-negative); fix: use 0 or more\n")

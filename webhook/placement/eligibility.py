@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from webhook.manifests import brief, json_type
 from webhook.placement.model import PlacementError, PodRequest
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -59,7 +60,7 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
     if raw is None:
         return ()
     if not isinstance(raw, list):
-        raise PlacementError(f"{where}: expected a list of requirements")
+        raise PlacementError(f"{where}: expected an array of requirements, not {json_type(raw)}")
     out = []
     allowed = FIELD_OPERATORS if fields else LABEL_OPERATORS
     for i, req in enumerate(raw):
@@ -68,12 +69,14 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
             raise PlacementError(f"{here}: a requirement needs a key")
         op = req.get("operator")
         if op not in allowed:
-            raise PlacementError(f"{here}.operator: {op!r} is not one of {', '.join(allowed)} "
+            raise PlacementError(f"{here}.operator: {brief(op)} is not one of {', '.join(allowed)} "
                                  f"(Kubernetes NodeSelectorRequirement); fix: use one of them")
         values = req.get("values") or []
-        if not isinstance(values, list):
-            raise PlacementError(f"{here}.values: expected a list of strings")
-        values = tuple(str(v) for v in values)
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            bad = values if not isinstance(values, list) else next(v for v in values if not isinstance(v, str))
+            raise PlacementError(f"{here}.values: expected an array of strings, found {brief(bad)} ({json_type(bad)}); "
+                                 "fix: quote the values")
+        values = tuple(values)
         if op in ("Exists", "DoesNotExist") and values:
             raise PlacementError(f"{here}.values: must be empty for operator {op}")
         if op in ("In", "NotIn") and not values:
@@ -84,9 +87,9 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
             try:
                 int(values[0])
             except ValueError:
-                raise PlacementError(f"{here}.values: {values[0]!r} is not an integer (operator {op})") from None
+                raise PlacementError(f"{here}.values: {brief(values[0])} is not an integer (operator {op})") from None
         if fields and req["key"] != "metadata.name":
-            raise PlacementError(f"{here}.key: {req['key']!r}: matchFields supports only metadata.name")
+            raise PlacementError(f"{here}.key: {brief(req['key'])}: matchFields supports only metadata.name")
         out.append((req["key"], op, values))
     return tuple(out)
 
@@ -105,7 +108,7 @@ def required_node_affinity(spec: Mapping, where: str = "spec") -> tuple | None:
         return None
     base = f"{where}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
     if not isinstance(req, Mapping) or not isinstance(req.get("nodeSelectorTerms"), list):
-        raise PlacementError(f"{base}.nodeSelectorTerms: expected a list of terms")
+        raise PlacementError(f"{base}.nodeSelectorTerms: expected an array of terms")
     terms = []
     for i, term in enumerate(req["nodeSelectorTerms"]):
         here = f"{base}.nodeSelectorTerms[{i}]"
@@ -117,26 +120,35 @@ def required_node_affinity(spec: Mapping, where: str = "spec") -> tuple | None:
 
 
 def pod_request(pod: Mapping, requests: Mapping[str, int], segment: tuple[int, int] | None = None,
-                role: str = "") -> PodRequest:
+                role: str = "", spec_path: str = "spec") -> PodRequest:
     """A :class:`PodRequest` from a Pod manifest (``metadata``, ``spec``) and its requests in
-    milli-units. Raises :class:`PlacementError` naming the field for malformed tolerations,
-    ``nodeSelector`` or node affinity."""
+    milli-units. Raises :class:`PlacementError` naming the pod and the field for malformed
+    tolerations, ``nodeSelector`` or node affinity; ``spec_path`` is where the pod's spec was
+    written (``spec.pytorchReplicaSpecs.Worker.template.spec`` for a pod of a workload's
+    template, so the message points at the line to fix)."""
     meta = pod.get("metadata") or {}
     name = f"Pod {meta.get('name')}"
     spec = pod.get("spec") or {}
     tolerations = spec.get("tolerations") or []
     if not isinstance(tolerations, list) or not all(isinstance(t, Mapping) for t in tolerations):
-        raise PlacementError(f"{name}: spec.tolerations must be a list of objects")
+        got = json_type(tolerations) if not isinstance(tolerations, list) else \
+            f"an array holding {json_type(next(t for t in tolerations if not isinstance(t, Mapping)))}"
+        raise PlacementError(f"{name}: {spec_path}.tolerations must be an array of objects, not {got}")
     selector = spec.get("nodeSelector") or {}
     if not isinstance(selector, Mapping):
-        raise PlacementError(f"{name}: spec.nodeSelector must be an object")
+        raise PlacementError(f"{name}: {spec_path}.nodeSelector must be an object, not {json_type(selector)}")
+    for k, v in selector.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            bad = k if not isinstance(k, str) else v
+            raise PlacementError(f"{name}: {spec_path}.nodeSelector[{brief(k)}] = {brief(v)}: keys and values must be "
+                                 f"strings, not {json_type(bad)}; fix: quote them")
     try:
-        affinity = required_node_affinity(spec)
+        affinity = required_node_affinity(spec, spec_path)
     except PlacementError as exc:
         raise PlacementError(f"{name}: {exc}") from None
     return PodRequest(key=f"{meta.get('namespace', 'default')}/{meta.get('name')}", requests=dict(requests),
                       segment=segment, tolerations=freeze(tolerations),
-                      node_selector=tuple(sorted((str(k), str(v)) for k, v in selector.items())),
+                      node_selector=tuple(sorted(selector.items())),
                       node_affinity=affinity, role=role)
 
 

@@ -29,6 +29,7 @@ import jsonpatch
 from webhook.core import keys
 from webhook.core.decision import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
+from webhook.manifests import brief
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
@@ -192,11 +193,12 @@ def _replicas(value: Any, where: str, default: int = 1) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ExpandError(f"{where}: {value!r} is not a non-negative integer")
+        raise ExpandError(f"{where}: {brief(value)} is not a non-negative integer")
     return value
 
 
-def _kf_pods(obj: Mapping, kind: str) -> list[tuple[int, dict]]:
+def _kf_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
+    """``(group 0, pod, template path)`` for each pod of a PyTorchJob / DistributedWorkload."""
     meta = obj["metadata"]
     name, ns = meta["name"], meta.get("namespace", "default")
     spec = obj.get("spec") or {}
@@ -214,31 +216,35 @@ def _kf_pods(obj: Mapping, kind: str) -> list[tuple[int, dict]]:
                 fields.append(f"spec.pytorchReplicaSpecs.{rtype}.replicas")
                 count = _replicas(rs.get("replicas"), fields[-1])
                 _check_pod_count(count, fields[-1])  # before the template is copied
-                parts.append((rtype.lower(), count, _template(rs.get("template"), f"spec.pytorchReplicaSpecs.{rtype}.template")))
+                path = f"spec.pytorchReplicaSpecs.{rtype}.template"
+                parts.append((rtype.lower(), count, _template(rs.get("template"), path), path))
         operator = "pytorchjob-controller"
     else:
         parts, fields = [], []
         if spec.get("master") is not None:
             m = spec["master"]
             fields.append("spec.master")  # one pod
-            parts.append(("master", 1, _template(m.get("template") if isinstance(m, Mapping) else None, "spec.master.template")))
+            parts.append(("master", 1, _template(m.get("template") if isinstance(m, Mapping) else None, "spec.master.template"),
+                          "spec.master.template"))
         w = spec.get("worker")
         fields.append("spec.workers")
         workers = _replicas(spec.get("workers"), "spec.workers")
         _check_pod_count(workers, "spec.workers")
         parts.append(("worker", workers,
-                      _template(w.get("template") if isinstance(w, Mapping) else None, "spec.worker.template")))
+                      _template(w.get("template") if isinstance(w, Mapping) else None, "spec.worker.template"),
+                      "spec.worker.template"))
         operator = "distributedworkload-controller"
-    _check_pod_count(sum(count for _, count, _ in parts), " + ".join(fields))  # also after the webhook's patch
-    for rtype, count, tmpl in parts:
+    _check_pod_count(sum(count for _, count, _, _ in parts), " + ".join(fields))  # also after the webhook's patch
+    for rtype, count, tmpl, path in parts:
         for i in range(count):
             labels = {keys.KF_REPLICA_TYPE: rtype, keys.KF_REPLICA_INDEX: str(i),
                       keys.KF_JOB_NAME: name, keys.KF_OPERATOR_NAME: operator}
-            out.append((0, _pod(f"{name}-{rtype}-{i}", ns, tmpl, labels, {})))
+            out.append((0, _pod(f"{name}-{rtype}-{i}", ns, tmpl, labels, {}), path))
     return out
 
 
-def _lws_pods(obj: Mapping) -> list[tuple[int, dict]]:
+def _lws_pods(obj: Mapping) -> list[tuple[int, dict, str]]:
+    """``(group index, pod, template path)`` for each pod of a LeaderWorkerSet."""
     meta = obj["metadata"]
     name, ns = meta["name"], meta.get("namespace", "default")
     spec = obj.get("spec") or {}
@@ -251,7 +257,11 @@ def _lws_pods(obj: Mapping) -> list[tuple[int, dict]]:
         raise ExpandError("spec.leaderWorkerTemplate.size: must be at least 1")
     _check_pod_count(replicas * size, "spec.replicas × spec.leaderWorkerTemplate.size")
     worker = _template(lwt.get("workerTemplate"), "spec.leaderWorkerTemplate.workerTemplate")
-    leader = _template(lwt["leaderTemplate"], "spec.leaderWorkerTemplate.leaderTemplate") if lwt.get("leaderTemplate") else worker
+    worker_path = "spec.leaderWorkerTemplate.workerTemplate"
+    leader, leader_path = worker, worker_path
+    if lwt.get("leaderTemplate"):
+        leader_path = "spec.leaderWorkerTemplate.leaderTemplate"
+        leader = _template(lwt["leaderTemplate"], leader_path)
     sgp = lwt.get("subGroupPolicy")
     common = {keys.LWS_SIZE: str(size)}
     leader_extra = {}
@@ -261,9 +271,11 @@ def _lws_pods(obj: Mapping) -> list[tuple[int, dict]]:
     out = []
     for g in range(replicas):
         base = {keys.LWS_NAME: name, keys.LWS_GROUP_INDEX: str(g)}
-        out.append((g, _pod(f"{name}-{g}", ns, leader, {**base, keys.LWS_WORKER_INDEX: "0"}, {**common, **leader_extra})))
+        out.append((g, _pod(f"{name}-{g}", ns, leader, {**base, keys.LWS_WORKER_INDEX: "0"}, {**common, **leader_extra}),
+                    leader_path))
         for w in range(1, size):
-            out.append((g, _pod(f"{name}-{g}-{w}", ns, worker, {**base, keys.LWS_WORKER_INDEX: str(w)}, common)))
+            out.append((g, _pod(f"{name}-{g}-{w}", ns, worker, {**base, keys.LWS_WORKER_INDEX: str(w)}, common),
+                        worker_path))
     return out
 
 
@@ -282,7 +294,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         raise ExpandError("the workload file must hold one Kubernetes object")
     kind = workload.get("kind")
     if kind not in SUPPORTED:
-        raise ExpandError(f"kind {kind!r} is not supported; use one of {', '.join(SUPPORTED)}")
+        raise ExpandError(f"kind {brief(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
     meta = workload.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ExpandError("metadata.name is missing")
@@ -298,8 +310,10 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     pods = _lws_pods(patched) if kind == "LeaderWorkerSet" else _kf_pods(patched, kind)
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
     by_group: dict[int, list[dict]] = {}
+    templates: dict[str, str] = {}
     topo = root_ann.get(keys.TOPOLOGY)
-    for g, pod in pods:
+    for g, pod, template in pods:
+        templates[pod["metadata"]["name"]] = template
         admitted = _admit(pod, "Pod", catalog, settings, user, groups, exp)
         if admitted is None:
             return exp
@@ -313,7 +327,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     exp.topology = topo or settings.default_topology
     for g in sorted(by_group):
         name = f"{meta['name']}" + (f" group {g}" if kind == "LeaderWorkerSet" else "")
-        exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name))
+        exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
     return exp
 
 
@@ -328,7 +342,7 @@ def pod_role(labels: Mapping[str, str]) -> str:
 
 
 def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, str] | None = None,
-                   name: str = "") -> Gang:
+                   name: str = "", templates: Mapping[str, str] | None = None) -> Gang:
     """The engine's input for one gang from its admitted Pod manifests (the pods the webhook
     stamped, DESIGN.md §7; the controller passes the gated pods of one gang).
 
@@ -343,9 +357,15 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
     required node affinity and tolerations are kept per pod
     (:func:`webhook.placement.eligibility.pod_request`).
 
+    ``templates``: pod name → the workload's template path it was made from
+    (``spec.pytorchReplicaSpecs.Worker.template``), so an error names the field as written in
+    the workload file (``spec.pytorchReplicaSpecs.Worker.template.spec.tolerations``), not only
+    a pod that exists nowhere but in the expansion.
+
     Returns a :class:`Gang`. Raises :class:`ExpandError` naming the pod and field for a bad
     segment label, quantity, toleration list, nodeSelector or node affinity.
     """
+    templates = templates or {}
     requests, seg_keys, wl_keys = [], {}, dict(workload_annotations or {})
     for pod in pods:
         meta = pod.get("metadata") or {}
@@ -356,7 +376,8 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
             try:
                 segment = (int(labels.get(keys.LWS_GROUP_INDEX) or 0), int(seg))
             except ValueError:
-                raise ExpandError(f"Pod {meta.get('name')}: label {keys.SEGMENT_INDEX}={seg!r} is not an integer") from None
+                raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{keys.SEGMENT_INDEX}"] = {brief(seg)} '
+                                  "is not a whole number") from None
             for k in (keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                 if ann.get(k) and not seg_keys.get(k):
                     seg_keys[k] = ann.get(k)
@@ -364,12 +385,14 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
             for k in (keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED):
                 if ann.get(k) and not wl_keys.get(k):
                     wl_keys[k] = ann.get(k)
+        template = templates.get(str(meta.get("name")))
+        spec_path = f"{template}.spec" if template else "spec"
         try:
-            req = pod_requests_milli(pod.get("spec") or {}, "spec")
+            req = pod_requests_milli(pod.get("spec") or {}, spec_path)
         except QuantityError as exc:
-            raise ExpandError(f"Pod {meta.get('name')} (from the workload's pod template): {exc}") from None
+            raise ExpandError(f"Pod {meta.get('name')}: {exc}") from None
         try:
-            requests.append(pod_request(pod, req, segment, pod_role(labels)))
+            requests.append(pod_request(pod, req, segment, pod_role(labels), spec_path))
         except PlacementError as exc:
             raise ExpandError(str(exc)) from None
     return Gang(pods=requests,
