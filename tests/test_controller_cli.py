@@ -3,6 +3,7 @@ controller's decision on a ``kubectl get nodes,pods -A -o yaml`` dump, without a
 
 from __future__ import annotations
 
+import copy
 import io
 
 import yaml
@@ -111,3 +112,84 @@ def test_empty_or_wrong_workload_and_topology_files_exit_2(tmp_path):
         assert (code, out) == (2, "")
         assert err == ("segment-webhook controller: error: --topology-file: "
                        f"no kai.scheduler/v1alpha1 Topology object in {wrong}\n")
+
+
+def test_dry_run_on_a_dump_with_malformed_objects_exits_2_naming_every_one(tmp_path):
+    # the live controller leaves such objects out and logs them; the dry run must not plan on part
+    # of the cluster (a truncated dump) and names every problem, as place --cluster does
+    bad_node = copy.deepcopy(cluster()[0])
+    bad_node["metadata"]["name"] = "bad"
+    bad_node["status"]["allocatable"]["cpu"] = "NaN"
+    nodes = cluster()
+    path = dump(tmp_path, nodes + [nodes[1], bad_node, {"apiVersion": "v1", "kind": "Pod",
+                                                        "metadata": {"name": "p", "namespace": "team-a"}}]
+                + gang_pods(pytorchjob("job-a")) + [TOPOLOGY_OBJECT])
+    code, out, err = once([path], [], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err == (
+        "segment-webhook controller: error: 3 problems in the input (a truncated or hand-edited dump? dump it again "
+        "with `kubectl get nodes,pods -A -o yaml`):\n"
+        f'  {path}: document 9: Node "zone-a-r1-n2" is listed twice (also at {path}: document 2); node names are '
+        "unique in a cluster; fix: keep one of them\n"
+        f'  {path}: Node "bad": status.allocatable[cpu]: "NaN" is not a Kubernetes quantity (examples: "500m", "2", '
+        '"64Gi", "1e3")\n'
+        f"  {path}: Pod team-a/p: spec is missing\n")
+
+
+def test_dry_run_names_a_negative_request_of_a_bound_pod(tmp_path):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "neg", "namespace": "team-a"},
+           "spec": {"nodeName": "zone-a-r1-n1",
+                    "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "-3"}}}]}}
+    path = dump(tmp_path, cluster() + [pod])
+    code, out, err = once([path], [], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err == (f"segment-webhook controller: error: {path}: Pod team-a/neg: spec.containers[0].resources."
+                   'requests[nvidia.com/gpu]: "-3" is negative: Kubernetes API validation rejects negative requests, '
+                   "limits, overhead and allocatable (quantities must be non-negative); fix: use 0 or more\n")
+
+
+def test_dry_run_names_a_pinned_pod_with_a_bad_request(tmp_path):
+    # released earlier (pinned by nodeSelector, not bound yet): only the controller charges it
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": "team-a"},
+           "spec": {"nodeSelector": {"kubernetes.io/hostname": "zone-a-r1-n1"},
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}
+    path = dump(tmp_path, cluster() + [pod])
+    code, out, err = once([path], [], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err == ("segment-webhook controller: error: Pod team-a/pinned: spec.containers[0].resources.requests[cpu]: "
+                   '"lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
+
+
+def test_topology_errors_name_the_file_once(tmp_path):
+    # as place says it: file, document, then the Topology's own message (no repeated prefix)
+    nodes = dump(tmp_path, cluster(), "nodes.yaml")
+    topo = tmp_path / "topo_empty.json"
+    topo.write_text('{"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"}, '
+                    '"spec": {"levels": []}}')
+    code, out, err = once([nodes], [str(topo)], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err == f"segment-webhook controller: error: {topo}: document 1: Topology 't': spec.levels must be a non-empty list\n"
+
+
+def test_two_topologies_of_one_name_are_bad_input(tmp_path):
+    other = copy.deepcopy(TOPOLOGY_OBJECT)
+    other["spec"]["levels"] = [{"nodeLabel": "kubernetes.io/hostname"}]
+    path = dump(tmp_path, cluster() + [TOPOLOGY_OBJECT, other])
+    code, out, err = once([path], [], None, "yaml")
+    assert (code, out) == (2, "")
+    assert err == (f'segment-webhook controller: error: {path}: document 10: Topology "cluster-topology" is defined '
+                   f"twice with different levels (also at {path}: document 9: topology.kubernetes.io/zone, "
+                   "cloud.provider.com/topology-block, cloud.provider.com/topology-rack, kubernetes.io/hostname; here: "
+                   "kubernetes.io/hostname); fix: keep one of them or rename one\n")
+
+
+def test_raw_api_node_list_items_without_kind(tmp_path):
+    import json
+
+    nodes = [{k: v for k, v in n.items() if k != "kind"} for n in cluster()]
+    path = tmp_path / "nodes.json"
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "NodeList", "items": nodes}))
+    pods = dump(tmp_path, gang_pods(pytorchjob("job-a"))[:3] + [TOPOLOGY_OBJECT], "pods.yaml")
+    code, out, err = once([str(path), pods], [], None, "yaml")
+    assert code == 0, err
+    assert list(yaml.safe_load_all(out)) == [{"gang": "team-a/job-a", "waiting": "3 of 17 pods exist"}]

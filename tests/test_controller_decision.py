@@ -233,8 +233,27 @@ def test_unknown_topology_and_malformed_nodes_do_not_crash():
     nodes = cluster() + [{"metadata": {"name": "bad"}, "status": {"allocatable": {"cpu": "lots"}}}]
     result = decide(nodes, gang_pods(pytorchjob()), [])
     assert [(w.kind, w.reason) for w in result.waiting] == [
-        (INFEASIBLE, "topology 'cluster-topology' is not known (known: [])")]
-    assert len(result.skipped) == 1 and "bad" in result.skipped[0]
+        (INFEASIBLE, 'topology "cluster-topology" is not known (known: none)')]
+    assert result.skipped == ['Node "bad": status.allocatable[cpu]: "lots" is not a Kubernetes quantity '
+                              '(examples: "500m", "2", "64Gi", "1e3")']
+
+
+def test_the_live_pass_leaves_out_malformed_objects_and_places_on_the_rest():
+    # one bad object never stops the live controller (it logs these lines); the dry run exits 2 instead
+    nodes = cluster() + [dict(node("bad-labels", "zone-a", "zone-a-r1"), spec={"unschedulable": "false"})]
+    negative = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "neg", "namespace": "x", "resourceVersion": "1"},
+                "spec": {"nodeName": "zone-a-r1-n1",
+                         "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "-3"}}}]}}
+    pods = gang_pods(pytorchjob())
+    result = decide(nodes, pods + [negative], [TOPOLOGY])
+    assert result.skipped == [
+        'Node "bad-labels": spec.unschedulable = "false": must be a boolean, not a string; fix: write unschedulable: '
+        "true or false, unquoted",
+        'Pod x/neg: spec.containers[0].resources.requests[nvidia.com/gpu]: "-3" is negative: Kubernetes API validation '
+        "rejects negative requests, limits, overhead and allocatable (quantities must be non-negative); fix: use 0 or more"]
+    assert result.waiting == [] and len(result.releases) == 17
+    assert "bad-labels" not in {r.node for r in result.releases}
+    assert capacity_violations(cluster(), released(pods, result)) == []
 
 
 def test_skip_leaves_a_gang_out_of_the_pass():

@@ -179,7 +179,7 @@ def test_without_the_topology_crd_the_controller_still_runs(server, controllers)
         server.create("pods", p)
     eventually(lambda: len(server.list("events")) == 17, "17 events")
     assert {e["message"] for e in server.list("events")} == {
-        "gang team-a/job-a: topology 'cluster-topology' is not known (known: [])"}
+        'gang team-a/job-a: topology "cluster-topology" is not known (known: none)'}
 
 
 def free_port() -> int:

@@ -38,7 +38,8 @@ from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
-from webhook.placement.snapshot import Node, SnapshotError, build_snapshot, pod_requests_milli
+from webhook.manifests import brief, json_type
+from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
 
 
 _TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -91,7 +92,9 @@ class PassResult:
     releases: list[Release] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
     placed: list[Placed] = field(default_factory=list)
-    #: objects skipped as malformed (one line each: which object, what is wrong)
+    #: objects left out as malformed (one line each: which object, what is wrong, e.g.
+    #: ``Node "n0": status.allocatable[cpu]: ...``); the live controller logs them, the dry run
+    #: (``controller --once``) exits 2 naming them
     skipped: list[str] = field(default_factory=list)
 
 
@@ -137,7 +140,7 @@ def _requests_or_error(pod: Mapping[str, Any]) -> dict[str, int] | str:
     try:
         return pod_requests_milli(_spec(pod), "spec")
     except QuantityError as exc:
-        return f"pod {'/'.join(pod_ref(pod))}: {exc}"
+        return f"Pod {'/'.join(pod_ref(pod))}: {exc}"
 
 
 # ----------------------------------------------------------------------------- pod helpers
@@ -152,7 +155,11 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _string_map(value: Any) -> dict[str, str]:
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, Mapping) else {}
+    """The string entries of a labels/annotations map (the API only holds strings; a dump's
+    ``null`` or number is left out, never turned into ``"None"`` or expanded by ``str()``)."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str]:
@@ -245,13 +252,15 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     segment = None
     if raw_segment is not None:
         if not raw_segment.isdigit():
-            raise ValueError(f"pod {namespace}/{name}: label {keys.SEGMENT_INDEX}={raw_segment!r} is not an integer")
+            raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {brief(raw_segment)} '
+                             "is not a whole number (the webhook writes 0, 1, ...)")
         segment = (0, int(raw_segment))
     selector = spec.get("nodeSelector") or {}
     tolerations = spec.get("tolerations") or []
     if not isinstance(selector, Mapping) or not isinstance(tolerations, list) \
             or not all(isinstance(t, Mapping) for t in tolerations):
-        raise ValueError(f"pod {namespace}/{name}: spec.nodeSelector must be an object and spec.tolerations a list of objects")
+        raise ValueError(f"Pod {namespace}/{name}: spec.nodeSelector must be an object and spec.tolerations an array of "
+                         f"objects (they are {json_type(selector)} and {json_type(tolerations)})")
     selector = dict(selector)
     node = placed_node(pod)
     if node is not None:
@@ -259,7 +268,7 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     try:
         affinity = required_node_affinity(spec)
     except PlacementError as exc:
-        raise ValueError(f"pod {namespace}/{name}: {exc}") from None
+        raise ValueError(f"Pod {namespace}/{name}: {exc}") from None
     return PodRequest(key=f"{namespace}/{name}", requests=requests, segment=segment,
                       tolerations=freeze(tolerations), node_selector=freeze(selector),
                       node_affinity=affinity, role=pod_role(labels))
@@ -286,9 +295,10 @@ def _gang_constraints(gang: _Gang, default_topology: str | None) -> tuple[str | 
 
 # ----------------------------------------------------------------------------- capacity
 def _parse_node(obj: Mapping[str, Any]) -> Node | str:
-    """One node as the engine reads it (:mod:`webhook.placement.snapshot`), or the error text."""
+    """One node as the engine reads it (:func:`webhook.placement.snapshot.parse_node`), or the
+    error text (``Node "n0": status.allocatable[cpu]: ...``)."""
     try:
-        return build_snapshot([("cluster", "node", {**obj, "kind": "Node"})]).nodes[0]
+        return parse_node(obj)
     except SnapshotError as exc:
         return str(exc)
 
@@ -404,7 +414,8 @@ def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology
     topology_name, constraints = _gang_constraints(gang, default_topology)
     topology = catalog.get(topology_name) if topology_name else None
     if topology_name and topology is None:
-        return Waiting(gang.key, INFEASIBLE, f"topology {topology_name!r} is not known (known: {sorted(catalog)})", refs)
+        known = ", ".join(brief(n) for n in sorted(catalog)) or "none"
+        return Waiting(gang.key, INFEASIBLE, f"topology {brief(topology_name)} is not known (known: {known})", refs)
     index = capacity.index(topology_name, topology)
     # members already placed are part of the gang: give their capacity back while it is placed
     fixed = [(placed_node(p), r.requests) for p, r in zip(members, requests) if placed_node(p) is not None]

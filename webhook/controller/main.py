@@ -6,7 +6,8 @@ The sub-command's flags are declared by the CLI module; this module does the wor
   the dump, ``--topology-file``, else the embedded default, as ``place`` does), calls the same
   :func:`webhook.controller.decision.decide` as the live controller, and prints one YAML document
   per released pod ``{namespace, name, node, patch}`` and one per gang left gated
-  ``{gang, waiting}``. Exit 0 when it ran, 2 on unreadable input.
+  ``{gang, waiting}``. Exit 0 when it ran, 2 on bad input: an unreadable file, or a malformed
+  object in a dump (the live controller skips and logs those; the dry run names every one).
 * :func:`run_live` builds the API client (kubeconfig, else in-cluster), serves the metrics, runs
   a :class:`webhook.controller.runner.Controller` until SIGTERM/SIGINT and gives the Lease up.
 """
@@ -26,25 +27,30 @@ from typing import Any, TextIO
 import yaml
 
 from webhook.controller.decision import PassResult, decide
-from webhook.core.topology import StaticTopologyCatalog, Topology, TopologyError, default_catalog
+from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
 from webhook.manifests import ManifestError, load_objects
-from webhook.placement.snapshot import SnapshotError, no_topology_message
+from webhook.placement.snapshot import SnapshotError, build_snapshot, no_topology_message, snapshot_problems
 
 log = logging.getLogger(__name__)
 
 
-def read_objects(paths: Sequence[str], *, dump: bool = False) -> list[Mapping[str, Any]]:
-    """Every object of the YAML/JSON files ``paths`` (``List`` items flattened), read by
-    :mod:`webhook.manifests` like every other command (``dump``: cluster dumps, whose JSON is
-    read without the duplicate-key check, as ``place --cluster`` does). Raises
-    :class:`SnapshotError` naming the file when one cannot be read or parsed."""
-    out: list[Mapping[str, Any]] = []
+def read_located(paths: Sequence[str], *, dump: bool = False) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """``(file, location, object)`` for every object of the YAML/JSON files ``paths`` (``List``
+    items flattened), read by :mod:`webhook.manifests` like every other command (``dump``:
+    cluster dumps, whose JSON is read without the duplicate-key check, as ``place --cluster``
+    does). Raises :class:`SnapshotError` naming the file when one cannot be read or parsed."""
+    out: list[tuple[str, str, Mapping[str, Any]]] = []
     for path in paths:
         try:
-            out.extend(obj for _, obj in load_objects(path, json_duplicates=not dump))
+            out.extend((path, here, obj) for here, obj in load_objects(path, json_duplicates=not dump))
         except ManifestError as exc:
             raise SnapshotError(str(exc)) from None
     return out
+
+
+def read_objects(paths: Sequence[str], *, dump: bool = False) -> list[Mapping[str, Any]]:
+    """The objects of :func:`read_located`."""
+    return [obj for _, _, obj in read_located(paths, dump=dump)]
 
 
 class WorkloadDenied(Exception):
@@ -61,20 +67,25 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     are added as just created: expanded as their operator names them and admitted by the webhook
     with ``--gate-pods`` (the expansion of ``place``), so they arrive gated. Raises
     :class:`SnapshotError` on bad input (unreadable file, malformed Topology, a topology file
-    without a Topology, no Node at all, an empty workload file, a workload that cannot be expanded) and :class:`WorkloadDenied` when the webhook denies one.
+    without a Topology, no Node at all, an empty workload file, a workload that cannot be
+    expanded) and :class:`WorkloadDenied` when the webhook denies one.
+
+    Unlike the live controller, which leaves a malformed object out of its pass and logs it (one
+    bad object must not stop the placement of every gang), the dry run reads the dump as
+    ``place --cluster`` does (:func:`webhook.placement.snapshot.build_snapshot`): a malformed
+    Node, bound Pod or Topology, a node listed twice or two different Topologies of one name is
+    bad input, every one named with its file, and nothing is planned on the rest of the cluster.
     """
-    objects = read_objects(snapshot_paths, dump=True)
-    topologies: dict[str, Topology] = {}
+    located = read_located(snapshot_paths, dump=True)
+    topology_objects = []
     for path in topology_paths:  # each --topology-file must hold a Topology, as for place and review
-        if not any(obj.get("kind") == "Topology" for obj in read_objects([path])):
+        found = [item for item in read_located([path]) if item[2].get("kind") == "Topology"]
+        if not found:
             raise SnapshotError(no_topology_message(path))
-    for obj in list(objects) + read_objects(topology_paths):
-        if obj.get("kind") == "Topology":
-            try:
-                topo = Topology.from_object(obj)
-            except TopologyError as exc:
-                raise SnapshotError(f"Topology {obj.get('metadata', {}).get('name')!r}: {exc}") from None
-            topologies[topo.name] = topo
+        topology_objects.extend(found)
+    checked = build_snapshot(topology_objects + located)  # raises naming every malformed object
+    objects = [obj for _, _, obj in located]
+    topologies: dict[str, Topology] = {t.name: t for t in checked.topologies}
     if not topologies:
         fallback = default_catalog()
         topologies = {name: fallback.get(name) for name in fallback.names()}
@@ -102,7 +113,10 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
                 if exp.denied:
                     raise WorkloadDenied(f"{path}: denied by the webhook: {exp.message}")
                 pods.extend(exp.pods)
-    return decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology)
+    result = decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology)
+    if result.skipped:  # e.g. a pinned pod (released, not bound yet) with a bad request
+        raise snapshot_problems(sorted(set(result.skipped)))
+    return result
 
 
 def documents(result: PassResult) -> list[dict]:
@@ -126,8 +140,6 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
     except WorkloadDenied as exc:
         print(f"segment-webhook controller: {exc}", file=err)
         return 1
-    for line in result.skipped:
-        print(f"Warning: skipped {line}", file=err)
     docs = documents(result)
     from webhook.cli.output import write_output
 

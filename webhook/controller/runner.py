@@ -440,7 +440,7 @@ class Controller:
                         cache=self._parse_cache)
         self.metrics.passes.inc()
         for line in set(result.skipped) - self._skipped_logged:  # once per malformed object
-            log.warning("skipped: %s", line)
+            log.warning("malformed object left out of placement (fix it; the other objects are used): %s", line)
         self._skipped_logged = set(result.skipped)
         by_ref = {pod_ref(p): p for p in pods}
         for release in result.releases:
