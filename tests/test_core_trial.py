@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 
 import jsonpatch
 import pytest
@@ -271,3 +272,47 @@ def test_manifest_problem_says_what_the_field_is(obj, problem):
     from webhook.core.admission import manifest_problem
 
     assert manifest_problem(obj) == problem
+
+
+# ------------------------------------------------------------------ 6. no Python repr in a message
+
+def _with_root_annotation(key, value):
+    obj = tp4()
+    obj["metadata"]["annotations"] = {TOPO: "cluster-topology", key: value}
+    return obj
+
+
+@pytest.mark.parametrize("value, shown", [
+    (datetime.datetime(2024, 1, 1, 10, 0, tzinfo=datetime.timezone.utc), "2024-01-01T10:00:00+00:00 (YAML timestamp)"),
+    (datetime.datetime(2024, 1, 1, 10, 0), "2024-01-01T10:00:00 (YAML timestamp)"),
+    (datetime.date(2024, 1, 1), "2024-01-01 (YAML date)"),
+    (b"hi", "aGk= (YAML binary)"),
+    ({"b", "a"}, '{"a": null, "b": null} (YAML set)'),
+    (float("nan"), ".nan (YAML float)"),
+    (float("-inf"), "-.inf (YAML float)"),
+    ([datetime.date(2024, 1, 1), b"x", None, True], '["2024-01-01", "eA==", null, true]'),
+    ({1: "a", None: True}, '{"1": "a", "null": true}'),
+    (4, "4"),
+])
+def test_non_json_annotation_values_are_shown_as_json_or_by_yaml_type(example_catalog, value, shown):
+    d = run(_with_root_annotation("created", value), example_catalog)
+    assert (d.code, d.message) == (400, (
+        f'metadata.annotations["created"] = {shown}: must be a string (quote it in YAML) (rule malformed-object); '
+        'fix: send a string (quote it in YAML) at metadata.annotations["created"].'))
+    for python in ("datetime.", "b'", "None", "True", "nan)", "{'"):
+        assert python not in d.message
+
+
+def test_a_non_string_annotation_key_is_named_as_the_key(example_catalog):
+    d = run(_with_root_annotation(datetime.date(2024, 1, 2), "x"), example_catalog)
+    assert d.message == (
+        'metadata.annotations["2024-01-02"] = 2024-01-02 (YAML date): must be a string key (quote the key in YAML) '
+        '(rule malformed-object); fix: send a string key (quote the key in YAML) at metadata.annotations["2024-01-02"].')
+
+
+def test_quote_never_falls_back_to_a_python_repr():
+    from webhook.core.messages import quote
+
+    assert quote(object()) == "a value that is not JSON"
+    assert quote((1, "a")) == '[1, "a"]'
+    assert quote("x" * 100) == '"' + "x" * 56 + "..."

@@ -7,7 +7,11 @@ JSON ``null`` never appears: an absent value is said in words.
 
 from __future__ import annotations
 
+import base64
+import datetime as _dt
 import json
+import math
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -24,12 +28,82 @@ UNSET: Any = _Unset()
 
 def quote(value: Any) -> str:
     """Render a value for a message: strings JSON-quoted (``" 4"``, ``""`` stay visible),
-    other JSON values as JSON (``4``, ``true``, ``null``, ``{...}`` shortened to 60 chars)."""
+    other JSON values as JSON (``4``, ``true``, ``null``, ``{...}`` shortened to 60 chars).
+
+    Never a Python repr. Values a YAML loader makes that JSON has no type for are shown as
+    kubectl would send them (its YAML reader turns them into JSON first) and, at the top level,
+    named by their YAML type, so ``must be a string`` never reads as if they were strings:
+    a timestamp ``2024-01-01T10:00:00+00:00 (YAML timestamp)``, a date ``2024-01-01 (YAML date)``,
+    ``!!binary`` as its base64 text ``(YAML binary)``, ``!!set`` as a map of nulls ``(YAML set)``,
+    ``.nan`` / ``.inf`` ``(YAML float)``. Map keys that are not strings become their JSON text
+    (``1`` → ``"1"``), as sigs.k8s.io/yaml does."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return _short(json.dumps(value, ensure_ascii=False))
     try:
-        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    except (TypeError, ValueError):
-        text = repr(value)
+        text = json.dumps(_jsonable(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return "a value that is not JSON"
+    yaml_type = _yaml_type(value)
+    if yaml_type is None:
+        return _short(text)
+    if isinstance(value, (bytes, bytearray, float, _dt.date)):  # JSON strings: shown bare
+        text = json.loads(text)
+    return f"{_short(text)} ({yaml_type})"
+
+
+def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: ``.nan`` / ``.inf`` as YAML writes them (JSON has no such numbers).
+_SPECIAL_FLOATS = {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}
+
+
+def _yaml_type(value: Any) -> str | None:
+    """The YAML type of a top-level value JSON cannot hold, else ``None``."""
+    if isinstance(value, _dt.datetime):
+        return "YAML timestamp"
+    if isinstance(value, _dt.date):
+        return "YAML date"
+    if isinstance(value, (bytes, bytearray)):
+        return "YAML binary"
+    if isinstance(value, (set, frozenset)):
+        return "YAML set"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "YAML float"
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as the JSON kubectl would send for it (see :func:`quote`). Raises ``TypeError``
+    for a value no YAML loader makes."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _SPECIAL_FLOATS[str(value)]
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, (set, frozenset)):
+        return {key_text(k): None for k in value}
+    if isinstance(value, Mapping):
+        return {key_text(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    raise TypeError(f"not a YAML value: {type(value).__name__}")
+
+
+def key_text(key: Any) -> str:
+    """A map key as text: a string as it is, another scalar as its JSON text (``1``, ``true``,
+    ``null``, a timestamp's ISO 8601 form), as sigs.k8s.io/yaml turns YAML keys into JSON keys."""
+    if isinstance(key, str):
+        return key
+    try:
+        converted = _jsonable(key)
+    except TypeError:
+        return "a key that is not JSON"
+    return converted if isinstance(converted, str) else json.dumps(converted, sort_keys=True, ensure_ascii=False)
 
 
 def key_field(map_field: str, key: str) -> str:

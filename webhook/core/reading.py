@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 
 from webhook.core.decision import Decision
-from webhook.core.messages import UNSET, join_field, key_field
+from webhook.core.messages import UNSET, join_field, key_field, key_text
 from webhook.core.rules import malformed, violate
 
 # --------------------------------------------------------------------------------------------
@@ -106,8 +106,11 @@ def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: D
         return None
     ok = True
     for k, v in values.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            malformed(decision, key_field(map_field, str(k)), v, "a string (quote it in YAML)")
+        if not isinstance(k, str):  # a YAML date or number as the key: name the key, not its value
+            malformed(decision, key_field(map_field, key_text(k)), k, "a string key (quote the key in YAML)")
+            ok = False
+        elif not isinstance(v, str):
+            malformed(decision, key_field(map_field, k), v, "a string (quote it in YAML)")
             ok = False
     return values if ok else None
 
