@@ -316,3 +316,11 @@ def test_quote_never_falls_back_to_a_python_repr():
     assert quote(object()) == "a value that is not JSON"
     assert quote((1, "a")) == '[1, "a"]'
     assert quote("x" * 100) == '"' + "x" * 56 + "..."
+
+
+def test_a_request_that_is_not_an_object_is_shown_as_json_not_a_python_type_name():
+    from webhook.core.topology import StaticTopologyCatalog
+
+    d = review([1, 2], StaticTopologyCatalog(()), PLAIN)
+    assert (d.code, d.message) == (400, "request = [1, 2]: must be an AdmissionReview v1 request object "
+                                        "(rule malformed-object); fix: send an AdmissionReview v1 request object at request.")

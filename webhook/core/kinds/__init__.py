@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
 from webhook.core.kinds import distributedworkload, leaderworkerset, pod, pytorchjob
 from webhook.core.topology import TopologyCatalog
@@ -68,7 +69,7 @@ def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Adm
     """
     if not isinstance(request, (dict, Mapping)):
         decision = Decision(kind="unknown")
-        malformed(decision, "request", type(request).__name__, "an AdmissionReview v1 request object")
+        malformed(decision, "request", UNSET if request is None else request, "an AdmissionReview v1 request object")
         return decision
     group, kind = group_kind(request)
     handler = HANDLERS.get((group, kind))
