@@ -152,3 +152,18 @@ def test_failed_placement_svg_holds_its_whole_reason():
     assert " ".join(texts) == ("not placed: " + reason).strip()
     assert len(texts) == 5
     assert all(10 + len(t) * REASON_CHAR_WIDTH <= width for t in texts)
+
+
+def test_reason_counts_the_partial_last_segment_and_each_role_of_a_class():
+    # 10 workers in segments of 4 (the last of 2) and a Master that requests what a worker does:
+    # one pod class of 11 pods, 1 master and 10 workers, on racks of 6 and 4 one-GPU nodes
+    idx = cluster({"r-000": [1] * 6, "r-001": [1] * 4})
+    master = PodRequest("ns/j-master-0", {GPU: 1000, "pods": 1000}, role="master")
+    pods = [master] + [PodRequest(f"ns/j-worker-{i}", {GPU: 1000, "pods": 1000}, segment=(0, i // 4), role="worker")
+                       for i in range(10)]
+    res = place(idx, Gang(pods, segment_required=RACK))
+    assert not res.placed
+    assert res.reason == ("workload level cluster: 1 domain(s), 0 with room for the whole demand; the best (cluster) "
+                          "holds 3 of 3 segments of 4 pods (the last of 2) at segment level "
+                          "cloud.provider.com/topology-rack (binding resource: nvidia.com/gpu); not enough room there "
+                          "for 11 pods: ns/j-master-0 (master) and 10 like ns/j-worker-0 (worker)")

@@ -67,7 +67,7 @@ def test_2_the_one_rack_that_fits_among_101():
     res = place(index, Gang(workers(13, 4), workload_required=RACK))
     assert not res.placed and res.exact
     assert res.reason == ("workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole "
-                          "demand; the best (r100) holds 3 of 4 segments of 4 pods at segment level "
+                          "demand; the best (r100) holds 3 of 4 segments of 4 pods (the last of 1) at segment level "
                           "cloud.provider.com/topology-rack (binding resource: nvidia.com/gpu); not enough room there "
                           "for 13 pods like ns/job-worker-0 (worker)")
 

@@ -53,13 +53,16 @@ def fits(free: np.ndarray, q: np.ndarray) -> np.ndarray:
 @dataclass
 class PodClass:
     """Interchangeable pods: request row ``q``, eligible-node mask ``elig``, ``slots`` per node,
-    ``count`` pods in the gang, ``example`` (the first pod, used in explanations)."""
+    ``count`` pods in the gang, ``example`` (the first pod, used in explanations), ``roles``:
+    per pod role (``master``, ``worker``, ``""``) its count and first pod, in gang order (a
+    Master that requests what the workers do is in their class, and explanations count it apart)."""
 
     q: np.ndarray
     elig: np.ndarray
     slots: np.ndarray
     count: int
     example: PodRequest
+    roles: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,6 +117,7 @@ def read_gang(index: ClusterIndex, gang: Gang) -> Demand:
             elig = index.eligible(p)
             classes.append(PodClass(q=q, elig=elig, slots=slots(index.free, q, elig), count=0, example=p))
         classes[c].count += 1
+        classes[c].roles.setdefault(p.role, [0, p])[0] += 1
         class_of[p.key] = c
     total = sum((cl.q * cl.count for cl in classes), np.zeros(len(index.resources), dtype=np.int64))
 

@@ -23,9 +23,30 @@ from webhook.placement.demand import SLOT_CAP, Demand, PodClass
 
 
 def _who(cls: PodClass) -> str:
-    pod = cls.example
-    role = f" ({pod.role})" if pod.role else ""
-    return f"pod {pod.key}{role}" if cls.count == 1 else f"{cls.count} pods like {pod.key}{role}"
+    """The pods of a class, counted per role: ``pod ns/j-master-0 (master)``, ``16 pods like
+    ns/j-worker-0 (worker)``, or for a class of several roles ``11 pods: ns/j-master-0 (master)
+    and 10 like ns/j-worker-0 (worker)``."""
+    def one(count: int, pod, lone: str) -> str:
+        role = f" ({pod.role})" if pod.role else ""
+        return f"{lone}{pod.key}{role}" if count == 1 else f"{count} like {pod.key}{role}"
+
+    if len(cls.roles) <= 1:
+        pod = cls.example
+        role = f" ({pod.role})" if pod.role else ""
+        return f"pod {pod.key}{role}" if cls.count == 1 else f"{cls.count} pods like {pod.key}{role}"
+    parts = [one(count, pod, "") for count, pod in cls.roles.values()]
+    return f"{cls.count} pods: {', '.join(parts[:-1])} and {parts[-1]}"
+
+
+def _segment_sizes(demand: Demand) -> str:
+    """``segments of 4 pods``, or with a partial last segment ``segments of 4 pods (the last of 2)``."""
+    others = sorted(len(u.pods) for u in demand.specials if u.is_segment and len(u.pods) != demand.size)
+    text = f"segments of {demand.size} pods"
+    if len(others) == 1:
+        return f"{text} (the last of {others[0]})"
+    if others:
+        return f"{text} ({', '.join(f'one of {n}' for n in others)})"
+    return text
 
 
 def binding_resource(index: ClusterIndex, cls: PodClass, first: int, end: int) -> str:
@@ -106,7 +127,7 @@ def explain_level(index: ClusterIndex, demand: Demand, levels: Levels, counts: D
                                                      for u in demand.specials if u.is_segment])
             room = int(counts.class_slots[main][best])
             held = min(held, int(np.searchsorted(np.cumsum(sizes), room, side="right")))
-        text += (f"; the best ({name}) holds {held} of {demand.n_segments} segments of {demand.size} pods at segment level "
+        text += (f"; the best ({name}) holds {held} of {demand.n_segments} {_segment_sizes(demand)} at segment level "
                  f"{index.level_name(r)}")
     else:
         text += f"; the best ({name}) holds {int(pods_fit[best])} of {cls.count} pods like {cls.example.key}"
