@@ -226,7 +226,7 @@ def test_pods_that_disagree_on_gang_size_are_reported():
     pods = gang_pods(pytorchjob())
     pods[0]["metadata"]["annotations"]["segments.dev/gang-size"] = "18"
     [waiting] = decide(cluster(), pods, [TOPOLOGY]).waiting
-    assert (waiting.kind, waiting.reason) == (INVALID, "pods disagree on segments.dev/gang-size: ['17', '18']")
+    assert (waiting.kind, waiting.reason) == (INVALID, 'pods disagree on segments.dev/gang-size: "17", "18"')
 
 
 def test_unknown_topology_and_malformed_nodes_do_not_crash():
@@ -254,6 +254,13 @@ def test_the_live_pass_leaves_out_malformed_objects_and_places_on_the_rest():
     assert result.waiting == [] and len(result.releases) == 17
     assert "bad-labels" not in {r.node for r in result.releases}
     assert capacity_violations(cluster(), released(pods, result)) == []
+
+
+def test_a_level_the_topology_no_longer_has_is_said_in_json_terms():
+    # the Topology changed after the pods were admitted: the reason lists its levels, not a Python list
+    [waiting] = decide(cluster(), gang_pods(pytorchjob()), [Topology(name="cluster-topology", levels=(ZONE, HOST))]).waiting
+    assert (waiting.kind, waiting.reason) == (
+        INVALID, f'level "{RACK}" is not a level of topology cluster-topology; levels: {ZONE}, {HOST}')
 
 
 def test_skip_leaves_a_gang_out_of_the_pass():

@@ -223,7 +223,7 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     if None in sizes and len(sizes) > 1:
         sizes.discard(None)
     if len(sizes) != 1 or None in sizes:
-        why = f"pods disagree on {gating.GANG_SIZE}: {sorted(str(s) for s in sizes)}" if len(sizes) > 1 \
+        why = f"pods disagree on {gating.GANG_SIZE}: {', '.join(brief(str(s)) for s in sorted(sizes))}" if len(sizes) > 1 \
             else f"no pod carries a valid {gating.GANG_SIZE}"
         return Waiting(gang.key, INVALID, why, refs)
     size = sizes.pop()

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from webhook.core.topology import Topology
+from webhook.manifests import brief
 from webhook.placement.eligibility import EligibilityIndex
 from webhook.placement.model import PlacementError, Placement, PodRequest
 from webhook.placement.snapshot import Node
@@ -89,8 +90,9 @@ class ClusterIndex:
         if level is None:
             return None
         if level not in self.levels:
-            raise PlacementError(f"level {level!r} is not a level of topology "
-                                 f"{self.topology.name if self.topology else '(none)'}; levels: {list(self.levels)}")
+            raise PlacementError(f"level {brief(level)} is not a level of topology "
+                                 f"{self.topology.name if self.topology else '(none)'}; levels: "
+                                 f"{', '.join(self.levels) or 'none'}")
         return self.levels.index(level) + 1
 
     def level_name(self, depth: int) -> str:

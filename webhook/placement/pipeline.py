@@ -12,6 +12,7 @@ from webhook.core.decision import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import expand
+from webhook.manifests import brief
 from webhook.placement.snapshot import Snapshot
 
 
@@ -57,7 +58,8 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
                            exp.warnings)
     topo = catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:
-        raise PlacementError(f"topology {exp.topology!r} is not in the snapshot; known: {catalog.names()}")
+        raise PlacementError(f"topology {brief(exp.topology)} is not in the snapshot; known: "
+                             f"{', '.join(catalog.names()) or 'none'}")
     index = ClusterIndex(snapshot.nodes, topo)
     saved = index.free.copy()
     merged = Placement(placed=True)
