@@ -324,3 +324,18 @@ def test_a_request_that_is_not_an_object_is_shown_as_json_not_a_python_type_name
     d = review([1, 2], StaticTopologyCatalog(()), PLAIN)
     assert (d.code, d.message) == (400, "request = [1, 2]: must be an AdmissionReview v1 request object "
                                         "(rule malformed-object); fix: send an AdmissionReview v1 request object at request.")
+
+
+# ------------------------------------------------------------------ found by the property suite meanwhile
+
+def test_native_root_size_beaten_by_workers_per_segment_is_idempotent(example_catalog):
+    # §3: workersPerSegment wins, a disagreeing annotation gets a warning; the reinvocation (which
+    # sees the template value the webhook wrote) must not deny the root value it only warned about
+    obj = load_example("distributedworkload-native.yaml")
+    obj["metadata"]["annotations"] = {SIZE: "-1"}
+    first = run(obj, example_catalog, AUTO)
+    assert first.allowed and first.warnings == ['kai.scheduler/segment-size="-1" disagrees with workersPerSegment=8; '
+                                                "overwritten"]
+    again = run(jsonpatch.apply_patch(obj, first.patch), example_catalog, AUTO)
+    assert (again.allowed, again.patch) == (True, [])
+    assert again.warnings == ['root kai.scheduler/segment-size="-1" ignored: workersPerSegment=8 wins']

@@ -109,13 +109,18 @@ def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, top
     """Root segment keys that the worker template overrides (§4.2) are still the user's input, so
     nothing is dropped silently: an invalid root value is denied like an effective one, a valid but
     different one gets a warning (LWS: the root size is set to the resolved one, §3, and warned
-    about there)."""
+    about there; native: ``workersPerSegment`` is the size, so a root size is only warned about)."""
     root, worker = inp.root, inp.worker
     for key in keys.SEGMENT_KEYS:
         shadowed, winner = root.get(key), worker.get(key)
         if shadowed is None or winner is None or shadowed.value == winner.value:
             continue
         if key == keys.SEGMENT_SIZE:
+            if inp.spec_size_wins and inp.spec_size is not None:
+                # native: the spec field is the size, annotations are only warned about (§3), also
+                # when the webhook's own template value shadows the root one (a reinvocation)
+                decision.warn(f"root {key}={quote(shadowed.value)} ignored: {inp.spec_size_name}={inp.spec_size} wins")
+                continue
             if not rules.check_size_is_integer(decision, shadowed.field, shadowed.value,
                                                parse_plain_decimal(shadowed.value), winner=winner.value):
                 continue
