@@ -187,3 +187,10 @@ def test_brief_of_a_yaml_alias_bomb_is_immediate():
     start = time.perf_counter()
     assert manifests.brief(bomb) == "[[[[[[[[[[" + '"x", ' * 8 + '"x"], [...'
     assert time.perf_counter() - start < 0.1
+
+
+def test_yaml_timestamps_are_read_as_their_text_as_kubectl_does():
+    docs = manifests.parse_documents("a: 2024-01-01\nb: 2024-01-01T10:00:00Z\nc: !!timestamp 2001-12-14 21:59:43.10 -5\n", "t.yaml")
+    assert docs == [{"a": "2024-01-01", "b": "2024-01-01T10:00:00Z", "c": "2001-12-14 21:59:43.10 -5"}]
+    # PyYAML's own SafeLoader is untouched (other code in the process keeps its datetimes)
+    assert not isinstance(yaml.safe_load("a: 2024-01-01")["a"], str)

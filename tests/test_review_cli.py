@@ -194,6 +194,12 @@ def test_pod_review_stamps_segment_index(tmp_path, capsys):
         ("a: [unclosed", "not valid YAML"),
         ("- just\n- a list\n", 'expected a Kubernetes object, got an array ["just", "a list"]'),
         ("kind: PyTorchJob\nmetadata: {name: x}\n", "apiVersion is missing"),
+        ("apiVersion: 1\nkind: PyTorchJob\nmetadata: {name: x}\n",
+         "document 1: apiVersion is 1, must be a string group/version (e.g. kubeflow.org/v1)"),
+        ('apiVersion: "/"\nkind: PyTorchJob\nmetadata: {name: x}\n',
+         'document 1: apiVersion is "/", must be group/version (e.g. kubeflow.org/v1) or a version (v1)'),
+        ("apiVersion: kubeflow.org/v1\nkind: [PyTorchJob]\nmetadata: {name: x}\n",
+         'document 1: kind is ["PyTorchJob"], must be a string kind name (e.g. PyTorchJob)'),
         ("", "no Kubernetes object found"),
         ("kind: Pod\napiVersion: v1\nspec: " + "[" * 5000 + "1" + "]" * 5000 + "\n",
          "m.yaml: nested too deeply to be a Kubernetes object"),
@@ -419,3 +425,16 @@ def test_duplicate_annotation_key_exits_2_instead_of_last_value_wins(tmp_path, c
     code, out, err = run(capsys, "-f", str(path))
     assert (code, out) == (2, "")
     assert 'mapping key "kai.scheduler/segment-size" already defined at line' in err and str(path) in err
+
+
+def test_unquoted_yaml_timestamp_in_an_annotation_is_the_string_kubectl_sends(tmp_path, capsys):
+    # kubectl's YAML (go-yaml v2) keeps a timestamp-like scalar as its text when decoding into an
+    # untyped value, so the API server receives the string "2024-01-01T10:00:00Z": allowed.
+    path = write(tmp_path, "d.yaml", (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\n"
+        "metadata: {name: x, annotations: {created: 2024-01-01T10:00:00Z, kai.scheduler/topology: cluster-topology}}\n"
+        "spec: {pytorchReplicaSpecs: {Worker: {replicas: 4, template: {metadata: {annotations: "
+        "{kai.scheduler/segment-size: \"2\", built: 2024-01-01}}}}}}\n"))
+    code, out, err = run(capsys, "-f", path, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["response"]["allowed"] is True

@@ -64,6 +64,19 @@ class UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
+def _timestamp_as_text(loader: Any, node: Any) -> str:
+    """A YAML timestamp (``2024-01-01``, ``2024-01-01T10:00:00Z``) as the text it was written as.
+
+    kubectl converts YAML to JSON with go-yaml v2, which keeps timestamp-like scalars as strings
+    when decoding into an untyped value (its decoder says so: "for backward compatibility reasons
+    we set it as a string"), so the API server, and the webhook behind it, receive the string
+    ``"2024-01-01T10:00:00Z"``. PyYAML would build a ``datetime``; reading the text instead keeps
+    ``review`` and ``place`` answering what the cluster would (an unquoted date in an annotation is
+    a valid string there, not a type error)."""
+    return loader.construct_scalar(node)
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 _Loader = UniqueKeyLoader
 
 #: The message for input nested deeper than any Kubernetes object: Python's recursion limit, the

@@ -32,7 +32,7 @@ from webhook.cli.flags import UsageError, add_topology_flags, admission_settings
 from webhook.cli.output import write_output
 from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects
 
-from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind
+from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind, manifest_problem
 
 #: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
@@ -54,9 +54,9 @@ def read_objects(path: str) -> list[dict]:
     for here, obj in load_objects(path):
         if deeper_than(obj, MAX_NESTING):
             raise ManifestError(path, NESTED_TOO_DEEPLY)
-        for key in ("apiVersion", "kind"):
-            if not isinstance(obj.get(key), str) or not obj.get(key):
-                raise ManifestError(path, f"{here}: {key} is missing")
+        problem = manifest_problem(obj)
+        if problem is not None:
+            raise ManifestError(path, f"{here}: {problem}")
         objects.append(obj)
     if not objects:
         raise ManifestError(path, "no Kubernetes object found")

@@ -163,6 +163,9 @@ def manifest_problem(obj: Any) -> str | None:
             return f"{key} is missing" if key not in obj else f"{key} is null, must be a string {what}"
         if not isinstance(value, str) or not value:
             return f"{key} is {quote(value)}, must be a string {what}"
+    group, _, version = obj["apiVersion"].rpartition("/")
+    if not version or ("/" in obj["apiVersion"] and not group):
+        return f"apiVersion is {quote(obj['apiVersion'])}, must be group/version (e.g. kubeflow.org/v1) or a version (v1)"
     return None
 
 
