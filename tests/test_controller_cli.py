@@ -168,7 +168,7 @@ def test_topology_errors_name_the_file_once(tmp_path):
                     '"spec": {"levels": []}}')
     code, out, err = once([nodes], [str(topo)], None, "yaml")
     assert (code, out) == (2, "")
-    assert err == f"segment-webhook controller: error: {topo}: document 1: Topology 't': spec.levels must be a non-empty list\n"
+    assert err == f"segment-webhook controller: error: {topo}: document 1: Topology \"t\": spec.levels must be a non-empty list\n"
 
 
 def test_two_topologies_of_one_name_are_bad_input(tmp_path):

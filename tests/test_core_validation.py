@@ -770,7 +770,7 @@ def test_leading_zero_size_is_written_canonically_with_a_warning(example_catalog
 def test_topology_file_with_an_invalid_object_name_is_rejected():
     from webhook.core.topology import TopologyError, load_topology_text
 
-    with pytest.raises(TopologyError, match="Topology metadata.name 'Bad_Name' is not a Kubernetes object name"):
+    with pytest.raises(TopologyError, match="Topology metadata.name \"Bad_Name\" is not a Kubernetes object name"):
         load_topology_text("kind: Topology\nmetadata: {name: Bad_Name}\nspec: {levels: [{nodeLabel: a.io/b}]}\n")
 
 
@@ -896,3 +896,20 @@ def test_lws_scaled_below_its_segment_size(example_catalog, policy, new_size, fi
                               "or delete and recreate the workload.")
     for size in admitted:
         assert _update(lws(worker=worker, size=size, sub_size=4, policy=policy), old, PLAIN, example_catalog).allowed
+
+
+@pytest.mark.parametrize("text, message", [
+    ("apiVersion: kai.scheduler/v1\nkind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/b}]}\n",
+     'Topology apiVersion "kai.scheduler/v1" is not one KAI serves; fix: apiVersion: kai.scheduler/v1alpha1'),
+    ("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: null}]}\n",
+     'Topology "t": spec.levels[0].nodeLabel null is not a valid label key'),
+    ("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/b}, {nodeLabel: a.io/b}]}\n",
+     'Topology "t": spec.levels[1].nodeLabel "a.io/b" is listed twice'),
+    ("- 1\n- 2\n", "expected a Kubernetes object, got [1, 2]"),
+])
+def test_topology_errors_show_values_as_json(text, message):
+    from webhook.core.topology import TopologyError, load_topology_text
+
+    with pytest.raises(TopologyError) as raised:
+        load_topology_text(text, "t.yaml")
+    assert str(raised.value) == f"t.yaml: {message}"

@@ -95,25 +95,32 @@ class Topology:
         Raises :class:`TopologyError` when the kind, name or levels are missing or invalid
         (levels must be non-empty, unique, valid label keys; upstream CRD requires 1..16).
         """
-        if not isinstance(obj, (dict, Mapping)) or obj.get("kind") != TOPOLOGY_KIND:
-            raise TopologyError(f"expected kind {TOPOLOGY_KIND}, got {obj.get('kind') if isinstance(obj, (dict, Mapping)) else type(obj).__name__!r}")
+        from webhook.core.messages import quote
+
+        if not isinstance(obj, (dict, Mapping)):
+            raise TopologyError(f"expected a {TOPOLOGY_KIND} object, got {quote(obj)}")
+        if obj.get("kind") != TOPOLOGY_KIND:
+            raise TopologyError(f"expected kind {TOPOLOGY_KIND}, got {quote(obj.get('kind'))}")
+        if "apiVersion" in obj and obj["apiVersion"] != TOPOLOGY_API_VERSION:
+            raise TopologyError(f"Topology apiVersion {quote(obj['apiVersion'])} is not one KAI serves; "
+                                f"fix: apiVersion: {TOPOLOGY_API_VERSION}")
         meta = obj.get("metadata") or {}
         name = meta.get("name") if isinstance(meta, (dict, Mapping)) else None
         if not isinstance(name, str) or not name:
             raise TopologyError("Topology metadata.name is missing")
         if len(name) > 253 or not re.fullmatch(_DNS_SUBDOMAIN, name):
-            raise TopologyError(f"Topology metadata.name {name!r} is not a Kubernetes object name (lowercase DNS subdomain)")
+            raise TopologyError(f"Topology metadata.name {quote(name)} is not a Kubernetes object name (lowercase DNS subdomain)")
         spec = obj.get("spec") or {}
         raw_levels = spec.get("levels") if isinstance(spec, (dict, Mapping)) else None
         if not isinstance(raw_levels, list) or not raw_levels:
-            raise TopologyError(f"Topology {name!r}: spec.levels must be a non-empty list")
+            raise TopologyError(f"Topology {quote(name)}: spec.levels must be a non-empty list")
         levels = []
         for i, entry in enumerate(raw_levels):
             label = entry.get("nodeLabel") if isinstance(entry, (dict, Mapping)) else None
             if not is_valid_label_key(label):
-                raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel {label!r} is not a valid label key")
+                raise TopologyError(f"Topology {quote(name)}: spec.levels[{i}].nodeLabel {quote(label)} is not a valid label key")
             if label in levels:
-                raise TopologyError(f"Topology {name!r}: spec.levels[{i}].nodeLabel {label!r} is listed twice")
+                raise TopologyError(f"Topology {quote(name)}: spec.levels[{i}].nodeLabel {quote(label)} is listed twice")
             levels.append(label)
         return cls(name=name, levels=tuple(levels))
 
@@ -176,7 +183,9 @@ def topologies_from_documents(documents: Iterable[object]) -> list[Topology]:
         if doc is None:
             continue
         if not isinstance(doc, (dict, Mapping)):
-            raise TopologyError(f"expected a Kubernetes object, got {type(doc).__name__}")
+            from webhook.core.messages import quote
+
+            raise TopologyError(f"expected a Kubernetes object, got {quote(doc)}")
         if isinstance(doc.get("items"), list):
             found.extend(topologies_from_documents(doc["items"]))
         elif doc.get("kind") == TOPOLOGY_KIND:
