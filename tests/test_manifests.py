@@ -7,6 +7,7 @@ import yaml
 import yaml.scanner
 
 from webhook import manifests
+from webhook.core.messages import json_type
 from webhook.manifests import ManifestError
 
 
@@ -175,7 +176,7 @@ def test_items_of_a_typed_list_without_kind_get_the_lists_item_kind(kind, item_k
     (float("inf"), "Infinity", "a number"), ("x" * 100, '"' + "x" * 56 + "...", "a string"),
 ])
 def test_brief_renders_json_and_json_types(value, text, type_name):
-    assert (manifests.brief(value), manifests.json_type(value)) == (text, type_name)
+    assert (manifests.brief(value), json_type(value)) == (text, type_name)
 
 
 def test_brief_of_a_yaml_alias_bomb_is_immediate():

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from webhook.core.messages import json_type
+
 try:
     _BaseLoader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
@@ -242,29 +244,6 @@ def deeper_than(value: Any, limit: int) -> bool:
 def load_documents(path: str, *, json_duplicates: bool = True) -> list[Any]:
     """:func:`read_text` then :func:`parse_documents`. Raises :class:`ManifestError`."""
     return parse_documents(read_text(path), path, json_duplicates=json_duplicates)
-
-
-def json_type(value: Any) -> str:
-    """The JSON (YAML) type of a parsed value, in words: ``"an object"``, ``"an array"``,
-    ``"a string"``, ``"a number"``, ``"a boolean"``, ``"null"`` (YAML only: ``"a date"``,
-    ``"binary data"``). Messages say these, never Python's ``dict``/``int``/``None``."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "an array"
-    if isinstance(value, (bytes, bytearray)):
-        return "binary data"
-    if isinstance(value, (datetime.date, datetime.datetime)):
-        return "a date"
-    return "a value"
 
 
 #: Longest rendering of a value in a message (:func:`brief`).

@@ -38,7 +38,8 @@ from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
-from webhook.manifests import brief, json_type
+from webhook.core.messages import json_type
+from webhook.manifests import brief
 from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
 
 

@@ -94,6 +94,29 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"not a YAML value: {type(value).__name__}")
 
 
+def json_type(value: Any) -> str:
+    """The JSON (YAML) type of a parsed value, in words: ``"an object"``, ``"an array"``,
+    ``"a string"``, ``"a number"``, ``"a boolean"``, ``"null"`` (YAML only: ``"a date"``,
+    ``"binary data"``). Messages say these, never Python's ``dict``/``int``/``None``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (dict, Mapping)):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, (bytes, bytearray)):
+        return "binary data"
+    if isinstance(value, (_dt.date, _dt.datetime)):
+        return "a date"
+    return "a value"
+
+
 def key_text(key: Any) -> str:
     """A map key as text: a string as it is, another scalar as its JSON text (``1``, ``true``,
     ``null``, a timestamp's ISO 8601 form), as sigs.k8s.io/yaml turns YAML keys into JSON keys."""

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from webhook.core.messages import json_type
+
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
 #: Operations of an AdmissionReview v1 request (``admission/v1.Operation``).
@@ -173,13 +175,13 @@ def parse_review(body: Any) -> dict:
     """
     if not isinstance(body, (dict, Mapping)):
         raise EnvelopeError(
-            f"request body must be a JSON object (an AdmissionReview), got {_json_type(body)}", field="body"
+            f"request body must be a JSON object (an AdmissionReview), got {json_type(body)}", field="body"
         )
     uid = _peek_uid(body)
     request = body.get("request")
     if not isinstance(request, (dict, Mapping)):
         raise EnvelopeError(
-            f"request is {'missing' if request is None else _json_type(request)}: an AdmissionReview "
+            f"request is {'missing' if request is None else json_type(request)}: an AdmissionReview "
             "sent to a webhook must carry a request object", field="request",
         )
     if uid is None:
@@ -206,9 +208,9 @@ def parse_review(body: Any) -> dict:
     if operation not in OPERATIONS:
         raise bad("request.operation", f"{_is_value(request, 'operation')}; expected one of {', '.join(OPERATIONS)}")
     if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), Mapping):
-        raise bad("request.object", f"must be an object for {operation}, got {_json_type(request.get('object'))}")
+        raise bad("request.object", f"must be an object for {operation}, got {json_type(request.get('object'))}")
     if operation == "UPDATE" and not isinstance(request.get("oldObject"), Mapping):
-        raise bad("request.oldObject", f"must be an object for UPDATE, got {_json_type(request.get('oldObject'))}")
+        raise bad("request.oldObject", f"must be an object for UPDATE, got {json_type(request.get('oldObject'))}")
     for key in ("namespace", "name"):
         if request.get(key) is not None and not isinstance(request.get(key), str):
             raise bad(f"request.{key}", "must be a string")
@@ -229,22 +231,6 @@ def _is_value(parent: Mapping, key: str) -> str:
     if key not in parent:
         return "is missing"
     return "is " + json.dumps(parent[key], ensure_ascii=False)[:60]
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, (dict, Mapping)):
-        return "an object"
-    return type(value).__name__
 
 
 def review_response(

@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from webhook.manifests import brief, json_type
+from webhook.core.messages import json_type
+from webhook.manifests import brief
 from webhook.placement.model import PlacementError, PodRequest
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")

@@ -13,7 +13,8 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from webhook.manifests import brief, json_type
+from webhook.core.messages import json_type
+from webhook.manifests import brief
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
-from webhook.manifests import brief, json_type
+from webhook.core.messages import json_type
+from webhook.manifests import brief
 from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
                                         to_milli)
 
