@@ -8,7 +8,6 @@ against node labels and capacities (tests/controller_checks.py, which never call
 
 from __future__ import annotations
 
-import logging
 import time
 
 import pytest
