@@ -210,7 +210,9 @@ def _string_labels(labels: Mapping, what: str, source: str) -> dict[str, str]:
     return dict(labels)
 
 
-def _parse_node(obj: Mapping, source: str, here: str) -> Node:
+def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
+    """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
+    and the field (and ``source``, the file, when given: the live controller passes none)."""
     name, _ = _name_of(obj, source, here, "Node")
     what = f"Node {brief(name)}"
     labels = (obj.get("metadata") or {}).get("labels") or {}
@@ -271,12 +273,6 @@ def _parse_node(obj: Mapping, source: str, here: str) -> Node:
     )
 
 
-def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
-    """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
-    and the field (and ``source``, the file, when given: the live controller passes none)."""
-    return _parse_node(obj, source, here)
-
-
 def snapshot_problems(problems: list[str]) -> SnapshotError:
     """One error for every problem of the input: the problem itself when there is one, else a
     count and one indented line each (every malformed object is named, none silently dropped)."""
@@ -286,7 +282,7 @@ def snapshot_problems(problems: list[str]) -> SnapshotError:
                          "dump it again with `kubectl get nodes,pods -A -o yaml`):\n  " + "\n  ".join(problems))
 
 
-def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies: Iterable[Topology] = ()) -> Snapshot:
+def build_snapshot(objects: Iterable[tuple[str, str, Mapping]]) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
     Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, two
@@ -299,13 +295,13 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], extra_topologies
     nodes: dict[str, Node] = {}
     node_where: dict[str, str] = {}
     pods: list[tuple[str, str, Mapping]] = []
-    topologies: dict[str, Topology] = {t.name: t for t in extra_topologies}
-    topology_where: dict[str, str] = {t.name: "--topology-file" for t in extra_topologies}
+    topologies: dict[str, Topology] = {}
+    topology_where: dict[str, str] = {}
     for source, here, obj in objects:
         kind = obj.get("kind")
         if kind == "Node":
             try:
-                node = _parse_node(obj, source, here)
+                node = parse_node(obj, source, here)
             except SnapshotError as exc:
                 problems.append(str(exc))
                 continue
