@@ -377,7 +377,8 @@ def combine(parts: list[dict]) -> dict:
     return {"requests": requests, "errors": sum(p["errors"] for p in parts),
             "first_error": next((p["first_error"] for p in parts if p["first_error"]), None),
             "throughput": requests / seconds if seconds else 0.0, "p50_ms": mean("p50_ms"), "p99_ms": mean("p99_ms"),
-            "seconds": seconds, "server_cpu_us_per_review": (
+            "seconds": seconds, "server_cpu_s": sum(p.get("server_cpu_s", 0.0) for p in parts),
+            "server_cpu_us_per_review": (
                 sum(p.get("server_cpu_s", 0.0) for p in parts) / requests * 1e6 if requests else float("nan"))}
 
 
@@ -731,9 +732,8 @@ def main(argv: list[str] | None = None) -> int:
                 keys = [f"{server}/{payload}/go-c{level}" for level in levels if level >= 8] or \
                     [f"{server}/{payload}/go-c{level}" for level in levels]
                 answered = sum(results["phases"][k]["requests"] for k in keys)
-                spent = sum(results["phases"][k]["server_cpu_us_per_review"] * results["phases"][k]["requests"]
-                            for k in keys if results["phases"][k]["requests"])
-                cpu[server] = spent / answered if answered else float("nan")
+                spent = sum(results["phases"][k]["server_cpu_s"] for k in keys)
+                cpu[server] = spent / answered * 1e6 if answered else float("nan")
             ratios[f"{payload}/server-cpu"] = {"webhook_us": cpu["webhook"], "noop_us": cpu["noop"],
                                                "noop_over_webhook": _ratio(cpu["noop"], cpu["webhook"])}
             print(f"{payload:11} server CPU per review (Go phases): webhook {cpu['webhook']:.0f} us, noop "

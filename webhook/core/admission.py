@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, TypedDict
 
+from webhook.core.messages import quote
+
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 AUTHENTICATED_GROUP = "system:authenticated"
 DEFAULT_USER = "kubectl-user"
@@ -151,10 +153,10 @@ def _namespace(meta: Mapping[str, Any]) -> str:
 def manifest_problem(obj: Any) -> str | None:
     """What makes a manifest's document unusable as a Kubernetes object, said about the fields
     the user wrote (for ``segment-webhook review``), or ``None``: ``apiVersion is missing``,
-    ``apiVersion is 1, must be a string group/version``, ``kind is missing``,
-    ``kind is ["a"], must be a string kind name``. Values are shown as JSON."""
-    from webhook.core.messages import quote
-
+    ``apiVersion is 1, must be a string group/version (e.g. kubeflow.org/v1)``,
+    ``apiVersion is "/", must be group/version (e.g. kubeflow.org/v1) or a version (v1)``,
+    ``kind is missing``, ``kind is ["a"], must be a string kind name (e.g. PyTorchJob)``. Values
+    are shown as JSON."""
     if not isinstance(obj, (dict, Mapping)):
         return None
     for key, what in (("apiVersion", "group/version (e.g. kubeflow.org/v1)"), ("kind", "kind name (e.g. PyTorchJob)")):

@@ -161,22 +161,27 @@ class Resolution:
             out[keys.TOPOLOGY_PREFERRED] = self.auto_workload_preferred
         return out
 
-    def segment_view(self) -> list[tuple[str, str | None, Any]]:
-        """What UPDATE may not change (DESIGN.md §5), as ``(name, field, value)``: the segment
-        size the object asks for, the topology name, the segment levels (automatic ones
-        included) and the LWS leader policy, which decides segment membership as much as the
-        size does (our addition). A value is :data:`webhook.core.messages.UNSET` when not set;
-        the policy counts only when a size is asked for (written, even if not valid)."""
+    def segment_view(self) -> list[tuple[str, str, str | None, Any]]:
+        """What UPDATE may not change (DESIGN.md §5), as ``(name, annotation key, field, value)``:
+        the segment size the object asks for, the topology name, the segment levels (automatic
+        ones included) and the LWS leader policy, which decides segment membership as much as the
+        size does (our addition). ``field`` is where the value was read (``None`` for an
+        automatic default: it is written under ``annotation key`` on the template). A value is
+        :data:`webhook.core.messages.UNSET` when not set; the policy counts only when a size is
+        asked for (written, even if not valid)."""
         def value(v: Any) -> Any:
             return UNSET if v is None else v
 
         size_asked = self.requested_size is not None or self.size_raw is not None
         return [
-            ("segment size", self.size_field, value(self.requested_size)),
-            ("topology name", self.topology_field, value(self.topology_name)),
-            ("segment required level", self.seg_required.field if self.seg_required else None, value(self.segment_required)),
-            ("segment preferred level", self.seg_preferred.field if self.seg_preferred else None, value(self.segment_preferred)),
-            ("segment leader policy", self.leader_policy_field, value(self.leader_policy if size_asked else None)),
+            ("segment size", keys.SEGMENT_SIZE, self.size_field, value(self.requested_size)),
+            ("topology name", keys.TOPOLOGY, self.topology_field, value(self.topology_name)),
+            ("segment required level", keys.SEGMENT_REQUIRED,
+             self.seg_required.field if self.seg_required else None, value(self.segment_required)),
+            ("segment preferred level", keys.SEGMENT_PREFERRED,
+             self.seg_preferred.field if self.seg_preferred else None, value(self.segment_preferred)),
+            ("segment leader policy", keys.SEGMENT_LEADER_POLICY, self.leader_policy_field,
+             value(self.leader_policy if size_asked else None)),
         ]
 
 

@@ -443,19 +443,17 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
     if shown is not None:
         new, old = shown
     fix = "restore the old value, or delete and recreate the workload"
-    if kind == "PyTorchJob":
-        fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     if new is UNSET:
         problem = f"the {what} of an existing workload cannot be removed (was {quote(old)})"
     elif old is UNSET and old_written is not UNSET:
         problem = (f"the {what} of an existing workload cannot be added (it had {quote(old_written)}, "
                    f"not a valid {what}, so none was in force)")
         fix = f"remove it (the stored workload has no {what} in force), or delete and recreate the workload"
-        if kind == "PyTorchJob":
-            fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     elif old is UNSET:
         problem = f"the {what} of an existing workload cannot be added (it had none)"
     else:
         problem = f"the {what} of an existing workload cannot change (was {quote(old)})"
+    if kind == "PyTorchJob":
+        fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False

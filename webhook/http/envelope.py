@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.core.messages import json_type
+from webhook.core.messages import json_type, quote
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -140,7 +140,7 @@ def decode_json(raw: bytes | str) -> Any:
         if isinstance(raw, (bytes, bytearray)):
             raw = bytes(raw).decode("utf-8")
         if not isinstance(raw, str):
-            raise ValueError(f"expected bytes or str, got {type(raw).__name__}")
+            raise ValueError("the request body must be bytes or text")
         return _DECODER.decode(raw)
     except UnicodeDecodeError:
         raise EnvelopeError("request body is not UTF-8 text", field="body") from None
@@ -192,10 +192,10 @@ def parse_review(body: Any) -> dict:
         return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
 
     if body.get("apiVersion") != ADMISSION_API_VERSION:
-        raise bad("apiVersion", f"{_is_value(body, 'apiVersion')}; this webhook speaks {ADMISSION_API_VERSION!r} only "
+        raise bad("apiVersion", f"{_is_value(body, 'apiVersion')}; this webhook speaks \"{ADMISSION_API_VERSION}\" only "
                                 "(set admissionReviewVersions: [\"v1\"] in the webhook configuration)")
     if body.get("kind") != ADMISSION_KIND:
-        raise bad("kind", f"{_is_value(body, 'kind')}, expected {ADMISSION_KIND!r}")
+        raise bad("kind", f"{_is_value(body, 'kind')}, expected \"{ADMISSION_KIND}\"")
     gvk = request.get("kind")
     if not isinstance(gvk, (dict, Mapping)):
         raise bad("request.kind", "must be an object {group, version, kind}")
@@ -207,9 +207,9 @@ def parse_review(body: Any) -> dict:
     operation = request.get("operation")
     if operation not in OPERATIONS:
         raise bad("request.operation", f"{_is_value(request, 'operation')}; expected one of {', '.join(OPERATIONS)}")
-    if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), Mapping):
+    if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), (dict, Mapping)):
         raise bad("request.object", f"must be an object for {operation}, got {json_type(request.get('object'))}")
-    if operation == "UPDATE" and not isinstance(request.get("oldObject"), Mapping):
+    if operation == "UPDATE" and not isinstance(request.get("oldObject"), (dict, Mapping)):
         raise bad("request.oldObject", f"must be an object for UPDATE, got {json_type(request.get('oldObject'))}")
     for key in ("namespace", "name"):
         if request.get(key) is not None and not isinstance(request.get(key), str):
@@ -230,7 +230,7 @@ def _is_value(parent: Mapping, key: str) -> str:
     """``is missing`` / ``is null`` / ``is "v1beta1"`` (JSON), never Python's ``None``."""
     if key not in parent:
         return "is missing"
-    return "is " + json.dumps(parent[key], ensure_ascii=False)[:60]
+    return "is " + quote(parent[key])
 
 
 def review_response(

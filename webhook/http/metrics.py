@@ -30,13 +30,14 @@ Review log: one JSON line per review on the ``segment_webhook.review`` logger (s
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import os
 import sys
 import tempfile
 import threading
 from typing import Any
+
+from webhook.http.envelope import encode_json
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 KNOWN_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "Pod")
@@ -91,10 +92,6 @@ def mark_process_dead(pid: int) -> None:
 
         multiprocess.mark_process_dead(pid)
 
-
-#: Compact JSON of one review log line (one encoder for every line: ``json.dumps`` with arguments
-#: builds a new one per call).
-_encode_json = json.JSONEncoder(separators=(",", ":")).encode
 
 class ReviewMetrics:
     """The webhook's metrics in one registry.
@@ -210,7 +207,7 @@ def log_review(outcome: Any, seconds: float) -> None:
     """
     if not review_log.isEnabledFor(logging.INFO):
         return
-    line = _encode_json(review_record(outcome, seconds))
+    line = encode_json(review_record(outcome, seconds))
     handlers = review_log.handlers
     if len(handlers) == 1 and getattr(handlers[0], "_segment_webhook", False) and not review_log.filters:
         handler = handlers[0]

@@ -96,18 +96,6 @@ class Plan:
 Analyse = Callable[..., "Plan | None"]
 
 
-def _update_fix(kind: str) -> str:
-    fix = "restore the old value, or delete and recreate the workload"
-    return fix + " (or suspend it first: spec.runPolicy.suspend: true)" if kind == "PyTorchJob" else fix
-
-
-#: The annotation key of each segment input of :meth:`Resolution.segment_view`, for the field path
-#: of a value neither side states where it is read (an automatic default, written on the template).
-_VIEW_KEYS = {"segment size": keys.SEGMENT_SIZE, "topology name": keys.TOPOLOGY,
-              "segment required level": keys.SEGMENT_REQUIRED, "segment preferred level": keys.SEGMENT_PREFERRED,
-              "segment leader policy": keys.SEGMENT_LEADER_POLICY}
-
-
 def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
     """§5 "UPDATE compares like with like": the segment inputs each side resolves (the size the
     object asks for, not whether it still fits the replicas: a scale that makes it too large is
@@ -119,12 +107,12 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
     old_view = old_plan.resolution.segment_view()
     defaults_only = _automatic_only(plan)
     size_changed = False
-    for (what, field_path, new), (_, old_field, old) in zip(plan.resolution.segment_view(), old_view):
+    for (what, key, field_path, new), (_, _, old_field, old) in zip(plan.resolution.segment_view(), old_view):
         if field_path in denied or (size_changed and what in defaults_only):
             continue  # an automatic default follows the segment size, denied already
         if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
             continue  # asked for, but not an integer: denied by its own rule
-        path = field_path or old_field or key_field(owner, _VIEW_KEYS[what])
+        path = field_path or old_field or key_field(owner, key)
         shown, old_written = None, UNSET
         if what == "segment size":  # as written: "4" for an annotation, 4 for a spec field
             shown = (UNSET if new is UNSET else plan.resolution.size_raw,
@@ -168,8 +156,9 @@ def _refix_scale_below_size(kind: str, plan: Plan, old_plan: Plan, decision: Dec
 
 
 def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
-    """Deny (``immutable-field``) a segment input present in both objects with another value,
-    unless that field was denied already or the patch overwrites it with the resolved value.
+    """Deny (``immutable-field``) a segment input present in both objects that resolves to another
+    value (a segment size compared as its number: ``"04"`` and ``"4"`` are the same), unless that
+    field was denied already or the patch overwrites it with the resolved value.
     Catches changes the resolved view cannot see: a root key shadowed by the template. A removed
     input is not a change here: the resolved view decides."""
     denied = {v.field for v in decision.violations}
