@@ -160,6 +160,36 @@ def test_dry_run_names_a_pinned_pod_with_a_bad_request(tmp_path):
                    '"lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
 
 
+def test_dry_run_parses_each_node_and_pod_once(tmp_path, monkeypatch):
+    # the dump's check (build_snapshot) hands its parses to decide() through the ParseCache
+    from webhook.controller import decision
+    from webhook.placement import snapshot
+
+    parsed_nodes, parsed_specs = [], []
+    real_node, real_requests = snapshot.parse_node, snapshot.pod_requests_milli
+
+    def count_node(obj, *args, **kwargs):
+        parsed_nodes.append(obj["metadata"]["name"])
+        return real_node(obj, *args, **kwargs)
+
+    def count_requests(spec, *args, **kwargs):
+        parsed_specs.append(id(spec))
+        return real_requests(spec, *args, **kwargs)
+
+    for module in (snapshot, decision):
+        monkeypatch.setattr(module, "parse_node", count_node)
+        monkeypatch.setattr(module, "pod_requests_milli", count_requests)
+    bound = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "running", "namespace": "team-a"},
+             "spec": {"nodeName": "zone-a-r1-n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}
+    nodes = cluster()
+    path = dump(tmp_path, nodes + [bound] + gang_pods(pytorchjob("job-a")) + [TOPOLOGY_OBJECT])
+    code, out, err = once([path], [], None, "yaml")
+    assert code == 0, err
+    assert len(list(yaml.safe_load_all(out))) == 17
+    assert sorted(parsed_nodes) == sorted(n["metadata"]["name"] for n in nodes)
+    assert len(parsed_specs) == len(set(parsed_specs)) == 1 + 17  # the bound pod, then each gang member
+
+
 def test_topology_errors_name_the_file_once(tmp_path):
     # as place says it: file, document, then the Topology's own message (no repeated prefix)
     nodes = dump(tmp_path, cluster(), "nodes.yaml")

@@ -101,39 +101,82 @@ class PassResult:
 
 class ParseCache:
     """Parsed nodes and pod requests kept between passes, keyed by the object's name and
-    ``metadata.resourceVersion`` (an object without one is parsed every time). The live controller
-    keeps one so a pass does not re-read every node and bound pod; ``decide`` never changes a
-    cached value (it charges copies). Entries of objects not seen in a pass are dropped."""
+    ``metadata.resourceVersion``. The live controller keeps one so a pass does not re-read every
+    node and bound pod; ``decide`` never changes a cached value (it charges copies). Entries of
+    objects not seen in a pass are dropped. An object without a resourceVersion is kept for the
+    pass only, by identity (a gang member charged to its node is not parsed again to be placed).
+    ``add_node``/``add_requests`` take what another reader already parsed (``controller --once``:
+    the dump's check, :func:`webhook.placement.snapshot.build_snapshot`), for the next pass."""
 
     def __init__(self) -> None:
         self.nodes: dict[tuple[str, str], Node | str] = {}
         self.requests: dict[tuple[str, str, str], dict[str, int] | str] = {}
         self._seen_nodes: set[tuple[str, str]] = set()
         self._seen_requests: set[tuple[str, str, str]] = set()
+        # this pass's objects without a resourceVersion: id -> (object, value); the object is held
+        # so that its id is not reused by another object while the entry lives
+        self._pass_nodes: dict[int, tuple[Mapping[str, Any], Node | str]] = {}
+        self._pass_requests: dict[int, tuple[Mapping[str, Any], dict[str, int] | str]] = {}
+
+    @staticmethod
+    def _node_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        key = (str(_meta(obj).get("name") or ""), str(_meta(obj).get("resourceVersion") or ""))
+        return key if key[1] else None
+
+    @staticmethod
+    def _requests_key(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+        namespace, name = pod_ref(pod)
+        key = (namespace, name, str(_meta(pod).get("resourceVersion") or ""))
+        return key if key[2] else None
 
     def node(self, obj: Mapping[str, Any], parse: Any) -> Node | str:
-        key = (str(_meta(obj).get("name") or ""), str(_meta(obj).get("resourceVersion") or ""))
-        if not key[1]:
-            return parse(obj)
+        key = self._node_key(obj)
+        if key is None:
+            entry = self._pass_nodes.get(id(obj))
+            if entry is None or entry[0] is not obj:
+                entry = self._pass_nodes[id(obj)] = (obj, parse(obj))
+            return entry[1]
         self._seen_nodes.add(key)
         if key not in self.nodes:
             self.nodes[key] = parse(obj)
         return self.nodes[key]
 
     def pod_requests(self, pod: Mapping[str, Any]) -> dict[str, int] | str:
-        namespace, name = pod_ref(pod)
-        key = (namespace, name, str(_meta(pod).get("resourceVersion") or ""))
-        if not key[2]:
-            return _requests_or_error(pod)
+        key = self._requests_key(pod)
+        if key is None:
+            entry = self._pass_requests.get(id(pod))
+            if entry is None or entry[0] is not pod:
+                entry = self._pass_requests[id(pod)] = (pod, _requests_or_error(pod))
+            return entry[1]
         self._seen_requests.add(key)
         if key not in self.requests:
             self.requests[key] = _requests_or_error(pod)
         return self.requests[key]
 
+    def add_node(self, obj: Mapping[str, Any], node: Node) -> None:
+        """``node``, parsed from ``obj`` elsewhere (uncharged; never changed afterwards)."""
+        key = self._node_key(obj)
+        if key is None:
+            self._pass_nodes[id(obj)] = (obj, node)
+        else:
+            self._seen_nodes.add(key)
+            self.nodes[key] = node
+
+    def add_requests(self, pod: Mapping[str, Any], requests: dict[str, int]) -> None:
+        """``requests`` of ``pod`` (:func:`webhook.placement.snapshot.pod_requests_milli`),
+        computed elsewhere (never changed afterwards)."""
+        key = self._requests_key(pod)
+        if key is None:
+            self._pass_requests[id(pod)] = (pod, requests)
+        else:
+            self._seen_requests.add(key)
+            self.requests[key] = requests
+
     def end_pass(self) -> None:
         self.nodes = {k: v for k, v in self.nodes.items() if k in self._seen_nodes}
         self.requests = {k: v for k, v in self.requests.items() if k in self._seen_requests}
         self._seen_nodes, self._seen_requests = set(), set()
+        self._pass_nodes, self._pass_requests = {}, {}
 
 
 def _requests_or_error(pod: Mapping[str, Any]) -> dict[str, int] | str:

@@ -26,31 +26,22 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.controller.decision import PassResult, decide
+from webhook.controller.decision import ParseCache, PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
 from webhook.manifests import ManifestError, load_objects
-from webhook.placement.snapshot import SnapshotError, build_snapshot, no_topology_message, snapshot_problems
+from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
 
 log = logging.getLogger(__name__)
 
 
-def read_located(paths: Sequence[str], *, dump: bool = False) -> list[tuple[str, str, Mapping[str, Any]]]:
-    """``(file, location, object)`` for every object of the YAML/JSON files ``paths`` (``List``
-    items flattened), read by :mod:`webhook.manifests` like every other command (``dump``:
-    cluster dumps, whose JSON is read without the duplicate-key check, as ``place --cluster``
-    does). Raises :class:`SnapshotError` naming the file when one cannot be read or parsed."""
-    out: list[tuple[str, str, Mapping[str, Any]]] = []
-    for path in paths:
-        try:
-            out.extend((path, here, obj) for here, obj in load_objects(path, json_duplicates=not dump))
-        except ManifestError as exc:
-            raise SnapshotError(str(exc)) from None
-    return out
-
-
-def read_objects(paths: Sequence[str], *, dump: bool = False) -> list[Mapping[str, Any]]:
-    """The objects of :func:`read_located`."""
-    return [obj for _, _, obj in read_located(paths, dump=dump)]
+def read_workloads(path: str) -> list[Mapping[str, Any]]:
+    """The objects of the workload file ``path`` (``List`` items flattened), read by
+    :mod:`webhook.manifests` like every other command. Raises :class:`SnapshotError` naming the
+    file when it cannot be read or parsed."""
+    try:
+        return [obj for _, obj in load_objects(path)]
+    except ManifestError as exc:
+        raise SnapshotError(str(exc)) from None
 
 
 class WorkloadDenied(Exception):
@@ -76,14 +67,10 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     Node, bound Pod or Topology, a node listed twice or two different Topologies of one name is
     bad input, every one named with its file, and nothing is planned on the rest of the cluster.
     """
-    located = read_located(snapshot_paths, dump=True)
-    topology_objects = []
-    for path in topology_paths:  # each --topology-file must hold a Topology, as for place and review
-        found = [item for item in read_located([path]) if item[2].get("kind") == "Topology"]
-        if not found:
-            raise SnapshotError(no_topology_message(path))
-        topology_objects.extend(found)
-    checked = build_snapshot(topology_objects + located)  # raises naming every malformed object
+    # the files as ``place`` reads them; each --topology-file must hold a Topology
+    located = read_located(snapshot_paths, topology_paths)
+    cache = ParseCache()  # the check's parses, so that decide() parses no object a second time
+    checked = build_snapshot(located, parsed=cache)  # raises naming every malformed object
     objects = [obj for _, _, obj in located]
     topologies: dict[str, Topology] = {t.name: t for t in checked.topologies}
     if not topologies:
@@ -102,7 +89,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
         for path in workload_paths:
-            workloads = read_objects([path])
+            workloads = read_workloads(path)
             if not workloads:  # an empty file is bad input, as for ``place -f``
                 raise SnapshotError(f"{path}: expected at least one workload object, found none")
             for workload in workloads:
@@ -113,7 +100,8 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
                 if exp.denied:
                     raise WorkloadDenied(f"{path}: denied by the webhook: {exp.message}")
                 pods.extend(exp.pods)
-    result = decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology)
+    result = decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology,
+                    cache=cache)
     if result.skipped:  # e.g. a pinned pod (released, not bound yet) with a bad request
         raise snapshot_problems(sorted(set(result.skipped)))
     return result

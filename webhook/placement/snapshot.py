@@ -10,9 +10,10 @@ JSON, a ``List`` or a stream of objects, from one or several files. Free capacit
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
@@ -282,14 +283,25 @@ def snapshot_problems(problems: list[str]) -> SnapshotError:
                          "dump it again with `kubectl get nodes,pods -A -o yaml`):\n  " + "\n  ".join(problems))
 
 
-def build_snapshot(objects: Iterable[tuple[str, str, Mapping]]) -> Snapshot:
+class ParsedSink(Protocol):
+    """Receives what :func:`build_snapshot` parsed, so a later reader of the same objects does not
+    parse them again (:class:`webhook.controller.decision.ParseCache`, for ``controller --once``)."""
+
+    def add_node(self, obj: Mapping, node: Node) -> None: ...
+
+    def add_requests(self, pod: Mapping, requests: dict[str, int]) -> None: ...
+
+
+def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSink | None = None) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
     Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, two
     different Topologies of one name, a bad quantity, a malformed Node, bound Pod or Topology →
     :class:`SnapshotError` naming file and object; every problem of the input is reported
     (:func:`snapshot_problems`), not only the first. Pods bound to nodes that are not in the
-    snapshot are ignored (their node is not a candidate anyway).
+    snapshot are ignored (their node is not a candidate anyway). ``parsed``, when given, receives
+    every Node parsed (before any pod is charged to it: a copy, uncharged) and the requests of
+    every bound pod (:func:`pod_requests_milli`; the values are shared, never to be changed).
     """
     problems: list[str] = []
     nodes: dict[str, Node] = {}
@@ -311,6 +323,8 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]]) -> Snapshot:
                 continue
             nodes[node.name] = node
             node_where[node.name] = f"{source}: {here}"
+            if parsed is not None:
+                parsed.add_node(obj, replace(node, free=dict(node.free)))
         elif kind == "Pod":
             pods.append((source, here, obj))
         elif kind == "Topology":
@@ -348,6 +362,8 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]]) -> Snapshot:
         except QuantityError as exc:
             problems.append(str(_fail(source, what, str(exc))))
             continue
+        if parsed is not None:
+            parsed.add_requests(obj, req)
         node = nodes.get(node_name) if isinstance(node_name, str) else None
         if node is None:
             continue
@@ -391,21 +407,30 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
             gc.enable()
 
 
-def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snapshot:
+def read_located(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> list[tuple[str, str, Mapping]]:
+    """The ``(file, location, object)`` triples of ``--topology-file`` files (their Topologies
+    only, first: they are named first) and of cluster dumps ``paths`` (every object), the input of
+    :func:`build_snapshot` for ``place --cluster`` and ``controller --once --snapshot``. Raises
+    :class:`SnapshotError` naming the file for an unreadable or unparsable file and for a
+    ``--topology-file`` without a Topology (:func:`no_topology_message`)."""
     objects: list[tuple[str, str, Mapping]] = []
     try:
-        for path in topology_paths:  # only its Topologies are used (read first: they are named first)
+        for path in topology_paths:
             found = [(path, here, obj) for here, obj in manifests.load_objects(path) if obj.get("kind") == "Topology"]
             if not found:  # empty, or another kind: bad input, as for review and serve
                 raise SnapshotError(no_topology_message(path))
             objects.extend(found)
-        paths = list(paths)
         for path in paths:
             # a cluster dump: JSON read without the duplicate-key hook (the fast path, README)
             objects.extend((path, here, obj) for here, obj in manifests.load_objects(path, json_duplicates=False))
     except manifests.ManifestError as exc:
         raise SnapshotError(str(exc)) from None
-    snapshot = build_snapshot(objects)
+    return objects
+
+
+def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snapshot:
+    paths = list(paths)
+    snapshot = build_snapshot(read_located(paths, topology_paths))
     if paths and not snapshot.nodes:
         # an empty dump (or only pods/topologies) is bad input, not a cluster where nothing fits
         raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
