@@ -913,3 +913,13 @@ def test_topology_errors_show_values_as_json(text, message):
     with pytest.raises(TopologyError) as raised:
         load_topology_text(text, "t.yaml")
     assert str(raised.value) == f"t.yaml: {message}"
+
+
+def test_topology_text_reads_timestamps_as_text_as_kubectl_does():
+    # the second YAML reader of the package (the embedded default, load_topology_text) reads an
+    # unquoted date as its text, as webhook.manifests and kubectl's go-yaml do, not as a datetime
+    from webhook.core.topology import load_topology_text
+
+    text = "kind: Topology\nmetadata: {name: 2024-01-01}\nspec: {levels: [{nodeLabel: 2024-01-02}]}\n"
+    [topology] = load_topology_text(text, "t.yaml")
+    assert (topology.name, topology.levels) == ("2024-01-01", ("2024-01-02",))

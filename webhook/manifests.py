@@ -13,7 +13,6 @@ lives outside the pure core.
 
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import sys
@@ -23,11 +22,7 @@ from typing import Any
 import yaml
 
 from webhook.core.messages import json_type
-
-try:
-    _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _BaseLoader = yaml.SafeLoader
+from webhook.core.yamltext import TextTimestampLoader
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -42,8 +37,9 @@ class DuplicateKeyError(yaml.YAMLError):
         self.key, self.line, self.first_line = key, line, first_line
 
 
-class UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """PyYAML's libyaml ``CSafeLoader`` (``SafeLoader`` without libyaml) whose mapping
+class UniqueKeyLoader(TextTimestampLoader):
+    """PyYAML's libyaml ``CSafeLoader`` (``SafeLoader`` without libyaml) reading timestamps as
+    text (:class:`webhook.core.yamltext.TextTimestampLoader`, as kubectl does), whose mapping
     construction rejects a key that appears twice in one mapping (:class:`DuplicateKeyError`).
     Parsing stays in libyaml; only the (already Python) construction step checks. Merge keys
     (``<<``) keep YAML's meaning: the mapping's own keys override merged ones."""
@@ -66,19 +62,6 @@ class UniqueKeyLoader(_BaseLoader):  # type: ignore[misc,valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
-def _timestamp_as_text(loader: Any, node: Any) -> str:
-    """A YAML timestamp (``2024-01-01``, ``2024-01-01T10:00:00Z``) as the text it was written as.
-
-    kubectl converts YAML to JSON with go-yaml v2, which keeps timestamp-like scalars as strings
-    when decoding into an untyped value (its decoder says so: "for backward compatibility reasons
-    we set it as a string"), so the API server, and the webhook behind it, receive the string
-    ``"2024-01-01T10:00:00Z"``. PyYAML would build a ``datetime``; reading the text instead keeps
-    ``review`` and ``place`` answering what the cluster would (an unquoted date in an annotation is
-    a valid string there, not a type error)."""
-    return loader.construct_scalar(node)
-
-
-UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
 _Loader = UniqueKeyLoader
 
 #: The message for input nested deeper than any Kubernetes object: Python's recursion limit, the
@@ -285,8 +268,6 @@ def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
             if isinstance(item, str) and len(item) > limit:
                 item = item[: limit + 1]
             return emit(json.dumps(item, ensure_ascii=False))
-        if isinstance(item, (datetime.date, datetime.datetime)):
-            return emit(item.isoformat())
         return emit(json.dumps(str(item)[: limit + 1], ensure_ascii=False))
 
     walk(value)

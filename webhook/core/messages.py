@@ -8,7 +8,6 @@ JSON ``null`` never appears: an absent value is said in words.
 from __future__ import annotations
 
 import base64
-import datetime as _dt
 import json
 import math
 from collections.abc import Mapping
@@ -33,7 +32,6 @@ def quote(value: Any) -> str:
     Never a Python repr. Values a YAML loader makes that JSON has no type for are shown as
     kubectl would send them (its YAML reader turns them into JSON first) and, at the top level,
     named by their YAML type, so ``must be a string`` never reads as if they were strings:
-    a timestamp ``2024-01-01T10:00:00+00:00 (YAML timestamp)``, a date ``2024-01-01 (YAML date)``,
     ``!!binary`` as its base64 text ``(YAML binary)``, ``!!set`` as a map of nulls ``(YAML set)``,
     ``.nan`` / ``.inf`` ``(YAML float)``. Map keys that are not strings become their JSON text
     (``1`` → ``"1"``), as sigs.k8s.io/yaml does."""
@@ -46,7 +44,7 @@ def quote(value: Any) -> str:
     yaml_type = _yaml_type(value)
     if yaml_type is None:
         return _short(text)
-    if isinstance(value, (bytes, bytearray, float, _dt.date)):  # JSON strings: shown bare
+    if isinstance(value, (bytes, bytearray, float)):  # JSON strings: shown bare
         text = json.loads(text)
     return f"{_short(text)} ({yaml_type})"
 
@@ -61,10 +59,6 @@ _SPECIAL_FLOATS = {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}
 
 def _yaml_type(value: Any) -> str | None:
     """The YAML type of a top-level value JSON cannot hold, else ``None``."""
-    if isinstance(value, _dt.datetime):
-        return "YAML timestamp"
-    if isinstance(value, _dt.date):
-        return "YAML date"
     if isinstance(value, (bytes, bytearray)):
         return "YAML binary"
     if isinstance(value, (set, frozenset)):
@@ -81,8 +75,6 @@ def _jsonable(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else _SPECIAL_FLOATS[str(value)]
-    if isinstance(value, (_dt.datetime, _dt.date)):
-        return value.isoformat()
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (set, frozenset)):
@@ -96,8 +88,7 @@ def _jsonable(value: Any) -> Any:
 
 def json_type(value: Any) -> str:
     """The JSON (YAML) type of a parsed value, in words: ``"an object"``, ``"an array"``,
-    ``"a string"``, ``"a number"``, ``"a boolean"``, ``"null"`` (YAML only: ``"a date"``,
-    ``"binary data"``). Messages say these, never Python's ``dict``/``int``/``None``."""
+    ``"a string"``, ``"a number"``, ``"a boolean"``, ``"null"`` (YAML only: ``"binary data"``). Messages say these, never Python's ``dict``/``int``/``None``."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -112,14 +103,12 @@ def json_type(value: Any) -> str:
         return "an array"
     if isinstance(value, (bytes, bytearray)):
         return "binary data"
-    if isinstance(value, (_dt.date, _dt.datetime)):
-        return "a date"
     return "a value"
 
 
 def key_text(key: Any) -> str:
     """A map key as text: a string as it is, another scalar as its JSON text (``1``, ``true``,
-    ``null``, a timestamp's ISO 8601 form), as sigs.k8s.io/yaml turns YAML keys into JSON keys."""
+    ``null``), as sigs.k8s.io/yaml turns YAML keys into JSON keys."""
     if isinstance(key, str):
         return key
     try:

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import yaml
 
+from webhook.core.yamltext import TextTimestampLoader
+
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
 #: The CustomResourceDefinition that serves Topologies (KAI Scheduler) and how to install it alone
@@ -196,7 +198,7 @@ def topologies_from_documents(documents: Iterable[object]) -> list[Topology]:
 def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
     """Parse a YAML stream (or JSON) of Topology objects. Raises :class:`TopologyError`."""
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = list(yaml.load_all(text, Loader=TextTimestampLoader))  # timestamps as text, as kubectl reads them
     except yaml.YAMLError as exc:
         raise TopologyError(f"{source}: not valid YAML: {exc}") from exc
     except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
