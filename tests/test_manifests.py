@@ -7,7 +7,7 @@ import yaml
 import yaml.scanner
 
 from webhook import manifests
-from webhook.core.messages import json_type
+from webhook.core.messages import json_type, quote
 from webhook.manifests import ManifestError
 
 
@@ -173,21 +173,37 @@ def test_items_of_a_typed_list_without_kind_get_the_lists_item_kind(kind, item_k
 @pytest.mark.parametrize("value, text, type_name", [
     (None, "null", "null"), (True, "true", "a boolean"), (7, "7", "a number"), ("abc", '"abc"', "a string"),
     ([1, "a"], '[1, "a"]', "an array"), ({"a": None}, '{"a": null}', "an object"),
-    (float("inf"), "Infinity", "a number"), ("x" * 100, '"' + "x" * 56 + "...", "a string"),
+    (float("inf"), ".inf (YAML float)", "a number"), (float("nan"), ".nan (YAML float)", "a number"),
+    ("x" * 100, '"' + "x" * 56 + "...", "a string"),
+    # no Python repr (the old manifests.brief wrote {"None": 1}, "b'hi'", "{'a', 'b'}")
+    ({None: 1}, '{"null": 1}', "an object"), (b"hi", "aGk= (YAML binary)", "binary data"),
+    ({"b", "a"}, '{"a": null, "b": null} (YAML set)', "a value"), ({"b": 1, "a": [b"x"]}, '{"a": ["eA=="], "b": 1}', "an object"),
 ])
-def test_brief_renders_json_and_json_types(value, text, type_name):
-    assert (manifests.brief(value), json_type(value)) == (text, type_name)
+def test_quote_renders_json_and_json_types(value, text, type_name):
+    assert (quote(value), json_type(value)) == (text, type_name)
 
 
-def test_brief_of_a_yaml_alias_bomb_is_immediate():
+def test_quote_of_a_yaml_alias_bomb_is_immediate():
     import time
 
     bomb = ["x"] * 9
     for _ in range(9):  # 9**10 strings in all, sharing one list per level, as YAML aliases build them
         bomb = [bomb] * 9
     start = time.perf_counter()
-    assert manifests.brief(bomb) == "[[[[[[[[[[" + '"x", ' * 8 + '"x"], [...'
+    assert quote(bomb) == "[[[[[[[[[[" + '"x", ' * 8 + '"x"], [...'
     assert time.perf_counter() - start < 0.1
+
+
+def test_quote_of_a_yaml_mapping_alias_bomb_in_an_annotation_is_immediate():
+    import time
+
+    text = "a: &a {" + ", ".join(f"k{i}: x" for i in range(9)) + "}\n"
+    for parent, child in zip("abcde", "bcdef"):  # 9**6 strings, every map shared through aliases
+        text += f"{child}: &{child} {{" + ", ".join(f"k{i}: *{parent}" for i in range(9)) + "}\n"
+    [doc] = manifests.parse_documents(text, "bomb.yaml")
+    start = time.perf_counter()
+    assert quote(doc["f"]) == '{"k0": {"k0": {"k0": {"k0": {"k0": {"k0": "x", "k1": "x",...'
+    assert time.perf_counter() - start < 10  # only an unbounded walk takes this long on a loaded machine
 
 
 def test_yaml_timestamps_are_read_as_their_text_as_kubectl_does():

@@ -14,14 +14,13 @@ lives outside the pure core.
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import yaml
 
-from webhook.core.messages import json_type
+from webhook.core.messages import json_type, quote
 from webhook.core.yamltext import TextTimestampLoader
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -229,52 +228,6 @@ def load_documents(path: str, *, json_duplicates: bool = True) -> list[Any]:
     return parse_documents(read_text(path), path, json_duplicates=json_duplicates)
 
 
-#: Longest rendering of a value in a message (:func:`brief`).
-BRIEF_LIMIT = 60
-
-
-def brief(value: Any, limit: int = BRIEF_LIMIT) -> str:
-    """A value as JSON for a message (``"abc"``, ``7``, ``true``, ``null``, ``["a", 1]``), cut to
-    ``limit`` characters with ``...``. The work is bounded by ``limit``, not by the value: a
-    YAML alias bomb (an array of a billion strings that share nine) renders at once. Non-finite
-    numbers read ``Infinity`` / ``NaN`` (what JSON ``1e400`` and ``NaN`` become)."""
-    out: list[str] = []
-    size = 0
-
-    def emit(text: str) -> bool:
-        nonlocal size
-        out.append(text)
-        size += len(text)
-        return size > limit
-
-    def walk(item: Any) -> bool:  # True once the budget is spent (each level emits a character first)
-        if isinstance(item, Mapping):
-            if emit("{"):
-                return True
-            for n, (k, v) in enumerate(item.items()):
-                if (n and emit(", ")) or walk(k if isinstance(k, str) else str(k)) or emit(": ") or walk(v):
-                    return True
-            return emit("}")
-        if isinstance(item, (list, tuple)):
-            if emit("["):
-                return True
-            for n, v in enumerate(item):
-                if (n and emit(", ")) or walk(v):
-                    return True
-            return emit("]")
-        if isinstance(item, float) and not math.isfinite(item):
-            return emit("NaN" if item != item else ("Infinity" if item > 0 else "-Infinity"))
-        if item is None or isinstance(item, (str, int, float, bool)):
-            if isinstance(item, str) and len(item) > limit:
-                item = item[: limit + 1]
-            return emit(json.dumps(item, ensure_ascii=False))
-        return emit(json.dumps(str(item)[: limit + 1], ensure_ascii=False))
-
-    walk(value)
-    text = "".join(out)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _list_item_kind(kind: Any) -> str | None:
     """The kind of the items of a typed list (``NodeList`` → ``Node``), ``None`` for ``List``."""
     if isinstance(kind, str) and kind.endswith("List") and len(kind) > len("List"):
@@ -299,7 +252,7 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
         if not isinstance(doc, Mapping):
             hint = (' (objects in a bare array? put them in a List: {"apiVersion": "v1", "kind": "List", "items": [...]})'
                     if isinstance(doc, list) and not where else "")
-            raise ManifestError(source, f"{here}: expected a Kubernetes object, got {json_type(doc)} {brief(doc)}{hint}")
+            raise ManifestError(source, f"{here}: expected a Kubernetes object, got {json_type(doc)} {quote(doc)}{hint}")
         if "items" in doc and (doc.get("kind") in (None, "List") or str(doc.get("kind", "")).endswith("List")):
             items = doc.get("items")
             if items is None:

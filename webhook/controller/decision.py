@@ -38,8 +38,7 @@ from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 from webhook.placement.quantity import QuantityError
-from webhook.core.messages import json_type
-from webhook.manifests import brief
+from webhook.core.messages import json_type, quote
 from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
 
 
@@ -267,7 +266,7 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     if None in sizes and len(sizes) > 1:
         sizes.discard(None)
     if len(sizes) != 1 or None in sizes:
-        why = f"pods disagree on {gating.GANG_SIZE}: {', '.join(brief(str(s)) for s in sorted(sizes))}" if len(sizes) > 1 \
+        why = f"pods disagree on {gating.GANG_SIZE}: {', '.join(quote(str(s)) for s in sorted(sizes))}" if len(sizes) > 1 \
             else f"no pod carries a valid {gating.GANG_SIZE}"
         return Waiting(gang.key, INVALID, why, refs)
     size = sizes.pop()
@@ -296,7 +295,7 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
     segment = None
     if raw_segment is not None:
         if not raw_segment.isdigit():
-            raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {brief(raw_segment)} '
+            raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(raw_segment)} '
                              "is not a whole number (the webhook writes 0, 1, ...)")
         segment = (0, int(raw_segment))
     selector = spec.get("nodeSelector") or {}
@@ -458,8 +457,8 @@ def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology
     topology_name, constraints = _gang_constraints(gang, default_topology)
     topology = catalog.get(topology_name) if topology_name else None
     if topology_name and topology is None:
-        known = ", ".join(brief(n) for n in sorted(catalog)) or "none"
-        return Waiting(gang.key, INFEASIBLE, f"topology {brief(topology_name)} is not known (known: {known})", refs)
+        known = ", ".join(quote(n) for n in sorted(catalog)) or "none"
+        return Waiting(gang.key, INFEASIBLE, f"topology {quote(topology_name)} is not known (known: {known})", refs)
     index = capacity.index(topology_name, topology)
     # members already placed are part of the gang: give their capacity back while it is placed
     fixed = [(placed_node(p), r.requests) for p, r in zip(members, requests) if placed_node(p) is not None]

@@ -8,6 +8,7 @@ JSON ``null`` never appears: an absent value is said in words.
 from __future__ import annotations
 
 import base64
+import heapq
 import json
 import math
 from collections.abc import Mapping
@@ -25,32 +26,36 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-def quote(value: Any) -> str:
+#: Longest rendering of a value in a message (:func:`quote`), its ``(YAML ...)`` type aside.
+QUOTE_LIMIT = 60
+
+
+def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
     """Render a value for a message: strings JSON-quoted (``" 4"``, ``""`` stay visible),
-    other JSON values as JSON (``4``, ``true``, ``null``, ``{...}`` shortened to 60 chars).
+    other JSON values as JSON (``4``, ``true``, ``null``, ``{...}``), cut to ``limit`` characters
+    with ``...``. The one renderer of values for every message of the package.
 
     Never a Python repr. Values a YAML loader makes that JSON has no type for are shown as
     kubectl would send them (its YAML reader turns them into JSON first) and, at the top level,
     named by their YAML type, so ``must be a string`` never reads as if they were strings:
     ``!!binary`` as its base64 text ``(YAML binary)``, ``!!set`` as a map of nulls ``(YAML set)``,
     ``.nan`` / ``.inf`` ``(YAML float)``. Map keys that are not strings become their JSON text
-    (``1`` → ``"1"``), as sigs.k8s.io/yaml does."""
-    if value is None or isinstance(value, (str, bool, int)):
-        return _short(json.dumps(value, ensure_ascii=False))
+    (``1`` → ``"1"``), as sigs.k8s.io/yaml does; maps are shown with their keys sorted, as Go's
+    JSON encoder writes them. A value that is none of these reads ``a value that is not JSON``.
+
+    The work is bounded by ``limit``, not by the value: the walk stops once ``limit`` characters
+    are written, and each map's keys are sorted once per call, so a YAML alias bomb (a billion
+    strings sharing nine, or maps sharing one) renders at once."""
     try:
-        text = json.dumps(_jsonable(value), ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
+        text = _bounded(value, limit)
+    except (_NotJSON, ValueError):  # ValueError: an int of more digits than Python converts
         return "a value that is not JSON"
     yaml_type = _yaml_type(value)
-    if yaml_type is None:
-        return _short(text)
-    if isinstance(value, (bytes, bytearray, float)):  # JSON strings: shown bare
-        text = json.loads(text)
-    return f"{_short(text)} ({yaml_type})"
+    return text if yaml_type is None else f"{text} ({yaml_type})"
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= 60 else text[:57] + "..."
+class _NotJSON(Exception):
+    """A value no YAML loader makes (:func:`quote` says ``a value that is not JSON``)."""
 
 
 #: ``.nan`` / ``.inf`` as YAML writes them (JSON has no such numbers).
@@ -68,22 +73,73 @@ def _yaml_type(value: Any) -> str | None:
     return None
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` as the JSON kubectl would send for it (see :func:`quote`). Raises ``TypeError``
-    for a value no YAML loader makes."""
+def _leaf(value: Any, limit: int | None = None) -> Any:
+    """A scalar as the JSON value kubectl would send for it: ``None``, a string, a boolean, a
+    number, ``!!binary`` as its base64 text (of the first bytes only when ``limit`` is given: the
+    text is cut there anyway), ``.nan``/``.inf`` as that text. Raises :class:`_NotJSON` for
+    anything else."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else _SPECIAL_FLOATS[str(value)]
     if isinstance(value, (bytes, bytearray)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, (set, frozenset)):
-        return {key_text(k): None for k in value}
-    if isinstance(value, Mapping):
-        return {key_text(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    raise TypeError(f"not a YAML value: {type(value).__name__}")
+        head = value if limit is None else value[: 3 * (limit // 4 + 2)]  # 3 bytes → 4 characters
+        return base64.b64encode(bytes(head)).decode("ascii")
+    raise _NotJSON(type(value).__name__)
+
+
+def _bounded(value: Any, limit: int) -> str:
+    """:func:`quote`'s text without the YAML type: a walk that stops once ``limit`` characters
+    are written (each level writes one first, so its depth is bounded too)."""
+    out: list[str] = []
+    size = 0
+    sorted_entries: dict[int, list[tuple[str, Any]]] = {}  # per map, by identity (alive during the call)
+
+    def emit(text: str) -> bool:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+        return size > limit
+
+    def entries(item: Any) -> list[tuple[str, Any]]:
+        # only the first ``limit`` entries can be shown; a map shared through aliases is sorted once
+        found = sorted_entries.get(id(item))
+        if found is None:
+            pairs = ((key_text(k), None) for k in item) if isinstance(item, (set, frozenset)) \
+                else ((key_text(k), v) for k, v in item.items())
+            found = sorted_entries[id(item)] = heapq.nsmallest(limit, pairs, key=lambda pair: pair[0])
+        return found
+
+    def walk(item: Any) -> bool:  # True once the budget is spent
+        if isinstance(item, (Mapping, set, frozenset)):
+            if emit("{"):
+                return True
+            for n, (k, v) in enumerate(entries(item)):
+                if (n and emit(", ")) or emit(_json_text(k, limit)) or emit(": ") or walk(v):
+                    return True
+            return emit("}")
+        if isinstance(item, (list, tuple)):
+            if emit("["):
+                return True
+            for n, v in enumerate(item):
+                if (n and emit(", ")) or walk(v):
+                    return True
+            return emit("]")
+        return emit(_json_text(_leaf(item, limit), limit))
+
+    if _yaml_type(value) in ("YAML binary", "YAML float"):  # at the top level, their JSON strings shown bare
+        emit(_leaf(value, limit))
+    else:
+        walk(value)
+    text = "".join(out)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _json_text(leaf: Any, limit: int) -> str:
+    """A JSON scalar as JSON text (a long string cut first: only ``limit`` characters are shown)."""
+    if isinstance(leaf, str) and len(leaf) > limit:
+        leaf = leaf[: limit + 1]
+    return json.dumps(leaf, ensure_ascii=False)
 
 
 def json_type(value: Any) -> str:
@@ -112,10 +168,10 @@ def key_text(key: Any) -> str:
     if isinstance(key, str):
         return key
     try:
-        converted = _jsonable(key)
-    except TypeError:
+        converted = _leaf(key)
+    except _NotJSON:
         return "a key that is not JSON"
-    return converted if isinstance(converted, str) else json.dumps(converted, sort_keys=True, ensure_ascii=False)
+    return converted if isinstance(converted, str) else json.dumps(converted)
 
 
 def key_field(map_field: str, key: str) -> str:

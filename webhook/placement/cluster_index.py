@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from webhook.core.messages import quote
 from webhook.core.topology import Topology
-from webhook.manifests import brief
 from webhook.placement.eligibility import EligibilityIndex
 from webhook.placement.model import PlacementError, Placement, PodRequest
 from webhook.placement.snapshot import Node
@@ -90,7 +90,7 @@ class ClusterIndex:
         if level is None:
             return None
         if level not in self.levels:
-            raise PlacementError(f"level {brief(level)} is not a level of topology "
+            raise PlacementError(f"level {quote(level)} is not a level of topology "
                                  f"{self.topology.name if self.topology else '(none)'}; levels: "
                                  f"{', '.join(self.levels) or 'none'}")
         return self.levels.index(level) + 1

@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from webhook.core.messages import json_type
-from webhook.manifests import brief
+from webhook.core.messages import json_type, quote
 from webhook.placement.model import PlacementError, PodRequest
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
@@ -70,12 +69,12 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
             raise PlacementError(f"{here}: a requirement needs a key")
         op = req.get("operator")
         if op not in allowed:
-            raise PlacementError(f"{here}.operator: {brief(op)} is not one of {', '.join(allowed)} "
+            raise PlacementError(f"{here}.operator: {quote(op)} is not one of {', '.join(allowed)} "
                                  f"(Kubernetes NodeSelectorRequirement); fix: use one of them")
         values = req.get("values") or []
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             bad = values if not isinstance(values, list) else next(v for v in values if not isinstance(v, str))
-            raise PlacementError(f"{here}.values: expected an array of strings, found {brief(bad)} ({json_type(bad)}); "
+            raise PlacementError(f"{here}.values: expected an array of strings, found {quote(bad)} ({json_type(bad)}); "
                                  "fix: quote the values")
         values = tuple(values)
         if op in ("Exists", "DoesNotExist") and values:
@@ -88,9 +87,9 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
             try:
                 int(values[0])
             except ValueError:
-                raise PlacementError(f"{here}.values: {brief(values[0])} is not an integer (operator {op})") from None
+                raise PlacementError(f"{here}.values: {quote(values[0])} is not an integer (operator {op})") from None
         if fields and req["key"] != "metadata.name":
-            raise PlacementError(f"{here}.key: {brief(req['key'])}: matchFields supports only metadata.name")
+            raise PlacementError(f"{here}.key: {quote(req['key'])}: matchFields supports only metadata.name")
         out.append((req["key"], op, values))
     return tuple(out)
 
@@ -141,7 +140,7 @@ def pod_request(pod: Mapping, requests: Mapping[str, int], segment: tuple[int, i
     for k, v in selector.items():
         if not isinstance(k, str) or not isinstance(v, str):
             bad = k if not isinstance(k, str) else v
-            raise PlacementError(f"{name}: {spec_path}.nodeSelector[{brief(k)}] = {brief(v)}: keys and values must be "
+            raise PlacementError(f"{name}: {spec_path}.nodeSelector[{quote(k)}] = {quote(v)}: keys and values must be "
                                  f"strings, not {json_type(bad)}; fix: quote them")
     try:
         affinity = required_node_affinity(spec, spec_path)

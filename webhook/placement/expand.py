@@ -28,8 +28,8 @@ import jsonpatch
 
 from webhook.core import keys
 from webhook.core.decision import AdmissionSettings
+from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
-from webhook.manifests import brief
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
@@ -193,7 +193,7 @@ def _replicas(value: Any, where: str, default: int = 1) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ExpandError(f"{where}: {brief(value)} is not a non-negative integer")
+        raise ExpandError(f"{where}: {quote(value)} is not a non-negative integer")
     return value
 
 
@@ -294,7 +294,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         raise ExpandError("the workload file must hold one Kubernetes object")
     kind = workload.get("kind")
     if kind not in SUPPORTED:
-        raise ExpandError(f"kind {brief(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
+        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
     meta = workload.get("metadata")
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
         raise ExpandError("metadata.name is missing")
@@ -376,7 +376,7 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
             try:
                 segment = (int(labels.get(keys.LWS_GROUP_INDEX) or 0), int(seg))
             except ValueError:
-                raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{keys.SEGMENT_INDEX}"] = {brief(seg)} '
+                raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(seg)} '
                                   "is not a whole number") from None
             for k in (keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                 if ann.get(k) and not seg_keys.get(k):

@@ -9,10 +9,10 @@ import re
 from dataclasses import dataclass, field
 
 from webhook.core.decision import AdmissionSettings
+from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import expand
-from webhook.manifests import brief
 from webhook.placement.snapshot import Snapshot
 
 
@@ -58,7 +58,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
                            exp.warnings)
     topo = catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:
-        raise PlacementError(f"topology {brief(exp.topology)} is not in the snapshot; known: "
+        raise PlacementError(f"topology {quote(exp.topology)} is not in the snapshot; known: "
                              f"{', '.join(catalog.names()) or 'none'}")
     index = ClusterIndex(snapshot.nodes, topo)
     saved = index.free.copy()

@@ -13,8 +13,7 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
-from webhook.core.messages import json_type
-from webhook.manifests import brief
+from webhook.core.messages import json_type, quote
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -51,18 +50,18 @@ def parse_quantity(value: object) -> Fraction:
     ``null``, ``true``, an object); the message renders the value as JSON (``null``, ``true``).
     """
     if isinstance(value, bool) or value is None:
-        raise QuantityError(f"{brief(value)} is not a quantity ({_EXPECTED})")
+        raise QuantityError(f"{quote(value)} is not a quantity ({_EXPECTED})")
     if isinstance(value, str):
         return _parse_text(value)
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise QuantityError(f"{brief(value)} is not a quantity (a number too large to read, such as 1e400, "
-                                f"reads as Infinity; {_EXPECTED})")
+            raise QuantityError(f"{quote(value)} is not a quantity (not a finite number; a JSON number too large to "
+                                f"read, such as 1e400, reads as .inf too; {_EXPECTED})")
         value = repr(value)
     if not isinstance(value, str):
-        raise QuantityError(f"{brief(value)} is not a quantity ({_EXPECTED}, got {json_type(value)})")
+        raise QuantityError(f"{quote(value)} is not a quantity ({_EXPECTED}, got {json_type(value)})")
     return _parse_text(value)
 
 
@@ -72,10 +71,10 @@ def _parse_text(value: str) -> Fraction:
     quantities over tens of thousands of objects."""
     m = _QUANTITY_RE.match(value)
     if not m:
-        raise QuantityError(f'{brief(value)} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")')
+        raise QuantityError(f'{quote(value)} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")')
     if len(m.group("num")) > MAX_QUANTITY_DIGITS:
         # Python refuses to convert more than 4,300 digits; no real quantity comes close
-        raise QuantityError(f"{brief(value, 24)}: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
+        raise QuantityError(f"{quote(value, 24)}: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
     num = Fraction(m.group("num"))
     suffix = m.group("suffix") or ""
     if suffix in _BINARY:
@@ -84,14 +83,14 @@ def _parse_text(value: str) -> Fraction:
         return num * _DECIMAL[suffix]
     exp = int(suffix[1:])
     if abs(exp) > 30:
-        raise QuantityError(f"{brief(value)}: exponent out of range (at most 30 either way)")
+        raise QuantityError(f"{quote(value)}: exponent out of range (at most 30 either way)")
     return num * Fraction(10) ** exp
 
 
 def negative_quantity(value: object) -> QuantityError:
     """The error for a negative quantity where Kubernetes API validation forbids one (container
     requests and limits, pod overhead, node allocatable)."""
-    return QuantityError(f"{brief(value)} is negative: Kubernetes API validation rejects negative requests, "
+    return QuantityError(f"{quote(value)} is negative: Kubernetes API validation rejects negative requests, "
                          "limits, overhead and allocatable (quantities must be non-negative); fix: use 0 or more")
 
 

@@ -17,8 +17,7 @@ from typing import Protocol
 
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
-from webhook.core.messages import json_type
-from webhook.manifests import brief
+from webhook.core.messages import json_type, quote
 from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
                                         to_milli)
 
@@ -191,7 +190,7 @@ def _name_of(obj: Mapping, source: str, here: str, kind: str) -> tuple[str, str]
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
         where = f"{source}: {here}: " if source else ""
-        got = "" if name is None or name == "" else f" (metadata.name = {brief(name)} is {json_type(name)}, not a string)"
+        got = "" if name is None or name == "" else f" (metadata.name = {quote(name)} is {json_type(name)}, not a string)"
         raise SnapshotError(f"{where}{kind} has no metadata.name{got}")
     ns = meta.get("namespace")
     return name, ns if isinstance(ns, str) else ""
@@ -203,10 +202,10 @@ def _string_labels(labels: Mapping, what: str, source: str) -> dict[str, str]:
     ``null`` would become a domain named ``None``, and a YAML alias bomb would be expanded."""
     for key, value in labels.items():
         if not isinstance(key, str):
-            raise _fail(source, what, f"metadata.labels has the key {brief(key)}, which is {json_type(key)}: label keys "
+            raise _fail(source, what, f"metadata.labels has the key {quote(key)}, which is {json_type(key)}: label keys "
                                       "are strings; fix: quote the key")
         if not isinstance(value, str):
-            raise _fail(source, what, f'metadata.labels["{key}"] = {brief(value)}: a label value must be a string, '
+            raise _fail(source, what, f'metadata.labels["{key}"] = {quote(value)}: a label value must be a string, '
                                       f"not {json_type(value)}; fix: quote the value (\"{key}\": \"...\") or remove the label")
     return dict(labels)
 
@@ -215,7 +214,7 @@ def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
     """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
     and the field (and ``source``, the file, when given: the live controller passes none)."""
     name, _ = _name_of(obj, source, here, "Node")
-    what = f"Node {brief(name)}"
+    what = f"Node {quote(name)}"
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, Mapping):
         raise _fail(source, what, f"metadata.labels must be an object, not {json_type(labels)}")
@@ -227,7 +226,7 @@ def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
             raise _fail(source, what, f"{part} must be an object, not {json_type(value)}")
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
-        raise _fail(source, what, f"spec.unschedulable = {brief(unschedulable)}: must be a boolean, not "
+        raise _fail(source, what, f"spec.unschedulable = {quote(unschedulable)}: must be a boolean, not "
                                   f"{json_type(unschedulable)}; fix: write unschedulable: true or false, unquoted")
     alloc_raw = status.get("allocatable")
     if alloc_raw is None:
@@ -258,7 +257,7 @@ def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
             raise _fail(source, what, f"spec.taints[{j}]: a taint needs a key")
         value = t.get("value")
         if value is not None and not isinstance(value, str):
-            raise _fail(source, what, f"spec.taints[{j}].value = {brief(value)}: a taint value must be a string, not "
+            raise _fail(source, what, f"spec.taints[{j}].value = {quote(value)}: a taint value must be a string, not "
                                       f"{json_type(value)}; fix: quote it")
         if t.get("effect") in _BLOCKING_EFFECTS:
             taints.append((t["key"], value or "", t["effect"]))
@@ -318,7 +317,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
                 problems.append(str(exc))
                 continue
             if node.name in nodes:
-                problems.append(f"{source}: {here}: Node {brief(node.name)} is listed twice (also at "
+                problems.append(f"{source}: {here}: Node {quote(node.name)} is listed twice (also at "
                                 f"{node_where[node.name]}); node names are unique in a cluster; fix: keep one of them")
                 continue
             nodes[node.name] = node
@@ -334,7 +333,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
                 problems.append(f"{source}: {here}: {exc}")
                 continue
             if topo.name in topologies and topologies[topo.name] != topo:
-                problems.append(f"{source}: {here}: Topology {brief(topo.name)} is defined twice with different levels "
+                problems.append(f"{source}: {here}: Topology {quote(topo.name)} is defined twice with different levels "
                                 f"(also at {topology_where[topo.name]}: {', '.join(topologies[topo.name].levels)}; here: "
                                 f"{', '.join(topo.levels)}); fix: keep one of them or rename one")
                 continue
