@@ -53,16 +53,23 @@ def fits(free: np.ndarray, q: np.ndarray) -> np.ndarray:
 @dataclass
 class PodClass:
     """Interchangeable pods: request row ``q``, eligible-node mask ``elig``, ``slots`` per node,
-    ``count`` pods in the gang, ``example`` (the first pod, used in explanations), ``roles``:
-    per pod role (``master``, ``worker``, ``""``) its count and first pod, in gang order (a
-    Master that requests what the workers do is in their class, and explanations count it apart)."""
+    ``pods``: the class's pods in gang order (a Master that requests what the workers do is in
+    their class; explanations count each role apart, :func:`webhook.placement.explain._who`)."""
 
     q: np.ndarray
     elig: np.ndarray
     slots: np.ndarray
-    count: int
-    example: PodRequest
-    roles: dict[str, list] = field(default_factory=dict)
+    pods: list[PodRequest] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        """How many pods of the gang are in the class."""
+        return len(self.pods)
+
+    @property
+    def example(self) -> PodRequest:
+        """The class's first pod (named in explanations)."""
+        return self.pods[0]
 
 
 @dataclass
@@ -115,9 +122,8 @@ def read_gang(index: ClusterIndex, gang: Gang) -> Demand:
             c = keys[sig] = len(classes)
             q = index.req_vector(p)
             elig = index.eligible(p)
-            classes.append(PodClass(q=q, elig=elig, slots=slots(index.free, q, elig), count=0, example=p))
-        classes[c].count += 1
-        classes[c].roles.setdefault(p.role, [0, p])[0] += 1
+            classes.append(PodClass(q=q, elig=elig, slots=slots(index.free, q, elig)))
+        classes[c].pods.append(p)
         class_of[p.key] = c
     total = sum((cl.q * cl.count for cl in classes), np.zeros(len(index.resources), dtype=np.int64))
 

@@ -26,15 +26,15 @@ def _who(cls: PodClass) -> str:
     """The pods of a class, counted per role: ``pod ns/j-master-0 (master)``, ``16 pods like
     ns/j-worker-0 (worker)``, or for a class of several roles ``11 pods: ns/j-master-0 (master)
     and 10 like ns/j-worker-0 (worker)``."""
-    def one(count: int, pod, lone: str) -> str:
-        role = f" ({pod.role})" if pod.role else ""
-        return f"{lone}{pod.key}{role}" if count == 1 else f"{count} like {pod.key}{role}"
+    def one(pod) -> str:
+        return f"{pod.key} ({pod.role})" if pod.role else pod.key
 
-    if len(cls.roles) <= 1:
-        pod = cls.example
-        role = f" ({pod.role})" if pod.role else ""
-        return f"pod {pod.key}{role}" if cls.count == 1 else f"{cls.count} pods like {pod.key}{role}"
-    parts = [one(count, pod, "") for count, pod in cls.roles.values()]
+    roles: dict[str, list] = {}  # role -> [count, first pod], in gang order
+    for pod in cls.pods:
+        roles.setdefault(pod.role, [0, pod])[0] += 1
+    if len(roles) <= 1:
+        return f"pod {one(cls.example)}" if cls.count == 1 else f"{cls.count} pods like {one(cls.example)}"
+    parts = [one(pod) if count == 1 else f"{count} like {one(pod)}" for count, pod in roles.values()]
     return f"{cls.count} pods: {', '.join(parts[:-1])} and {parts[-1]}"
 
 
