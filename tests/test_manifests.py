@@ -191,7 +191,7 @@ def test_quote_of_a_yaml_alias_bomb_is_immediate():
         bomb = [bomb] * 9
     start = time.perf_counter()
     assert quote(bomb) == "[[[[[[[[[[" + '"x", ' * 8 + '"x"], [...'
-    assert time.perf_counter() - start < 0.1
+    assert time.perf_counter() - start < 10  # only an unbounded walk takes this long on a loaded machine
 
 
 def test_quote_of_a_yaml_mapping_alias_bomb_in_an_annotation_is_immediate():

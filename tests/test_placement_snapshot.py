@@ -295,7 +295,7 @@ def test_yaml_alias_bomb_in_a_label_value_fails_fast(tmp_path):
     start = time.perf_counter()
     with pytest.raises(SnapshotError) as exc:
         load_snapshot([str(path)])
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30  # loose for a loaded machine: expanding it takes minutes
     assert str(exc.value) == (f'{path}: Node "n0": metadata.labels["junk"] = [[[[[[[[["x", "x", "x", "x", "x", "x", "x", '
                               '"x", "x"], ["...: a label value must be a string, not an array; fix: quote the value '
                               '("junk": "...") or remove the label')
