@@ -758,7 +758,11 @@ def test_5000_digit_segment_size_exceeds_the_replicas(example_catalog):
 def test_fix_hint_for_fewer_than_2_workers(example_catalog):
     d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "2"}, replicas=0), example_catalog)
     assert rules(d) == ["segment-size-exceeds-replicas"]
-    assert d.message.endswith("fix: raise spec.pytorchReplicaSpecs.Worker.replicas to at least 2, "
+    assert d.message.endswith("fix: raise spec.pytorchReplicaSpecs.Worker.replicas to at least 2 (the segment size), "
+                              "or remove kai.scheduler/segment-size for no segments.")
+    # 1 worker with segment size 4: raising the replicas to 2 would be denied again
+    d = run(pytorchjob({TOPO: "cluster-topology", SIZE: "4"}, replicas=1), example_catalog)
+    assert d.message.endswith("fix: raise spec.pytorchReplicaSpecs.Worker.replicas to at least 4 (the segment size), "
                               "or remove kai.scheduler/segment-size for no segments.")
 
 
@@ -870,7 +874,7 @@ def test_pytorchjob_scaled_below_its_segment_size_gets_a_fix_the_webhook_admits(
 def test_pytorchjob_suspended_scale_keeps_the_create_fix(example_catalog):
     keys_ = {TOPO: "cluster-topology", SIZE: "4"}
     d = _update(pytorchjob(worker=keys_, replicas=2, suspend=True), pytorchjob(worker=keys_), PLAIN, example_catalog)
-    assert d.message.endswith("fix: use a segment size of 2, or raise spec.pytorchReplicaSpecs.Worker.replicas.")
+    assert d.message.endswith("fix: use a segment size of 2, or raise spec.pytorchReplicaSpecs.Worker.replicas to at least 4.")
 
 
 def test_native_scaled_below_its_segment_size(example_catalog):

@@ -119,6 +119,23 @@ def test_pod_without_gang_size_is_not_gated_and_warned(example_catalog):
     assert d.warnings == ["not gated: no segments.dev/gang-size (workload created before --gate-pods?)"]
 
 
+@pytest.mark.parametrize("size", ["0", "-1", "abc"])
+def test_pod_with_an_invalid_gang_size_is_not_gated_and_the_value_is_named(example_catalog, size):
+    d, out = admitted(pod(WORKER_LABELS, {**WORKER_ANN, SIZE_KEY: size}), example_catalog)
+    assert "schedulingGates" not in out["spec"]
+    assert d.warnings == [f'not gated: segments.dev/gang-size="{size}" is not a whole number of pods >= 1']
+
+
+def test_pod_created_with_a_node_name_is_not_gated(example_catalog):
+    # KEP-3838: the API server rejects a pod created with spec.nodeName and scheduling gates.
+    bound = pod(WORKER_LABELS, WORKER_ANN)
+    bound["spec"]["nodeName"] = "node-1"
+    d, out = admitted(bound, example_catalog)
+    assert "schedulingGates" not in out["spec"]
+    assert out["metadata"]["labels"]["kai.scheduler/segment-index"] == "1"
+    assert d.warnings == ['not gated: spec.nodeName "node-1" is set (the pod bypasses the scheduler)']
+
+
 def test_plain_pod_is_untouched(example_catalog):
     d, _ = admitted(pod({"app": "web"}, {}), example_catalog)
     assert d.patch == [] and d.warnings == []

@@ -480,3 +480,12 @@ def test_core_pod_worker_index_5_segment_size_4_gets_segment_1():
     labels = _patched(pod, r)["metadata"]["labels"]
     assert labels["kai.scheduler/segment-index"] == "1"
     assert labels["kai.scheduler/subgroup-name"] == "worker-1"
+
+
+def test_body_with_a_number_of_more_than_4300_digits_is_a_400_without_python_internals():
+    client, _ = make_app()
+    body = '{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "x": ' + "9" * 5000 + "}}"
+    resp = client.post("/mutate", data=body, content_type="application/json")
+    assert resp.status_code == 400
+    assert resp.get_json() == {"error": "request body holds a number of more than 4300 digits; no Kubernetes field "
+                                        "takes one", "field": "body"}

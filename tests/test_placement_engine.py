@@ -167,3 +167,18 @@ def test_reason_counts_the_partial_last_segment_and_each_role_of_a_class():
                           "holds 3 of 3 segments of 4 pods (the last of 2) at segment level "
                           "cloud.provider.com/topology-rack (binding resource: nvidia.com/gpu); not enough room there "
                           "for 11 pods: ns/j-master-0 (master) and 10 like ns/j-worker-0 (worker)")
+
+
+def test_a_pod_with_spec_node_name_is_pinned_to_that_node():
+    # spec.nodeName bypasses kube-scheduler: the pod runs on that node or nowhere.
+    from webhook.placement.eligibility import pinned_to_node, pod_request
+
+    pin = ("metadata.name", "In", ("n1",))
+    spec = {"nodeName": "n1", "containers": [{"name": "c"}]}
+    assert pod_request({"metadata": {"name": "p"}, "spec": spec}, {}).node_affinity == (((), (pin,)),)
+    zone_a = ((("topology.kubernetes.io/zone", "In", ("a",)),), ())
+    assert pinned_to_node((zone_a, ((), ())), "n1") == (
+        ((("topology.kubernetes.io/zone", "In", ("a",)),), (pin,)), ((), ()))  # an empty term stays empty
+    with pytest.raises(PlacementError, match=r'Pod p: spec.nodeName = 7: must be a node name \(a string\)'):
+        pod_request({"metadata": {"name": "p"}, "spec": {"nodeName": 7}}, {})
+    assert pod_request({"metadata": {"name": "p"}, "spec": {"nodeName": ""}}, {}).node_affinity is None

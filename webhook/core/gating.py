@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import keys
+from webhook.core.messages import quote
 from webhook.core.patching import PatchBuilder, pointer
 
 #: The scheduling gate the webhook adds and the controller removes (DESIGN.md §9).
@@ -126,7 +127,16 @@ def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], 
     if gang_key(namespace, labels) is None:
         return [], [f"not gated: no gang key (label {keys.KF_JOB_NAME}, or {keys.LWS_NAME} + group-index)"]
     if gang_size(annotations) is None:
+        written = annotations.get(GANG_SIZE)
+        if written is not None:
+            return [], [f"not gated: {GANG_SIZE}={quote(written)} is not a whole number of pods >= 1"]
         return [], [f"not gated: no {GANG_SIZE} (workload created before --gate-pods?)"]
+    spec = pod.get("spec")
+    node_name = spec.get("nodeName") if isinstance(spec, (dict, Mapping)) else None
+    if node_name:
+        # KEP-3838: a pod created with spec.nodeName may not carry scheduling gates (the API server
+        # rejects it); it is bound already, so there is nothing to hand off.
+        return [], [f"not gated: spec.nodeName {quote(node_name)} is set (the pod bypasses the scheduler)"]
     return gate_operations(pod), []
 
 

@@ -139,11 +139,11 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
     if update_of is not None:
         fix = scale_fix(update_of, size, pods_field)
     elif pods > 2:
-        fix = f"use a segment size between 2 and {pods}, or raise {pods_field}"
+        fix = f"use a segment size between 2 and {pods}, or raise {pods_field} to at least {size}"
     elif pods == 2:
-        fix = f"use a segment size of 2, or raise {pods_field}"
-    else:
-        fix = f"raise {pods_field} to at least 2, or {_size_fix(origin)}"
+        fix = f"use a segment size of 2, or raise {pods_field} to at least {size}"
+    else:  # no segment size fits 0 or 1 pods
+        fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin)}"
     noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)

@@ -147,6 +147,9 @@ def decode_json(raw: bytes | str) -> Any:
     except RecursionError:
         raise EnvelopeError("request body is nested too deeply to be an AdmissionReview", field="body") from None
     except ValueError as exc:
+        if "integer string conversion" in str(exc):  # Python's 4,300-digit limit on int()
+            raise EnvelopeError("request body holds a number of more than 4300 digits; no Kubernetes field "
+                                "takes one", field="body") from None
         raise EnvelopeError(f"request body is not valid JSON: {exc}", field="body") from None
 
 

@@ -119,6 +119,18 @@ def required_node_affinity(spec: Mapping, where: str = "spec") -> tuple | None:
     return tuple(terms)
 
 
+def pinned_to_node(affinity: tuple | None, node_name: str) -> tuple:
+    """``affinity`` (frozen terms, or ``None``) ANDed with "this node only": a pod whose
+    ``spec.nodeName`` is set bypasses kube-scheduler and runs on that node or not at all, so the
+    engine may only count it there (as the requirement ``matchFields metadata.name In
+    [node_name]`` in every term)."""
+    pin = ("metadata.name", "In", (node_name,))
+    if affinity is None:
+        return (((), (pin,)),)
+    # an empty term matches no node (Kubernetes), and stays empty
+    return tuple((exprs, tuple(fields) + (pin,)) if (exprs or fields) else (exprs, fields) for exprs, fields in affinity)
+
+
 def pod_request(pod: Mapping, requests: Mapping[str, int], segment: tuple[int, int] | None = None,
                 role: str = "", spec_path: str = "spec") -> PodRequest:
     """A :class:`PodRequest` from a Pod manifest (``metadata``, ``spec``) and its requests in
@@ -146,6 +158,11 @@ def pod_request(pod: Mapping, requests: Mapping[str, int], segment: tuple[int, i
         affinity = required_node_affinity(spec, spec_path)
     except PlacementError as exc:
         raise PlacementError(f"{name}: {exc}") from None
+    node_name = spec.get("nodeName")
+    if node_name is not None and node_name != "":
+        if not isinstance(node_name, str):
+            raise PlacementError(f"{name}: {spec_path}.nodeName = {quote(node_name)}: must be a node name (a string)")
+        affinity = pinned_to_node(affinity, node_name)
     return PodRequest(key=f"{meta.get('namespace', 'default')}/{meta.get('name')}", requests=dict(requests),
                       segment=segment, tolerations=freeze(tolerations),
                       node_selector=tuple(sorted(selector.items())),
