@@ -211,3 +211,25 @@ def test_yaml_timestamps_are_read_as_their_text_as_kubectl_does():
     assert docs == [{"a": "2024-01-01", "b": "2024-01-01T10:00:00Z", "c": "2001-12-14 21:59:43.10 -5"}]
     # PyYAML's own SafeLoader is untouched (other code in the process keeps its datetimes)
     assert not isinstance(yaml.safe_load("a: 2024-01-01")["a"], str)
+
+
+def test_yaml_keys_that_are_not_strings_become_their_json_text_as_kubectl_makes_them():
+    # sigs.k8s.io/yaml turns every YAML key into a JSON string; in Python 1 and True are one key.
+    docs = manifests.parse_documents("a: {1: c, true: d, 0: e, false: f, null: g, 1.5: h}\n", "t.yaml")
+    assert docs == [{"a": {"1": "c", "true": "d", "0": "e", "false": "f", "null": "g", "1.5": "h"}}]
+    with pytest.raises(ManifestError) as raised:
+        manifests.parse_documents('a: {1: c, "1": d}\n', "t.yaml")
+    assert 'line 1: mapping key "1" already defined at line 1' in str(raised.value)
+
+
+def test_two_topology_files_naming_one_topology_with_other_levels_are_rejected(tmp_path):
+    one = tmp_path / "a.yaml"
+    one.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/zone}, {nodeLabel: kubernetes.io/hostname}]}\n")
+    other = tmp_path / "b.yaml"
+    other.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: kubernetes.io/hostname}]}\n")
+    assert manifests.load_topology_files([str(one), str(one)]).names() == ["t"]  # the same one twice is fine
+    with pytest.raises(ManifestError) as raised:
+        manifests.load_topology_files([str(one), str(other)])
+    assert str(raised.value) == (
+        f'{other}: Topology "t" is defined twice with different levels (also in {one}: a.io/zone, '
+        'kubernetes.io/hostname; here: kubernetes.io/hostname); fix: keep one of them or rename one')

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from webhook.core.messages import json_type, quote
+from webhook.core.messages import json_type, key_text, quote
 from webhook.core.yamltext import TextTimestampLoader
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -46,10 +46,16 @@ class UniqueKeyLoader(TextTimestampLoader):
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
-            for key_node, _ in node.value:
+            for position, (key_node, value_node) in enumerate(node.value):
                 if key_node.tag == _MERGE_TAG:
                     continue
                 key = self.construct_object(key_node, deep=deep)  # cached: built once
+                if isinstance(key_node, yaml.ScalarNode) and not isinstance(key, str):
+                    # kubectl (sigs.k8s.io/yaml) makes every key a JSON string: 1 → "1", true →
+                    # "true"; so do we (in Python 1 and True would be one key)
+                    key = key_text(key)
+                    node.value[position] = (yaml.ScalarNode(_STR_TAG, key, key_node.start_mark, key_node.end_mark),
+                                            value_node)
                 line = key_node.start_mark.line + 1
                 try:
                     first = seen.get(key)
@@ -62,6 +68,7 @@ class UniqueKeyLoader(TextTimestampLoader):
 
 
 _Loader = UniqueKeyLoader
+_STR_TAG = "tag:yaml.org,2002:str"
 
 #: The message for input nested deeper than any Kubernetes object: Python's recursion limit, the
 #: review's depth check and libyaml's own nesting limit (PyYAML >= 6.0.4) all give this one text.
@@ -140,7 +147,7 @@ def _json_duplicate_line(text: str) -> DuplicateKeyError:
 
 def _duplicate_message(exc: DuplicateKeyError, json_text: bool) -> str:
     """``line N: mapping key "K" already defined at line M`` (kubectl's words) and a fix."""
-    key = json.dumps(exc.key) if isinstance(exc.key, str) else repr(exc.key)
+    key = json.dumps(key_text(exc.key))
     if json_text:
         where = f"line {exc.line}: object has the key {key} twice" if exc.line else f"object has the key {key} twice"
         return (f"{where} (kubectl rejects duplicate keys)\nfix: keep one {key} in that object")
@@ -283,11 +290,19 @@ def load_topology_files(paths: Iterable[str]) -> Any:
     """
     from webhook.core.topology import StaticTopologyCatalog, TopologyError, topologies_from_documents
 
-    topologies = []
+    topologies: dict[str, Any] = {}
+    where: dict[str, str] = {}
     for path in paths:
         documents = load_documents(path)
         try:
-            topologies.extend(topologies_from_documents(documents))
+            found = topologies_from_documents(documents)
         except TopologyError as exc:
             raise ManifestError(path, str(exc)) from None
-    return StaticTopologyCatalog(topologies)
+        for topo in found:  # as place --cluster: one name, one set of levels (an identical copy is fine)
+            if topo.name in topologies and topologies[topo.name] != topo:
+                raise ManifestError(path, f"Topology {quote(topo.name)} is defined twice with different levels "
+                                          f"(also in {where[topo.name]}: {', '.join(topologies[topo.name].levels)}; "
+                                          f"here: {', '.join(topo.levels)}); fix: keep one of them or rename one")
+            topologies.setdefault(topo.name, topo)
+            where.setdefault(topo.name, path)
+    return StaticTopologyCatalog(topologies.values())
