@@ -78,7 +78,9 @@ def test_denied_workload_exit_1(gen_cluster, tmp_path, capsys):
 
 @pytest.mark.parametrize("content, needle", [
     ("kind: Deployment\nmetadata: {name: d}\n", 'kind "Deployment" is not supported'),
-    ("a: 1\n---\nb: 2\n", "expected exactly one workload object"),
+    ("a: 1\n---\nb: 2\n", "document 1: object has no kind"),
+    ("kind: PyTorchJob\nmetadata: {name: a}\n---\nkind: PyTorchJob\nmetadata: {name: b}\n",
+     "expected exactly one workload object, found 2"),
     ("kind: PyTorchJob\nmetadata: {name: j}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 2, template: "
      "{spec: {containers: [{name: c, resources: {requests: {cpu: lots}}}]}}}}}\n",
      "spec.containers[0].resources.requests[cpu]"),
@@ -346,3 +348,18 @@ def test_bound_pod_with_a_negative_request_is_bad_input(tmp_path, capsys):
         f'segment-webhook place: error: {cluster}: Pod default/neg: spec.containers[0].resources.requests[nvidia.com/gpu]: '
         '"-3" is negative: Kubernetes API validation rejects negative requests, limits, overhead and allocatable '
         "(quantities must be non-negative); fix: use 0 or more\n")
+
+
+def test_a_workload_in_a_list_of_one_is_placed_and_a_workload_without_pods_is_bad_input(gen_cluster, tmp_path, capsys):
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "l"},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}}}}
+    listed = tmp_path / "list.yaml"
+    listed.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [job]}))
+    assert main(["place", "-f", str(listed), "--cluster", gen_cluster]) == 0  # as controller -f reads it
+    assert "placed: 2 pods on " in capsys.readouterr().out
+    empty = tmp_path / "empty.yaml"
+    empty.write_text(yaml.safe_dump({**job, "spec": {"pytorchReplicaSpecs": {}}}))
+    assert main(["place", "-f", str(empty), "--cluster", gen_cluster]) == 2
+    assert capsys.readouterr().err == (
+        f'segment-webhook place: error: {empty}: PyTorchJob "l" creates no pods (no replica type with replicas, '
+        "no group, no workers): nothing to place; fix: give it the pods it should run\n")

@@ -438,3 +438,11 @@ def test_unquoted_yaml_timestamp_in_an_annotation_is_the_string_kubectl_sends(tm
     code, out, err = run(capsys, "-f", path, "-o", "json")
     assert code == 0, err
     assert json.loads(out)["response"]["allowed"] is True
+
+
+def test_yaml_output_keeps_non_ascii_text_readable(tmp_path, capsys):
+    path = write(tmp_path, "u.yaml", 'apiVersion: kubeflow.org/v1\nkind: PyTorchJob\n'
+                 'metadata: {name: jöb, annotations: {note: "загрузка 🚀"}}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 2}}}\n')
+    code, out, err = run(capsys, "-f", path, "-o", "yaml")
+    assert code == 0, err
+    assert "  name: jöb\n" in out and "    note: загрузка 🚀\n" in out

@@ -28,7 +28,7 @@ def _write_all(text: str, stream: TextIO) -> None:
         stream.flush()
         return
     stream.flush()
-    view = memoryview(text.encode(stream.encoding or "utf-8", errors="strict"))
+    view = memoryview(text.encode(stream.encoding or "utf-8", errors="backslashreplace"))
     while view:
         written = buffer.write(view)
         if not written:  # a non-blocking stream that took nothing: let flush raise or block

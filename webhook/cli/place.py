@@ -17,7 +17,7 @@ import yaml
 
 from webhook.cli.flags import error
 from webhook.cli.output import write_output
-from webhook.manifests import ManifestError, load_documents
+from webhook.manifests import ManifestError, load_objects
 from webhook.placement.engine import Placement, PlacementError
 from webhook.placement.expand import ExpandError
 from webhook.placement.pipeline import place_workload
@@ -45,11 +45,12 @@ def register(subparsers: Any) -> None:
 
 
 def load_workload(path: str) -> dict:
-    """The one workload object of the file ``path``. Raises :class:`ManifestError` naming the file."""
-    docs = [d for d in load_documents(path) if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise ManifestError(path, f"expected exactly one workload object, found {len(docs)} documents")
-    return docs[0]
+    """The one workload object of the file ``path`` (a ``kind: List`` of one is flattened, as
+    ``controller -f`` reads it). Raises :class:`ManifestError` naming the file."""
+    objects = load_objects(path)
+    if len(objects) != 1:
+        raise ManifestError(path, f"expected exactly one workload object, found {len(objects)}")
+    return dict(objects[0][1])
 
 
 def render_table(result: dict) -> str:
@@ -98,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         text = json.dumps(result, indent=2) + "\n"
     elif args.output == "yaml":
-        text = yaml.safe_dump(result, sort_keys=False)
+        text = yaml.safe_dump(result, sort_keys=False, allow_unicode=True)
     else:
         text = render_table(result)
     written = write_output(text, "place")

@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         document = responses[0] if len(responses) == 1 else {"apiVersion": "v1", "kind": "List", "items": responses}
         written = write_output(json.dumps(document, indent=2) + "\n", "review")
     elif results:
-        written = write_output(yaml.safe_dump_all(results, sort_keys=False, default_flow_style=False), "review")
+        written = write_output(yaml.safe_dump_all(results, sort_keys=False, default_flow_style=False, allow_unicode=True), "review")
     else:
         written = 0
     return written or status

@@ -134,7 +134,7 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
     if output == "json":
         text = json.dumps(docs, indent=2) + "\n"
     else:
-        text = yaml.safe_dump_all(docs, sort_keys=False) if docs else ""
+        text = yaml.safe_dump_all(docs, sort_keys=False, allow_unicode=True) if docs else ""
     return write_output(text, "controller", out)
 
 

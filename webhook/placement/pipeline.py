@@ -12,7 +12,7 @@ from webhook.core.decision import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
-from webhook.placement.expand import expand
+from webhook.placement.expand import ExpandError, expand
 from webhook.placement.snapshot import Snapshot
 
 
@@ -56,6 +56,10 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
                            exp.warnings)
+    if not any(gang.pods for gang in exp.gangs):
+        kind = workload.get("kind")
+        raise ExpandError(f"{kind} {quote((workload.get('metadata') or {}).get('name'))} creates no pods (no replica "
+                          "type with replicas, no group, no workers): nothing to place; fix: give it the pods it should run")
     topo = catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:
         raise PlacementError(f"topology {quote(exp.topology)} is not in the snapshot; known: "
