@@ -128,48 +128,47 @@ class ParseCache:
         key = (namespace, name, str(_meta(pod).get("resourceVersion") or ""))
         return key if key[2] else None
 
-    def node(self, obj: Mapping[str, Any], parse: Any) -> Node | str:
-        key = self._node_key(obj)
+    @staticmethod
+    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, parse: Any) -> Any:
+        """The value cached for ``obj`` (``parse(obj)`` on a miss): in ``kept`` under ``key`` (marked
+        ``seen`` in this pass), or, for an object without a resourceVersion (``key`` None), in
+        ``this_pass`` by identity."""
         if key is None:
-            entry = self._pass_nodes.get(id(obj))
+            entry = this_pass.get(id(obj))
             if entry is None or entry[0] is not obj:
-                entry = self._pass_nodes[id(obj)] = (obj, parse(obj))
+                entry = this_pass[id(obj)] = (obj, parse(obj))
             return entry[1]
-        self._seen_nodes.add(key)
-        if key not in self.nodes:
-            self.nodes[key] = parse(obj)
-        return self.nodes[key]
+        seen.add(key)
+        if key not in kept:
+            kept[key] = parse(obj)
+        return kept[key]
+
+    def node(self, obj: Mapping[str, Any], parse: Any) -> Node | str:
+        """The parsed Node (or its problem text) of ``obj``; ``parse(obj)`` on a miss."""
+        return self._lookup(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, parse)
 
     def pod_requests(self, pod: Mapping[str, Any]) -> dict[str, int] | str:
-        key = self._requests_key(pod)
+        """The requests in milli-units (or the problem text) of a bound or pinned ``pod``."""
+        return self._lookup(pod, self._requests_key(pod), self.requests, self._seen_requests, self._pass_requests,
+                            _requests_or_error)
+
+    @staticmethod
+    def _store(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, value: Any) -> None:
+        """Cache ``value`` for ``obj`` where :meth:`_lookup` finds it."""
         if key is None:
-            entry = self._pass_requests.get(id(pod))
-            if entry is None or entry[0] is not pod:
-                entry = self._pass_requests[id(pod)] = (pod, _requests_or_error(pod))
-            return entry[1]
-        self._seen_requests.add(key)
-        if key not in self.requests:
-            self.requests[key] = _requests_or_error(pod)
-        return self.requests[key]
+            this_pass[id(obj)] = (obj, value)
+        else:
+            seen.add(key)
+            kept[key] = value
 
     def add_node(self, obj: Mapping[str, Any], node: Node) -> None:
         """``node``, parsed from ``obj`` elsewhere (uncharged; never changed afterwards)."""
-        key = self._node_key(obj)
-        if key is None:
-            self._pass_nodes[id(obj)] = (obj, node)
-        else:
-            self._seen_nodes.add(key)
-            self.nodes[key] = node
+        self._store(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, node)
 
     def add_requests(self, pod: Mapping[str, Any], requests: dict[str, int]) -> None:
         """``requests`` of ``pod`` (:func:`webhook.placement.snapshot.pod_requests_milli`),
         computed elsewhere (never changed afterwards)."""
-        key = self._requests_key(pod)
-        if key is None:
-            self._pass_requests[id(pod)] = (pod, requests)
-        else:
-            self._seen_requests.add(key)
-            self.requests[key] = requests
+        self._store(pod, self._requests_key(pod), self.requests, self._seen_requests, self._pass_requests, requests)
 
     def end_pass(self) -> None:
         self.nodes = {k: v for k, v in self.nodes.items() if k in self._seen_nodes}
