@@ -43,6 +43,8 @@ def is_automatic_requester(request: Mapping[str, Any], settings: AdmissionSettin
     """True when ``request.userInfo`` matches a platform identity (DESIGN.md §6):
     ``username`` in ``settings.platform_users`` or any of ``groups`` in
     ``settings.platform_groups``. Malformed userInfo counts as no match."""
+    if not (settings.platform_users or settings.platform_groups):
+        return False  # no platform identity configured
     info = request.get("userInfo")
     if not isinstance(info, (dict, Mapping)):
         return False

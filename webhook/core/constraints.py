@@ -79,12 +79,12 @@ def _checked_size(inp: SegmentInputs, res: Resolution, size_given: bool, decisio
 
 def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: Decision) -> Topology | None:
     """§5: a topology name is an object name and known to a synced catalog."""
-    known = catalog.names()
-    if not rules.check_topology_name_syntax(decision, source.field, source.value, known):
+    if not rules.check_topology_name_syntax(decision, source.field, source.value, catalog.names):
         return None
     topology = catalog.get(source.value)
-    rules.check_topology_known(decision, source.field, source.value, topology is not None, catalog.synced, known,
-                               crd_missing=getattr(catalog, "crd_missing", False))  # optional member, §10
+    if topology is None:
+        rules.check_topology_known(decision, source.field, source.value, False, catalog.synced, catalog.names,
+                                   crd_missing=getattr(catalog, "crd_missing", False))  # optional member, §10
     return topology
 
 
@@ -112,9 +112,9 @@ def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, top
     about there; native: ``workersPerSegment`` is the size, so a root size is only warned about)."""
     root, worker = inp.root, inp.worker
     for key in keys.SEGMENT_KEYS:
-        shadowed, winner = root.get(key), worker.get(key)
-        if shadowed is None or winner is None or shadowed.value == winner.value:
+        if key not in root.values or key not in worker.values or root.values[key] == worker.values[key]:
             continue
+        shadowed, winner = root.get(key), worker.get(key)
         if key == keys.SEGMENT_SIZE:
             if inp.spec_size_wins and inp.spec_size is not None:
                 # native: the spec field is the size, annotations are only warned about (§3), also
@@ -129,9 +129,9 @@ def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, top
         elif not _check_level(shadowed, None if topology_conflict else topology, decision):
             continue
         decision.warn(f"root {key}={quote(shadowed.value)} overridden by template")
-    topo_root, topo_worker = root.get(keys.TOPOLOGY), worker.get(keys.TOPOLOGY)
-    if topo_root is not None and topo_worker is not None and topo_root.value != topo_worker.value:
-        decision.warn(f"root {keys.TOPOLOGY}={quote(topo_root.value)} overridden by template")
+    topo_root, topo_worker = root.values.get(keys.TOPOLOGY), worker.values.get(keys.TOPOLOGY)
+    if topo_root is not None and topo_worker is not None and topo_root != topo_worker:
+        decision.warn(f"root {keys.TOPOLOGY}={quote(topo_root)} overridden by template")
 
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
@@ -148,13 +148,21 @@ def _check_levels(inp: SegmentInputs, res: Resolution, conflict: bool, decision:
     scoped = [(s, scope) for s, scope in ((res.wl_required, "workload"), (res.wl_preferred, "workload"),
                                           (res.seg_required, "segment"), (res.seg_preferred, "segment"))
               if s is not None and not (conflict and scope == "workload")]  # conflicting: denied already
-    where = f"{inp.worker.field} or metadata.annotations" if inp.worker is not None else "metadata.annotations"
-    rules.check_placement_has_topology(decision, [(s.field, s.value) for s, _ in scoped], res.topology_name, where)
-    valid = {id(s): _check_level(s, res.topology, decision) for s, _ in scoped}
+    if not scoped:
+        return
+    if res.topology_name is None:  # the rule's inputs are built only when it can be violated
+        where = f"{inp.worker.field} or metadata.annotations" if inp.worker is not None else "metadata.annotations"
+        rules.check_placement_has_topology(decision, [(s.field, s.value) for s, _ in scoped], None, where)
+        for level, _ in scoped:
+            _check_level(level, None, decision)
+        return
     topology = res.topology
+    valid = [level for level, _ in scoped if _check_level(level, topology, decision)]
+    if topology is None:
+        return  # unknown topology: the levels cannot be compared
 
-    def comparable(*items: Sourced | None) -> bool:
-        return topology is not None and all(s is not None and valid.get(id(s)) for s in items)
+    def comparable(first: Sourced | None, second: Sourced | None) -> bool:
+        return first is not None and second is not None and first in valid and second in valid
 
     for required, preferred in ((res.wl_required, res.wl_preferred), (res.seg_required, res.seg_preferred)):
         if comparable(required, preferred):

@@ -14,6 +14,7 @@ Nothing here deep-copies the reviewed object: the builder only reads it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,6 +28,12 @@ def pointer(parts: Sequence[str]) -> str:
     ``pointer(["metadata", "annotations", "kai.scheduler/topology"])`` →
     ``"/metadata/annotations/kai.scheduler~1topology"``; ``pointer([])`` → ``""``.
     """
+    return _pointer_of(tuple(parts))
+
+
+@functools.lru_cache(maxsize=1024)
+def _pointer_of(parts: tuple) -> str:
+    # Memoised: the same few paths (a template's metadata, the owned keys) recur review after review.
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
@@ -68,18 +75,22 @@ class PatchBuilder:
         for depth, part in enumerate(parts):
             if not isinstance(node, (dict, Mapping)):
                 raise ValueError(f"{pointer(parts[:depth])} is not an object")
-            if part not in node or node[part] is None:
-                value: dict = dict(desired)
-                for outer in reversed(parts[depth + 1:]):
-                    value = {outer: value}
-                self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]), "value": value})
-                # Remember the innermost dict so later calls for the same map extend it.
-                inner = value
-                for outer in parts[depth + 1:]:
-                    inner = inner[outer]
-                self._created[parts] = inner
-                return
-            node = node[part]
+            child = node.get(part)
+            if child is not None:
+                node = child
+                continue
+            # missing or null: add it whole, with the maps below it
+            value: dict = dict(desired)
+            for outer in reversed(parts[depth + 1:]):
+                value = {outer: value}
+            self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
+                              "value": value})
+            # Remember the innermost dict so later calls for the same map extend it.
+            inner = value
+            for outer in parts[depth + 1:]:
+                inner = inner[outer]
+            self._created[parts] = inner
+            return
         if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
         for key, val in desired.items():

@@ -8,8 +8,8 @@ and the reader returns ``None``. Field paths look like
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from webhook.core.decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field, key_text
@@ -19,17 +19,16 @@ from webhook.core.rules import malformed, violate
 # message helpers
 # --------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Sourced:
-    """A string value and the field path it was read from (for messages)."""
+class Sourced(NamedTuple):
+    """A string value and the field path it was read from (for messages). Immutable (a named
+    tuple: a few are made per review, and a tuple is the cheapest immutable record)."""
 
     value: str
     field: str
 
 
-@dataclass(frozen=True)
-class AnnotationMap:
-    """The ``metadata.annotations`` of one object or PodTemplateSpec.
+class AnnotationMap(NamedTuple):
+    """The ``metadata.annotations`` of one object or PodTemplateSpec (immutable, a named tuple).
 
     ``field``: human path of the map (``metadata.annotations`` for the workload root);
     ``container``: JSON Pointer parts of the object that owns ``metadata`` (``()`` for the root);
@@ -48,22 +47,22 @@ class AnnotationMap:
 
     def has_any(self, *names: str) -> bool:
         """True when any of ``names`` is present."""
-        return any(n in self.values for n in names)
+        return not self.values.keys().isdisjoint(names)
 
 
 def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision, *, required: bool = False) -> Mapping | None:
     """``parent[key]`` when it is a mapping; ``{}``-like ``None`` when absent/null (a denial
     naming the field when ``required``); a 400 denial naming the field when it is another type."""
     value = parent.get(key)
-    path = join_field(parent_field, key)
+    if isinstance(value, (dict, Mapping)):
+        return value
     if value is None:
         if required:
-            malformed(decision, path, UNSET if key not in parent else None, "an object (it is required)")
+            malformed(decision, join_field(parent_field, key), UNSET if key not in parent else None,
+                      "an object (it is required)")
         return None
-    if not isinstance(value, (dict, Mapping)):
-        malformed(decision, path, value, "an object")
-        return None
-    return value
+    malformed(decision, join_field(parent_field, key), value, "an object")
+    return None
 
 
 #: Largest value of an ``int32`` field: PyTorchJob ``replicas`` and LWS ``size`` are int32 in their
@@ -90,29 +89,31 @@ def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: D
     strings. Returns the map (``{}`` when ``metadata`` or the map is absent or null), or ``None``
     after a 400 denial naming the offending field (metadata not an object, map not an object,
     a value that is not a string: Kubernetes annotation and label values are always strings)."""
-    meta_field = join_field(owner_field, "metadata")
     meta = owner.get("metadata")
     if meta is None:
         return {}
     if not isinstance(meta, (dict, Mapping)):
-        malformed(decision, meta_field, meta, "an object")
+        malformed(decision, join_field(owner_field, "metadata"), meta, "an object")
         return None
     values = meta.get(map_name)
-    map_field = join_field(meta_field, map_name)
     if values is None:
         return {}
+    if isinstance(values, (dict, Mapping)):
+        for k, v in values.items():
+            if not (isinstance(k, str) and isinstance(v, str)):
+                break
+        else:
+            return values  # every key and value a string: the common case
+    map_field = join_field(join_field(owner_field, "metadata"), map_name)  # named by the denials below
     if not isinstance(values, (dict, Mapping)):
         malformed(decision, map_field, values, "a map of string keys to string values")
         return None
-    ok = True
     for k, v in values.items():
         if not isinstance(k, str):  # a YAML date or number as the key: name the key, not its value
             malformed(decision, key_field(map_field, key_text(k)), k, "a string key (quote the key in YAML)")
-            ok = False
         elif not isinstance(v, str):
             malformed(decision, key_field(map_field, k), v, "a string (quote it in YAML)")
-            ok = False
-    return values if ok else None
+    return None
 
 
 def read_annotations(owner: Mapping, owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.kinds import dispatch
 from webhook.core.topology import TopologyCatalog
 
 
@@ -30,6 +31,5 @@ def review(
     raise for user input (checked by the hypothesis tests). An exception would be a bug here,
     and the transport turns it into a visible denial with code 500 (DESIGN.md §5: never HTTP 5xx).
     """
-    from webhook.core.kinds import dispatch  # late import keeps this module tiny
 
     return dispatch(request, catalog, settings, mutate=mutate)

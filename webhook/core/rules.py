@@ -25,8 +25,9 @@ from rapidfuzz.distance import Levenshtein
 
 from webhook.core import keys
 from webhook.core.decision import Decision
-from webhook.core.messages import UNSET, quote, render
+from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
+from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
 
 
 @dataclass(frozen=True)
@@ -260,8 +261,6 @@ def check_placement_has_topology(decision: Decision, placements: Iterable[tuple[
 def check_level_syntax(decision: Decision, field_path: str, level: str, levels: tuple[str, ...] | None) -> bool:
     """A topology level is a node-label key (``[prefix/]name``). ``levels``: the topology's
     levels for the fix, when known. Returns True when ok."""
-    from webhook.core.topology import is_valid_label_key
-
     if is_valid_label_key(level):
         return True
     violate(decision, "invalid-level", field_path, level,
@@ -283,36 +282,36 @@ def check_level_in_topology(decision: Decision, field_path: str, level: str, top
 
 
 @rule("invalid-topology-name", "DESIGN.md §5", "a topology name that is not an object name")
-def check_topology_name_syntax(decision: Decision, field_path: str, name: str, known: list[str]) -> bool:
+def check_topology_name_syntax(decision: Decision, field_path: str, name: str,
+                               known: Callable[[], list[str]]) -> bool:
     """A topology name is a Kubernetes object name (lowercase DNS subdomain, at most 253
-    characters). ``known``: names listed in the fix. Returns True when ok."""
-    from webhook.core.topology import is_dns_subdomain
-
+    characters). ``known``: returns the names listed in the fix (called only for a denial, e.g.
+    ``catalog.names``). Returns True when ok."""
     if is_dns_subdomain(name):
         return True
+    names = known()
     violate(decision, "invalid-topology-name", field_path, name,
             "a topology name must be a Kubernetes object name (lowercase DNS subdomain)",
-            "name an existing Topology" + (f": {', '.join(known)}" if known else ""))
+            "name an existing Topology" + (f": {', '.join(names)}" if names else ""))
     return False
 
 
 @rule("unknown-topology", "DESIGN.md §5", "a topology name unknown to the synced topology cache")
 def check_topology_known(decision: Decision, field_path: str, name: str, found: bool, synced: bool,
-                         known: list[str], crd_missing: bool = False) -> bool:
-    """A topology name must be known while the topology cache is synced (listing the known
-    names); while it is not synced, a warning. ``crd_missing``: the cluster has no Topology CRD
+                         known: Callable[[], list[str]], crd_missing: bool = False) -> bool:
+    """A topology name must be known while the topology cache is synced (listing the names that
+    ``known()`` returns, called only for a denial); while it is not synced, a warning. ``crd_missing``: the cluster has no Topology CRD
     (DESIGN.md §10), so the fix says how to install it. Returns True when the topology is known."""
     if found:
         return True
     if synced and crd_missing:
-        from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL
-
         violate(decision, "unknown-topology", field_path, name,
                 f"no Topology exists: the cluster has no Topology CRD ({TOPOLOGY_CRD})",
                 f"install the CRD ({TOPOLOGY_CRD_INSTALL}; or install KAI Scheduler), then create Topology {quote(name)}")
     elif synced:
+        names = known()
         violate(decision, "unknown-topology", field_path, name, "no Topology has this name",
-                f"use one of: {', '.join(known)}" if known else "create the Topology first")
+                f"use one of: {', '.join(names)}" if names else "create the Topology first")
     else:
         decision.warn(f"topology {quote(name)} not loaded yet; levels not checked")
     return False
@@ -405,8 +404,6 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
     placement key (:func:`resembled_placement_key`): a misspelled hard constraint must never vanish
     silently. Other unknown ``kai.scheduler/`` keys get a warning. Returns True when no key is
     misspelled."""
-    from webhook.core.messages import key_field
-
     ok = True
     unknown = []
     for key, value in annotations.items():

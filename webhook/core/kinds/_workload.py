@@ -263,12 +263,14 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     plan = analyse(obj, request, catalog, settings, scratch, defaults=defaults)
     if plan is None:  # malformed: 400 denials naming the fields, if the object is meant to be ours
         return scratch if plan_is_ours(kind, obj) else decision
-    check_annotation_keys(plan.annotation_maps(), decision)
-    ours = plan.always_ours or opted_in(plan.annotation_maps()) or (
+    maps = plan.annotation_maps()
+    check_annotation_keys(maps, decision)
+    ours = plan.always_ours or opted_in(maps) or (
         old_plan is not None and opted_in(old_plan.annotation_maps()))
     if not ours:
         return decision
-    decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
+    if scratch.warnings:
+        decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
     decision.violations.extend(scratch.violations)
     if old_plan is not None and not (plan.suspended or old_plan.suspended):
         _refix_scale_below_size(kind, plan, old_plan, decision)
