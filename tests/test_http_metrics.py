@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
@@ -9,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, values
 
 from webhook.http import metrics
-from webhook.http.envelope import Outcome
+from webhook.http.envelope import Outcome, encode_json
 
 
 @pytest.fixture
@@ -70,3 +71,147 @@ def test_review_record_fields():
         "rules": ["immutable-field"], "warnings": 1, "duration_ms": 12.346, "http_status": 200}
     assert rec["time"].endswith("Z")
     json.dumps(rec)
+
+
+# ------------------------------------------------------------------ the review log line
+
+def _encoded_record(outcome, seconds):
+    """The reference text of a review log line: the JSON encoding of the record."""
+    return encode_json(metrics.review_record(outcome, seconds))
+
+
+@pytest.fixture
+def fixed_time(monkeypatch):
+    monkeypatch.setattr(metrics, "utc_timestamp", lambda: "2026-12-01T21:06:00.123Z")
+
+
+@pytest.mark.parametrize("outcome", [
+    Outcome(200, {}, uid="u-1", decision="allowed", kind="PyTorchJob", operation="CREATE", namespace="team-a",
+            name="job", user="alice", warnings=["w", "v"]),
+    Outcome(200, {}, uid="u-2", decision="denied", rules=("immutable-field", "unknown-level"), kind="Pod",
+            operation="UPDATE", namespace="n", name="p", user="system:serviceaccount:a:b"),
+    Outcome(200, {}, uid="u-3", decision="allowed", rules=("ignored-when-allowed",)),
+    Outcome(400, {}, decision="malformed", rules=("malformed-review",)),
+    Outcome(200, {}, uid='quo"te\\back\nslash\u2028', decision="error", rules=["internal-error"],
+            kind="Wïdget", name="名前", user="\U0001f600\x00\ud800", operation="CONNECT"),
+    # unusual types: the line is then the encoder's text of the record
+    Outcome(200, {}, uid=7, decision="allowed"),
+    Outcome(True, {}, uid="u", decision="allowed"),
+    Outcome(200, {}, uid="u", decision="denied", rules=(1, "x")),
+    Outcome(200, {}, uid="u", decision="allowed", kind=None),
+])
+@pytest.mark.parametrize("seconds", [0.0, 0.0012345, 0.0000625, 2.5, -0.0000001, 3, float("nan"), float("inf"), 5e9])
+def test_review_line_is_the_encoded_record(fixed_time, outcome, seconds):
+    assert metrics.review_line(outcome, seconds) == _encoded_record(outcome, seconds)
+
+
+def test_review_line_bad_field_fails_as_the_encoder_does(fixed_time):
+    outcome = Outcome(200, {}, uid="u", decision="denied", rules=(object(),))
+    with pytest.raises(TypeError):
+        _encoded_record(outcome, 0.001)
+    with pytest.raises(TypeError):
+        metrics.review_line(outcome, 0.001)
+
+
+def test_duration_text_is_repr_of_rounded_milliseconds():
+    import random
+    import struct
+
+    rng = random.Random(6)
+    values = [0.0, -0.0, 1e-7, -1e-7, 5e-7, 0.0000625, 0.0005, 0.001, 1.0, 123.4565, 999999999.9999]
+    values += [rng.random() * 10 ** rng.randint(-8, 8) for _ in range(20000)]
+    values += [rng.randint(0, 10 ** 9) / 1e6 + rng.choice((5e-7, -5e-7, 4.99999e-7)) for _ in range(20000)]
+    values += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    checked = 0
+    for value in values:
+        text = metrics._duration_ms_json(value)
+        if text is not None:
+            checked += 1
+            assert text == repr(round(value * 1000.0, 3)), value
+    assert checked > 40000
+
+
+def test_utc_timestamp_is_datetime_isoformat_in_milliseconds():
+    import datetime
+    import re
+
+    def iso():
+        return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    for _ in range(200):
+        before, stamp, after = iso(), metrics.utc_timestamp(), iso()
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
+        assert before <= stamp <= after
+
+
+@pytest.fixture
+def review_handler():
+    """Install a review-log handler as ``configure_review_log`` does, on a stream the test chooses;
+    the logger's previous state is restored afterwards."""
+    logger = metrics.review_log
+    saved = logger.handlers[:], logger.level, logger.propagate
+    logger.handlers.clear()
+
+    def install(stream):
+        metrics.configure_review_log(stream)
+        return logger.handlers[0]
+    yield install
+    logger.handlers[:] = saved[0]
+    logger.setLevel(saved[1])
+    logger.propagate = saved[2]
+
+
+SAMPLE = Outcome(200, {}, uid="u-9", decision="denied", rules=("immutable-field",), kind="Pod", operation="UPDATE",
+                 namespace="ns", name="p", user="bob")
+
+
+def test_log_review_to_a_file_writes_the_line_bytes(tmp_path, review_handler, fixed_time):
+    with open(tmp_path / "review.log", "w") as stream:
+        review_handler(stream)
+        stream.write("written before\n")  # still buffered: must come out first
+        metrics.log_review(SAMPLE, 0.0042)
+        assert (tmp_path / "review.log").read_bytes() == \
+            b"written before\n" + (_encoded_record(SAMPLE, 0.0042) + "\n").encode()
+        metrics.log_review(SAMPLE, 0.001)
+        stream.write("after\n")
+    lines = (tmp_path / "review.log").read_text().splitlines()
+    assert lines == ["written before", _encoded_record(SAMPLE, 0.0042), _encoded_record(SAMPLE, 0.001), "after"]
+
+
+def test_log_review_without_a_file_descriptor_writes_to_the_stream(review_handler, fixed_time):
+    stream = io.StringIO()
+    review_handler(stream)
+    metrics.log_review(SAMPLE, 0.0042)
+    assert stream.getvalue() == _encoded_record(SAMPLE, 0.0042) + "\n"
+
+
+def test_log_review_follows_a_replaced_stream(tmp_path, review_handler, fixed_time):
+    first = open(tmp_path / "first.log", "w")
+    handler = review_handler(first)
+    metrics.log_review(SAMPLE, 0.001)
+    second = io.StringIO()
+    handler.setStream(second)
+    first.close()
+    metrics.log_review(SAMPLE, 0.002)
+    assert (tmp_path / "first.log").read_text() == _encoded_record(SAMPLE, 0.001) + "\n"
+    assert second.getvalue() == _encoded_record(SAMPLE, 0.002) + "\n"
+
+
+def test_log_review_to_a_closed_stream_is_reported_not_raised(tmp_path, review_handler, monkeypatch):
+    stream = open(tmp_path / "review.log", "w")
+    handler = review_handler(stream)
+    metrics.log_review(SAMPLE, 0.001)
+    stream.close()
+    reported = []
+    monkeypatch.setattr(handler, "handleError", reported.append)
+    metrics.log_review(SAMPLE, 0.001)
+    assert len(reported) == 1 and reported[0].getMessage().startswith('{"time":')
+
+
+def test_line_descriptor_only_for_ascii_compatible_text_files(tmp_path):
+    with open(tmp_path / "a", "w", encoding="utf-8") as utf8, open(tmp_path / "b", "w", encoding="utf-16") as utf16, \
+            open(tmp_path / "c", "w+") as random_access:
+        assert metrics._line_fd(utf8) == utf8.fileno()
+        assert metrics._line_fd(utf16) is None
+        assert metrics._line_fd(random_access) is None
+    assert metrics._line_fd(io.StringIO()) is None

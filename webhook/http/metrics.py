@@ -22,19 +22,21 @@ it lazily: :func:`prepare_multiprocess_dir` must run (in the gunicorn master, be
 fork) before anything touches the metrics.
 
 Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
-``time`` (UTC ISO 8601), ``uid``, ``kind``, ``namespace``, ``name``, ``user``, ``operation``,
+``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``, ``namespace``, ``name``, ``user``, ``operation``,
 ``decision``, ``rule`` (first violated rule or null), ``rules``, ``warnings`` (count),
 ``duration_ms`` (the histogram's measure, in milliseconds), ``http_status``.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
+import io
 import logging
 import os
 import sys
 import tempfile
 import threading
+import time
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from webhook.http.envelope import encode_json
@@ -178,10 +180,32 @@ def default_metrics() -> ReviewMetrics:
         return _default
 
 
+#: ``(second, "YYYY-MM-DDTHH:MM:SS")`` of the last timestamp made: reviews within the same
+#: second share the calendar conversion.
+_last_second: tuple[int, str] = (-1, "")
+#: ``.000Z`` ... ``.999Z``: the millisecond tails of a timestamp.
+_MILLISECOND_SUFFIXES = tuple(f".{millis:03d}Z" for millis in range(1000))
+
+
+def utc_timestamp() -> str:
+    """The current UTC time as ``2026-12-01T21:06:00.123Z``: the text of
+    ``datetime.now(timezone.utc).isoformat(timespec="milliseconds")`` with ``Z`` for ``+00:00``
+    (milliseconds truncated, as ``isoformat`` does), from one ``time.time_ns()`` call."""
+    global _last_second
+    second, millis = divmod(time.time_ns() // 1_000_000, 1000)
+    cached_second, prefix = _last_second
+    if cached_second != second:
+        utc = time.gmtime(second)
+        prefix = (f"{utc.tm_year:04d}-{utc.tm_mon:02d}-{utc.tm_mday:02d}"
+                  f"T{utc.tm_hour:02d}:{utc.tm_min:02d}:{utc.tm_sec:02d}")
+        _last_second = (second, prefix)
+    return prefix + _MILLISECOND_SUFFIXES[millis]
+
+
 def review_record(outcome: Any, seconds: float) -> dict:
     """The JSON log record of one review (fields listed in the module docstring)."""
     return {
-        "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": utc_timestamp(),
         "msg": "admission review",
         "uid": outcome.uid,
         "kind": outcome.kind,
@@ -198,27 +222,118 @@ def review_record(outcome: Any, seconds: float) -> dict:
     }
 
 
+def _duration_ms_json(seconds: Any) -> str | None:
+    """The JSON of the record's ``duration_ms``, ``repr(round(seconds * 1000.0, 3))``, from one
+    fixed-point formatting (``round`` and ``repr`` each convert the float once more), or None
+    outside ``(-1e12, 1e12)`` ms or for a value that is not a float (then the caller encodes the
+    record).
+
+    Why it is the same text: ``f"{x:.3f}"`` holds the digits of ``round(x, 3)`` (both are one
+    correctly rounded conversion to 3 decimals); with at most 15 significant digits those
+    digits are the shortest text that reads back as that float, which is what ``repr`` writes
+    (fixed notation between 1e-4 and 1e16), less trailing zeros and with at least one decimal.
+    """
+    millis = seconds * 1000.0
+    if type(millis) is not float or not -1e12 < millis < 1e12:  # NaN fails the comparison too
+        return None
+    text = f"{millis:.3f}".rstrip("0")
+    return text + "0" if text[-1] == "." else text
+
+
+def review_line(outcome: Any, seconds: float) -> str:
+    """The review log line (no newline): the compact JSON text of :func:`review_record`, the
+    same keys in the same order, written out here from the outcome's fields (encoding the
+    record dict costs several times more). Strings are escaped as the JSON encoder escapes
+    them (:func:`json.encoder.encode_basestring_ascii`); a field of another type than usual (a
+    uid that is neither str nor None, a non-str rule, a non-int ``http_status``, ...) makes the
+    line the encoding of the record instead."""
+    status = outcome.http_status
+    duration = _duration_ms_json(seconds)
+    if duration is None or type(status) is not int:
+        return encode_json(review_record(outcome, seconds))
+    uid = outcome.uid
+    rules = () if outcome.allowed else outcome.rules
+    try:
+        uid_json = "null" if uid is None else encode_basestring_ascii(uid)
+        rule_json = encode_basestring_ascii(rules[0]) if rules else "null"
+        rules_json = ",".join(map(encode_basestring_ascii, rules))
+        return (f'{{"time":"{utc_timestamp()}","msg":"admission review","uid":{uid_json}'
+                f',"kind":{encode_basestring_ascii(outcome.kind)}'
+                f',"namespace":{encode_basestring_ascii(outcome.namespace)}'
+                f',"name":{encode_basestring_ascii(outcome.name)}'
+                f',"user":{encode_basestring_ascii(outcome.user)}'
+                f',"operation":{encode_basestring_ascii(outcome.operation)}'
+                f',"decision":{encode_basestring_ascii(outcome.decision)}'
+                f',"rule":{rule_json},"rules":[{rules_json}],"warnings":{len(outcome.warnings)}'
+                f',"duration_ms":{duration},"http_status":{status}}}')
+    except TypeError:  # a field that is not a string: let the encoder write (or reject) it
+        return encode_json(review_record(outcome, seconds))
+
+
+#: Printable ASCII and the newline: a stream whose encoding writes these as ASCII bytes gets
+#: the review line's bytes unchanged (the line is ASCII: the JSON escapes everything else).
+_ASCII_PROBE = "".join(map(chr, range(32, 127))) + "\n"
+
+
+def _line_fd(stream: Any) -> int | None:
+    """The file descriptor a review line can be written to directly for ``stream``, or None:
+    only for a text file over a plain buffered writer (``sys.stderr``, ``open(path, "w")``)
+    with an ASCII-compatible encoding, on a system whose line separator is ``\n``."""
+    if os.linesep != "\n" or not isinstance(stream, io.TextIOWrapper) \
+            or type(getattr(stream, "buffer", None)) is not io.BufferedWriter:
+        return None
+    try:
+        if _ASCII_PROBE.encode(stream.encoding) != _ASCII_PROBE.encode("ascii"):
+            return None
+        return stream.fileno()
+    except (LookupError, UnicodeError, OSError, ValueError):  # no such codec / no usable fd
+        return None
+
+
+def _write_line(handler: logging.StreamHandler, line: str) -> None:
+    """Write ``line`` and a newline to ``handler``'s stream, the caller holding its lock.
+
+    For a real file (see :func:`_line_fd`) the stream is flushed (what others wrote to it goes
+    first; a closed stream raises here) and the line's bytes go out in one ``os.write`` to its
+    file descriptor (looping only on a short write); otherwise ``stream.write`` + ``flush``.
+    Either way the line is out of the process when this returns.
+    """
+    stream = handler.stream
+    known = getattr(handler, "_segment_webhook_fd", None)
+    if known is None or known[0] is not stream:
+        known = handler._segment_webhook_fd = (stream, _line_fd(stream))  # type: ignore[attr-defined]
+    fd = known[1]
+    if fd is None:
+        stream.write(line + "\n")
+        stream.flush()
+        return
+    stream.flush()
+    data = (line + "\n").encode("ascii")
+    written = os.write(fd, data)
+    while written < len(data):
+        data = data[written:]
+        written = os.write(fd, data)
+
+
 def log_review(outcome: Any, seconds: float) -> None:
     """Write one JSON line for a review on the ``segment_webhook.review`` logger (INFO).
 
     When the logger has only the handler of :func:`configure_review_log` (as under ``serve``),
-    the line goes straight to that handler's stream under its lock: the same bytes as through
-    ``logging``, without building a ``LogRecord`` per review (a few percent of a review's CPU).
+    the line (:func:`review_line`) goes straight to that handler's stream under its lock (see
+    :func:`_write_line`): the same bytes as through ``logging``, without building a
+    ``LogRecord`` per review (a few percent of a review's CPU).
     """
     if not review_log.isEnabledFor(logging.INFO):
         return
-    line = encode_json(review_record(outcome, seconds))
+    line = review_line(outcome, seconds)
     handlers = review_log.handlers
     if len(handlers) == 1 and getattr(handlers[0], "_segment_webhook", False) and not review_log.filters:
         handler = handlers[0]
-        handler.acquire()
-        try:
-            handler.stream.write(line + "\n")
-            handler.stream.flush()
-        except Exception:  # noqa: BLE001 - as logging does: report, never fail the review
-            handler.handleError(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
-        finally:
-            handler.release()
+        with handler.lock:
+            try:
+                _write_line(handler, line)
+            except Exception:  # noqa: BLE001 - as logging does: report, never fail the review
+                handler.handleError(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
         return
     review_log.info(line)
 
