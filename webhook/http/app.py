@@ -63,7 +63,26 @@ log = logging.getLogger("segment_webhook.http")
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(envelope.encode_json(body) + "\n", status=status, mimetype=JSON_MIMETYPE)
+    """``body`` as compact JSON and a newline, ``Content-Type: application/json``."""
+    return Response((envelope.encode_json(body) + "\n").encode(), status=status, content_type=JSON_MIMETYPE)
+
+
+def _content_length(environ: dict) -> int | None:
+    """``request.content_length`` of the request of ``environ``: a ``CONTENT_LENGTH`` of ASCII
+    digits without a ``Transfer-Encoding`` header (every request with a body but a chunked one)
+    is read here; anything else (absent, chunked, empty, signed, spaced, ...) is left to
+    werkzeug's rules (None for a stream, 0 for a value that is not a plain integer)."""
+    value = environ.get("CONTENT_LENGTH")
+    if type(value) is str and value.isdigit() and value.isascii() and "HTTP_TRANSFER_ENCODING" not in environ:
+        return int(value)
+    return request.content_length
+
+
+def _is_json(environ: dict) -> bool:
+    """True when the request's media type (``request.mimetype``: lower case, parameters
+    dropped) is ``application/json``; an exact ``CONTENT_TYPE: application/json`` (as
+    kube-apiserver sends) is recognized without parsing the header."""
+    return environ.get("CONTENT_TYPE") == JSON_MIMETYPE or request.mimetype == JSON_MIMETYPE
 
 
 class BodyTooLarge(Exception):
@@ -212,15 +231,16 @@ def create_app(
             f"request body is {size}larger than the {max_body_bytes}-byte limit", "body"), 413)
 
     def admit(mutate: bool) -> Response:
-        length = request.content_length
+        environ = request.environ  # read once: each use of the request proxy costs
+        length = _content_length(environ)
         if length is not None and length > max_body_bytes:
             return closing(too_large(length), min(length, DRAIN_LIMIT_BYTES))
-        if request.mimetype != JSON_MIMETYPE:
+        if not _is_json(environ):
             return _json(envelope.error_body(
                 f"Content-Type must be {JSON_MIMETYPE}, got {request.content_type or 'none'!r}",
                 "Content-Type"), 415)
         try:
-            raw = _read_body(request.environ, length, max_body_bytes)
+            raw = _read_body(environ, length, max_body_bytes)
         except BodyTooLarge:
             return closing(too_large(None), DRAIN_LIMIT_BYTES)
         except TimeoutError:
