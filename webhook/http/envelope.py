@@ -69,6 +69,10 @@ MAX_UID_CHARS = 128
 
 log = logging.getLogger("segment_webhook.envelope")
 
+#: ``isinstance(value, JSON_OBJECT)``: a JSON object, as decoded (dict) or given (any mapping).
+#: ``dict`` first: a decoded object is an exact dict, found without the ``Mapping`` ABC check.
+JSON_OBJECT = (dict, Mapping)
+
 ReviewFunction = Callable[..., Any]
 
 
@@ -153,14 +157,16 @@ def decode_json(raw: bytes | str) -> Any:
         raise EnvelopeError(f"request body is not valid JSON: {exc}", field="body") from None
 
 
-def _peek_uid(body: Any) -> str | None:
-    if isinstance(body, (dict, Mapping)):
-        request = body.get("request")
-        if isinstance(request, (dict, Mapping)):
-            uid = request.get("uid")
-            if isinstance(uid, str) and uid and len(uid) <= MAX_UID_CHARS:
-                return uid
-    return None
+def _malformed(uid: str, path: str, message: str) -> EnvelopeError:
+    """The error for member ``path`` of a review with ``uid`` (answered with an AdmissionReview)."""
+    return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
+
+
+def _all_strings(values: list) -> bool:
+    for value in values:
+        if not isinstance(value, str):
+            return False
+    return True
 
 
 def parse_review(body: Any) -> dict:
@@ -176,56 +182,61 @@ def parse_review(body: Any) -> dict:
     present, is an object with a string ``username`` and a list of string ``groups``;
     ``request.namespace``/``request.name``, when present, are strings.
     """
-    if not isinstance(body, (dict, Mapping)):
+    if not isinstance(body, JSON_OBJECT):
         raise EnvelopeError(
             f"request body must be a JSON object (an AdmissionReview), got {json_type(body)}", field="body"
         )
-    uid = _peek_uid(body)
     request = body.get("request")
-    if not isinstance(request, (dict, Mapping)):
+    if not isinstance(request, JSON_OBJECT):
         raise EnvelopeError(
             f"request is {'missing' if request is None else json_type(request)}: an AdmissionReview "
             "sent to a webhook must carry a request object", field="request",
         )
-    if uid is None:
+    uid = request.get("uid")
+    if not (isinstance(uid, str) and uid and len(uid) <= MAX_UID_CHARS):
         raise EnvelopeError(f"request.uid must be a non-empty string of at most {MAX_UID_CHARS} characters "
                             "(kube-apiserver sends a UUID)", field="request.uid")
-
-    def bad(path: str, message: str) -> EnvelopeError:
-        return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
-
     if body.get("apiVersion") != ADMISSION_API_VERSION:
-        raise bad("apiVersion", f"{_is_value(body, 'apiVersion')}; this webhook speaks \"{ADMISSION_API_VERSION}\" only "
-                                "(set admissionReviewVersions: [\"v1\"] in the webhook configuration)")
+        raise _malformed(uid, "apiVersion", f"{_is_value(body, 'apiVersion')}; this webhook speaks "
+                         f"\"{ADMISSION_API_VERSION}\" only (set admissionReviewVersions: [\"v1\"] in the "
+                         "webhook configuration)")
     if body.get("kind") != ADMISSION_KIND:
-        raise bad("kind", f"{_is_value(body, 'kind')}, expected \"{ADMISSION_KIND}\"")
+        raise _malformed(uid, "kind", f"{_is_value(body, 'kind')}, expected \"{ADMISSION_KIND}\"")
     gvk = request.get("kind")
-    if not isinstance(gvk, (dict, Mapping)):
-        raise bad("request.kind", "must be an object {group, version, kind}")
+    if not isinstance(gvk, JSON_OBJECT):
+        raise _malformed(uid, "request.kind", "must be an object {group, version, kind}")
     for key in ("version", "kind"):
-        if not isinstance(gvk.get(key), str) or not gvk.get(key):
-            raise bad(f"request.kind.{key}", "must be a non-empty string")
+        value = gvk.get(key)
+        if not isinstance(value, str) or not value:
+            raise _malformed(uid, f"request.kind.{key}", "must be a non-empty string")
     if not isinstance(gvk.get("group", ""), str):
-        raise bad("request.kind.group", "must be a string")
+        raise _malformed(uid, "request.kind.group", "must be a string")
     operation = request.get("operation")
     if operation not in OPERATIONS:
-        raise bad("request.operation", f"{_is_value(request, 'operation')}; expected one of {', '.join(OPERATIONS)}")
-    if operation in OBJECT_OPERATIONS and not isinstance(request.get("object"), (dict, Mapping)):
-        raise bad("request.object", f"must be an object for {operation}, got {json_type(request.get('object'))}")
-    if operation == "UPDATE" and not isinstance(request.get("oldObject"), (dict, Mapping)):
-        raise bad("request.oldObject", f"must be an object for UPDATE, got {json_type(request.get('oldObject'))}")
+        raise _malformed(uid, "request.operation",
+                         f"{_is_value(request, 'operation')}; expected one of {', '.join(OPERATIONS)}")
+    if operation in OBJECT_OPERATIONS:
+        obj = request.get("object")
+        if not isinstance(obj, JSON_OBJECT):
+            raise _malformed(uid, "request.object", f"must be an object for {operation}, got {json_type(obj)}")
+        if operation == "UPDATE":
+            old = request.get("oldObject")
+            if not isinstance(old, JSON_OBJECT):
+                raise _malformed(uid, "request.oldObject", f"must be an object for UPDATE, got {json_type(old)}")
     for key in ("namespace", "name"):
-        if request.get(key) is not None and not isinstance(request.get(key), str):
-            raise bad(f"request.{key}", "must be a string")
+        value = request.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _malformed(uid, f"request.{key}", "must be a string")
     user_info = request.get("userInfo")
     if user_info is not None:
-        if not isinstance(user_info, (dict, Mapping)):
-            raise bad("request.userInfo", "must be an object")
-        if user_info.get("username") is not None and not isinstance(user_info.get("username"), str):
-            raise bad("request.userInfo.username", "must be a string")
+        if not isinstance(user_info, JSON_OBJECT):
+            raise _malformed(uid, "request.userInfo", "must be an object")
+        username = user_info.get("username")
+        if username is not None and not isinstance(username, str):
+            raise _malformed(uid, "request.userInfo.username", "must be a string")
         groups = user_info.get("groups")
-        if groups is not None and not (isinstance(groups, list) and all(isinstance(g, str) for g in groups)):
-            raise bad("request.userInfo.groups", "must be a list of strings")
+        if groups is not None and not (isinstance(groups, list) and _all_strings(groups)):
+            raise _malformed(uid, "request.userInfo.groups", "must be a list of strings")
     return dict(request)
 
 
@@ -269,7 +280,7 @@ def bounded_warnings(warnings: list) -> list[str]:
     """At most :data:`MAX_WARNINGS` warnings (each already at most 120 characters, DESIGN.md §5,
     clipped here too): the first ``MAX_WARNINGS - 1`` and, when there are more, one
     ``… and N more warnings`` line."""
-    texts = [w if len(w) <= 120 else w[:119] + "…" for w in (str(x) for x in warnings)]
+    texts = [w if len(w) <= 120 else w[:119] + "…" for w in map(str, warnings)]
     if len(texts) <= MAX_WARNINGS:
         return texts
     shown = texts[: MAX_WARNINGS - 1]
@@ -318,7 +329,7 @@ def handle(
     Never raises (see the module docstring for the mapping of failures to answers).
     """
     try:
-        body = raw if isinstance(raw, (dict, Mapping)) else decode_json(raw)
+        body = decode_json(raw) if type(raw) is bytes or not isinstance(raw, JSON_OBJECT) else raw
         request = parse_review(body)
     except EnvelopeError as exc:
         if exc.uid is None:
@@ -328,7 +339,7 @@ def handle(
             review_response(exc.uid, allowed=False, code=400, message=exc.message),
             uid=exc.uid, rules=(RULE_MALFORMED,), message=exc.message,
         )
-        _describe(outcome, body.get("request") if isinstance(body, (dict, Mapping)) else None)
+        _describe(outcome, body.get("request") if isinstance(body, JSON_OBJECT) else None)
         return outcome
 
     uid = request["uid"]
@@ -339,7 +350,8 @@ def handle(
         decision = fn(request, catalog, settings, mutate=mutate)
         allowed = bool(decision.allowed)
         patch = list(decision.patch or []) if (mutate and allowed) else []
-        warnings = [str(w) for w in (decision.warnings or [])]
+        decision_warnings = decision.warnings
+        warnings = [str(w) for w in decision_warnings] if decision_warnings else []
         code = int(decision.code) if not allowed else None
         message = str(decision.message) if not allowed else ""
         rules: list[str] = []
@@ -376,20 +388,30 @@ def handle(
 
 def _describe(outcome: Outcome, request: Any) -> None:
     """Fill kind/operation/namespace/name/user of ``outcome`` from a (possibly malformed) request."""
-    if not isinstance(request, (dict, Mapping)):
+    if not isinstance(request, JSON_OBJECT):
         return
     gvk = request.get("kind")
-    if isinstance(gvk, (dict, Mapping)) and isinstance(gvk.get("kind"), str):
-        outcome.kind = gvk["kind"]
-    if isinstance(request.get("operation"), str):
-        outcome.operation = request["operation"]
-    obj = request.get("object") if isinstance(request.get("object"), Mapping) else request.get("oldObject")
-    meta = obj.get("metadata") if isinstance(obj, (dict, Mapping)) else None
-    meta = meta if isinstance(meta, (dict, Mapping)) else {}
-    for attr in ("namespace", "name"):
-        value = request.get(attr) or meta.get(attr) or (meta.get("generateName") if attr == "name" else None)
-        if isinstance(value, str):
-            setattr(outcome, attr, value)
+    if isinstance(gvk, JSON_OBJECT):
+        kind = gvk.get("kind")
+        if isinstance(kind, str):
+            outcome.kind = kind
+    operation = request.get("operation")
+    if isinstance(operation, str):
+        outcome.operation = operation
+    obj = request.get("object")
+    if not isinstance(obj, JSON_OBJECT):
+        obj = request.get("oldObject")
+    meta = obj.get("metadata") if isinstance(obj, JSON_OBJECT) else None
+    if not isinstance(meta, JSON_OBJECT):
+        meta = {}
+    namespace = request.get("namespace") or meta.get("namespace")
+    if isinstance(namespace, str):
+        outcome.namespace = namespace
+    name = request.get("name") or meta.get("name") or meta.get("generateName")
+    if isinstance(name, str):
+        outcome.name = name
     user_info = request.get("userInfo")
-    if isinstance(user_info, (dict, Mapping)) and isinstance(user_info.get("username"), str):
-        outcome.user = user_info["username"]
+    if isinstance(user_info, JSON_OBJECT):
+        username = user_info.get("username")
+        if isinstance(username, str):
+            outcome.user = username
