@@ -255,8 +255,10 @@ def review_line(outcome: Any, seconds: float) -> str:
     rules = () if outcome.allowed else outcome.rules
     try:
         uid_json = "null" if uid is None else encode_basestring_ascii(uid)
-        rule_json = encode_basestring_ascii(rules[0]) if rules else "null"
-        rules_json = ",".join(map(encode_basestring_ascii, rules))
+        if rules:
+            rule_json, rules_json = encode_basestring_ascii(rules[0]), ",".join(map(encode_basestring_ascii, rules))
+        else:
+            rule_json, rules_json = "null", ""
         return (f'{{"time":"{utc_timestamp()}","msg":"admission review","uid":{uid_json}'
                 f',"kind":{encode_basestring_ascii(outcome.kind)}'
                 f',"namespace":{encode_basestring_ascii(outcome.namespace)}'
