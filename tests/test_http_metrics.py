@@ -214,4 +214,15 @@ def test_line_descriptor_only_for_ascii_compatible_text_files(tmp_path):
         assert metrics._line_fd(utf8) == utf8.fileno()
         assert metrics._line_fd(utf16) is None
         assert metrics._line_fd(random_access) is None
+    with io.TextIOWrapper(io.FileIO(tmp_path / "d", "w"), write_through=True) as unbuffered:  # python -u
+        assert metrics._line_fd(unbuffered) == unbuffered.fileno()
     assert metrics._line_fd(io.StringIO()) is None
+
+
+def test_log_review_to_an_unbuffered_file(tmp_path, review_handler, fixed_time):
+    with io.TextIOWrapper(io.FileIO(tmp_path / "review.log", "w"), write_through=True) as stream:
+        review_handler(stream)
+        stream.write("first\n")
+        metrics.log_review(SAMPLE, 0.0042)
+        stream.write("last\n")
+    assert (tmp_path / "review.log").read_text() == f"first\n{_encoded_record(SAMPLE, 0.0042)}\nlast\n"

@@ -279,10 +279,12 @@ _ASCII_PROBE = "".join(map(chr, range(32, 127))) + "\n"
 
 def _line_fd(stream: Any) -> int | None:
     """The file descriptor a review line can be written to directly for ``stream``, or None:
-    only for a text file over a plain buffered writer (``sys.stderr``, ``open(path, "w")``)
-    with an ASCII-compatible encoding, on a system whose line separator is ``\n``."""
+    only for a text file over a plain buffered writer or an unbuffered file (``sys.stderr``, also
+    under ``PYTHONUNBUFFERED``; ``open(path, "w")``) with an ASCII-compatible encoding, on a
+    system whose line separator is ``\n``. (Not over a read-write buffer: its read-ahead would
+    misplace the next buffered write.)"""
     if os.linesep != "\n" or not isinstance(stream, io.TextIOWrapper) \
-            or type(getattr(stream, "buffer", None)) is not io.BufferedWriter:
+            or type(getattr(stream, "buffer", None)) not in (io.BufferedWriter, io.FileIO):
         return None
     try:
         if _ASCII_PROBE.encode(stream.encoding) != _ASCII_PROBE.encode("ascii"):
