@@ -22,9 +22,11 @@ it lazily: :func:`prepare_multiprocess_dir` must run (in the gunicorn master, be
 fork) before anything touches the metrics.
 
 Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
-``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``, ``namespace``, ``name``, ``user``, ``operation``,
-``decision``, ``rule`` (first violated rule or null), ``rules``, ``warnings`` (count),
-``duration_ms`` (the histogram's measure, in milliseconds), ``http_status``.
+``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``,
+``namespace``, ``name``, ``user``, ``operation``, ``decision``, ``rule`` (first violated rule or
+null), ``rules``, ``warnings`` (count), ``duration_ms`` (the histogram's measure, in
+milliseconds), ``http_status``. Under ``serve`` each line is on stderr before the review's
+answer is returned.
 """
 
 from __future__ import annotations
@@ -278,11 +280,12 @@ _ASCII_PROBE = "".join(map(chr, range(32, 127))) + "\n"
 
 
 def _line_fd(stream: Any) -> int | None:
-    """The file descriptor a review line can be written to directly for ``stream``, or None:
+    r"""The file descriptor a review line can be written to directly for ``stream``, or None:
     only for a text file over a plain buffered writer or an unbuffered file (``sys.stderr``, also
     under ``PYTHONUNBUFFERED``; ``open(path, "w")``) with an ASCII-compatible encoding, on a
     system whose line separator is ``\n``. (Not over a read-write buffer: its read-ahead would
-    misplace the next buffered write.)"""
+    misplace the next buffered write.) The line then ends with ``\n`` whatever ``newline=`` the
+    stream was opened with (only an explicit ``"\r\n"`` or ``"\r"`` would have differed)."""
     if os.linesep != "\n" or not isinstance(stream, io.TextIOWrapper) \
             or type(getattr(stream, "buffer", None)) not in (io.BufferedWriter, io.FileIO):
         return None
