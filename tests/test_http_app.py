@@ -101,7 +101,8 @@ def test_other_media_types_are_415(content_type):
 
 @pytest.mark.parametrize("transfer_encoding", [None, "chunked", "gzip, chunked", "gzip"])
 @pytest.mark.parametrize("content_length", [None, "0", "12", "0012", "", " 12", "12 ", "+12", "-3", "1_0",
-                                            "\u0661\u0662", "\u00b2", "12.0", "abc"])
+                                            "\u0661\u0662", "\u00b2", "12.0", "abc", "9" * 18, "9" * 19,
+                                            "9" * 5000])
 def test_content_length_is_read_as_werkzeug_reads_it(content_length, transfer_encoding):
     from werkzeug.test import EnvironBuilder
     from werkzeug.wrappers import Request

@@ -68,12 +68,14 @@ def _json(body: Any, status: int = 200) -> Response:
 
 
 def _content_length(environ: dict) -> int | None:
-    """``request.content_length`` of the request of ``environ``: a ``CONTENT_LENGTH`` of ASCII
-    digits without a ``Transfer-Encoding`` header (every request with a body but a chunked one)
-    is read here; anything else (absent, chunked, empty, signed, spaced, ...) is left to
-    werkzeug's rules (None for a stream, 0 for a value that is not a plain integer)."""
+    """``request.content_length`` of the request of ``environ``: a ``CONTENT_LENGTH`` of up to 18
+    ASCII digits without a ``Transfer-Encoding`` header (what a request with a non-chunked body
+    carries) is read here; anything else (absent, chunked, empty, signed, spaced, longer than
+    Python converts, ...) is left to werkzeug's rules (None for a stream, 0 for a value that is
+    not a plain integer)."""
     value = environ.get("CONTENT_LENGTH")
-    if type(value) is str and value.isdigit() and value.isascii() and "HTTP_TRANSFER_ENCODING" not in environ:
+    if type(value) is str and len(value) <= 18 and value.isdigit() and value.isascii() \
+            and "HTTP_TRANSFER_ENCODING" not in environ:
         return int(value)
     return request.content_length
 
