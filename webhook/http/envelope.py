@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 from webhook.core.messages import json_type, quote
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -134,12 +136,36 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 encode_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
+#: ``bytes.translate`` table: every ASCII digit to ``0``, every other byte to ``.``; with
+#: :data:`_LONG_DIGIT_RUN` it finds a run of 19 digits in a body at C speed.
+_DIGIT_MASK = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x2E for byte in range(256))
+_LONG_DIGIT_RUN = b"0" * 19
+#: Bodies with more ``[`` and ``{`` than this go to :mod:`json`: nested that deep, json may run out
+#: of Python's recursion limit (1000 frames, the caller's included) where orjson does not.
+_MOST_ORJSON_BRACKETS = 400
+
+
 def decode_json(raw: bytes | str) -> Any:
     """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
+
+    The result is exactly :mod:`json`'s (with ``NaN``, ``Infinity`` and ``-Infinity`` refused).
+    A body of bytes is decoded by :mod:`orjson` (about 2.5 times faster) when that cannot
+    differ: orjson reads an integer beyond 64 bits as a float where :mod:`json` keeps it exact,
+    so a body with a run of 19 or more digits goes to :mod:`json`, as does a body that could nest
+    deeper than json's recursion allows (more than :data:`_MOST_ORJSON_BRACKETS` brackets); and
+    anything orjson refuses (invalid JSON, a lone surrogate escape, ``1e400``, ...) is decoded
+    again by :mod:`json`, whose answer (a value, or the error below) is the one given.
+    ``tests/test_http_decode.py`` checks the two against each other.
 
     Raises :class:`EnvelopeError` (``field="body"``) for anything that is not JSON, including
     nesting too deep for the decoder.
     """
+    if type(raw) is bytes and raw.count(b"[") + raw.count(b"{") <= _MOST_ORJSON_BRACKETS \
+            and raw.translate(_DIGIT_MASK).find(_LONG_DIGIT_RUN) < 0:
+        try:
+            return orjson.loads(raw)
+        except Exception:  # noqa: BLE001 - json decides: it gives the value or the error
+            pass
     try:
         if isinstance(raw, (bytes, bytearray)):
             raw = bytes(raw).decode("utf-8")
