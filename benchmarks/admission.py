@@ -20,8 +20,11 @@ Phases, webhook and no-op alternating so that other load on the machine hits bot
    reconnect when closed), and
    ``GET /healthz`` plus one review on a new connection every 0.25-0.5 s: first with only the
    slow clients attached (the 2 s goal), then during the Go phases;
-3. **open loop** at ``--rate`` reviews/s (request i due at ``t0 + i/rate``, latency from the due
-   time: no coordinated omission), ``--procs`` x ``--conns`` keep-alive Python clients.
+3. **open loop** at ``--rate`` reviews/s to each server, both at once: requests alternate
+   between the two servers (request i due at ``t0 + i/(2 rate)``, to the webhook when i is
+   even; latency from the due time: no coordinated omission), so a stall of the machine (the
+   p99 of a shared VM is made of them) delays both servers' requests alike; ``--procs`` x
+   ``--conns`` keep-alive Python clients.
 
 Prints throughput (reviews/s answered 200), errors and p50/p99 for every phase, the webhook/no-op
 throughput and p99 ratios, and the goals of issue 9 (met or not). ``--source DIR`` serves another
@@ -216,63 +219,71 @@ def stop(proc: subprocess.Popen) -> None:
 def _client_proc(args: tuple) -> dict:
     """One client process: ``conns`` threads, each with its own keep-alive connection.
 
-    Open loop (``rate`` > 0): this process owns requests ``proc_index, proc_index + procs, ...``
-    of a global schedule ``t0 + i / rate``; thread ``k`` of it takes every ``conns``-th of those.
-    Closed loop (``rate`` == 0): each thread sends back to back until ``t0 + duration``.
-    Returns latencies in seconds and the error count."""
-    port, ca_file, body, rate, duration, t0, proc_index, procs, conns = args
-    latencies: list[float] = []
-    errors: list[str] = []
+    ``ports``: the servers, loaded side by side: request ``i`` of the schedule goes to
+    ``ports[i % len(ports)]``, so that a stall of the machine delays requests to every server
+    alike. Open loop (``rate`` > 0, reviews/s per server): this process owns requests
+    ``proc_index, proc_index + procs, ...`` of a global schedule ``t0 + i / (rate * len(ports))``;
+    thread ``k`` of it takes every ``conns``-th of those. Closed loop (``rate`` == 0, one server):
+    each thread sends back to back until ``t0 + duration``.
+    Returns latencies in seconds and error texts, one list of each per server."""
+    ports, ca_file, body, rate, duration, t0, proc_index, procs, conns = args
+    latencies: list[list[float]] = [[] for _ in ports]
+    errors: list[list[str]] = [[] for _ in ports]
     lock = threading.Lock()
     end = t0 + duration
     headers = {"Content-Type": "application/json", "Connection": "keep-alive"}
 
-    def connect() -> http.client.HTTPSConnection:
-        conn = http.client.HTTPSConnection("127.0.0.1", port, context=ssl_context(ca_file), timeout=10)
+    def connect(server: int) -> http.client.HTTPSConnection:
+        conn = http.client.HTTPSConnection("127.0.0.1", ports[server], context=ssl_context(ca_file), timeout=10)
         conn.connect()
         return conn
 
-    def one(conn: http.client.HTTPSConnection) -> http.client.HTTPSConnection:
+    def one(conns_by_server: dict, server: int) -> None:
+        conn = conns_by_server.get(server) or connect(server)
+        conns_by_server[server] = conn
         try:
             conn.request("POST", "/mutate", body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
             if resp.status != 200 or b'"allowed":true' not in data.replace(b" ", b""):
                 with lock:
-                    errors.append(f"HTTP {resp.status}: {data[:200]!r}")
+                    errors[server].append(f"HTTP {resp.status}: {data[:200]!r}")
         except (OSError, http.client.HTTPException) as exc:
             with lock:
-                errors.append(f"{type(exc).__name__}: {exc}")
+                errors[server].append(f"{type(exc).__name__}: {exc}")
             conn.close()
-            conn = connect()
-        return conn
+            conns_by_server[server] = connect(server)
 
     def worker(k: int) -> None:
-        conn = connect()
-        own: list[float] = []
+        own: list[list[float]] = [[] for _ in ports]
+        open_conns: dict = {}
         if rate > 0:
+            total_rate = rate * len(ports)
             i = proc_index + procs * k
             step = procs * conns
             while True:
-                due = t0 + i / rate
+                due = t0 + i / total_rate
                 if due >= end:
                     break
                 now = time.perf_counter()
                 if due > now:
                     time.sleep(due - now)
-                conn = one(conn)
-                own.append(time.perf_counter() - due)
+                server = i % len(ports)
+                one(open_conns, server)
+                own[server].append(time.perf_counter() - due)
                 i += step
         else:
             while True:
                 start = time.perf_counter()
                 if start >= end:
                     break
-                conn = one(conn)
-                own.append(time.perf_counter() - start)
-        conn.close()
+                one(open_conns, 0)
+                own[0].append(time.perf_counter() - start)
+        for conn in open_conns.values():
+            conn.close()
         with lock:
-            latencies.extend(own)
+            for server, values in enumerate(own):
+                latencies[server].extend(values)
 
     threads = [threading.Thread(target=worker, args=(k,)) for k in range(conns)]
     for t in threads:
@@ -290,14 +301,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[rank - 1]
 
 
-def run_phase(pool, port: int, ca_file: str, body: bytes, rate: float, duration: float,
-              procs: int, conns: int) -> tuple[list[float], list[str]]:
-    """Load one server for ``duration`` seconds; returns (latencies in s, error texts)."""
+def run_phase(pool, ports: list[int], ca_file: str, body: bytes, rate: float, duration: float,
+              procs: int, conns: int) -> list[tuple[list[float], list[str]]]:
+    """Load ``ports`` side by side for ``duration`` seconds at ``rate`` reviews/s each; returns,
+    per server, (latencies in s, error texts)."""
     # perf_counter is CLOCK_MONOTONIC on Linux: comparable across the forked client processes.
     t0 = time.perf_counter() + 0.3
-    jobs = [(port, ca_file, body, rate, duration, t0, p, procs, conns) for p in range(procs)]
+    jobs = [(tuple(ports), ca_file, body, rate, duration, t0, p, procs, conns) for p in range(procs)]
     parts = pool.map(_client_proc, jobs)
-    return [x for part in parts for x in part["latencies"]], [e for part in parts for e in part["errors"]]
+    return [([x for part in parts for x in part["latencies"][server]],
+             [e for part in parts for e in part["errors"][server]]) for server in range(len(ports))]
 
 
 def summarize(latencies: list[float], errors: list[str], duration: float) -> dict:
@@ -538,12 +551,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=64, help="idle TLS connections of the slow phases (default 64)")
     parser.add_argument("--rate", type=float, default=200.0, help="open-loop offered rate, reviews/s (default 200)")
     parser.add_argument("--rate-duration", type=float, default=10.0,
-                        help="seconds per server and payload of the open-loop phase (default 10)")
+                        help="seconds per payload of the open-loop phase, both servers at once (default 10)")
     parser.add_argument("--workers", type=int, default=None, help="gunicorn workers of both servers (default: serve's)")
     parser.add_argument("--procs", type=int, default=2, help="open-loop client processes (default 2)")
     parser.add_argument("--conns", type=int, default=4, help="open-loop keep-alive connections per process (default 4)")
-    parser.add_argument("--slices", type=int, default=5,
-                        help="the open-loop phase runs as this many interleaved webhook/noop slices (default 5)")
     parser.add_argument("--source", metavar="DIR", default=str(HERE.parent),
                         help="serve the webhook package of this checkout (default: this one; to compare designs)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -557,8 +568,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error(f"--concurrency {args.concurrency!r}: comma-separated whole numbers")
     if not (args.duration > 0 and args.rate > 0 and args.rate_duration > 0 and args.procs >= 1
-            and args.conns >= 1 and args.slices >= 1 and levels and min(levels) >= 1):
-        parser.error("--duration, --rate and --rate-duration must be > 0; --procs, --conns, --slices and "
+            and args.conns >= 1 and levels and min(levels) >= 1):
+        parser.error("--duration, --rate and --rate-duration must be > 0; --procs, --conns and "
                      "every --concurrency >= 1")
     if shutil.which("hey") is None:
         print("benchmark needs hey (a Go net/http load generator): apt-get install hey", file=sys.stderr)
@@ -683,22 +694,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"no other load, worst {shown(worst)}; {len(loaded[server].results)} during the Go phases above "
                   f"(both servers probed), worst {shown(under_load)}", flush=True)
 
-        # Open loop at --rate (latency from each request's due time: no coordinated omission).
-        slice_s = args.rate_duration / args.slices
+        # Open loop at --rate on both servers at once, request by request interleaved (latency
+        # from each request's due time: no coordinated omission). A stall of this shared VM
+        # (its p99 is made of them) then delays the webhook's and the no-op's requests alike.
         with ctx.Pool(args.procs) as pool:
             for payload, review in payloads().items():
                 body = json.dumps(review).encode()
-                for server in ("webhook", "noop"):
-                    run_phase(pool, ports[server], ca_file, body, args.rate, 1.0, args.procs, args.conns)
-                acc = {"webhook": ([], []), "noop": ([], [])}
-                for n in range(args.slices):
-                    for server in (("webhook", "noop") if n % 2 == 0 else ("noop", "webhook")):
-                        lat, err = run_phase(pool, ports[server], ca_file, body, args.rate, slice_s, args.procs, args.conns)
-                        acc[server][0].extend(lat)
-                        acc[server][1].extend(err)
-                for server in ("webhook", "noop"):
-                    r = summarize(*acc[server], args.rate_duration)
-                    record(f"{server}/{payload}/rate", server, payload, f"{args.rate:g}/s open", r)
+                pair = [ports["webhook"], ports["noop"]]
+                run_phase(pool, pair, ca_file, body, args.rate, 1.0, args.procs, args.conns)  # warm-up
+                measured = run_phase(pool, pair, ca_file, body, args.rate, args.rate_duration, args.procs, args.conns)
+                for server, (lat, err) in zip(("webhook", "noop"), measured):
+                    record(f"{server}/{payload}/rate", server, payload, f"{args.rate:g}/s open", summarize(lat, err, args.rate_duration))
 
         print()
         ratios: dict = {}

@@ -41,7 +41,7 @@ def test_benchmark_runs_and_stops_by_itself(tmp_path):
     scratch.mkdir()
     proc = subprocess.run(
         [sys.executable, str(BENCH), "--duration", "0.5", "--concurrency", "1,8", "--dribblers", "2", "--idle", "2",
-         "--rate", "50", "--rate-duration", "0.4", "--slices", "1", "--procs", "1", "--conns", "2",
+         "--rate", "50", "--rate-duration", "0.4", "--procs", "1", "--conns", "2",
          "--json", str(out_json)],
         capture_output=True, text=True, timeout=240, cwd=ROOT, env={**os.environ, "TMPDIR": str(scratch)},
     )
