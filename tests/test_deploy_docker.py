@@ -263,3 +263,26 @@ def test_dockerfile_pip_steps_install_exactly_the_lock(tmp_path):
     helped = subprocess.run([str(venv / "bin" / "segment-webhook"), "--help"], capture_output=True, text=True,
                             timeout=120)
     assert helped.returncode == 0 and "serve" in helped.stdout
+
+
+def test_the_runtime_install_has_what_the_gevent_worker_imports():
+    """A trial found ``pip install . && segment-webhook serve`` failing on a fresh machine:
+    gunicorn 27's gevent worker imports ``packaging``, which gunicorn declares only under its
+    ``gevent`` extra (the test install had it through pytest). So setup.cfg asks for
+    ``gunicorn[gevent]``, and every requirement of that extra of the installed gunicorn is in
+    requirements.lock (the image)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    runtime = [Requirement(r) for r in cfg["options"]["install_requires"].splitlines()
+               if r.strip() and not r.strip().startswith("#")]
+    gunicorn = [r for r in runtime if canonicalize_name(r.name) == "gunicorn"]
+    assert len(gunicorn) == 1 and gunicorn[0].extras == {"gevent"}
+    extra = [Requirement(r) for r in metadata.requires("gunicorn") or []]
+    needed = {canonicalize_name(r.name) for r in extra if r.marker is not None and r.marker.evaluate({"extra": "gevent"})}
+    assert "gevent" in needed
+    assert needed <= set(_lock_entries()), f"not in requirements.lock: {needed - set(_lock_entries())}"
