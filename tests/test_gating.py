@@ -215,3 +215,22 @@ def test_review_gate_pods_shows_the_gate(tmp_path, capsys):
     assert out["spec"]["schedulingGates"] == [GATE]
     assert main(["review", "-f", str(path), "-o", "yaml"]) == 0
     assert "schedulingGates" not in yaml.safe_load(capsys.readouterr().out)["spec"]
+
+
+
+@pytest.mark.parametrize("masters", [123456789012345678, 2**31, -1, "1"])
+def test_a_master_replicas_outside_int32_makes_no_gang(example_catalog, masters):
+    """Trial: Master replicas 123456789012345678 wrote gang-size 123456789012345694 (a gang that
+    never completes). The PyTorchJob CRD's replicas is an int32 >= 0; anything else: no gang facts."""
+    job = load_example("pytorchjob-zone-and-rack.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = masters
+    _, patched = admitted(job, example_catalog)
+    for rtype in ("Master", "Worker"):
+        assert SIZE_KEY not in annotations(patched["spec"]["pytorchReplicaSpecs"][rtype]["template"])
+
+
+def test_the_largest_int32_master_replicas_still_makes_a_gang(example_catalog):
+    job = load_example("pytorchjob-zone-and-rack.yaml")
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2**31 - 1
+    _, patched = admitted(job, example_catalog)
+    assert annotations(patched["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])[SIZE_KEY] == str(2**31 - 1 + 16)

@@ -1,7 +1,7 @@
 """``envelope.decode_json`` decodes review bodies with orjson where that cannot differ from
 :mod:`json`: the value (types included: ``1`` is not ``1.0`` or ``True``) or the error must be the
 one of the plain :mod:`json` path (``json.JSONDecoder`` with ``NaN``/``Infinity`` refused, on the
-body decoded as UTF-8), for any body.
+body decoded as UTF-8), for any body; an empty (or all-blank) body is named as empty.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def reference(raw: bytes):
     def reject(name):
         raise ValueError(f"{name} is not valid JSON")
 
+    if not raw.strip():  # the one answer of its own: an empty body is named as such
+        return "error", "request body is empty: send the AdmissionReview as JSON (with Content-Length, or chunked)"
     try:
         return "value", json.JSONDecoder(parse_constant=reject).decode(raw.decode("utf-8"))
     except UnicodeDecodeError:

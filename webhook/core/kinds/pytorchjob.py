@@ -16,7 +16,7 @@ from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
-from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
+from webhook.core.reading import INT32_MAX, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
@@ -94,7 +94,10 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             if other is not None:
                 others.append(other)
     masters = specs[mkey].get("replicas", 1) if mkey is not None else 0  # gang size, §9
-    gang = replicas + masters if isinstance(replicas, int) and type(masters) is int and masters >= 0 else None
+    # An int32 like every replicas field (the CRD's schema, checked by kube-apiserver after
+    # admission); anything else (a string, 123456789012345694) makes no gang to gate.
+    gang = replicas + masters if isinstance(replicas, int) and type(masters) is int and 0 <= masters <= INT32_MAX \
+        else None
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
                 suspended=suspended, master=master, templates=others, gang_size=gang)
 
