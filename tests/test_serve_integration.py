@@ -211,6 +211,7 @@ def test_tls_below_1_2_is_refused_by_the_server(server):
 def test_zz_sigterm_exits_0(server):
     proc = server["proc"]
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(30) == 0
+    status = proc.wait(30)
     text = server["log"].read_text(errors="replace")
+    assert status == 0, f"serve exited {status} on SIGTERM; its log ends:\n{text[-3000:]}"
     assert "Traceback" not in text
