@@ -160,7 +160,7 @@ def decode_json(raw: bytes | str) -> Any:
     Raises :class:`EnvelopeError` (``field="body"``) for anything that is not JSON, including
     nesting too deep for the decoder.
     """
-    if isinstance(raw, (bytes, bytearray, str)) and not raw.strip():  # no body at all: say so
+    if isinstance(raw, (bytes, bytearray, str)) and (not raw or raw.isspace()):  # no body: say so (no copy)
         raise EnvelopeError("request body is empty: send the AdmissionReview as JSON (with Content-Length, or "
                             "chunked)", field="body")
     if type(raw) is bytes and raw.count(b"[") + raw.count(b"{") <= _MOST_ORJSON_BRACKETS \
