@@ -226,3 +226,19 @@ def test_log_review_to_an_unbuffered_file(tmp_path, review_handler, fixed_time):
         metrics.log_review(SAMPLE, 0.0042)
         stream.write("last\n")
     assert (tmp_path / "review.log").read_text() == f"first\n{_encoded_record(SAMPLE, 0.0042)}\nlast\n"
+
+
+def test_the_master_imports_the_multiprocess_module_before_workers_fork(tmp_path):
+    """gunicorn's child_exit (mark_process_dead) runs in a SIGCHLD handler; a first import of
+    prometheus_client there was interrupted by the next worker's SIGCHLD (ImportError, serve exited
+    1 on SIGTERM). prepare_multiprocess_dir, run in the master, imports it beforehand."""
+    import subprocess
+    import sys
+
+    code = ("import os, sys; os.environ['PROMETHEUS_MULTIPROC_DIR'] = sys.argv[1]; "
+            "from webhook.http import metrics; assert 'prometheus_client' not in sys.modules; "
+            "metrics.prepare_multiprocess_dir(); "
+            "assert 'prometheus_client.multiprocess' in sys.modules; "
+            "from prometheus_client import values; assert values.ValueClass.__name__ == 'MmapedValue', values.ValueClass")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

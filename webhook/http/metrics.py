@@ -80,6 +80,11 @@ def prepare_multiprocess_dir() -> tuple[str, bool]:
     values = sys.modules.get("prometheus_client.values")
     if values is not None:  # imported too early: switch to the multiprocess value class now
         values.ValueClass = values.get_value_class()
+    # Imported here, in the master, with the directory set: gunicorn's child_exit hook
+    # (mark_process_dead) runs in a SIGCHLD handler, and a first import there can be interrupted
+    # by the next worker's SIGCHLD, which then imports the half-imported package (an ImportError
+    # that made serve exit 1 on SIGTERM in one CI run).
+    import prometheus_client.multiprocess  # noqa: F401
     return path, created
 
 
