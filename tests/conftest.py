@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,32 @@ def _make_request_fixture():
 def example_catalog() -> StaticTopologyCatalog:
     """``shared/examples/topology.yaml``: cluster-topology = zone > block > rack > hostname."""
     return load_topology_files([str(EXAMPLES / "topology.yaml")])
+
+
+def no_kubectl() -> None:
+    """Without kubectl the deploy/ renders cannot be checked: a skip on a developer's machine, a
+    failure in CI (``CI=true``; .ci/run puts the kubectl it builds on PATH)."""
+    message = "kubectl is not installed: cannot render kustomize"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI must have it: .ci/run builds it)", pytrace=False)
+    pytest.skip(message)
+
+
+# ----------------------------------------------------------------- the local control plane (marker cluster)
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """ONE local control plane per pytest run (tests/cluster_support.py), stopped at the end."""
+    import cluster_support
+
+    started = cluster_support.start_cluster(tmp_path_factory.mktemp("cluster"))
+    yield started
+    started.stop_all()
+
+
+@pytest.fixture(scope="session")
+def kubectl(cluster):
+    """The real kubectl against :func:`cluster` (admin kubeconfig)."""
+    import cluster_support
+
+    return cluster_support.Kubectl(cluster)

@@ -4,12 +4,14 @@ against the Kubernetes OpenAPI schema, and checked against the contract: 2 contr
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
+from conftest import no_kubectl
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +23,7 @@ NAMESPACE = "segment-webhook-system"
 @pytest.fixture(scope="module")
 def docs():
     if KUBECTL is None:
-        pytest.skip("kubectl is not installed: cannot render kustomize")
+        no_kubectl()
     out = subprocess.run([KUBECTL, "kustomize", str(OVERLAY)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return [d for d in yaml.safe_load_all(out.stdout) if d]
@@ -40,7 +42,9 @@ def test_every_object_is_valid_kubernetes(docs):
             continue
         kubernetes_validate.validate(doc, "1.30.0", strict=True)
         checked += 1
-    assert checked == 11 + 6  # the cert-manager overlay's 11 (incl. the PriorityClass) + SA, ClusterRole(Binding), Role(Binding), Deployment
+    # the cert-manager overlay's 11 (incl. the PriorityClass) + SA, ClusterRole(Binding), Role(Binding),
+    # Deployment, PodDisruptionBudget
+    assert checked == 11 + 7
 
 
 def test_controller_rbac_is_least_privilege(docs):
@@ -93,3 +97,14 @@ def test_commands_and_env_are_accepted_by_the_cli(docs):
     args = build_parser().parse_args(webhook["args"])
     flags.apply_env(args, {e["name"]: e["value"] for e in webhook["env"] if "value" in e})
     assert args.gate_pods is True
+
+
+def test_controller_keeps_one_replica_and_never_preempts(docs):
+    """Issue 16: a PDB keeps one of the two replicas through node drains; the controller shares
+    the webhook's PriorityClass, which never preempts training pods."""
+    pdb = one(docs, "PodDisruptionBudget", "segment-webhook-controller")
+    assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": {
+        "app.kubernetes.io/name": "segment-webhook", "app.kubernetes.io/component": "controller"}}}
+    pod = one(docs, "Deployment", "segment-webhook-controller")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "segment-webhook-critical"
+    assert one(docs, "PriorityClass", "segment-webhook-critical")["preemptionPolicy"] == "Never"

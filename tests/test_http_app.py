@@ -371,7 +371,7 @@ def test_denial_carries_code_message_and_no_patch():
     client, metrics = make_app(stub(d))
     r = post(client, "/mutate", review_doc()).get_json()["response"]
     assert r == {"uid": "uid-1", "allowed": False,
-                 "status": {"code": 403, "message": "2 problems: (1) bad value (2) second"}}
+                 "status": {"code": 403, "reason": "Forbidden", "message": "2 problems: (1) bad value (2) second"}}
     assert metrics.denials.labels(rule="segment-size-not-integer")._value.get() == 1
     assert metrics.denials.labels(rule="other-rule")._value.get() == 1
     assert metrics.reviews.labels(kind="PyTorchJob", operation="CREATE", decision="denied")._value.get() == 1

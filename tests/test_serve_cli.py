@@ -218,6 +218,23 @@ def test_live_catalog_not_synced_means_not_ready(tmp_path):
         catalog.stop()
 
 
+def test_the_master_never_imports_the_kubernetes_client(tmp_path):
+    """gunicorn's master checks --kubeconfig in a child process: urllib3 imported before the fork
+    keeps the ssl classes gevent replaces in the workers, and the workers' Topology watch then
+    failed every TLS request to the real kube-apiserver with RecursionError (issue 16)."""
+    import subprocess
+    import sys
+
+    kubeconfig = write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:6443")
+    code = ("import sys; from webhook.cli import build_parser; from webhook.cli import serve; "
+            f"serve._prepare_serve(build_parser().parse_args(['serve', '--cert-dir', {str(tmp_path / 'c')!r}, "
+            f"'--kubeconfig', {kubeconfig!r}])); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'urllib3', 'kubernetes'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 class FakeApiServer:
     """Serves a TopologyList with one Topology ``live-topology``; watches stay open, silent."""
 

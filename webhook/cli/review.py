@@ -42,7 +42,6 @@ PODS_WEBHOOK = "pods.segment-webhook.segments.dev"
 #: before the libyaml reader, stopped at about 450 levels; real objects nest about 20.
 MAX_NESTING = 400
 
-_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
 _VERBS = {"CREATE": "creating", "UPDATE": "replacing"}
 
 
@@ -68,11 +67,10 @@ def webhook_name(kind: str) -> str:
     return PODS_WEBHOOK if kind == "Pod" else WORKLOADS_WEBHOOK
 
 
-def denial_line(path: str, operation: str, code: int, message: str, kind: str = "") -> str:
-    """kubectl's rendering of a webhook denial, e.g. ``Error from server (Forbidden): error when
-    creating "job.yaml": admission webhook "workloads.segment-webhook.segments.dev" denied the
-    request: ...``."""
-    reason = _REASONS.get(code, "Forbidden")
+def denial_line(path: str, operation: str, reason: str, message: str, kind: str = "") -> str:
+    """kubectl's rendering of a webhook denial whose status has ``reason`` (e.g. ``Forbidden``):
+    ``Error from server (Forbidden): error when creating "job.yaml": admission webhook
+    "workloads.segment-webhook.segments.dev" denied the request: ...``."""
     verb = _VERBS.get(operation, "creating")
     return (f'Error from server ({reason}): error when {verb} "{path}": admission webhook '
             f'"{webhook_name(kind)}" denied the request: {message}')
@@ -131,8 +129,9 @@ def run(args: argparse.Namespace) -> int:
         responses.append(outcome.body)
         if not outcome.allowed:
             status = 1
-            code = int(response.get("status", {}).get("code", 403))
-            print(denial_line(args.filename, args.operation, code, outcome.message, str(obj.get("kind"))), file=sys.stderr)
+            reason = str(response.get("status", {}).get("reason", "Forbidden"))
+            print(denial_line(args.filename, args.operation, reason, outcome.message, str(obj.get("kind"))),
+                  file=sys.stderr)
             continue
         try:
             results.append(jsonpatch.apply_patch(obj, envelope.decode_patch(outcome.body)))

@@ -20,6 +20,7 @@ import errno
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from typing import Any, Callable
 
@@ -77,6 +78,22 @@ def _live_catalog_class() -> Any:
     return LiveTopologyCatalog
 
 
+def _check_cluster_configuration(kubeconfig: str | None) -> None:
+    """Raise UsageError unless an API client can be built from ``kubeconfig`` (None: in-cluster).
+
+    Checked in a child process (``python -m webhook.cluster.kubeconfig``) so that gunicorn's
+    master never imports the kubernetes client: urllib3 imported before the fork keeps the ``ssl``
+    classes gevent replaces in the workers, and the workers' Topology watch then failed every TLS
+    request with RecursionError (webhook.cluster.kubeconfig.main; tests/test_serve_cli.py).
+    """
+    checked = subprocess.run([sys.executable, "-m", "webhook.cluster.kubeconfig", kubeconfig or ""],
+                             capture_output=True, text=True, timeout=120)
+    if checked.returncode != 0:
+        where = f"--kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
+        why = checked.stderr.strip().splitlines()[-1] if checked.stderr.strip() else f"exit {checked.returncode}"
+        raise UsageError(f"{where}: cannot configure the Kubernetes client: {why}")
+
+
 def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     """Check every input of ``serve`` and build (app factory, ServeOptions). Raises UsageError."""
     from webhook.http import certs
@@ -87,12 +104,7 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     if args.topology_file:
         catalog, default = static_topologies(args.topology_file, args.default_topology)
     elif args.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"):
-        live_cls = _live_catalog_class()
-        try:  # fail before forking: bad kubeconfig / no service account
-            live_cls.from_kubeconfig(args.kubeconfig)
-        except Exception as exc:  # noqa: BLE001 - any config error is a usage error here
-            where = f"--kubeconfig {args.kubeconfig}" if args.kubeconfig else "in-cluster configuration"
-            raise UsageError(f"{where}: cannot configure the Kubernetes client: {exc}") from None
+        _check_cluster_configuration(args.kubeconfig)  # fail before forking: bad kubeconfig / no service account
         catalog, default = None, args.default_topology or None
         live_config = (args.kubeconfig,)
     else:

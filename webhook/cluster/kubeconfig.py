@@ -35,3 +35,31 @@ def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
                else "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
         raise KubeconfigError(f"cannot load {source}: {why}") from exc
     return k8s_client.ApiClient(configuration)
+
+
+def main(argv: list[str]) -> int:
+    """``python -m webhook.cluster.kubeconfig [PATH]``: exit 0 when an API client can be built
+    from the kubeconfig ``PATH`` (no argument or ``""``: the in-cluster configuration), else print
+    the :class:`KubeconfigError` message on stderr and exit 2.
+
+    ``serve`` runs this in a child process to check its configuration before gunicorn forks: the
+    kubernetes client imports urllib3, and urllib3 imported in gunicorn's master keeps the ``ssl``
+    classes that gevent's monkey-patching replaces in each worker, so every TLS request of the
+    worker's Topology watch then failed with RecursionError (found against the real
+    kube-apiserver, hack/local-cluster.sh).
+    """
+    import sys
+
+    path = argv[0] if argv and argv[0] else None
+    try:
+        api_client_from_kubeconfig(path)
+    except KubeconfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

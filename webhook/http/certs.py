@@ -363,3 +363,16 @@ def write_certificates(bundle: CertificateBundle, out_dir: str) -> dict[str, str
 def certificate_fingerprint(pem: bytes) -> str:
     """SHA-256 fingerprint (lower-case hex, no separators) of a PEM certificate."""
     return x509.load_pem_x509_certificate(pem).fingerprint(hashes.SHA256()).hex()
+
+
+def signing_key_pair() -> tuple[bytes, bytes]:
+    """A new ECDSA P-256 key pair for signing tokens: ``(private PKCS#8 PEM, public SubjectPublicKeyInfo PEM)``.
+
+    The local control plane (``hack/local_cluster.py``) gives it to kube-apiserver as
+    ``--service-account-signing-key-file`` / ``--service-account-key-file`` (ES256 service account
+    tokens) and to kube-controller-manager as ``--service-account-private-key-file``.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    public_pem = key.public_key().public_bytes(serialization.Encoding.PEM,
+                                               serialization.PublicFormat.SubjectPublicKeyInfo)
+    return _key_pem(key), public_pem

@@ -277,6 +277,10 @@ def _is_value(parent: Mapping, key: str) -> str:
     return "is " + quote(parent[key])
 
 
+#: HTTP status code of a denial -> metav1.StatusReason (k8s.io/apimachinery/pkg/apis/meta/v1 types.go).
+STATUS_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
+
+
 def review_response(
     uid: str,
     *,
@@ -290,7 +294,10 @@ def review_response(
 
     ``patch`` (RFC 6902 operations) is sent as ``patchType: JSONPatch`` + base64 of its JSON only
     when non-empty and ``allowed``. ``warnings`` is sent only when non-empty. ``status: {code,
-    message}`` is sent on denial (``allowed`` False); ``code`` defaults to 403.
+    reason, message}`` is sent on denial (``allowed`` False); ``code`` defaults to 403, ``reason``
+    is its Kubernetes StatusReason (:data:`STATUS_REASONS`): kube-apiserver passes it on, and
+    kubectl prints ``Error from server (Forbidden): …`` only when the status has one (without,
+    ``Error from server: …``; seen on the real apiserver, tests/test_cluster_admission.py).
     """
     response: dict[str, Any] = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:
@@ -302,7 +309,9 @@ def review_response(
         text = message or "denied"
         if len(text) > MAX_MESSAGE_CHARS:
             text = text[: MAX_MESSAGE_CHARS - 1] + "…"
-        response["status"] = {"code": int(code or 403), "message": text}
+        status_code = int(code or 403)
+        response["status"] = {"code": status_code, "reason": STATUS_REASONS.get(status_code, "Forbidden"),
+                              "message": text}
     return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
 
 
