@@ -275,13 +275,10 @@ def test_place_pod_cap_names_the_fields(tmp_path, capsys, content, field):
 
 
 def test_place_100000_workers_at_the_cap(tmp_path, capsys):
-    """The largest workload the command expands: 100,000 pods, each through the webhook (≈5 s on 2 cores)."""
-    import time
-
+    """The largest workload the command expands: 100,000 pods, each through the webhook. (Its
+    time belongs to benchmarks/placement.py: a bound here took 26.8 of its 30 s on a loaded CI.)"""
     wl = _dw(tmp_path, 100_000, 100)
-    t0 = time.monotonic()
     assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path), "-o", "json"]) == 0
-    assert time.monotonic() - t0 < 30.0
     res = json.loads(capsys.readouterr().out)
     assert len(res["assignments"]) == 100_000 and len(res["segments"]) == 1000
     assert res["workload"] == {"domain": "n0", "level": "kubernetes.io/hostname"}
