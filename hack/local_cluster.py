@@ -119,12 +119,14 @@ def build(log=sys.stderr) -> Path:
         print(f"build: {name} ({package})", file=log, flush=True)
         ldflags = _version_ldflags(kubernetes_version) if module_dir == "kubernetes" else "-s -w"
         result = subprocess.run(
-            ["go", "build", "-ldflags", ldflags, "-o", str(staging / name), package],
+            ["go", "build", "-ldflags", ldflags, "-o", str(staging / f"{name}.tmp"), package],
             cwd=GO_MODULES / module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True,
         )
         if result.returncode != 0:
             raise ClusterError(f"build: go build {package} failed:\n{result.stdout[-4000:]}")
+        # renamed only once complete: an interrupted build resumes without a half-written binary
+        (staging / f"{name}.tmp").rename(staging / name)
     elapsed = time.monotonic() - started
     (staging / "BUILD_SECONDS").write_text(f"{elapsed:.0f}\n")
     staging.rename(target)
