@@ -243,7 +243,7 @@ def test_check_each_finding_kind_exits_1_with_a_fix(tmp_path, capsys, case):
         expected = f'placeholder-value: Topology cluster-topology: level {RACK}: value "unknown" on 1 node counts as missing'
     elif case == "dropped":
         del nodes[9]["metadata"]["labels"][BLOCK]
-        expected = (f"dropped-nodes: Topology cluster-topology: level {BLOCK}: 1 node of 32 lack this label or carry a "
+        expected = (f"dropped-nodes: Topology cluster-topology: level {BLOCK}: 1 node of 32 lacks this label or carries a "
                     "placeholder, so KAI and Kueue leave them out of this Topology without a word: node-0-1-0-1")
     else:
         nodes = relabel(nodes, BLOCK, lambda name, value: {"node-0-0-0-0": "a.b", "node-0-0-0-1": "a.b"}.get(name, value))

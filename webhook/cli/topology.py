@@ -93,20 +93,8 @@ def nodes_from_objects(objects: Iterable[tuple[str, Mapping]], source: str) -> l
     for here, obj in objects:
         if obj.get("kind") != "Node":
             continue
-        meta = obj.get("metadata")
-        labels = meta.get("labels") if type(meta) is dict else None
-        name = meta.get("name") if type(meta) is dict else None
-        if type(labels) is dict and type(name) is str and name:  # the common case, checked at C speed
-            try:
-                "".join(labels)
-                "".join(labels.values())
-                node = topology_infer.NodeLabels(name, labels)
-            except TypeError:
-                node = None
-        else:
-            node = None
         try:
-            node = node or topology_infer.node_labels_of(obj)
+            node = topology_infer.node_labels_of(obj)
         except topology_infer.NodeLabelError as exc:
             problems.append(f"{source}: {here}: {exc}")
             continue

@@ -37,7 +37,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 
 from webhook.core.messages import json_type, quote
@@ -113,6 +113,15 @@ def node_labels_of(obj: Mapping) -> NodeLabels:
     non-empty string, ``metadata.labels`` is not a mapping, or a label key or value is not a string
     (a Kubernetes label value is a string; ``null`` or ``7`` unquoted in YAML are not)."""
     meta = obj.get("metadata") if isinstance(obj, (dict, Mapping)) else None  # dict first: the fast check
+    if type(meta) is dict:  # the common case, every key and value a string, checked at C speed
+        name, labels = meta.get("name"), meta.get("labels")
+        if type(name) is str and name and type(labels) is dict:
+            try:
+                "".join(labels)  # join refuses anything but strings
+                "".join(labels.values())
+                return NodeLabels(name, labels)
+            except TypeError:
+                pass
     name = meta.get("name") if isinstance(meta, (dict, Mapping)) else None
     if not isinstance(name, str) or not name:
         got = "" if name in (None, "") else f" (metadata.name = {quote(name)} is {json_type(name)}, not a string)"
@@ -122,12 +131,6 @@ def node_labels_of(obj: Mapping) -> NodeLabels:
         return NodeLabels(name, {})
     if not isinstance(labels, (dict, Mapping)):
         raise NodeLabelError(f"Node {quote(name)}: metadata.labels must be an object, not {json_type(labels)}")
-    try:  # the common case, every key and value a string, checked at C speed (join refuses anything else)
-        "".join(labels)
-        "".join(labels.values())
-        return NodeLabels(name, labels)
-    except TypeError:
-        pass
     for key, value in labels.items():
         if not isinstance(key, str):
             raise NodeLabelError(f"Node {quote(name)}: metadata.labels has the key {quote(key)}, which is "
@@ -213,8 +216,9 @@ class LevelStats:
 class InferredTopology:
     """A Topology :func:`infer` writes: ``name``, ``levels`` (broadest first), ``stats`` (one
     :class:`LevelStats` per level), ``groups`` (``(hardware, node count)`` it was inferred from),
-    ``kept`` (nodes that carry every level) and ``findings`` (:func:`check` of it on its groups'
-    nodes, placeholder values left to the result's own findings)."""
+    ``kept`` (nodes that carry every level, of any group) and ``findings`` (:func:`check` of it on
+    its groups' nodes and the other nodes that carry its keys, placeholder values left to the
+    result's own findings)."""
 
     name: str
     levels: tuple[str, ...]
@@ -354,7 +358,8 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 (), tuple(names), topology))
             continue
         findings.append(Finding(
-            DROPPED, key, f"{_plural(len(names), 'node')} of {total:,} lack this label or carry a placeholder, so "
+            DROPPED, key, f"{_plural(len(names), 'node')} of {total:,} {'lacks' if len(names) == 1 else 'lack'} this "
+                          "label or carries a placeholder, so "
                           f"KAI and Kueue leave them out of this Topology without a word: {names_text(names)}",
             f"label them (kubectl label node NAME {key}=VALUE), or give them a Topology of their own without this "
             "level", (), tuple(names), topology))
@@ -564,11 +569,20 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
     groups = _groups(nodes, hardware, columns, findings)
     topologies: list[InferredTopology] = []
     group_levels: list[tuple[_Group, tuple[str, ...]]] = []
+    covering: list[_Group] = []
     for group in groups:
-        levels, aliases = _order(group, nodes, columns, findings, extra)
+        scope = "" if len(groups) == 1 else f"in node group {_hardware_text(group.hardware)}: "
+        # a Topology holds every node that carries its keys, also nodes of other groups: its levels
+        # are ordered on all of them (and their figures counted on all of them)
+        covered = group
+        if len(groups) > 1:
+            own = set(group.positions)
+            others = [p for p in range(count) if p not in own and all(columns[k][p] is not None for k in group.keys)]
+            covered = _Group(group.hardware, sorted(group.positions + others), group.keys)
+        levels, aliases = _order(covered, nodes, columns, findings, extra, scope)
         if not [key for key in levels if key != HOSTNAME]:
             names = sorted(nodes[p].name for p in group.positions)
-            what = ", ".join(f"{hw or 'no instance type'} ({n:,})" for hw, n in group.hardware)
+            what = _hardware_text(group.hardware)
             findings.append(Finding(
                 NO_TOPOLOGY, ", ".join(sorted(group.keys)) or "(none)",
                 f"{_plural(len(names), 'node')} ({what}) carry no topology label that makes a level besides "
@@ -577,13 +591,14 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
                 (), tuple(names)))
             continue
         group_levels.append((group, levels))
+        covering.append(covered)
         topologies.append(InferredTopology(name, levels, [], group.hardware, 0, [], aliases))
     if len(topologies) > 1:
         _name_topologies(topologies, name)
         findings.extend(_group_notes(group_levels, topologies, count))
-    for topo, (group, levels) in zip(topologies, group_levels):
-        everyone = len(group.positions) == count
-        members = nodes if everyone else [nodes[p] for p in group.positions]
+    for topo, (group, levels), covered in zip(topologies, group_levels, covering):
+        everyone = len(covered.positions) == count
+        members = nodes if everyone else [nodes[p] for p in covered.positions]
         found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
         topo.findings = [f for f in found if f.kind != PLACEHOLDER]  # reported once, for every key
         topo.stats = stats
@@ -644,10 +659,16 @@ def _groups(nodes: Sequence[NodeLabels], hardware: Sequence[str], columns: Mappi
     return groups
 
 
+def _hardware_text(hardware: Sequence[tuple[str, int]]) -> str:
+    return ", ".join(f"{hw or 'no instance type'} ({count:,})" for hw, count in hardware)
+
+
 def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Sequence[str | None]],
-           findings: list[Finding], extra: frozenset[str]) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
+           findings: list[Finding], extra: frozenset[str], scope: str = ""
+           ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
     """The levels of one group, broadest first, and ``{kept key: its aliases}``; reports aliases,
-    single-domain keys and keys that do not nest."""
+    single-domain keys and keys that do not nest (each message starts with ``scope``, the group
+    named when there are several)."""
     positions = group.positions
     keys = sorted(key for key in group.keys if key != HOSTNAME)
     everyone = len(positions) == len(nodes)
@@ -687,7 +708,7 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
         if others:
             aliases[kept] = others
             findings.append(Finding(
-                ALIAS, kept, f"{', '.join(others)} split{'s' if len(others) == 1 else ''} the nodes exactly as {kept} "
+                ALIAS, kept, f"{scope}{', '.join(others)} split{'s' if len(others) == 1 else ''} the nodes exactly as {kept} "
                              f"does: one level; {kept} is kept ({family_of(kept)} key)",
                 "", others, ()))
     # single-domain keys constrain nothing
@@ -699,7 +720,7 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
         carriers = sum(1 for value in local[key] if value is not None)
         if len(values) == 1 and carriers >= 2:
             findings.append(Finding(
-                SINGLE, key, f"all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
+                SINGLE, key, f"{scope}all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
                              "level would be the whole cluster, so it is left out", "", tuple(values), ()))
             continue
         levels.append(key)
@@ -715,8 +736,9 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
         most = max(conflicts.values())
         left_out.update(key for key, number in conflicts.items() if number == most)
     for upper, lower in pairs:
-        findings.append(_not_nested(upper, lower, relation(upper, lower), local, [nodes[p].name for p in positions],
-                                    sorted(left_out & {upper, lower})))
+        found = _not_nested(upper, lower, relation(upper, lower), local, [nodes[p].name for p in positions],
+                            sorted(left_out & {upper, lower}))
+        findings.append(replace(found, message=scope + found.message))
     levels = [key for key in levels if key not in left_out]
     levels.sort(key=cmp_to_key(lambda a, b: -1 if relation(a, b) == ABOVE else 1))
     if HOSTNAME in local:
@@ -770,7 +792,7 @@ def _group_notes(group_levels: Sequence[tuple[_Group, tuple[str, ...]]], topolog
     every = set().union(*(set(levels) for _, levels in group_levels))
     parts = []
     for topo, (group, levels) in zip(topologies, group_levels):
-        hw = ", ".join(f"{h or 'no instance type'} ({n:,})" for h, n in group.hardware)
+        hw = _hardware_text(group.hardware)
         parts.append(f"{topo.name}: {hw}: {', '.join(levels)}")
     lacking = {topo.name: sorted(every - set(levels)) for topo, (_, levels) in zip(topologies, group_levels)}
     why = "; ".join(f"{n} lacks {', '.join(keys)}" for n, keys in lacking.items() if keys)
@@ -804,7 +826,7 @@ def render_report(result: InferResult) -> str:
     lines = [f"topology infer: {_plural(result.nodes, 'node')} read; candidate keys: "
              f"{', '.join(result.candidates) or 'none'}"]
     for topo in result.topologies:
-        hw = ", ".join(f"{h or 'no instance type'} ({n:,})" for h, n in topo.groups)
+        hw = _hardware_text(topo.groups)
         lines.append("")
         lines.append(f"Topology {topo.name}: {', '.join(topo.levels)}")
         lines.append(f"  inferred from {hw}; {topo.kept:,} nodes carry every level")
