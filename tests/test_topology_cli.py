@@ -328,3 +328,16 @@ def test_benchmark_script_runs_on_a_small_dump():
     assert out.returncode == 0, out.stderr
     assert "format     parse     infer     check  infer/parse  check/parse" in out.stdout
     assert out.stdout.count("\njson ") == 1 and out.stdout.count("\nyaml ") == 1 and "worst ratio" in out.stdout
+
+
+def test_readme_shows_the_output_of_a_real_run(tmp_path, capsys):
+    """The README's `topology infer -f eks.yaml` and `check` blocks are what the commands print."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    dump = tmp_path / "eks.yaml"
+    assert main(["gen-cluster", "--labels", "eks", "-o", str(dump)]) == 0
+    assert main(["topology", "infer", "-f", str(dump)]) == 0
+    out, err = capsys.readouterr()
+    assert f"$ segment-webhook topology infer -f eks.yaml\n{out}{err}" in readme
+    (tmp_path / "eks-topology.yaml").write_text(out)
+    assert main(["topology", "check", "-f", str(tmp_path / "eks-topology.yaml"), "--nodes", str(dump)]) == 0
+    assert f"--nodes eks.yaml\n{capsys.readouterr().out}" in readme
