@@ -1,7 +1,7 @@
 """``topology infer`` / ``topology check`` benchmark (issue 19: both read a 10,000-node dump in under
 2x the time of parsing it, the bar of ``place``'s dump path).
 
-    python benchmarks/topology.py                 # 10,000 nodes, JSON and YAML, best of 3 rounds
+    python benchmarks/topology.py                 # 10,000 nodes, JSON and YAML, best of 5 rounds
     python benchmarks/topology.py --nodes 200 --repeat 1   # the smoke test's size
 
 The dump is ``gen-cluster --labels eks`` (zone > 3 EKS network layers > node, with the attribute
@@ -138,7 +138,7 @@ def command(argv: list[str], expected: int) -> None:
 def main_(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, default=10_000, help="nodes in the dump (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each timing, the best is shown (default: 3)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of the three timings, the best is shown (default: 5)")
     parser.add_argument("--bare", action="store_true", help="keep the generator's short node status")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as directory:
