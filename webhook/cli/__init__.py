@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "webhook.cli.place",        # place
     "webhook.cli.gen_cluster",  # gen-cluster
     "webhook.cli.controller",   # controller (gang ungater, DESIGN.md §9)
+    "webhook.cli.topology",     # topology infer | check (DESIGN.md §12)
 )
 
 

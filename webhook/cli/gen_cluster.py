@@ -26,6 +26,10 @@ def register(subparsers: Any) -> None:
     g.add_argument("--gpus", type=int, default=8, help="GPUs per node (default: %(default)s)")
     g.add_argument("--fill", type=float, default=0.3, help="share of GPUs taken by bound pods (0..1) (default: %(default)s)")
     g.add_argument("--seed", type=int, default=0, help="random seed of the bound pods' sizes and nodes (default: %(default)s)")
+    g.add_argument("--labels", choices=("eks", "gke", "oci", "nebius", "topograph"), default=None,
+                   help="label the nodes as that provider or tool does (its topology keys, node names and attribute "
+                        "labels such as instance type and GPU product) and write a Topology of its levels; "
+                        "default: zone/block/rack keys of cluster-topology")
     g.add_argument("-o", "--output", metavar="FILE", help="output file (default: stdout)")
     g.set_defaults(func=run)
 
@@ -35,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from webhook.placement.gencluster import generate
 
     try:
-        doc = generate(args.zones, args.blocks, args.racks, args.nodes, args.gpus, args.fill, args.seed)
+        doc = generate(args.zones, args.blocks, args.racks, args.nodes, args.gpus, args.fill, args.seed, labels=args.labels)
     except ValueError as exc:
         return error("gen-cluster", str(exc))
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

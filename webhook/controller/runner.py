@@ -19,6 +19,9 @@ Pieces, all from the ``kubernetes`` client where it has them:
   caches, calls the pure :func:`webhook.controller.decision.decide` and sends its patches.
   Pods released by this process whose update the pod cache has not shown yet are overlaid with
   the PATCH response (so the next pass never places them twice).
+* **Topology findings** (DESIGN.md §12): each pass logs, for every Topology whose
+  resourceVersion it has not checked yet, one warning per :func:`webhook.core.topology_infer.check`
+  finding on the cached nodes (levels out of order, dropped nodes, ...): once per Topology change.
 * **Infeasible gangs** are retried only after some pod, node or Topology changed since their
   last attempt, and not before their back-off (1 s doubling to 60 s) expired; each gets one
   Event per pod per new reason (``kubectl describe pod`` shows it).
@@ -49,7 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from webhook.cluster.topology_cache import Backoff
 from webhook.controller.decision import INFEASIBLE, INVALID, ParseCache, PassResult, Release, Waiting, decide, pod_ref
-from webhook.core import gating
+from webhook.core import gating, topology_infer
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 
 log = logging.getLogger(__name__)
@@ -277,6 +280,7 @@ class Controller:
         self.last_result: PassResult | None = None
         self._parse_cache = ParseCache()  # used by the pass thread only
         self._skipped_logged: set[str] = set()
+        self._topologies_checked: set[tuple[str, str]] = set()  # (name, resourceVersion) logged (DESIGN.md §12)
 
         def topology_list(**kwargs: Any) -> Any:
             return custom.list_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", **kwargs)
@@ -436,6 +440,7 @@ class Controller:
             generation = self._generation
             skip = {g for g, (at, _, gen) in self._retry.items() if now < at or gen == generation}
         nodes, pods, topologies = self.state()
+        self.log_topology_findings(nodes)
         result = decide(nodes, pods, topologies, default_topology=self.settings.default_topology, skip=skip,
                         cache=self._parse_cache)
         self.metrics.passes.inc()
@@ -460,6 +465,36 @@ class Controller:
         self._report(result.waiting, generation, skip, uids)
         self.last_result = result
         return result
+
+    def log_topology_findings(self, nodes: list[dict]) -> None:
+        """Log the DESIGN.md §12 findings of each cached Topology on ``nodes`` (one warning line per
+        finding, :func:`webhook.core.topology_infer.check`), once per Topology resourceVersion: a
+        Topology's change is checked again, a node's change alone is not."""
+        live: set[tuple[str, str]] = set()
+        checked = self._topologies_checked
+        node_labels = None
+        for obj in self._informers["topologies"].cache.list():
+            meta = _meta_of(obj)
+            key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
+            live.add(key)
+            if key in checked:
+                continue
+            checked.add(key)
+            body = obj if "kind" in obj else {**obj, "kind": TOPOLOGY_KIND, "apiVersion": TOPOLOGY_API_VERSION}
+            try:
+                topology = Topology.from_object(body)
+            except TopologyError:
+                continue  # _topologies() logs it
+            if node_labels is None:
+                node_labels = []
+                for node in nodes:
+                    try:
+                        node_labels.append(topology_infer.node_labels_of(node))
+                    except topology_infer.NodeLabelError:
+                        continue  # the pass's own log names malformed objects
+            for finding in topology_infer.check(topology.levels, node_labels, topology.name):
+                log.warning("%s", finding.text().replace("\n  ", "; "))
+        self._topologies_checked = checked & live
 
     def _report(self, waiting: list[Waiting], generation: int, skipped: set[str],
                 uids: Mapping[tuple[str, str], str]) -> None:

@@ -7,6 +7,7 @@ give for a GPU cluster laid out zone > block > rack > node with the four level l
 
 from __future__ import annotations
 
+import hashlib
 import random
 
 ZONE = "topology.kubernetes.io/zone"
@@ -26,13 +27,145 @@ MAX_GPUS_PER_NODE = 64
 MAX_TOTAL_GPUS = 1_000_000
 
 
-def topology_object(name: str = "cluster-topology") -> dict:
-    """The ``kai.scheduler/v1alpha1`` Topology of the generated clusters (zone > block > rack > hostname)."""
+def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict:
+    """The ``kai.scheduler/v1alpha1`` Topology of the generated clusters (zone > block > rack >
+    hostname, or a preset's ``levels``)."""
     return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
-            "spec": {"levels": [{"nodeLabel": lv} for lv in LEVELS]}}
+            "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
 
 
-def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: float = 0.3, seed: int = 0) -> dict:
+# ------------------------------------------------------------------ provider label presets (issue 19)
+# ``--labels eks|gke|oci|nebius|topograph``: the labels a node of that provider or tool carries, the
+# topology keys of the issue's table (DESIGN.md §12) and the attribute labels beside them (instance
+# type, GPU product, arch, ...) that must never become levels. The generator's zone > block > rack >
+# node layout maps onto each provider's levels; a level between block and rack groups two racks.
+# Every value is unique across the cluster (a digest of the node's path), so the levels nest.
+
+def _digest(text: str, width: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:width]
+
+
+def _ip(index: int) -> tuple[int, int, int]:
+    """Three octets of a private address for node ``index`` (``10.<a>.<b>.<c>``)."""
+    return index >> 16, (index >> 8) & 255, index & 255
+
+
+def _zone_letter(zone: int) -> str:
+    return chr(ord("a") + zone) if zone < 26 else f"z{zone}"
+
+
+def _eks(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
+    a, c, d = _ip(i)
+    name = f"ip-10-{a}-{c}-{d}.ec2.internal"
+    zone = f"us-east-1{_zone_letter(z)}"
+    return name, {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "p5.48xlarge",
+        "beta.kubernetes.io/os": "linux", "eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "eks.amazonaws.com/nodegroup": "gpu-p5", "failure-domain.beta.kubernetes.io/region": "us-east-1",
+        "failure-domain.beta.kubernetes.io/zone": zone, "k8s.io/cloud-provider-aws": _digest("cluster", 32),
+        "kubernetes.io/arch": "amd64", HOST: name, "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "p5.48xlarge", "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "topology.ebs.csi.aws.com/zone": zone,
+        "topology.k8s.aws/network-node-layer-1": "nn-" + _digest(f"eks-l1/{z}/{b}", 17),
+        "topology.k8s.aws/network-node-layer-2": "nn-" + _digest(f"eks-l2/{z}/{b}/{r // 2}", 17),
+        "topology.k8s.aws/network-node-layer-3": "nn-" + _digest(f"eks-l3/{z}/{b}/{r}", 17),
+        "topology.k8s.aws/zone-id": f"use1-az{z + 1}", "topology.kubernetes.io/region": "us-east-1",
+        ZONE: zone,
+    }
+
+
+def _gke(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
+    name = f"gke-train-a3-pool-{_digest(f'gke/{z}/{b}', 8)}-{_digest(f'gke/{i}', 4)}"
+    return name, {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "a3-highgpu-8g",
+        "beta.kubernetes.io/os": "linux", "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",
+        "cloud.google.com/gke-boot-disk": "pd-balanced", "cloud.google.com/gke-container-runtime": "containerd",
+        "cloud.google.com/gke-nodepool": "a3-pool", "cloud.google.com/gke-os-distribution": "cos",
+        "cloud.google.com/machine-family": "a3",
+        "cloud.google.com/gce-topology-block": _digest(f"gke-block/{z}/{b}", 32),
+        "cloud.google.com/gce-topology-subblock": _digest(f"gke-subblock/{z}/{b}/{r}", 32),
+        "cloud.google.com/gce-topology-host": _digest(f"gke-host/{z}/{b}/{r}/{n // 2}", 32),
+        "failure-domain.beta.kubernetes.io/zone": f"us-central1-{_zone_letter(z)}",
+        "kubernetes.io/arch": "amd64", HOST: name, "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "a3-highgpu-8g", "nvidia.com/gpu.present": "true",
+        "topology.gke.io/zone": f"us-central1-{_zone_letter(z)}", "topology.kubernetes.io/region": "us-central1",
+        ZONE: f"us-central1-{_zone_letter(z)}",
+    }
+
+
+def _oci(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
+    a, c, d = _ip(i)
+    name = f"10.{a}.{c}.{d}"  # OKE names nodes by IP; kubernetes.io/hostname is the instance's host name
+    return name, {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "BM.GPU.H100.8",
+        "beta.kubernetes.io/os": "linux", "displayName": f"oke-gpu-{_digest(f'oci/{i}', 10)}",
+        "hostname": f"oke-gpu-{_digest(f'oci/{i}', 10)}", "internal_addr": name,
+        "kubernetes.io/arch": "amd64", HOST: f"oke-gpu-{_digest(f'oci/{i}', 10)}", "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "BM.GPU.H100.8", "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "oci.oraclecloud.com/fault-domain": f"FAULT-DOMAIN-{(i % 3) + 1}",
+        "oci.oraclecloud.com/rdma.hpc_island_id": _digest(f"oci-island/{z}/{b}", 12),
+        "oci.oraclecloud.com/rdma.network_block_id": _digest(f"oci-network-block/{z}/{b}/{r // 2}", 12),
+        "oci.oraclecloud.com/rdma.local_block_id": _digest(f"oci-local-block/{z}/{b}/{r}", 12),
+        "topology.kubernetes.io/region": "us-ashburn-1", ZONE: f"US-ASHBURN-AD-{z + 1}",
+    }
+
+
+def _nebius(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
+    name = f"computeinstance-e00{_digest(f'nebius/{i}', 17)}"
+    return name, {
+        "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "gpu-h200-sxm",
+        "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", HOST: name, "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "gpu-h200-sxm", "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H200", "nebius.com/node-group-id": "mk8snodegroup-e00gpu",
+        "topology.nebius.com/gpu-cluster-id": "computegpucluster-e00" + _digest(f"nebius-cluster/{z}/{b}", 17),
+        "topology.nebius.com/tier-2": _digest(f"nebius-tier-2/{z}/{b}/{r // 2}", 16),
+        "topology.nebius.com/tier-1": _digest(f"nebius-tier-1/{z}/{b}/{r}", 16),
+        "topology.kubernetes.io/region": "eu-north1", ZONE: f"eu-north1-{_zone_letter(z)}",
+    }
+
+
+def _topograph(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
+    # an on-premises GB200 cluster labelled by topograph >= 1.0 after an upgrade: the older
+    # network.topology.nvidia.com/* keys are still on the nodes (aliases of the new ones)
+    name = f"gb200-{i:05d}"
+    clique_uuid = _digest(f"topograph/{z}/{b}/{r}/{n // 2}", 32)
+    uuid = f"{clique_uuid[:8]}-{clique_uuid[8:12]}-{clique_uuid[12:16]}-{clique_uuid[16:20]}-{clique_uuid[20:]}"
+    return name, {
+        "accelerator.topograph.run/domain": _digest(f"topograph/{z}/{b}/{r}/{n // 2}", 12),
+        "fabric.topograph.run/tier-3": f"core-{z}",
+        "fabric.topograph.run/tier-2": f"spine-{z}-{b}",
+        "fabric.topograph.run/tier-1": f"agg-{z}-{b}-{r // 2}",
+        "fabric.topograph.run/tier-0": f"leaf-{z}-{b}-{r}",
+        "kubernetes.io/arch": "arm64", HOST: name, "kubernetes.io/os": "linux",
+        "network.topology.nvidia.com/core": f"sw-core-{z}-{b}",
+        "network.topology.nvidia.com/spine": f"sw-spine-{z}-{b}-{r // 2}",
+        "network.topology.nvidia.com/leaf": f"sw-leaf-{z}-{b}-{r}",
+        "network.topology.nvidia.com/accelerator": f"nvl-{z}-{b}-{r}-{n // 2}",
+        "nvidia.com/gpu.clique": f"{uuid}.{32766 - (n // 2) % 7}", "nvidia.com/gpu.machine": "GB200-NVL72",
+        "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-GB200",
+    }
+
+
+#: ``--labels`` presets: the node name and labels of node ``i`` at zone ``z``, block ``b``, rack ``r``,
+#: position ``n``, and the Topology levels those labels support (broadest first).
+PRESETS = {
+    "eks": (_eks, (ZONE, "topology.k8s.aws/network-node-layer-1", "topology.k8s.aws/network-node-layer-2",
+                   "topology.k8s.aws/network-node-layer-3", HOST)),
+    "gke": (_gke, (ZONE, "cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+                   "cloud.google.com/gce-topology-host", HOST)),
+    "oci": (_oci, (ZONE, "oci.oraclecloud.com/rdma.hpc_island_id", "oci.oraclecloud.com/rdma.network_block_id",
+                   "oci.oraclecloud.com/rdma.local_block_id", HOST)),
+    "nebius": (_nebius, (ZONE, "topology.nebius.com/gpu-cluster-id", "topology.nebius.com/tier-2",
+                         "topology.nebius.com/tier-1", HOST)),
+    "topograph": (_topograph, ("fabric.topograph.run/tier-3", "fabric.topograph.run/tier-2",
+                               "fabric.topograph.run/tier-1", "fabric.topograph.run/tier-0",
+                               "accelerator.topograph.run/domain", HOST)),
+}
+
+
+def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: float = 0.3, seed: int = 0,
+             labels: str | None = None) -> dict:
     """A ``kind: List`` of Nodes, bound Pods and the Topology.
 
     ``blocks`` per zone, ``racks`` per block, ``nodes`` per rack, ``gpus`` per node. Each node
@@ -41,8 +174,12 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
     take ``fill`` (0..1) of all GPUs, on random nodes. Raises ``ValueError`` (naming the flag and
     the limit) for counts < 1, ``fill`` outside [0, 1], more than :data:`MAX_NODES` nodes, more
     than :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs, before
-    anything is allocated.
+    anything is allocated. ``labels``: ``None`` (zone > block > rack > hostname with the keys of
+    ``cluster-topology``, as always) or a key of :data:`PRESETS` (a provider's node names and labels,
+    and a Topology ``cluster-topology`` of that provider's levels); another value raises ``ValueError``.
     """
+    if labels is not None and labels not in PRESETS:
+        raise ValueError(f"--labels {labels!r} is not one of {', '.join(PRESETS)}")
     for label, v in (("--zones", zones), ("--blocks", blocks), ("--racks", racks), ("--nodes", nodes), ("--gpus", gpus)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{label} must be a positive integer, got {v!r}")
@@ -65,14 +202,17 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
         for b in range(blocks):
             for r in range(racks):
                 for n in range(nodes):
-                    zs, bs, rs, ns = f"{z:0{wz}d}", f"{b:0{wb}d}", f"{r:0{wr}d}", f"{n:0{wn}d}"
-                    name = f"node-{zs}-{bs}-{rs}-{ns}"
+                    if labels is None:
+                        zs, bs, rs, ns = f"{z:0{wz}d}", f"{b:0{wb}d}", f"{r:0{wr}d}", f"{n:0{wn}d}"
+                        name = f"node-{zs}-{bs}-{rs}-{ns}"
+                        node_labels = {ZONE: f"zone-{zs}", BLOCK: f"block-{zs}-{bs}", RACK: f"rack-{zs}-{bs}-{rs}",
+                                       HOST: name, "nvidia.com/gpu.present": "true"}
+                    else:
+                        name, node_labels = PRESETS[labels][0](z, b, r, n, len(names))
                     names.append(name)
                     items.append({
                         "apiVersion": "v1", "kind": "Node",
-                        "metadata": {"name": name, "labels": {
-                            ZONE: f"zone-{zs}", BLOCK: f"block-{zs}-{bs}", RACK: f"rack-{zs}-{bs}-{rs}", HOST: name,
-                            "nvidia.com/gpu.present": "true"}},
+                        "metadata": {"name": name, "labels": node_labels},
                         "spec": {},
                         "status": {
                             "allocatable": {"cpu": str(CPU_PER_GPU * gpus), "memory": f"{MEM_GIB_PER_GPU * gpus}Gi",
@@ -103,5 +243,5 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
             "status": {"phase": "Running"},
         })
         i += 1
-    items.append(topology_object())
+    items.append(topology_object() if labels is None else topology_object(levels=PRESETS[labels][1]))
     return {"apiVersion": "v1", "kind": "List", "items": items}
