@@ -41,7 +41,7 @@ def test_readme_table_and_registry_list_the_same_rules():
 
 def test_every_rule_has_a_source_a_code_and_one_documented_check():
     for rule_id, rule in RULES.items():
-        assert re.fullmatch(r"DESIGN\.md §\d+|README: decisions", rule.source), rule_id
+        assert re.fullmatch(r"DESIGN\.md §\d+b?|README: decisions", rule.source), rule_id
         assert rule.code in (400, 403)
         assert rule.check.__doc__, rule_id
     assert [r.id for r in RULES.values() if r.code == 400] == ["malformed-object"]
@@ -118,7 +118,14 @@ TRIGGERS = {
     "native-framework-unsupported": lambda: (_native_mpi(), None),
     "misspelled-key": lambda: (_misspelled(), None),
     "immutable-field": lambda: (tp4(**{SIZE: "8"}), tp4()),
+    "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
 }
+
+
+def _lws_leader_ready():
+    obj = load_example("lws-segmented.yaml")
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    return obj
 
 
 def _swapped():
@@ -143,11 +150,12 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
     if rule_id == "conflicting-topology":
         catalog = StaticTopologyCatalog(tuple(catalog.get(n) for n in catalog.names()) + (GPU_FABRIC,))
-    obj, old = TRIGGERS[rule_id]()
+    obj, old, *settings = TRIGGERS[rule_id]()
+    settings = settings[0] if settings else PLAIN
     if old is not None:
-        created = review(make_request(old), catalog, PLAIN)
+        created = review(make_request(old), catalog, settings)
         old = jsonpatch.apply_patch(old, created.patch)
-    decision = review(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, PLAIN)
+    decision = review(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, settings)
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
     assert decision.message == readme_rejections()[rule_id]

@@ -238,6 +238,29 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
     return False
 
 
+@rule("lws-leader-ready-segments", "DESIGN.md §3b",
+      "LWS startupPolicy LeaderReady with segments under --gate-pods (a warning without it)")
+def check_lws_startup_policy(decision: Decision, policy: Any, size: int, gate_pods: bool) -> bool:
+    """DESIGN.md §3b: an LWS with ``spec.startupPolicy: LeaderReady`` creates its leader alone and
+    its workers only once the leader is ready. KAI's pod-grouper cannot group that lone leader into
+    a segment (``segmentSize S is greater than replicasSize 1``), and a gated gang (§9) never
+    completes, since the workers wait for a leader that waits for its gang. ``policy``: the
+    object's ``spec.startupPolicy`` (``None`` when absent: LWS defaults to ``LeaderCreated``);
+    ``size``: the resolved segment size; ``gate_pods``: ``serve --gate-pods``. Denied under
+    ``gate_pods``, a warning otherwise. Returns True when no denial was recorded."""
+    if policy != "LeaderReady":
+        return True
+    if not gate_pods:
+        decision.warn("startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
+                      "use startupPolicy: LeaderCreated")
+        return True
+    violate(decision, "lws-leader-ready-segments", "spec.startupPolicy", policy,
+            f"under LeaderReady the leader is created alone: KAI cannot group it into a segment of {size} "
+            "and, with --gate-pods, its gang never completes (the workers wait for the gated leader)",
+            "set spec.startupPolicy: LeaderCreated (the LWS default), or remove the segment keys")
+    return False
+
+
 # --------------------------------------------------------------------------------------------
 # topology names and levels (DESIGN.md §5)
 # --------------------------------------------------------------------------------------------

@@ -52,7 +52,8 @@ class Expansion:
 
     ``denied``: the webhook denied the workload (``message`` says why; exit 1).
     ``gangs``: one :class:`Gang` (one per LWS replica group), in order.
-    ``pods``: the patched Pod objects. ``warnings``: AdmissionResponse warnings collected.
+    ``pods``: the patched Pod objects. ``notes``: the AdmissionResponse warnings collected, as
+    ``(kind, object name, warning)``; :attr:`warnings` says each distinct one once.
     ``topology``: the resolved topology name, or ``None``.
     """
 
@@ -61,8 +62,32 @@ class Expansion:
     gangs: list[Gang] = field(default_factory=list)
     pods: list[dict] = field(default_factory=list)
     workload: dict | None = None
-    warnings: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
+
+    def note(self, kind: str, name: str, warning: str) -> None:
+        """Collect one AdmissionResponse ``warning`` the webhook gave object ``kind``/``name``."""
+        self.notes.append((kind, name, warning))
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each distinct warning once, in first-seen order (:func:`group_warnings`)."""
+        return group_warnings(self.notes)
+
+
+def group_warnings(notes: list[tuple[str, str, str]]) -> list[str]:
+    """One line per distinct ``(kind, warning)`` of ``notes`` (``(kind, object name, warning)``), in
+    first-seen order: ``"<kind> <name>: <warning>"`` when one object gave it, else
+    ``"<count> <kind>s (<first name> …): <warning>"``, so a 512-worker job whose every pod gets the
+    same warning prints one line, ``512 Pods (job-worker-0 …): …`` (issue 18)."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for kind, name, warning in notes:
+        seen.setdefault((kind, warning), []).append(name)
+    lines = []
+    for (kind, warning), names in seen.items():
+        lines.append(f"{kind} {names[0]}: {warning}" if len(names) == 1
+                     else f"{len(names)} {kind}s ({names[0]} …): {warning}")
+    return lines
 
 
 def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
@@ -78,7 +103,7 @@ def _admit(obj: dict, kind: str, catalog, settings, user, groups, exp: Expansion
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
     for w in decision.warnings:
-        exp.warnings.append(f"{kind} {obj['metadata'].get('name')}: {w}")
+        exp.note(kind, str(obj["metadata"].get("name")), w)
     if not decision.allowed:
         exp.denied = True
         exp.message = decision.message

@@ -106,9 +106,12 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
     owner = plan.worker.field if plan.worker is not None else plan.root.field
     old_view = old_plan.resolution.segment_view()
     defaults_only = _automatic_only(plan)
+    # No topology name on the stored object: no segments were in force there (§5 "Segments
+    # without a topology"), so automatic defaults the UPDATE adds change nothing in force.
+    none_in_force = old_plan.resolution.topology_name is None
     size_changed = False
     for (what, key, field_path, new), (_, _, old_field, old) in zip(plan.resolution.segment_view(), old_view):
-        if field_path in denied or (size_changed and what in defaults_only):
+        if field_path in denied or ((size_changed or none_in_force) and what in defaults_only):
             continue  # an automatic default follows the segment size, denied already
         if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
             continue  # asked for, but not an integer: denied by its own rule

@@ -42,7 +42,8 @@ from webhook.core.kinds._workload import Plan, review_workload
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import ORIGIN_ANNOTATION, Resolution, SegmentInputs
-from webhook.core.rules import check_leader_excluded_divisibility, check_lws_accepts_subgroup_size, malformed
+from webhook.core.rules import (check_leader_excluded_divisibility, check_lws_accepts_subgroup_size,
+                                check_lws_startup_policy, malformed)
 from webhook.core.segments import lws_segmented_pods
 from webhook.core.topology import TopologyCatalog
 
@@ -164,6 +165,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         if not decision.allowed:
             res.size = None
     if res.segmented:
+        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size, settings.gate_pods)  # §3b
         res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
