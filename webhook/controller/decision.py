@@ -8,7 +8,8 @@ kubernetes or Flask import here (tests/test_layout.py).
 
 Rules:
 
-* **Gang** (:func:`webhook.core.gating.gang_key`): the pods of one namespace sharing a gang key;
+* **Gang** (:func:`webhook.core.kinds.registry.gang_key`, from each kind's description): the pods
+  of one namespace sharing a gang key;
   a gang is considered when at least one of its pods carries the ``segments.dev/placement`` gate.
   Its size is the pods' ``segments.dev/gang-size`` (else LWS's ``size`` annotation).
 * **Complete**: exactly ``size`` live pods (not ``Succeeded``/``Failed``, not being deleted),
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import gating, keys
+from webhook.core.kinds import registry
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
@@ -252,7 +254,7 @@ def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
         if not is_live(pod) or _meta(pod).get("deletionTimestamp"):
             continue
         namespace, _ = pod_ref(pod)
-        key = gating.gang_key(namespace, _string_map(_meta(pod).get("labels")))
+        key = registry.gang_key(namespace, _string_map(_meta(pod).get("labels")))
         if key is not None:
             gangs.setdefault(key, _Gang(key)).members.append(pod)
     return {k: g for k, g in gangs.items() if g.gated}
@@ -261,7 +263,8 @@ def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
 def _check_gang(gang: _Gang) -> Waiting | None:
     """Why the gang cannot be placed now, or ``None`` when it is complete."""
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
-    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations"))) for p in gang.members}
+    fallbacks = registry.gang_size_keys()
+    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations")), fallbacks) for p in gang.members}
     if None in sizes and len(sizes) > 1:
         sizes.discard(None)
     if len(sizes) != 1 or None in sizes:

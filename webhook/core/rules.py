@@ -72,12 +72,14 @@ def violate(decision: Decision, rule_id: str, field_path: str, value: Any, probl
     decision.deny(rule_id, field_path, render(field_path, value, problem, rule_id, fix), registered.code)
 
 
-def _size_fix(origin: str) -> str:
-    """How to remove a segment size, by where it was read (annotation, or a spec field)."""
+def _size_fix(origin: str, field_path: str) -> str:
+    """How to remove a segment size, by where it was read (annotation, or the spec field
+    ``field_path``): LWS ``subGroupSize`` is removed with its ``subGroupPolicy``, another spec
+    field (native ``workersPerSegment``) by itself."""
     if origin == "subGroupSize":
-        return "remove spec.leaderWorkerTemplate.subGroupPolicy for no segments"
-    if origin == "workersPerSegment":
-        return "remove spec.workersPerSegment for no segments"
+        return f"remove {field_path.rsplit('.', 1)[0]} for no segments"
+    if origin != "annotation":
+        return f"remove {field_path} for no segments"
     return f"remove {keys.SEGMENT_SIZE} for no segments"
 
 
@@ -123,7 +125,7 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
     why = ("a segment needs more than 1 pod (KAI's pod-grouper reads subGroupSize as the segment size "
            "and rejects 1)" if origin == "subGroupSize" else "a segment needs more than 1 pod")
     violate(decision, "segment-size-too-small", field_path, raw, why,
-            f"set a segment size of at least 2 (or {_size_fix(origin)})")
+            f"set a segment size of at least 2 (or {_size_fix(origin, field_path)})")
     return False
 
 
@@ -144,7 +146,7 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
     elif pods == 2:
         fix = f"use a segment size of 2, or raise {pods_field} to at least {size}"
     else:  # no segment size fits 0 or 1 pods
-        fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin)}"
+        fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin, field_path)}"
     noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
@@ -205,17 +207,19 @@ def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any
 
 
 @rule("lws-leader-excluded-divisibility", "DESIGN.md §5", "LWS LeaderExcluded and (size - 1) % S != 0")
-def check_leader_excluded_divisibility(decision: Decision, size: int, field_path: str, raw: Any, group_size: int) -> bool:
+def check_leader_excluded_divisibility(decision: Decision, size: int, field_path: str, raw: Any, group_size: int,
+                                       group_field: str) -> bool:
     """Under LeaderExcluded the workers of a group (``size - 1``) split into whole segments
     (LWS's own ``subGroupSize`` validation and KAI's ``addExcludedLeaderSegments`` require it).
+    ``group_field``: the field of the group size (``spec.leaderWorkerTemplate.size``).
     Returns True when ok."""
     if (group_size - 1) % size == 0:
         return True
     choices = ", ".join(map(str, lws_accepted_sizes(group_size, leader_excluded=True))) or "none >= 2"
     violate(decision, "lws-leader-excluded-divisibility", field_path, raw,
-            f"under LeaderExcluded, size - 1 = {group_size - 1} (spec.leaderWorkerTemplate.size = {group_size}) "
+            f"under LeaderExcluded, size - 1 = {group_size - 1} ({group_field} = {group_size}) "
             "must be divisible by the segment size",
-            f"choose a segment size that divides {group_size - 1} ({choices}), or change spec.leaderWorkerTemplate.size")
+            f"choose a segment size that divides {group_size - 1} ({choices}), or change {group_field}")
     return False
 
 
