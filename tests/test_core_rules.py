@@ -159,3 +159,33 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
     assert decision.message == readme_rejections()[rule_id]
+
+
+def readme_warnings() -> dict[str, str]:
+    """warning id → text column of the README's table "Warnings of the §3b kinds"."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Warnings of the §3b kinds", 1)[1].split("\n###", 1)[0]
+    table = section.split("| warning | source | when | text", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        rows[cells[0].strip("`")] = (cells[1], cells[3].strip("`"))
+    return rows
+
+
+def test_readme_warning_table_and_registry_list_the_same_warnings():
+    from webhook.core.rules import WARNINGS
+
+    rows = readme_warnings()
+    assert sorted(rows) == sorted(WARNINGS)
+    for warning_id, (source, _) in rows.items():
+        assert WARNINGS[warning_id].source == source and WARNINGS[warning_id].check.__doc__
+
+
+def test_the_readme_warning_texts_are_what_review_says():
+    # each row's text is the warning the webhook gives the row's example (the README's sample manifests)
+    from test_kinds_mpijob import mpijob, run as run_mpijob
+
+    said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings}
+    for warning_id, (_, text) in readme_warnings().items():
+        assert text in said[warning_id], warning_id

@@ -101,7 +101,8 @@ def test_server_framework_internals_are_confined_to_the_server_module():
 #: kind descriptions (webhook/core/kinds/<kind>.py) may read them; everything else asks the
 #: description (webhook/core/kinds/registry.py).
 KIND_SHAPE = ("pytorchReplicaSpecs", "leaderWorkerTemplate", "replicatedJobs", "workerGroupSpecs", "mpiReplicaSpecs")
-KIND_MODULES = {"core/kinds/pytorchjob.py", "core/kinds/leaderworkerset.py", "core/kinds/distributedworkload.py"}
+KIND_MODULES = {"core/kinds/pytorchjob.py", "core/kinds/leaderworkerset.py", "core/kinds/distributedworkload.py",
+                "core/kinds/mpijob.py"}
 
 
 def code_strings(source: str) -> list[str]:

@@ -111,9 +111,21 @@ def native(draw, annotations=annotations, replicas=replicas, frameworks=("PyTorc
 
 
 @st.composite
+def mpijobs(draw, annotations=annotations, replicas=replicas):
+    specs = {"Worker": {"replicas": draw(replicas), "template": template(draw(annotations))}}
+    if draw(st.booleans()):
+        specs["Launcher"] = {"replicas": 1, "template": template(draw(annotations))}
+    spec = {"mpiReplicaSpecs": specs}
+    if draw(st.booleans()):
+        spec["runLauncherAsWorker"] = draw(st.sampled_from([True, False, "yes"]))
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "m", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
 def pods(draw):
     labels = draw(st.dictionaries(
-        st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
+        st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", "training.kubeflow.org/job-role",
                          "leaderworkerset.sigs.k8s.io/worker-index"]),
         st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4),
                   st.text(alphabet="0123456789", min_size=19, max_size=6000)), max_size=3))
@@ -125,7 +137,7 @@ def pods(draw):
             "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
-objects = st.one_of(pytorchjobs(), lws(), native(), pods(), json_values)
+objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), pods(), json_values)
 
 
 def gvk_of(obj):
@@ -135,7 +147,7 @@ def gvk_of(obj):
     return {"group": "", "version": "v1", "kind": "Pod"}
 
 
-workloads = st.one_of(pytorchjobs(), lws(), native(), pods())
+workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), pods())
 clean_replicas = st.integers(1, 33)
 @st.composite
 def seedlike(draw):
@@ -195,6 +207,7 @@ clean_workloads = st.one_of(
     pytorchjobs(annotations=good_annotations(), replicas=clean_replicas),
     lws(annotations=good_annotations(), replicas=clean_replicas),
     native(annotations=good_annotations(), replicas=clean_replicas, frameworks=("PyTorch",)),
+    mpijobs(annotations=good_annotations(), replicas=clean_replicas),
     clean_pods(),
 )
 

@@ -48,6 +48,14 @@ KF_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KF_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 KF_JOB_NAME = "training.kubeflow.org/job-name"
 KF_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+#: mpi-operator v2beta1 (``pkg/apis/kubeflow/v2beta1/constants.go``): ``launcher`` | ``worker``
+KF_JOB_ROLE = "training.kubeflow.org/job-role"
+
+# --- the Job controller's pod labels (Kubernetes batch/v1) ---------------------------------
+BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+JOB_NAME = "job-name"
+#: an Indexed Job's pod index: annotation since Kubernetes 1.24, label since 1.28
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"

@@ -481,3 +481,45 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False
+
+
+# --------------------------------------------------------------------------------------------
+# warnings of the §3b kinds (allowed; kubectl prints them as "Warning: ...")
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WarningRule:
+    """One warning the webhook gives on an object it allows: a stable ``id``, its ``source``
+    (a DESIGN.md section), a one-line ``summary`` for docs, and the one function that says it.
+    The README's table "Warnings of the §3b kinds" lists exactly these ids."""
+
+    id: str
+    source: str
+    summary: str
+    check: Callable[..., Any]
+
+
+#: Warning id → :class:`WarningRule`, in the order of the README's table.
+WARNINGS: dict[str, WarningRule] = {}
+
+
+def warning_rule(warning_id: str, source: str, summary: str) -> Callable[[Callable], Callable]:
+    """Decorator registering ``check`` as THE function that gives warning ``warning_id``.
+    Raises ``ValueError`` when the id is registered twice (a programming error)."""
+
+    def register(check: Callable) -> Callable:
+        if warning_id in WARNINGS:
+            raise ValueError(f"warning {warning_id} registered twice")
+        WARNINGS[warning_id] = WarningRule(warning_id, source, summary, check)
+        return check
+
+    return register
+
+
+@warning_rule("kai-does-not-enforce", "DESIGN.md §3b",
+              "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does")
+def warn_kai_does_not_enforce(decision: Decision, kind: str, why: str) -> None:
+    """DESIGN.md §3b: KAI enforces segments only for PyTorchJob, LWS and a JobSet with
+    ``S == parallelism``; every other case of §3b's table gets this warning, naming ``kind`` and
+    ``why`` (what KAI does instead, e.g. ``keeps MPIJob PodGroups flat``)."""
+    decision.warn(f"KAI {why}: it does not enforce these {kind} segments; --gate-pods does")

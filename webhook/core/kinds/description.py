@@ -123,12 +123,14 @@ class KindDescription:
     :class:`ShapeError` naming the field.
     ``pods``: the :class:`PodRules` of its pods. ``per_group``: the workload has one gang per group
     (LWS), which ``place`` names and numbers.
-    ``kai``: how KAI's pod-grouper groups it (for docs and messages).
+    ``kai``: how KAI's pod-grouper groups it (for docs and messages). ``resource``: its plural
+    resource name, as ``deploy/`` registers the webhook for it.
     """
 
     group: str
     version: str
     kind: str
+    resource: str
     review: Callable[..., Any]
     expected_pods: Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
     controller_pods: Callable[[Mapping[str, Any], PodCap], "list[ControllerPod]"]

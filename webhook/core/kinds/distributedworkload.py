@@ -147,7 +147,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 
 
 DESCRIPTION = KindDescription(
-    group=GROUP, version="v1alpha1", kind=KIND, review=review,
+    group=GROUP, version="v1alpha1", kind=KIND, resource="distributedworkloads", review=review,
     expected_pods=expected_pods, controller_pods=controller_pods, pods=TRAINING_PODS,
     kai="labelled like a PyTorchJob: subgroups master and worker-<k>",
 )

@@ -320,7 +320,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 
 
 DESCRIPTION = KindDescription(
-    group=GROUP, version="v1", kind=KIND, review=review,
+    group=GROUP, version="v1", kind=KIND, resource="leaderworkersets", review=review,
     expected_pods=expected_pods, controller_pods=controller_pods, pods=LWS_PODS, per_group=True,
     kai="one PodGroup per group; segments as subgroups leader/workers under segment-0, segment-<k> (KAI d5bc503 "
         "lws_grouper.go)",

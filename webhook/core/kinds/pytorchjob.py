@@ -214,7 +214,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 
 
 DESCRIPTION = KindDescription(
-    group=GROUP, version="v1", kind=KIND, review=review,
+    group=GROUP, version="v1", kind=KIND, resource="pytorchjobs", review=review,
     expected_pods=expected_pods, controller_pods=controller_pods, pods=TRAINING_PODS,
     kai="one PodGroup per job with subgroups master and worker-<k> (KAI d5bc503 pytorch grouper)",
 )
