@@ -285,8 +285,33 @@ def scale_mpijob(obj, n):
     return obj
 
 
+def build_jobset(root, worker, other, n, draw):
+    """A JobSet whose replicatedJob ``workers`` runs ``n`` pods (replicas × parallelism; ``other`` is
+    its Job template's map), sometimes beside a driver replicatedJob without keys."""
+    parallelism = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+    rjobs = [{"name": "workers", "replicas": n // parallelism, "template": {
+        "metadata": {"annotations": other},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "template": {"metadata": {"annotations": worker}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}}}]
+    if draw(st.booleans()) and not any(k in root for k in (SIZE,)):
+        rjobs.insert(0, {"name": "driver", "template": {"spec": {"template": {"spec": {"containers": [{"name": "d"}]}}}}})
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+           "metadata": {"name": "js", "namespace": "default", "annotations": root}, "spec": {"replicatedJobs": rjobs}}
+    return obj, f"spec.replicatedJobs[{len(rjobs) - 1}].template.spec.template.metadata.annotations"
+
+
+def scale_jobset(obj, n):
+    """``obj`` with ``n`` pods in replicatedJob ``workers`` (parallelism 1 when it does not divide n)."""
+    rj = obj["spec"]["replicatedJobs"][-1]
+    parallelism = rj["template"]["spec"]["parallelism"]
+    if n % parallelism:
+        parallelism = rj["template"]["spec"]["parallelism"] = rj["template"]["spec"]["completions"] = 1
+    rj["replicas"] = n // parallelism
+    return obj
+
+
 #: kind → (builder, scaler)
-NEW_KINDS = {"MPIJob": (build_mpijob, scale_mpijob)}
+NEW_KINDS = {"MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset)}
 PLACEMENT_KEYS = ["kai.scheduler/topology", "kai.scheduler/topology-required-placement",
                   "kai.scheduler/topology-preferred-placement", "kai.scheduler/segment-size",
                   "kai.scheduler/segment-topology-required-placement",

@@ -186,6 +186,9 @@ def test_the_readme_warning_texts_are_what_review_says():
     # each row's text is the warning the webhook gives the row's example (the README's sample manifests)
     from test_kinds_mpijob import mpijob, run as run_mpijob
 
-    said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings}
+    from test_kinds_jobset import jobset, run as run_jobset
+
+    said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings,
+            "jobset-segments-straddle-jobs": run_jobset(jobset(size="6")).warnings}
     for warning_id, (_, text) in readme_warnings().items():
         assert text in said[warning_id], warning_id

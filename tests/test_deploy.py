@@ -36,7 +36,8 @@ POD_MATCH_EXPRESSION = (
     "has(object.metadata.labels) && "
     "('training.kubeflow.org/replica-type' in object.metadata.labels || "
     "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels || "
-    "'training.kubeflow.org/job-role' in object.metadata.labels)"
+    "'training.kubeflow.org/job-role' in object.metadata.labels || "
+    "'jobset.sigs.k8s.io/jobset-name' in object.metadata.labels)"
 )
 WORKLOAD_RULES = [
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
@@ -46,6 +47,8 @@ WORKLOAD_RULES = [
     {"apiGroups": ["segments.dev"], "apiVersions": ["v1alpha1"], "resources": ["distributedworkloads"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
 ]
 POD_RULES = [
@@ -373,6 +376,7 @@ def cel_eval(expression: str, **variables) -> bool:
     ({"labels": {"training.kubeflow.org/replica-type": "master"}}, True),
     ({"labels": {"leaderworkerset.sigs.k8s.io/name": "lws-segmented", "leaderworkerset.sigs.k8s.io/worker-index": "0"}}, True),
     ({"labels": {"training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "3"}}, True),
+    ({"labels": {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/job-index": "0"}}, True),
     ({"labels": {"app": "nginx"}}, False),
     ({"labels": {}}, False),
     ({"name": "no-labels-at-all"}, False),

@@ -123,21 +123,32 @@ def mpijobs(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
+def jobsets(draw, annotations=annotations, replicas=replicas):
+    rjobs = [{"name": draw(st.sampled_from(["workers", "driver", 3])), "replicas": draw(replicas),
+              "template": {"metadata": {"annotations": draw(annotations)},
+                           "spec": {"parallelism": draw(replicas), "template": template(draw(annotations))}}}
+             for _ in range(draw(st.integers(1, 2)))]
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "annotations": draw(annotations)}, "spec": {"replicatedJobs": rjobs}}
+
+
+@st.composite
 def pods(draw):
     labels = draw(st.dictionaries(
         st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", "training.kubeflow.org/job-role",
-                         "leaderworkerset.sigs.k8s.io/worker-index"]),
+                         "leaderworkerset.sigs.k8s.io/worker-index", "jobset.sigs.k8s.io/jobset-name",
+                         "jobset.sigs.k8s.io/job-index", "batch.kubernetes.io/job-completion-index"]),
         st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4),
                   st.text(alphabet="0123456789", min_size=19, max_size=6000)), max_size=3))
     ann = draw(st.dictionaries(
         st.sampled_from(KEYS + ["leaderworkerset.sigs.k8s.io/size", "leaderworkerset.sigs.k8s.io/subgroup-size",
-                                "leaderworkerset.sigs.k8s.io/subgroup-policy-type"]),
+                                "leaderworkerset.sigs.k8s.io/subgroup-policy-type", "segments.dev/job-parallelism"]),
         st.one_of(annotation_value, st.sampled_from(["5", "9", "2"])), max_size=4))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels, "annotations": ann},
             "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
-objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), pods(), json_values)
+objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), pods(), json_values)
 
 
 def gvk_of(obj):
@@ -147,7 +158,7 @@ def gvk_of(obj):
     return {"group": "", "version": "v1", "kind": "Pod"}
 
 
-workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), pods())
+workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), pods())
 clean_replicas = st.integers(1, 33)
 @st.composite
 def seedlike(draw):
@@ -208,6 +219,7 @@ clean_workloads = st.one_of(
     lws(annotations=good_annotations(), replicas=clean_replicas),
     native(annotations=good_annotations(), replicas=clean_replicas, frameworks=("PyTorch",)),
     mpijobs(annotations=good_annotations(), replicas=clean_replicas),
+    jobsets(annotations=good_annotations(), replicas=clean_replicas),
     clean_pods(),
 )
 

@@ -51,6 +51,13 @@ KF_OPERATOR_NAME = "training.kubeflow.org/operator-name"
 #: mpi-operator v2beta1 (``pkg/apis/kubeflow/v2beta1/constants.go``): ``launcher`` | ``worker``
 KF_JOB_ROLE = "training.kubeflow.org/job-role"
 
+# --- JobSet (jobset ``api/jobset/v1alpha2/jobset_types.go``): labels AND annotations on pods ----
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_RJOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+
 # --- the Job controller's pod labels (Kubernetes batch/v1) ---------------------------------
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 JOB_NAME = "job-name"

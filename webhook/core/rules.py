@@ -523,3 +523,13 @@ def warn_kai_does_not_enforce(decision: Decision, kind: str, why: str) -> None:
     ``S == parallelism``; every other case of §3b's table gets this warning, naming ``kind`` and
     ``why`` (what KAI does instead, e.g. ``keeps MPIJob PodGroups flat``)."""
     decision.warn(f"KAI {why}: it does not enforce these {kind} segments; --gate-pods does")
+
+
+@warning_rule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
+              "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)")
+def warn_jobset_straddle(decision: Decision, replicated_job: str, size: int, parallelism: int) -> None:
+    """DESIGN.md §3b: a JobSet segment of ``size`` pods in a replicatedJob whose Jobs run
+    ``parallelism`` pods each, when neither divides the other: some segments hold the end of one Job
+    and the start of the next (allowed, warned)."""
+    decision.warn(f"replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not divide "
+                  "each other; segments straddle Jobs")

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from webhook.core.decision import AdmissionSettings
+from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
@@ -93,7 +94,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
-    if workload.get("kind") == "LeaderWorkerSet":  # segments are numbered per LWS group (replica)
+    if BY_KIND[workload["kind"]].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
     return PlaceResult(True, result, index, merged, exp.warnings)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.core.kinds import distributedworkload, leaderworkerset, mpijob, pytorchjob
+from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob
 from webhook.core.kinds.description import KindDescription, PodRules
 
 #: One description per kind, in the order messages list them.
@@ -20,13 +20,15 @@ DESCRIPTIONS: tuple[KindDescription, ...] = (
     leaderworkerset.DESCRIPTION,
     distributedworkload.DESCRIPTION,
     mpijob.DESCRIPTION,
+    jobset.DESCRIPTION,
 )
 
 #: kind → description (kind names are unique across the handled groups)
 BY_KIND: dict[str, KindDescription] = {d.kind: d for d in DESCRIPTIONS}
 
 #: Pod families in classification order; the last one owns every pod (the fallback).
-POD_RULES: tuple[PodRules, ...] = (leaderworkerset.LWS_PODS, mpijob.MPI_PODS, pytorchjob.TRAINING_PODS)
+POD_RULES: tuple[PodRules, ...] = (leaderworkerset.LWS_PODS, jobset.JOBSET_PODS, mpijob.MPI_PODS,
+                                   pytorchjob.TRAINING_PODS)
 
 #: Annotations read as a pod's segment size, in order (``kai.scheduler/segment-size`` first).
 SIZE_FALLBACKS: tuple[str, ...] = tuple(r.size_fallback for r in POD_RULES if r.size_fallback)
