@@ -310,8 +310,36 @@ def scale_jobset(obj, n):
     return obj
 
 
+def build_ray(kind):
+    """A builder of a ``kind`` (RayCluster, RayJob, RayService) whose worker group ``gpu`` has ``n``
+    pods (single-host replicas, so every segment size keeps replicas whole); ``other`` is the head's map."""
+    member = {"RayCluster": None, "RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}[kind]
+
+    def build(root, worker, other, n, draw):
+        cluster = {"headGroupSpec": {"template": {"metadata": {"annotations": other},
+                                                  "spec": {"containers": [{"name": "h", "image": "i"}]}}},
+                   "workerGroupSpecs": [{"groupName": "gpu", "replicas": n, "numOfHosts": 1, "template": {
+                       "metadata": {"annotations": worker}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}]}
+        spec = cluster if member is None else {member: cluster}
+        obj = {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r", "namespace": "default",
+                                                                      "annotations": root}, "spec": spec}
+        prefix = "spec" if member is None else f"spec.{member}"
+        return obj, f"{prefix}.workerGroupSpecs[0].template.metadata.annotations"
+
+    return build
+
+
+def scale_ray(obj, n):
+    """``obj`` with ``n`` replicas in worker group ``gpu``."""
+    spec = obj["spec"]
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+    cluster["workerGroupSpecs"][0]["replicas"] = n
+    return obj
+
+
 #: kind → (builder, scaler)
-NEW_KINDS = {"MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset)}
+NEW_KINDS = {"MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset),
+             **{kind: (build_ray(kind), scale_ray) for kind in ("RayCluster", "RayJob", "RayService")}}
 PLACEMENT_KEYS = ["kai.scheduler/topology", "kai.scheduler/topology-required-placement",
                   "kai.scheduler/topology-preferred-placement", "kai.scheduler/segment-size",
                   "kai.scheduler/segment-topology-required-placement",

@@ -119,7 +119,14 @@ TRIGGERS = {
     "misspelled-key": lambda: (_misspelled(), None),
     "immutable-field": lambda: (tp4(**{SIZE: "8"}), tp4()),
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
+    "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
 }
+
+
+def _ray_size_3():
+    from test_kinds_ray import raycluster
+
+    return raycluster(size="3")
 
 
 def _lws_leader_ready():
@@ -187,8 +194,10 @@ def test_the_readme_warning_texts_are_what_review_says():
     from test_kinds_mpijob import mpijob, run as run_mpijob
 
     from test_kinds_jobset import jobset, run as run_jobset
+    from test_kinds_ray import pod as ray_pod, run as run_ray
 
     said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings,
-            "jobset-segments-straddle-jobs": run_jobset(jobset(size="6")).warnings}
+            "jobset-segments-straddle-jobs": run_jobset(jobset(size="6")).warnings,
+            "pod-without-index": run_ray(ray_pod(None)).warnings}
     for warning_id, (_, text) in readme_warnings().items():
         assert text in said[warning_id], warning_id

@@ -37,7 +37,8 @@ POD_MATCH_EXPRESSION = (
     "('training.kubeflow.org/replica-type' in object.metadata.labels || "
     "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels || "
     "'training.kubeflow.org/job-role' in object.metadata.labels || "
-    "'jobset.sigs.k8s.io/jobset-name' in object.metadata.labels)"
+    "'jobset.sigs.k8s.io/jobset-name' in object.metadata.labels || "
+    "'ray.io/group' in object.metadata.labels)"
 )
 WORKLOAD_RULES = [
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
@@ -49,6 +50,8 @@ WORKLOAD_RULES = [
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
     {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayclusters", "rayjobs", "rayservices"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
 ]
 POD_RULES = [
@@ -343,7 +346,7 @@ def test_workload_rules_list_every_described_kind():
     # issue 18: a kind the webhook handles is registered in deploy/ (and nothing else is)
     from webhook.core.kinds.registry import DESCRIPTIONS
 
-    assert sorted((r["apiGroups"][0], r["apiVersions"][0], r["resources"][0]) for r in WORKLOAD_RULES) == \
+    assert sorted((r["apiGroups"][0], r["apiVersions"][0], res) for r in WORKLOAD_RULES for res in r["resources"]) == \
         sorted((d.group, d.version, d.resource) for d in DESCRIPTIONS)
 
 
@@ -377,6 +380,7 @@ def cel_eval(expression: str, **variables) -> bool:
     ({"labels": {"leaderworkerset.sigs.k8s.io/name": "lws-segmented", "leaderworkerset.sigs.k8s.io/worker-index": "0"}}, True),
     ({"labels": {"training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "3"}}, True),
     ({"labels": {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/job-index": "0"}}, True),
+    ({"labels": {"ray.io/cluster": "nvl72", "ray.io/group": "gpu", "ray.io/node-type": "worker"}}, True),
     ({"labels": {"app": "nginx"}}, False),
     ({"labels": {}}, False),
     ({"name": "no-labels-at-all"}, False),

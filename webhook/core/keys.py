@@ -58,6 +58,16 @@ JOBSET_RJOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
 
+# --- KubeRay (``ray-operator/controllers/ray/utils/constant.go``) ---------------------------
+RAY_CLUSTER = "ray.io/cluster"
+RAY_NODE_TYPE = "ray.io/node-type"
+RAY_GROUP = "ray.io/group"
+#: RayMultiHostIndexing (KubeRay >= 1.6): the replica's index in its worker group, and for
+#: numOfHosts > 1 the host's index in its replica and the replica's unique name
+RAY_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+RAY_HOST_INDEX = "ray.io/replica-host-index"
+RAY_REPLICA_NAME = "ray.io/worker-group-replica-name"
+
 # --- the Job controller's pod labels (Kubernetes batch/v1) ---------------------------------
 BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
 JOB_NAME = "job-name"

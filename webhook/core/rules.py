@@ -265,6 +265,23 @@ def check_lws_startup_policy(decision: Decision, policy: Any, size: int, gate_po
     return False
 
 
+@rule("ray-segment-splits-replica", "DESIGN.md §3b", "Ray: segment size not a multiple of the group's numOfHosts")
+def check_ray_whole_replicas(decision: Decision, size: int, field_path: str, raw: Any, hosts: int,
+                             hosts_field: str) -> bool:
+    """KubeRay creates and deletes a multi-host replica (``numOfHosts`` pods) whole, so a segment
+    must never split one: the segment size must be a multiple of ``hosts`` (DESIGN.md §3b).
+    ``hosts_field``: the field of ``numOfHosts``. Returns True when ok."""
+    if size % hosts == 0:
+        return True
+    lower, upper = size - size % hosts, size - size % hosts + hosts
+    choices = f"{upper}" if lower < 2 else f"{lower} or {upper}"
+    violate(decision, "ray-segment-splits-replica", field_path, raw,
+            f"a segment of {size} pods would split a replica of {hosts} hosts ({hosts_field}), which KubeRay "
+            "creates and deletes whole",
+            f"use a multiple of {hosts} (e.g. {choices}), or change {hosts_field}")
+    return False
+
+
 # --------------------------------------------------------------------------------------------
 # topology names and levels (DESIGN.md §5)
 # --------------------------------------------------------------------------------------------
@@ -533,3 +550,13 @@ def warn_jobset_straddle(decision: Decision, replicated_job: str, size: int, par
     and the start of the next (allowed, warned)."""
     decision.warn(f"replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not divide "
                   "each other; segments straddle Jobs")
+
+
+@warning_rule("pod-without-index", "DESIGN.md §3b",
+              "a pod of a segmented group without its index labels (KubeRay < 1.6): no segment label")
+def warn_pod_without_index(label: str) -> str:
+    """DESIGN.md §3b "Pods without an index": the pod CREATE warning (returned, as the pod handler
+    returns its warnings) for a pod of a segmented group that lacks ``label`` (KubeRay before 1.6,
+    or ``RayMultiHostIndexing`` off); never a denial. Under ``--gate-pods`` the controller forms its
+    segments at placement time."""
+    return f"pod has no {label} (KubeRay < 1.6?): no segment label; --gate-pods forms segments at placement"

@@ -103,6 +103,11 @@ class PodRules:
         when these labels say none."""
         return None
 
+    def replica(self, labels: Mapping[str, str]) -> str | None:
+        """The unit a pod is created and deleted with, which a segment must keep whole (a KubeRay
+        multi-host replica), or ``None`` when the pod is its own unit."""
+        return None
+
     def segment_group(self, labels: Mapping[str, str]) -> int:
         """The gang within the workload whose segments the pod's index counts in (LWS group; 0)."""
         return 0

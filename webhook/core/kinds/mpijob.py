@@ -137,7 +137,7 @@ class MPIJobPods(PodRules):
     a replica index; a launcher without one is in no gang (§9)."""
 
     name = "mpi-operator"
-    gang_label_text = ""  # the training operator's job-name label, named once
+    gang_label_text = f"label {keys.KF_JOB_NAME}; a launcher that is not a worker is in no gang"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled ``training.kubeflow.org/job-role`` (only mpi-operator writes it)."""

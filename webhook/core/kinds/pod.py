@@ -100,7 +100,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
                                                   gang=gang_key(str(namespace), labels),
-                                                  size_keys=gang_size_keys(), gang_labels=gang_labels_text())
+                                                  size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
     for text in warnings:
         decision.warn(text)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob
+from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob, ray
 from webhook.core.kinds.description import KindDescription, PodRules
 
 #: One description per kind, in the order messages list them.
@@ -21,13 +21,16 @@ DESCRIPTIONS: tuple[KindDescription, ...] = (
     distributedworkload.DESCRIPTION,
     mpijob.DESCRIPTION,
     jobset.DESCRIPTION,
+    ray.RAYCLUSTER,
+    ray.RAYJOB,
+    ray.RAYSERVICE,
 )
 
 #: kind → description (kind names are unique across the handled groups)
 BY_KIND: dict[str, KindDescription] = {d.kind: d for d in DESCRIPTIONS}
 
 #: Pod families in classification order; the last one owns every pod (the fallback).
-POD_RULES: tuple[PodRules, ...] = (leaderworkerset.LWS_PODS, jobset.JOBSET_PODS, mpijob.MPI_PODS,
+POD_RULES: tuple[PodRules, ...] = (leaderworkerset.LWS_PODS, jobset.JOBSET_PODS, ray.RAY_PODS, mpijob.MPI_PODS,
                                    pytorchjob.TRAINING_PODS)
 
 #: Annotations read as a pod's segment size, in order (``kai.scheduler/segment-size`` first).
@@ -52,9 +55,15 @@ def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
     return None
 
 
-def gang_labels_text() -> str:
-    """The gang labels of every family, for the "not gated: no gang key" warning."""
-    return ", or ".join(r.gang_label_text for r in reversed(POD_RULES) if r.gang_label_text)
+def gang_labels_text(labels: Mapping[str, str]) -> str:
+    """The gang labels a pod with ``labels`` lacks, for the "not gated: no gang key" warning: its
+    family's (``ray.io/cluster + ray.io/group``); for a pod no other family owns, the training
+    operator's or LWS's (``label training.kubeflow.org/job-name, or leaderworkerset.sigs.k8s.io/name
+    + group-index``)."""
+    rules = pod_rules(labels)
+    if rules is not POD_RULES[-1]:
+        return rules.gang_label_text
+    return ", or ".join(r.gang_label_text for r in (POD_RULES[-1], leaderworkerset.LWS_PODS))
 
 
 def gang_size_keys() -> tuple[str, ...]:
@@ -72,3 +81,8 @@ def segment_group(labels: Mapping[str, str]) -> int:
     """The gang within its workload whose segments a pod's index counts in (LWS group; else 0).
     Raises ``ValueError`` for a group label that is not a whole number."""
     return pod_rules(labels).segment_group(labels)
+
+
+def replica_of(labels: Mapping[str, str]) -> str | None:
+    """The replica a pod is created and deleted with (KubeRay multi-host), or ``None``."""
+    return pod_rules(labels).replica(labels)
