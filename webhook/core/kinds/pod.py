@@ -36,7 +36,7 @@ from webhook.core.kinds.description import pod_int
 from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
 from webhook.core.messages import UNSET, quote
 from webhook.core.reading import check_object_meta, read_string_map
-from webhook.core.rules import malformed
+from webhook.core.rules import malformed, warn_pod_without_index
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.patching import PatchBuilder
 from webhook.core.topology import TopologyCatalog
@@ -102,11 +102,56 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
                                                   gang=gang_key(str(namespace), labels),
                                                   size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
+    env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []
     for text in warnings:
         decision.warn(text)
-    if (wanted or gate_ops) and mutate:
-        decision.patch = build_pod_patch(pod, wanted) + gate_ops
+    if (wanted or gate_ops or env_ops) and mutate:
+        decision.patch = build_pod_patch(pod, wanted) + gate_ops + env_ops
     return decision
+
+
+#: The environment variables of ``--segment-env`` (DESIGN.md §3b "Segment facts in the pod").
+ENV_INDEX, ENV_SIZE = "KAI_SEGMENT_INDEX", "KAI_SEGMENT_SIZE"
+
+
+def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
+    """True when the pod is a member of a segment: it gets its segment index now, or it is a pod
+    without index labels whose segment the controller forms and labels at release (§3b)."""
+    return keys.SEGMENT_INDEX in wanted or any(w == warn_pod_without_index(k) for w in warnings for k in _INDEX_LABELS)
+
+
+#: index labels whose absence the pod rules report with the ``pod-without-index`` warning
+_INDEX_LABELS = (keys.RAY_REPLICA_INDEX,)
+
+
+def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict]:
+    """RFC 6902 operations giving every container of ``pod`` (``spec.containers``; init containers
+    run before the pod is placed and get none) ``KAI_SEGMENT_INDEX`` (downward API ``fieldRef`` on
+    ``metadata.labels['kai.scheduler/segment-index']``, so a label written at release works too)
+    and ``KAI_SEGMENT_SIZE`` (the pod's ``kai.scheduler/segment-size``, as written). A name a
+    container sets already is never changed; a container that is not an object, or whose ``env`` is
+    not a list, is left alone (kube-apiserver rejects it)."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, (dict, Mapping)) else None
+    if not isinstance(containers, list):
+        return []
+    wanted = [(ENV_INDEX, {"name": ENV_INDEX, "valueFrom": {"fieldRef": {
+                  "fieldPath": f"metadata.labels['{keys.SEGMENT_INDEX}']"}}}),
+              (ENV_SIZE, {"name": ENV_SIZE, "value": str(annotations.get(keys.SEGMENT_SIZE, ""))})]
+    ops = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, (dict, Mapping)):
+            continue
+        env = container.get("env")
+        if env is None:
+            ops.append({"op": "add", "path": f"/spec/containers/{i}/env", "value": [var for _, var in wanted]})
+            continue
+        if not isinstance(env, list):
+            continue
+        names = {e.get("name") for e in env if isinstance(e, (dict, Mapping))}
+        ops += [{"op": "add", "path": f"/spec/containers/{i}/env/-", "value": var} for name, var in wanted
+                if name not in names]
+    return ops
 
 
 def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict]:
