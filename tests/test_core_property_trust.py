@@ -337,8 +337,22 @@ def scale_ray(obj, n):
     return obj
 
 
+def build_trainjob(root, worker, other, n, draw):
+    """A TrainJob of ``n`` nodes: it has no pod template of its own, so every map's keys are on
+    its root (DESIGN.md §3b: read from the TrainJob root)."""
+    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "t", "namespace": "default", "annotations": {**other, **worker, **root}},
+           "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": n}}}
+    return obj, "metadata.annotations"
+
+
+def scale_trainjob(obj, n):
+    obj["spec"]["trainer"]["numNodes"] = n
+    return obj
+
+
 #: kind → (builder, scaler)
-NEW_KINDS = {"MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset),
+NEW_KINDS = {"TrainJob": (build_trainjob, scale_trainjob), "MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset),
              **{kind: (build_ray(kind), scale_ray) for kind in ("RayCluster", "RayJob", "RayService")}}
 PLACEMENT_KEYS = ["kai.scheduler/topology", "kai.scheduler/topology-required-placement",
                   "kai.scheduler/topology-preferred-placement", "kai.scheduler/segment-size",

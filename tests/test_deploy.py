@@ -53,6 +53,8 @@ WORKLOAD_RULES = [
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
     {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayclusters", "rayjobs", "rayservices"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
 ]
 POD_RULES = [
     {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"], "scope": "Namespaced"},

@@ -145,6 +145,15 @@ def rayclusters(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
+def trainjobs(draw, annotations=annotations, replicas=replicas):
+    spec = {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": draw(replicas)}}
+    if draw(st.booleans()):
+        spec["runtimePatches"] = draw(st.sampled_from([[], [{"manager": "other"}], "x"]))
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "t", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
 def pods(draw):
     labels = draw(st.dictionaries(
         st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", "training.kubeflow.org/job-role",
@@ -162,7 +171,7 @@ def pods(draw):
             "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
-objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), pods(), json_values)
+objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), trainjobs(), pods(), json_values)
 
 
 def gvk_of(obj):
@@ -172,7 +181,7 @@ def gvk_of(obj):
     return {"group": "", "version": "v1", "kind": "Pod"}
 
 
-workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), pods())
+workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), trainjobs(), pods())
 clean_replicas = st.integers(1, 33)
 @st.composite
 def seedlike(draw):
@@ -235,6 +244,7 @@ clean_workloads = st.one_of(
     mpijobs(annotations=good_annotations(), replicas=clean_replicas),
     jobsets(annotations=good_annotations(), replicas=clean_replicas),
     rayclusters(annotations=good_annotations(), replicas=clean_replicas),
+    trainjobs(annotations=good_annotations(), replicas=clean_replicas),
     clean_pods(),
 )
 

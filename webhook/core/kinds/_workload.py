@@ -66,6 +66,9 @@ class Plan:
     #: replicatedJob, DESIGN.md §3b): ``(name, plan)`` per unit; the object's own plan then carries
     #: no resolution of its own, and UPDATE compares each unit with the stored unit of that name
     units: list[tuple[str, "Plan"]] = field(default_factory=list)
+    #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
+    #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
+    extra_ops: list[dict] = field(default_factory=list)
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map (those of every unit included)."""
@@ -232,7 +235,7 @@ def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) ->
     for part in [plan] + [unit for _, unit in plan.units]:
         for parts, value in part.resolution.spec_updates:
             builder.set_value(parts, value)
-    return builder.build()
+    return builder.build() + plan.extra_ops
 
 
 def _pairs(plan: Plan, old_plan: Plan) -> list[tuple[Plan, Plan]]:

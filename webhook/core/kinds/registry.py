@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob, ray
+from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob, ray, trainjob
 from webhook.core.kinds.description import KindDescription, PodRules
 
 #: One description per kind, in the order messages list them.
@@ -24,6 +24,7 @@ DESCRIPTIONS: tuple[KindDescription, ...] = (
     ray.RAYCLUSTER,
     ray.RAYJOB,
     ray.RAYSERVICE,
+    trainjob.DESCRIPTION,
 )
 
 #: kind → description (kind names are unique across the handled groups)
