@@ -297,3 +297,38 @@ def test_controller_once_forms_and_labels_the_segments_of_a_ray_group_without_in
         assert op["op"] == "add" and op["path"] == "/metadata/labels/kai.scheduler~1segment-index"
         labelled.setdefault(op["value"], set()).add(d["name"].rsplit("-", 1)[0])  # the replica: <cluster>-gpu-worker-<r>
     assert sorted(labelled) == ["0", "1"] and all(len(replicas) == 2 for replicas in labelled.values())
+
+
+def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
+    # The TrainJob's pods are its runtime's JobSet's (replicatedJob node, job-index 0, completion index =
+    # node rank) with the template annotations of the webhook's runtimePatches entry; an initializer Job's
+    # pod of the same JobSet is never in the trainer's gang (DESIGN.md §9).
+    import jsonpatch
+
+    from test_kinds_trainjob import CATALOG, own_entry, trainjob
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.review import review
+    from conftest import make_request
+
+    gating = AdmissionSettings(gate_pods=True)
+    admitted = jsonpatch.apply_patch(trainjob(size="8"), review(make_request(trainjob(size="8")), CATALOG, gating).patch)
+    annotations = own_entry(admitted)["template"]["spec"]["template"]["metadata"]["annotations"]
+    pods = []
+    for rjob, rank, ann in [("dataset-initializer", 0, {})] + [("node", r, annotations) for r in range(16)]:
+        labels = {"jobset.sigs.k8s.io/jobset-name": "llama-ft", "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                  "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(rank)}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"llama-ft-{rjob}-0-{rank}", "namespace": "team-a", "labels": labels,
+                            "annotations": dict(ann)},
+               "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+        pods.append(jsonpatch.apply_patch(pod, review(make_request(pod), CATALOG, gating).patch))
+    assert "schedulingGates" not in pods[0]["spec"]  # the initializer is not gated
+    code, out, err = once([dump(tmp_path, _gpu_nodes() + pods + [TOPOLOGY_OBJECT])], [], None, "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert sorted(d["name"] for d in docs) == sorted(f"llama-ft-node-0-{r}" for r in range(16))
+    segment = {p["metadata"]["name"]: p["metadata"]["labels"].get("kai.scheduler/segment-index") for p in pods}
+    racks = {}
+    for d in docs:
+        racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
+    assert sorted(racks) == ["0", "1"] and all(len(r) == 1 for r in racks.values())
