@@ -11,7 +11,9 @@ cluster is a ``gen-cluster`` snapshot (4 levels: zone > block > rack > node, 8 G
 of 8, segment preferred = rack, workload preferred = block; ``leader+tail`` — the same with a
 leader pod of other requests (CPU and memory only) and its own node selector inside segment 0
 (LWS LeaderWorker) and a partial last segment of 5; ``master+tail, rack required`` — a
-PyTorchJob-like Master outside segments, a partial last segment, segment required = rack.
+PyTorchJob-like Master outside segments, a partial last segment, segment required = rack;
+``jobset``, ``ray multi-host``, ``mpi launcher-as-worker`` — the §3b kinds (issue 18), expanded
+through the webhook as ``place`` expands them (:func:`kind_gang`).
 Decision time = one ``engine.place`` call on a built ``ClusterIndex`` (parsing and the index
 build are reported apart); ``exact`` = the engine proved its answer optimal
 (``Placement.exact``, DESIGN.md §8).
@@ -71,11 +73,54 @@ def build_index(nodes: int, fill: float = 0.3, seed: int = 1) -> tuple[ClusterIn
     return index, time.perf_counter() - t0
 
 
-FAMILIES = ("identical", "leader+tail", "master+tail, rack required")
+FAMILIES = ("identical", "leader+tail", "master+tail, rack required", "jobset", "ray multi-host", "mpi launcher-as-worker")
+#: the §3b kinds (issue 18): their gangs are made the way ``place`` makes them, through the kind's
+#: expansion and the webhook (webhook.placement.expand), so the pods carry the index arithmetic of
+#: their kind: JobSet ``job-index × parallelism + completion-index`` (parallelism 8 = S),
+#: Ray ``replica × numOfHosts + host`` (numOfHosts 4, S = 8), MPIJob's launcher-as-worker at 0
+KIND_FAMILIES = FAMILIES[3:]
+
+
+def _template(gpus: int = 4, annotations: dict | None = None) -> dict:
+    """A pod template whose pods request what :func:`worker` requests."""
+    limits = {"nvidia.com/gpu": str(gpus), "cpu": str(gpus * 16), "memory": f"{gpus * 256}Gi"}
+    return {"metadata": {"annotations": dict(annotations or {})},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": limits, "requests": limits}}]}}
+
+
+def kind_gang(family: str, pods: int) -> Gang:
+    """The gang of a §3b family: ``pods`` pods (rounded down to whole Jobs / replicas), segments of 8
+    preferred in a rack, the workload preferred in a block, expanded and admitted as ``place`` does."""
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.topology import StaticTopologyCatalog
+    from webhook.placement.expand import expand
+
+    seg = {"kai.scheduler/segment-size": "8", "kai.scheduler/segment-topology-preferred-placement": RACK}
+    root = {"kai.scheduler/topology": TOPO.name, "kai.scheduler/topology-preferred-placement": BLOCK}
+    meta = {"name": "job", "namespace": "bench", "annotations": root}
+    if family == "jobset":
+        obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta, "spec": {"replicatedJobs": [
+            {"name": "workers", "replicas": pods // 8,
+             "template": {"spec": {"parallelism": 8, "completions": 8, "template": _template(annotations=seg)}}}]}}
+    elif family == "ray multi-host":
+        obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {
+            "headGroupSpec": {"template": _template(0)},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": pods // 4, "numOfHosts": 4,
+                                  "template": _template(annotations=seg)}]}}
+    else:
+        obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": meta, "spec": {
+            "runLauncherAsWorker": True, "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": _template()},
+                "Worker": {"replicas": pods - 1, "template": _template(annotations=seg)}}}}
+    exp = expand(obj, StaticTopologyCatalog([TOPO]), AdmissionSettings())
+    assert not exp.denied and len(exp.gangs) == 1, exp.message
+    return exp.gangs[0]
 
 
 def family_gang(family: str, pods: int) -> Gang:
     """The gang of one benchmark family (see the module docstring), ``pods`` pods in all."""
+    if family in KIND_FAMILIES:
+        return kind_gang(family, pods)
     if family == "identical":
         return make_gang("job", pods)
     if family == "leader+tail":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import io
 
+import pytest
 import yaml
 
 from test_controller_decision import cluster, gang_pods, pytorchjob
@@ -223,3 +224,111 @@ def test_raw_api_node_list_items_without_kind(tmp_path):
     code, out, err = once([str(path), pods], [], None, "yaml")
     assert code == 0, err
     assert list(yaml.safe_load_all(out)) == [{"gang": "team-a/job-a", "waiting": "3 of 17 pods exist"}]
+
+
+# ----------------------------------------------------------------------------- the §3b kinds (issue 18)
+
+def _gpu_nodes(racks=3, per_rack=8):
+    """3 racks × 8 nodes of 8 GPUs: a segment of 8 pods of 8 GPUs fills one rack."""
+    return [{"apiVersion": "v1", "kind": "Node",
+             "metadata": {"name": f"r{r}-n{i}", "labels": {
+                 "topology.kubernetes.io/zone": "z", "cloud.provider.com/topology-block": "b",
+                 "cloud.provider.com/topology-rack": f"r{r}", "kubernetes.io/hostname": f"r{r}-n{i}"}},
+             "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}}}
+            for r in range(racks) for i in range(per_rack)]
+
+
+def _kind_pods(kind):
+    """The gated pods of one sample of ``kind``, made through the webhook with --gate-pods."""
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.topology import StaticTopologyCatalog, Topology
+    from webhook.placement.expand import expand
+
+    if kind == "MPIJob":
+        from test_kinds_mpijob import mpijob as make
+        obj = make()
+    elif kind == "JobSet":
+        from test_kinds_jobset import jobset
+        obj = jobset(size="8")
+    else:
+        from test_kinds_ray import raycluster
+        obj = raycluster()
+    topology = Topology("cluster-topology", tuple(level["nodeLabel"] for level in TOPOLOGY_OBJECT["spec"]["levels"]))
+    exp = expand(obj, StaticTopologyCatalog([topology]), AdmissionSettings(gate_pods=True))
+    assert not exp.denied, exp.message
+    return exp.pods
+
+
+def _rack(node):
+    return node.split("-")[0]
+
+
+@pytest.mark.parametrize("kind, gang, pods, size", [
+    ("MPIJob", "team-a/nccl-tests", 16, 4),  # 15 workers + the launcher-as-worker
+    ("JobSet", "team-a/llm/workers", 16, 8),
+    ("RayCluster", "team-a/nvl72/gpu", 8, 4),
+])
+def test_controller_once_releases_a_gang_of_each_new_kind(tmp_path, kind, gang, pods, size):
+    gated = _kind_pods(kind)
+    code, out, err = once([dump(tmp_path, _gpu_nodes() + gated + [TOPOLOGY_OBJECT])], [], None, "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert len(docs) == pods and all(list(d) == ["namespace", "name", "node", "patch"] for d in docs)
+    segment = {p["metadata"]["name"]: p["metadata"]["labels"]["kai.scheduler/segment-index"] for p in gated}
+    racks = {}
+    for d in docs:
+        racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
+    assert len(racks) == pods // size and all(len(r) == 1 for r in racks.values())
+
+
+def test_controller_once_forms_and_labels_the_segments_of_a_ray_group_without_index_labels(tmp_path):
+    # DESIGN.md §3b: KubeRay < 1.6 gives no index; the release patch writes kai.scheduler/segment-index
+    gated = copy.deepcopy(_kind_pods("RayCluster"))
+    for p in gated:
+        for key in ("ray.io/worker-group-replica-index", "ray.io/replica-host-index", "kai.scheduler/segment-index"):
+            del p["metadata"]["labels"][key]
+    code, out, err = once([dump(tmp_path, _gpu_nodes() + gated + [TOPOLOGY_OBJECT])], [], None, "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert len(docs) == 8
+    labelled = {}
+    for d in docs:
+        (op,) = [op for op in d["patch"] if op["path"].startswith("/metadata")]
+        assert op["op"] == "add" and op["path"] == "/metadata/labels/kai.scheduler~1segment-index"
+        labelled.setdefault(op["value"], set()).add(d["name"].rsplit("-", 1)[0])  # the replica: <cluster>-gpu-worker-<r>
+    assert sorted(labelled) == ["0", "1"] and all(len(replicas) == 2 for replicas in labelled.values())
+
+
+def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
+    # The TrainJob's pods are its runtime's JobSet's (replicatedJob node, job-index 0, completion index =
+    # node rank) with the template annotations of the webhook's runtimePatches entry; an initializer Job's
+    # pod of the same JobSet is never in the trainer's gang (DESIGN.md §9).
+    import jsonpatch
+
+    from test_kinds_trainjob import CATALOG, own_entry, trainjob
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.review import review
+    from conftest import make_request
+
+    gating = AdmissionSettings(gate_pods=True)
+    admitted = jsonpatch.apply_patch(trainjob(size="8"), review(make_request(trainjob(size="8")), CATALOG, gating).patch)
+    annotations = own_entry(admitted)["template"]["spec"]["template"]["metadata"]["annotations"]
+    pods = []
+    for rjob, rank, ann in [("dataset-initializer", 0, {})] + [("node", r, annotations) for r in range(16)]:
+        labels = {"jobset.sigs.k8s.io/jobset-name": "llama-ft", "jobset.sigs.k8s.io/replicatedjob-name": rjob,
+                  "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(rank)}
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"llama-ft-{rjob}-0-{rank}", "namespace": "team-a", "labels": labels,
+                            "annotations": dict(ann)},
+               "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+        pods.append(jsonpatch.apply_patch(pod, review(make_request(pod), CATALOG, gating).patch))
+    assert "schedulingGates" not in pods[0]["spec"]  # the initializer is not gated
+    code, out, err = once([dump(tmp_path, _gpu_nodes() + pods + [TOPOLOGY_OBJECT])], [], None, "yaml")
+    assert code == 0, err
+    docs = list(yaml.safe_load_all(out))
+    assert sorted(d["name"] for d in docs) == sorted(f"llama-ft-node-0-{r}" for r in range(16))
+    segment = {p["metadata"]["name"]: p["metadata"]["labels"].get("kai.scheduler/segment-index") for p in pods}
+    racks = {}
+    for d in docs:
+        racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
+    assert sorted(racks) == ["0", "1"] and all(len(r) == 1 for r in racks.values())

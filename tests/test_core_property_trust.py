@@ -18,15 +18,18 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 
 import jsonpatch
 from conftest import SIZE, TOPO, make_request
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from webhook.core.decision import AdmissionSettings
 from webhook.core.review import review
+from webhook.core.keys import KAI_KEYS
 from webhook.core.topology import default_catalog
 
 CATALOG = default_catalog()
@@ -254,3 +257,194 @@ def test_objects_without_kai_keys_are_never_denied_patched_or_warned(obj, old, p
     decision = review(request, CATALOG, settings_)
     assert (decision.allowed, decision.patch, decision.warnings) == (True, [], [])
     assert not any(key.startswith("kai.") for key in str(obj).split("'"))  # the generator made none
+
+
+# ----------------------------------------------------------------------------- §5 for the §3b kinds
+# Issue 18: the opt-in, misspelled-key, segments-without-topology and UPDATE rules of DESIGN.md §5
+# hold for every kind of §3b. Each builder makes one object of its kind from the annotations of the
+# root, of the segmented pod template ("worker") and of another pod template of the object
+# ("other"), with ``n`` segmented pods; it returns the object and the field path of the worker map.
+
+def build_mpijob(root, worker, other, n, draw):
+    as_worker = draw(st.booleans())
+    obj = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+           "metadata": {"name": "m", "namespace": "default", "annotations": root},
+           "spec": {"runLauncherAsWorker": as_worker, "mpiReplicaSpecs": {
+               "Launcher": {"replicas": 1, "template": {"metadata": {"annotations": other},
+                                                        "spec": {"containers": [{"name": "l", "image": "i"}]}}},
+               "Worker": {"replicas": n - 1 if as_worker else n,
+                          "template": {"metadata": {"annotations": worker},
+                                       "spec": {"containers": [{"name": "w", "image": "i"}]}}}}}}
+    return obj, "spec.mpiReplicaSpecs.Worker.template.metadata.annotations"
+
+
+def scale_mpijob(obj, n):
+    """``obj`` with ``n`` segmented pods."""
+    spec = obj["spec"]
+    spec["mpiReplicaSpecs"]["Worker"]["replicas"] = n - 1 if spec["runLauncherAsWorker"] else n
+    return obj
+
+
+def build_jobset(root, worker, other, n, draw):
+    """A JobSet whose replicatedJob ``workers`` runs ``n`` pods (replicas × parallelism; ``other`` is
+    its Job template's map), sometimes beside a driver replicatedJob without keys."""
+    parallelism = draw(st.sampled_from([d for d in range(1, n + 1) if n % d == 0]))
+    rjobs = [{"name": "workers", "replicas": n // parallelism, "template": {
+        "metadata": {"annotations": other},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "template": {"metadata": {"annotations": worker}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}}}]
+    if draw(st.booleans()) and not any(k in root for k in (SIZE,)):
+        rjobs.insert(0, {"name": "driver", "template": {"spec": {"template": {"spec": {"containers": [{"name": "d"}]}}}}})
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+           "metadata": {"name": "js", "namespace": "default", "annotations": root}, "spec": {"replicatedJobs": rjobs}}
+    return obj, f"spec.replicatedJobs[{len(rjobs) - 1}].template.spec.template.metadata.annotations"
+
+
+def scale_jobset(obj, n):
+    """``obj`` with ``n`` pods in replicatedJob ``workers`` (parallelism 1 when it does not divide n)."""
+    rj = obj["spec"]["replicatedJobs"][-1]
+    parallelism = rj["template"]["spec"]["parallelism"]
+    if n % parallelism:
+        parallelism = rj["template"]["spec"]["parallelism"] = rj["template"]["spec"]["completions"] = 1
+    rj["replicas"] = n // parallelism
+    return obj
+
+
+def build_ray(kind):
+    """A builder of a ``kind`` (RayCluster, RayJob, RayService) whose worker group ``gpu`` has ``n``
+    pods (single-host replicas, so every segment size keeps replicas whole); ``other`` is the head's map."""
+    member = {"RayCluster": None, "RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}[kind]
+
+    def build(root, worker, other, n, draw):
+        cluster = {"headGroupSpec": {"template": {"metadata": {"annotations": other},
+                                                  "spec": {"containers": [{"name": "h", "image": "i"}]}}},
+                   "workerGroupSpecs": [{"groupName": "gpu", "replicas": n, "numOfHosts": 1, "template": {
+                       "metadata": {"annotations": worker}, "spec": {"containers": [{"name": "w", "image": "i"}]}}}]}
+        spec = cluster if member is None else {member: cluster}
+        obj = {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r", "namespace": "default",
+                                                                      "annotations": root}, "spec": spec}
+        prefix = "spec" if member is None else f"spec.{member}"
+        return obj, f"{prefix}.workerGroupSpecs[0].template.metadata.annotations"
+
+    return build
+
+
+def scale_ray(obj, n):
+    """``obj`` with ``n`` replicas in worker group ``gpu``."""
+    spec = obj["spec"]
+    cluster = spec.get("rayClusterSpec") or spec.get("rayClusterConfig") or spec
+    cluster["workerGroupSpecs"][0]["replicas"] = n
+    return obj
+
+
+def build_trainjob(root, worker, other, n, draw):
+    """A TrainJob of ``n`` nodes: it has no pod template of its own, so every map's keys are on
+    its root (DESIGN.md §3b: read from the TrainJob root)."""
+    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+           "metadata": {"name": "t", "namespace": "default", "annotations": {**other, **worker, **root}},
+           "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": n}}}
+    return obj, "metadata.annotations"
+
+
+def scale_trainjob(obj, n):
+    obj["spec"]["trainer"]["numNodes"] = n
+    return obj
+
+
+#: kind → (builder, scaler)
+NEW_KINDS = {"TrainJob": (build_trainjob, scale_trainjob), "MPIJob": (build_mpijob, scale_mpijob), "JobSet": (build_jobset, scale_jobset),
+             **{kind: (build_ray(kind), scale_ray) for kind in ("RayCluster", "RayJob", "RayService")}}
+PLACEMENT_KEYS = ["kai.scheduler/topology", "kai.scheduler/topology-required-placement",
+                  "kai.scheduler/topology-preferred-placement", "kai.scheduler/segment-size",
+                  "kai.scheduler/segment-topology-required-placement",
+                  "kai.scheduler/segment-topology-preferred-placement"]
+
+
+@st.composite
+def new_kind_objects(draw, root=None, worker=None, other=None, n=None):
+    """(kind, object, worker map field, n) of a random §3b kind."""
+    kind = draw(st.sampled_from(sorted(NEW_KINDS)))
+    n = n if n is not None else draw(st.integers(2, 40))
+    obj, field = NEW_KINDS[kind][0](dict(root or {}), dict(worker or {}), dict(other or {}), n, draw)
+    return kind, obj, field, n
+
+
+@st.composite
+def misspelling(draw):
+    """(misspelled key, the placement key it resembles): 1 to 3 single-character edits (a letter
+    dropped or replaced: edit distance at most 3) of one of the six keys that make no key KAI reads
+    (DESIGN.md §5)."""
+    key = draw(st.sampled_from(PLACEMENT_KEYS))
+    name = list(key[len("kai.scheduler/"):])
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(name) - 1))
+        if draw(st.booleans()) and len(name) > 4:
+            del name[i]
+        else:
+            name[i] = draw(st.sampled_from("qxz"))
+    wrong = "kai.scheduler/" + "".join(name)
+    assume(wrong not in PLACEMENT_KEYS and wrong not in KAI_KEYS)
+    return wrong, key
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_new_kinds_without_kai_keys_are_never_denied_patched_or_warned(data):
+    ann = data.draw(annotation_maps) or {}
+    kind, obj, _, n = data.draw(new_kind_objects(root=ann, worker=data.draw(annotation_maps) or {},
+                                                 other=data.draw(annotation_maps) or {}))
+    old = None
+    if data.draw(st.booleans()):
+        old = NEW_KINDS[kind][1](copy.deepcopy(obj), data.draw(st.integers(1, 40)))
+    decision = review(make_request(obj, "UPDATE" if old else "CREATE", old=old), CATALOG,
+                      AdmissionSettings(gate_pods=data.draw(st.booleans()), default_topology="cluster-topology"))
+    assert (decision.allowed, decision.patch, decision.warnings) == (True, [], [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), spelled=misspelling(), where=st.sampled_from(["root", "worker", "other"]))
+def test_new_kinds_deny_a_misspelled_placement_key_anywhere(data, spelled, where):
+    wrong, meant = spelled
+    maps = {"root": {}, "worker": {}, "other": {}}
+    if data.draw(st.booleans()):  # with or without valid keys beside it
+        maps["worker"].update({TOPO: "cluster-topology", SIZE: "2"})
+    maps[where][wrong] = "cloud.provider.com/topology-rack"
+    kind, obj, _, _ = data.draw(new_kind_objects(**maps))
+    decision = review(make_request(obj), CATALOG, PLAIN)
+    assert not decision.allowed and "misspelled-key" in {v.rule for v in decision.violations}
+    assert f'["{wrong}"] = "cloud.provider.com/topology-rack": not a key KAI reads but close to {meant}' in decision.message \
+        or f'close to kai.scheduler/' in decision.message  # a nearer placement key may be named
+    assert f"(rule misspelled-key); fix: rename the key to kai.scheduler/" in decision.message
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), where=st.sampled_from(["root", "worker"]))
+def test_new_kinds_segments_without_a_topology_write_nothing_and_warn(data, where):
+    n = data.draw(st.integers(2, 40))
+    size = data.draw(st.integers(2, n))
+    kind, obj, _, _ = data.draw(new_kind_objects(n=n, **{where: {SIZE: str(size)}}))
+    decision = review(make_request(obj), CATALOG, PLAIN)
+    assert decision.allowed and decision.patch == []
+    assert len(decision.warnings) == 1 + bool(n % size)  # a partial last segment is said too (§5)
+    assert all(w.endswith(f": last segment has {n % size} pods") for w in decision.warnings[:-1])
+    assert decision.warnings[-1] == ("kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; "
+                                     "set it in metadata.annotations")
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_new_kinds_update_denies_a_segment_size_change_and_never_a_scale_that_keeps_it(data):
+    n = data.draw(st.integers(4, 40))
+    size, other_size = data.draw(st.lists(st.integers(2, n), min_size=2, max_size=2, unique=True))
+    kind, obj, field, _ = data.draw(new_kind_objects(n=n, worker={TOPO: "cluster-topology", SIZE: str(size)}))
+    created = review(make_request(obj), CATALOG, PLAIN)
+    assert created.allowed, created.message
+    stored = jsonpatch.apply_patch(obj, created.patch)
+    changed = json.loads(json.dumps(obj).replace(f'"{SIZE}": "{size}"', f'"{SIZE}": "{other_size}"'))
+    decision = review(make_request(changed, "UPDATE", old=stored), CATALOG, PLAIN)
+    assert [v.rule for v in decision.violations] == ["immutable-field"]
+    assert decision.violations[0].field == f'{field}["{SIZE}"]'
+    assert f'cannot change (was "{size}")' in decision.message
+    scaled = NEW_KINDS[kind][1](copy.deepcopy(obj), data.draw(st.integers(size, 40)))
+    decision = review(make_request(scaled, "UPDATE", old=stored), CATALOG, PLAIN)
+    assert decision.allowed, decision.message

@@ -41,7 +41,7 @@ def test_readme_table_and_registry_list_the_same_rules():
 
 def test_every_rule_has_a_source_a_code_and_one_documented_check():
     for rule_id, rule in RULES.items():
-        assert re.fullmatch(r"DESIGN\.md §\d+|README: decisions", rule.source), rule_id
+        assert re.fullmatch(r"DESIGN\.md §\d+b?|README: decisions", rule.source), rule_id
         assert rule.code in (400, 403)
         assert rule.check.__doc__, rule_id
     assert [r.id for r in RULES.values() if r.code == 400] == ["malformed-object"]
@@ -118,7 +118,21 @@ TRIGGERS = {
     "native-framework-unsupported": lambda: (_native_mpi(), None),
     "misspelled-key": lambda: (_misspelled(), None),
     "immutable-field": lambda: (tp4(**{SIZE: "8"}), tp4()),
+    "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
+    "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
 }
+
+
+def _ray_size_3():
+    from test_kinds_ray import raycluster
+
+    return raycluster(size="3")
+
+
+def _lws_leader_ready():
+    obj = load_example("lws-segmented.yaml")
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    return obj
 
 
 def _swapped():
@@ -143,11 +157,47 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
     if rule_id == "conflicting-topology":
         catalog = StaticTopologyCatalog(tuple(catalog.get(n) for n in catalog.names()) + (GPU_FABRIC,))
-    obj, old = TRIGGERS[rule_id]()
+    obj, old, *settings = TRIGGERS[rule_id]()
+    settings = settings[0] if settings else PLAIN
     if old is not None:
-        created = review(make_request(old), catalog, PLAIN)
+        created = review(make_request(old), catalog, settings)
         old = jsonpatch.apply_patch(old, created.patch)
-    decision = review(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, PLAIN)
+    decision = review(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, settings)
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
     assert decision.message == readme_rejections()[rule_id]
+
+
+def readme_warnings() -> dict[str, str]:
+    """warning id → text column of the README's table "Warnings of the §3b kinds"."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Warnings of the §3b kinds", 1)[1].split("\n###", 1)[0]
+    table = section.split("| warning | source | when | text", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        rows[cells[0].strip("`")] = (cells[1], cells[3].strip("`"))
+    return rows
+
+
+def test_readme_warning_table_and_registry_list_the_same_warnings():
+    from webhook.core.rules import WARNINGS
+
+    rows = readme_warnings()
+    assert sorted(rows) == sorted(WARNINGS)
+    for warning_id, (source, _) in rows.items():
+        assert WARNINGS[warning_id].source == source and WARNINGS[warning_id].check.__doc__
+
+
+def test_the_readme_warning_texts_are_what_review_says():
+    # each row's text is the warning the webhook gives the row's example (the README's sample manifests)
+    from test_kinds_mpijob import mpijob, run as run_mpijob
+
+    from test_kinds_jobset import jobset, run as run_jobset
+    from test_kinds_ray import pod as ray_pod, run as run_ray
+
+    said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings,
+            "jobset-segments-straddle-jobs": run_jobset(jobset(size="6")).warnings,
+            "pod-without-index": run_ray(ray_pod(None)).warnings}
+    for warning_id, (_, text) in readme_warnings().items():
+        assert text in said[warning_id], warning_id

@@ -532,6 +532,46 @@ def test_lws_without_leader_template(example_catalog):
     assert lws_ann(obj, d) == {TOPO: "cluster-topology", SIZE: "2", POLICY: "LeaderWorker"}
 
 
+LEADER_READY_WARNING = ("startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
+                        "use startupPolicy: LeaderCreated")
+
+
+def test_lws_leader_ready_with_segments_warns_without_gate_pods(example_catalog):
+    # DESIGN.md §3b: the leader is created alone, KAI cannot group it; a warning naming LeaderCreated
+    obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2)
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    d = run(obj, example_catalog)
+    assert d.allowed and d.warnings == [LEADER_READY_WARNING]
+    assert lws_ann(obj, d)[SIZE] == "2"
+
+
+def test_lws_leader_ready_with_segments_is_denied_under_gate_pods(example_catalog):
+    obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2)
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    d = run(obj, example_catalog, AdmissionSettings(gate_pods=True))
+    assert rules(d) == ["lws-leader-ready-segments"] and d.code == 403
+    assert d.violations[0].field == "spec.startupPolicy"
+    assert d.message.startswith('spec.startupPolicy = "LeaderReady": ')
+    assert "fix: set spec.startupPolicy: LeaderCreated" in d.message
+
+
+@pytest.mark.parametrize("startup", ["LeaderCreated", None])
+def test_lws_leader_created_or_default_gets_no_startup_warning(startup, example_catalog):
+    obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2)
+    if startup:
+        obj["spec"]["startupPolicy"] = startup
+    d = run(obj, example_catalog, AdmissionSettings(gate_pods=True))
+    assert d.allowed and d.warnings == []
+
+
+def test_lws_leader_ready_without_segments_is_left_alone(example_catalog):
+    # not the webhook's (opt-in, DESIGN.md §5): no key, no warning, whatever its startupPolicy
+    obj = lws(size=5, sub_size=1)
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    d = run(obj, example_catalog, AdmissionSettings(gate_pods=True))
+    assert d.allowed and d.warnings == [] and d.patch == []
+
+
 def test_lws_unknown_policy_type_is_400(example_catalog):
     d = run(lws({TOPO: "cluster-topology"}, sub_size=2, policy="Sideways"), example_catalog)
     assert d.code == 400
@@ -686,11 +726,32 @@ def test_update_that_drops_the_defaults_gets_them_back(example_catalog):
     assert patched(pytorchjob({SIZE: "4"}), d) == stored
 
 
-def test_native_created_before_its_topology_was_known_gets_no_defaults_on_update(example_catalog):
+def test_native_created_before_its_topology_was_known_resolves_as_create_on_update(example_catalog):
+    # DESIGN.md §5 "UPDATE resolves exactly as CREATE, automatic mode and the default topology
+    # included": the stored object had no topology, so no segments were in force (KAI ignored
+    # them); the defaults a CREATE now writes change no constraint in force.
     stored = patched(native(), run(native(), UnsyncedCatalog(()), PLATFORM))
     assert "annotations" not in stored["metadata"]  # automatic placement was skipped (warning)
+    created = patched(native(), run(native(), example_catalog, PLATFORM))
     d = run(stored, example_catalog, PLATFORM, operation="UPDATE", old=stored)
-    assert d.allowed and d.patch == []
+    assert d.allowed and d.warnings == []
+    assert patched(stored, d) == created
+
+
+def test_native_replace_scaling_32_to_16_with_a_default_topology_writes_the_create_keys(example_catalog):
+    # issue 18 item 6: `kubectl replace` of the created manifest, 32 -> 16 workers, --default-topology
+    # with two topologies; UPDATE writes what CREATE wrote (was: "segment-size ignored: KAI needs
+    # kai.scheduler/topology", no keys)
+    two = StaticTopologyCatalog(list(example_catalog.get(n) for n in example_catalog.names())
+                                + [Topology("gpu-fabric", (BLOCK, HOST))])
+    settings = AdmissionSettings(default_topology="cluster-topology")
+    for stored in (native(workers=32), patched(native(workers=32), run(native(workers=32), two, settings))):
+        d = run(native(workers=16), two, settings, operation="UPDATE", old=stored)
+        assert d.allowed and d.warnings == []
+        out = patched(native(workers=16), d)
+        assert out["metadata"]["annotations"] == {TOPO: "cluster-topology", WL_PREF: HOST}
+        assert out["spec"]["worker"]["template"]["metadata"]["annotations"] == {
+            TOPO: "cluster-topology", SIZE: "8", SEG_PREF: HOST}
 
 
 def test_lws_leader_policy_is_immutable(example_catalog):

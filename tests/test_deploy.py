@@ -37,7 +37,10 @@ IMAGE = "ghcr.io/segment-webhook/segment-webhook:0.1.0"
 POD_MATCH_EXPRESSION = (
     "has(object.metadata.labels) && "
     "('training.kubeflow.org/replica-type' in object.metadata.labels || "
-    "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels)"
+    "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels || "
+    "'training.kubeflow.org/job-role' in object.metadata.labels || "
+    "'jobset.sigs.k8s.io/jobset-name' in object.metadata.labels || "
+    "'ray.io/group' in object.metadata.labels)"
 )
 WORKLOAD_RULES = [
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
@@ -45,6 +48,14 @@ WORKLOAD_RULES = [
     {"apiGroups": ["leaderworkerset.x-k8s.io"], "apiVersions": ["v1"], "resources": ["leaderworkersets"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
     {"apiGroups": ["segments.dev"], "apiVersions": ["v1alpha1"], "resources": ["distributedworkloads"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["kubeflow.org"], "apiVersions": ["v2beta1"], "resources": ["mpijobs"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["jobset.x-k8s.io"], "apiVersions": ["v1alpha2"], "resources": ["jobsets"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayclusters", "rayjobs", "rayservices"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
 ]
 POD_RULES = [
@@ -337,6 +348,14 @@ def test_mutating_webhook_configuration(base):
     assert pods["matchConditions"] == [{"name": "training-operator-or-lws-pod", "expression": POD_MATCH_EXPRESSION}]
 
 
+def test_workload_rules_list_every_described_kind():
+    # issue 18: a kind the webhook handles is registered in deploy/ (and nothing else is)
+    from webhook.core.kinds.registry import DESCRIPTIONS
+
+    assert sorted((r["apiGroups"][0], r["apiVersions"][0], res) for r in WORKLOAD_RULES for res in r["resources"]) == \
+        sorted((d.group, d.version, d.resource) for d in DESCRIPTIONS)
+
+
 @needs_kubectl
 def test_validating_webhook_configuration(base):
     hooks = webhooks_by_name(one(base, "ValidatingWebhookConfiguration"))
@@ -367,6 +386,9 @@ def cel_eval(expression: str, **variables) -> bool:
     ({"labels": {"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "3"}}, True),
     ({"labels": {"training.kubeflow.org/replica-type": "master"}}, True),
     ({"labels": {"leaderworkerset.sigs.k8s.io/name": "lws-segmented", "leaderworkerset.sigs.k8s.io/worker-index": "0"}}, True),
+    ({"labels": {"training.kubeflow.org/job-role": "worker", "training.kubeflow.org/replica-index": "3"}}, True),
+    ({"labels": {"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/job-index": "0"}}, True),
+    ({"labels": {"ray.io/cluster": "nvl72", "ray.io/group": "gpu", "ray.io/node-type": "worker"}}, True),
     ({"labels": {"app": "nginx"}}, False),
     ({"labels": {}}, False),
     ({"name": "no-labels-at-all"}, False),

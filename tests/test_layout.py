@@ -94,3 +94,63 @@ def test_server_framework_internals_are_confined_to_the_server_module():
                    if imported_packages(p.read_text(encoding="utf-8")) & SERVER_FRAMEWORKS)
     assert users == ["http/server.py"]
     assert {"gunicorn", "gevent"} <= imported_packages(SERVER_MODULE.read_text(encoding="utf-8"))
+
+
+# ----------------------------------------------------------------------------- one description per kind
+#: The spec fields that hold a kind's pod templates and replica counts (issue 18 item 2): only the
+#: kind descriptions (webhook/core/kinds/<kind>.py) may read them; everything else asks the
+#: description (webhook/core/kinds/registry.py).
+KIND_SHAPE = ("pytorchReplicaSpecs", "leaderWorkerTemplate", "replicatedJobs", "workerGroupSpecs", "mpiReplicaSpecs")
+KIND_MODULES = {"core/kinds/pytorchjob.py", "core/kinds/leaderworkerset.py", "core/kinds/distributedworkload.py",
+                "core/kinds/mpijob.py", "core/kinds/jobset.py", "core/kinds/ray.py", "core/kinds/trainjob.py"}
+
+
+def code_strings(source: str) -> list[str]:
+    """Every string constant of ``source`` that is not a docstring (f-string parts included)."""
+    tree = ast.parse(source)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docstrings.add(id(first.value))
+    return [n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings]
+
+
+def shape_readers() -> dict[str, list[str]]:
+    """Module (relative to webhook/) → the kind-shape field names its code strings mention."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        names = sorted({k for s in code_strings(path.read_text(encoding="utf-8")) for k in KIND_SHAPE if k in s})
+        if names:
+            found[str(path.relative_to(PACKAGE))] = names
+    return found
+
+
+def test_a_kinds_shape_is_read_only_in_its_description():
+    readers = shape_readers()
+    assert set(readers) <= KIND_MODULES, {m: n for m, n in readers.items() if m not in KIND_MODULES}
+    assert readers["core/kinds/pytorchjob.py"] == ["pytorchReplicaSpecs"]
+    assert readers["core/kinds/leaderworkerset.py"] == ["leaderWorkerTemplate"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('"""spec.pytorchReplicaSpecs in a docstring"""\nx = 1', []),
+    ('x = spec.get("pytorchReplicaSpecs")', ["pytorchReplicaSpecs"]),
+    ('x = f"spec.leaderWorkerTemplate.{k}"', ["spec.leaderWorkerTemplate."]),
+    ('def f():\n    "doc replicatedJobs"\n    return "workerGroupSpecs"', ["workerGroupSpecs"]),
+])
+def test_code_strings_skip_docstrings_only(source, expected):
+    assert [s for s in code_strings(source) if any(k in s for k in KIND_SHAPE)] == expected
+
+
+def test_every_kind_is_described_once():
+    from webhook.core.kinds import HANDLERS
+    from webhook.core.kinds.registry import DESCRIPTIONS
+    from webhook.placement.expand import SUPPORTED
+
+    kinds = [d.kind for d in DESCRIPTIONS]
+    assert len(set(kinds)) == len(kinds)
+    assert set(HANDLERS) == {(d.group, d.kind) for d in DESCRIPTIONS} | {("", "Pod")}
+    assert SUPPORTED == {d.kind: (d.group, d.version) for d in DESCRIPTIONS}

@@ -360,3 +360,45 @@ def test_a_workload_in_a_list_of_one_is_placed_and_a_workload_without_pods_is_ba
     assert capsys.readouterr().err == (
         f'segment-webhook place: error: {empty}: PyTorchJob "l" creates no pods (no replica type with replicas, '
         "no group, no workers): nothing to place; fix: give it the pods it should run\n")
+
+
+GPU_FABRIC = ("apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: gpu-fabric}\n"
+              "spec: {levels: [{nodeLabel: cloud.provider.com/topology-rack}, {nodeLabel: kubernetes.io/hostname}]}\n")
+
+
+def test_place_takes_the_resolution_flags_of_serve_and_review(gen_cluster, tmp_path, capsys):
+    # issue 18 item 6: with two Topologies, --default-topology decides automatic mode (DESIGN.md §6) as in serve
+    fabric = tmp_path / "fabric.yaml"
+    fabric.write_text(GPU_FABRIC)
+    native = load_example("distributedworkload-native.yaml")
+    native["spec"]["worker"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2
+    wl = tmp_path / "native.yaml"
+    wl.write_text(yaml.safe_dump(native))
+    base = ["place", "-f", str(wl), "--cluster", gen_cluster, "--topology-file", str(fabric), "-o", "json"]
+    assert main(base) == 0  # two topologies, no default: automatic placement skipped
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["segments"] == []
+    assert captured.err == ("Warning: DistributedWorkload llama-tp8: automatic segment placement skipped: "
+                            "no kai.scheduler/topology and no default topology\n"
+                            "Warning: DistributedWorkload llama-tp8: kai.scheduler/segment-size ignored: KAI needs "
+                            "kai.scheduler/topology for segments; set it in metadata.annotations\n")
+    assert main(base + ["--default-topology", "cluster-topology"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert len(res["segments"]) == 4 and {len(s["pods"]) for s in res["segments"]} == {8}
+    assert main(base + ["--default-topology", "nope"]) == 2
+    assert capsys.readouterr().err == ('segment-webhook place: error: --default-topology "nope" is not a loaded '
+                                       "topology; loaded: cluster-topology, gpu-fabric\n")
+
+
+def test_place_prints_each_distinct_warning_once_with_its_count(gen_cluster, tmp_path, capsys):
+    # issue 18 item 6: one line per distinct warning, not one per pod
+    job = tmp_path / "job.yaml"
+    job.write_text("kind: PyTorchJob\nmetadata: {name: t}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 16, template: "
+                   "{metadata: {annotations: {kai.scheduler/segment-size: '4'}}, "
+                   "spec: {containers: [{name: c, resources: {requests: {cpu: 1m}}}]}}}}}\n")
+    assert main(["place", "-f", str(job), "--cluster", gen_cluster]) == 0
+    assert capsys.readouterr().err == (
+        "Warning: PyTorchJob t: kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; "
+        "set it in metadata.annotations\n"
+        "Warning: 16 Pods (t-worker-0 …): pod has kai.scheduler/segment-size but no kai.scheduler/topology; "
+        "no segment label\n")

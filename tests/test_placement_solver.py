@@ -1,6 +1,9 @@
 """The engine against an exact reference solver (OR-Tools CP-SAT) on random HETEROGENEOUS instances.
 
-Every instance family of issue 8 is drawn: a PyTorchJob Master or an LWS leader with other
+Every instance family of issue 8 is drawn, and those of the §3b kinds of issue 18 (a JobSet's
+pods indexed ``job-index × parallelism + completion-index``, a multi-host Ray group's
+``replica × numOfHosts + host``, an MPIJob's launcher-as-worker in segment 0 with other requests
+than its workers): a PyTorchJob Master or an LWS leader with other
 requests, node selector, required node affinity (every operator, matchFields on
 ``metadata.name``) and tolerations than the workers; LWS LeaderWorker (leader inside segment 0)
 and LeaderExcluded (leader outside segments); partial last segments; unsegmented gangs; taints,
@@ -161,7 +164,8 @@ def make_instance(rng: random.Random) -> dict:
                         nd.taints = (("dedicated", "train", "NoSchedule"),)
                     nodes.append(nd)
     names = [n.name for n in nodes]
-    family = rng.choice(["pytorch", "pytorch", "lws-leader-worker", "lws-leader-excluded", "unsegmented"])
+    family = rng.choice(["pytorch", "lws-leader-worker", "lws-leader-excluded", "unsegmented",
+                         "jobset", "ray-multihost", "mpi-launcher-as-worker"])
     S = rng.choice([2, 2, 3, 4])
     gpu = rng.choice([1, 1, 2, 4])
     w_req = {GPU: gpu * 1000, CPU: rng.choice([1000, 4000, 8000]), MEM: rng.choice([8, 64]) * GIB, "pods": 1000}
@@ -191,6 +195,23 @@ def make_instance(rng: random.Random) -> dict:
         for w in range(1, size):
             seg = (w - 1) // S if (size - 1) % S == 0 and size % S != 0 else w // S
             pods.append(worker(f"lws-0-{w}", (0, seg)))
+    elif family == "jobset":
+        # DESIGN.md §3b: pod (job j, completion c) has index j × parallelism + c; parallelism a
+        # multiple or a divisor of S (KAI's one-Job case), or neither (segments straddle Jobs)
+        parallelism = rng.choice([S, 2 * S, 1, 3])
+        jobs = rng.randint(max(1, S // parallelism), max(1, (4 * S) // parallelism + 1))
+        pods += [worker(f"js-workers-{j}-{c}", (0, (j * parallelism + c) // S))
+                 for j in range(jobs) for c in range(parallelism)]
+    elif family == "ray-multihost":
+        # DESIGN.md §3b: index replica × numOfHosts + host; S a multiple of numOfHosts (whole replicas)
+        hosts = rng.choice([h for h in (1, 2, 4) if S % h == 0])
+        replicas = rng.randint(max(1, S // hosts), max(1, (4 * S) // hosts))
+        pods += [worker(f"ray-gpu-worker-{r}-{h}", (0, (r * hosts + h) // S)) for r in range(replicas) for h in range(hosts)]
+    elif family == "mpi-launcher-as-worker":
+        # DESIGN.md §3b: the launcher is hostfile position 0 (segment 0), worker i is position i + 1
+        workers = rng.randint(S, 4 * S)
+        pods.append(special("mpi-launcher", (0, 0), "launcher"))
+        pods += [worker(f"mpi-worker-{i}", (0, (i + 1) // S)) for i in range(workers)]
     else:
         pods += [worker(f"job-worker-{i}", None) for i in range(rng.randint(1, 8))]
         if rng.random() < 0.5:

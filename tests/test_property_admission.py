@@ -111,21 +111,67 @@ def native(draw, annotations=annotations, replicas=replicas, frameworks=("PyTorc
 
 
 @st.composite
+def mpijobs(draw, annotations=annotations, replicas=replicas):
+    specs = {"Worker": {"replicas": draw(replicas), "template": template(draw(annotations))}}
+    if draw(st.booleans()):
+        specs["Launcher"] = {"replicas": 1, "template": template(draw(annotations))}
+    spec = {"mpiReplicaSpecs": specs}
+    if draw(st.booleans()):
+        spec["runLauncherAsWorker"] = draw(st.sampled_from([True, False, "yes"]))
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "m", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
+def jobsets(draw, annotations=annotations, replicas=replicas):
+    rjobs = [{"name": draw(st.sampled_from(["workers", "driver", 3])), "replicas": draw(replicas),
+              "template": {"metadata": {"annotations": draw(annotations)},
+                           "spec": {"parallelism": draw(replicas), "template": template(draw(annotations))}}}
+             for _ in range(draw(st.integers(1, 2)))]
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "annotations": draw(annotations)}, "spec": {"replicatedJobs": rjobs}}
+
+
+@st.composite
+def rayclusters(draw, annotations=annotations, replicas=replicas):
+    groups = [{"groupName": draw(st.sampled_from(["gpu", "cpu", 3])), "replicas": draw(replicas),
+               "numOfHosts": draw(st.one_of(st.sampled_from([1, 2, 4]), replicas)), "template": template(draw(annotations))}
+              for _ in range(draw(st.integers(0, 2)))]
+    cluster = {"headGroupSpec": {"template": template(draw(annotations))}, "workerGroupSpecs": groups}
+    kind = draw(st.sampled_from(["RayCluster", "RayJob", "RayService"]))
+    spec = {"RayCluster": cluster, "RayJob": {"rayClusterSpec": cluster}, "RayService": {"rayClusterConfig": cluster}}[kind]
+    return {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r", "annotations": draw(annotations)},
+            "spec": spec}
+
+
+@st.composite
+def trainjobs(draw, annotations=annotations, replicas=replicas):
+    spec = {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": draw(replicas)}}
+    if draw(st.booleans()):
+        spec["runtimePatches"] = draw(st.sampled_from([[], [{"manager": "other"}], "x"]))
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "t", "annotations": draw(annotations)}, "spec": spec}
+
+
+@st.composite
 def pods(draw):
     labels = draw(st.dictionaries(
-        st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index",
-                         "leaderworkerset.sigs.k8s.io/worker-index"]),
+        st.sampled_from(["training.kubeflow.org/replica-type", "training.kubeflow.org/replica-index", "training.kubeflow.org/job-role",
+                         "leaderworkerset.sigs.k8s.io/worker-index", "jobset.sigs.k8s.io/jobset-name",
+                         "jobset.sigs.k8s.io/job-index", "batch.kubernetes.io/job-completion-index",
+                         "ray.io/group", "ray.io/worker-group-replica-index", "ray.io/replica-host-index"]),
         st.one_of(st.sampled_from(["worker", "master", "0", "5", "-1", "x"]), st.text(max_size=4),
                   st.text(alphabet="0123456789", min_size=19, max_size=6000)), max_size=3))
     ann = draw(st.dictionaries(
         st.sampled_from(KEYS + ["leaderworkerset.sigs.k8s.io/size", "leaderworkerset.sigs.k8s.io/subgroup-size",
-                                "leaderworkerset.sigs.k8s.io/subgroup-policy-type"]),
+                                "leaderworkerset.sigs.k8s.io/subgroup-policy-type", "segments.dev/job-parallelism",
+                                "segments.dev/num-of-hosts"]),
         st.one_of(annotation_value, st.sampled_from(["5", "9", "2"])), max_size=4))
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": labels, "annotations": ann},
             "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
 
-objects = st.one_of(pytorchjobs(), lws(), native(), pods(), json_values)
+objects = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), trainjobs(), pods(), json_values)
 
 
 def gvk_of(obj):
@@ -135,7 +181,7 @@ def gvk_of(obj):
     return {"group": "", "version": "v1", "kind": "Pod"}
 
 
-workloads = st.one_of(pytorchjobs(), lws(), native(), pods())
+workloads = st.one_of(pytorchjobs(), lws(), native(), mpijobs(), jobsets(), rayclusters(), trainjobs(), pods())
 clean_replicas = st.integers(1, 33)
 @st.composite
 def seedlike(draw):
@@ -195,6 +241,10 @@ clean_workloads = st.one_of(
     pytorchjobs(annotations=good_annotations(), replicas=clean_replicas),
     lws(annotations=good_annotations(), replicas=clean_replicas),
     native(annotations=good_annotations(), replicas=clean_replicas, frameworks=("PyTorch",)),
+    mpijobs(annotations=good_annotations(), replicas=clean_replicas),
+    jobsets(annotations=good_annotations(), replicas=clean_replicas),
+    rayclusters(annotations=good_annotations(), replicas=clean_replicas),
+    trainjobs(annotations=good_annotations(), replicas=clean_replicas),
     clean_pods(),
 )
 

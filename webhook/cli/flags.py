@@ -218,9 +218,9 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
 
 
 def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None,
-                       gate_pods: bool = False) -> Any:
+                       gate_pods: bool = False, segment_env: bool = False) -> Any:
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
-    ``--gate-pods`` (DESIGN.md §9)."""
+    ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b)."""
     from webhook.core.decision import AdmissionSettings
 
     return AdmissionSettings(
@@ -228,4 +228,5 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
         platform_groups=frozenset(g for g in groups or () if g),
         default_topology=default_topology or None,
         gate_pods=bool(gate_pods),
+        segment_env=bool(segment_env),
     )

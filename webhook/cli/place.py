@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import error
+from webhook.cli.flags import UsageError, add_topology_flags, error
 from webhook.cli.output import write_output
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.engine import Placement, PlacementError
@@ -32,15 +32,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("-f", "--filename", required=True, metavar="WORKLOAD", help="PyTorchJob, LeaderWorkerSet or DistributedWorkload manifest")
     p.add_argument("--cluster", action="append", required=True, metavar="FILE",
                    help="kubectl get nodes/pods/topologies -o yaml|json output (repeatable)")
-    p.add_argument("--topology-file", action="append", default=[], metavar="F", help="extra Topology objects (repeatable)")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
                    help="table: one line per segment and a summary (default); json/yaml: the placement result "
                         "(placed, assignments, segments, workload, reason)")
     p.add_argument("--svg", metavar="FILE", help="write an SVG drawing of the placement")
     p.add_argument("--user", default="kubectl-user", help="request.userInfo.username the webhook sees (default: kubectl-user)")
     p.add_argument("--group", action="append", default=[], help="request.userInfo.groups entry (repeatable)")
-    p.add_argument("--platform-user", action="append", default=[], help="identity that gets automatic placement (repeatable)")
-    p.add_argument("--platform-group", action="append", default=[], help="group that gets automatic placement (repeatable)")
+    add_topology_flags(p, env=False)  # the resolution flags of `serve` and `review`
     p.set_defaults(func=run)
 
 
@@ -85,15 +83,16 @@ def render_table(result: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     """The ``place`` command: exit 0 placed, 1 not placed or denied, 2 bad input."""
     try:
-        snapshot = load_snapshot(args.cluster, args.topology_file)
+        snapshot = load_snapshot(args.cluster, args.topology_file or [])
         workload = load_workload(args.filename)
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
-                             platform_users=args.platform_user, platform_groups=args.platform_group)
-    except (SnapshotError, ManifestError, PlacementError) as exc:
+                             platform_users=args.platform_user or [], platform_groups=args.platform_group or [],
+                             default_topology=args.default_topology)
+    except (SnapshotError, ManifestError, PlacementError, UsageError) as exc:
         return error("place", str(exc))
     except ExpandError as exc:  # a problem of the workload file: name it
         return error("place", f"{args.filename}: {exc}")
-    for w in out.warnings:
+    for w in out.warnings:  # each distinct warning once, with its count
         print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
     result = out.document
     if args.output == "json":

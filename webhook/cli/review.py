@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                             f"-f object is {new.get('apiVersion')}/{new.get('kind')}: an UPDATE keeps the kind")
     elif old_objects is not None:
         return fail("--old is only used with --operation UPDATE")
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods)
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env)
 
     responses, results, status = [], [], 0
     for i, obj in enumerate(objects):
@@ -173,6 +173,9 @@ def register(subparsers: Any) -> None:
     add_topology_flags(parser, env=False)
     parser.add_argument("--gate-pods", action="store_true",
                         help="review as `serve --gate-pods` does: gang facts on templates, the scheduling gate on pods")
+    parser.add_argument("--segment-env", action="store_true",
+                        help="review as `serve --segment-env` does: KAI_SEGMENT_INDEX / KAI_SEGMENT_SIZE in the "
+                             "containers of a segmented pod")
     parser.add_argument("-o", "--output", choices=("json", "yaml"), default="json",
                         help="json: the AdmissionReview response (default); yaml: the object with the patch applied")
     parser.set_defaults(func=run)

@@ -109,14 +109,15 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
         live_config = (args.kubeconfig,)
     else:
         catalog, default = static_topologies(None, args.default_topology)
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods)
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env)
     if live_config is not None:
         source = f"live from {'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'the in-cluster API server'}"
     else:
         source = f"{'--topology-file' if args.topology_file else 'embedded default'} ({', '.join(catalog.names())})"
     print(f"segment-webhook serve: topologies {source}; default topology {default or 'none'}; platform users "
           f"{sorted(settings.platform_users) or 'none'}, groups {sorted(settings.platform_groups) or 'none'}"
-          f"{'; gang pods gated (--gate-pods)' if settings.gate_pods else ''}",
+          f"{'; gang pods gated (--gate-pods)' if settings.gate_pods else ''}"
+          f"{'; segment facts in the pod (--segment-env)' if settings.segment_env else ''}",
           file=sys.stderr)
 
     cert_dir = args.cert_dir
@@ -192,6 +193,10 @@ def register(subparsers: Any) -> None:
     add_env_flag(serve, "--gate-pods", default=False, switch=True,
                  help="hold gang pods back at CREATE with the scheduling gate segments.dev/placement and write "
                       "the gang size on workload templates, for `segment-webhook controller` (DESIGN.md §9)")
+    add_env_flag(serve, "--segment-env", default=False, switch=True,
+                 help="give every container of a segmented pod KAI_SEGMENT_INDEX (downward API on the "
+                      "kai.scheduler/segment-index label) and KAI_SEGMENT_SIZE; names a container sets are "
+                      "left alone (DESIGN.md §3b)")
     add_env_flag(serve, "--workers", default=DEFAULT_WORKERS, type=positive_int(64), metavar="N",
                  help="gunicorn worker processes, 1..64")
     add_env_flag(serve, "--threads", default=DEFAULT_THREADS, type=positive_int(256), metavar="N",

@@ -8,7 +8,8 @@ kubernetes or Flask import here (tests/test_layout.py).
 
 Rules:
 
-* **Gang** (:func:`webhook.core.gating.gang_key`): the pods of one namespace sharing a gang key;
+* **Gang** (:func:`webhook.core.kinds.registry.gang_key`, from each kind's description): the pods
+  of one namespace sharing a gang key;
   a gang is considered when at least one of its pods carries the ``segments.dev/placement`` gate.
   Its size is the pods' ``segments.dev/gang-size`` (else LWS's ``size`` annotation).
 * **Complete**: exactly ``size`` live pods (not ``Succeeded``/``Failed``, not being deleted),
@@ -23,7 +24,9 @@ Rules:
 * **Placement**: the engine (:func:`webhook.placement.engine.place`) on that state, with every pod
   of the gang (already placed members are fixed to their node through their node selector). Gangs
   that were half released go first, then gangs in order of their last pod's creation.
-* **Release** (KEP-3838): per gated pod ONE patch, :func:`webhook.core.gating.release_patch`.
+* **Release** (KEP-3838): per gated pod ONE patch, :func:`webhook.core.gating.release_patch`; for
+  a gang whose pods have no index labels (KubeRay before 1.6, DESIGN.md §3b) the controller forms
+  the segments (:func:`_formed_segments`) and the patch also adds ``kai.scheduler/segment-index``.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.core import gating, keys
+from webhook.core.kinds import registry
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import freeze, required_node_affinity
 from webhook.placement.expand import pod_role
@@ -252,7 +256,7 @@ def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
         if not is_live(pod) or _meta(pod).get("deletionTimestamp"):
             continue
         namespace, _ = pod_ref(pod)
-        key = gating.gang_key(namespace, _string_map(_meta(pod).get("labels")))
+        key = registry.gang_key(namespace, _string_map(_meta(pod).get("labels")))
         if key is not None:
             gangs.setdefault(key, _Gang(key)).members.append(pod)
     return {k: g for k, g in gangs.items() if g.gated}
@@ -261,7 +265,8 @@ def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
 def _check_gang(gang: _Gang) -> Waiting | None:
     """Why the gang cannot be placed now, or ``None`` when it is complete."""
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
-    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations"))) for p in gang.members}
+    fallbacks = registry.gang_size_keys()
+    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations")), fallbacks) for p in gang.members}
     if None in sizes and len(sizes) > 1:
         sizes.discard(None)
     if len(sizes) != 1 or None in sizes:
@@ -281,15 +286,48 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     return None
 
 
-def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
-    """The engine's view of one pod; a member already placed is fixed to its node. Raises
-    ``ValueError`` naming the pod on malformed input."""
+def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """DESIGN.md §3b "Pods without an index": when no member of a gang carries
+    ``kai.scheduler/segment-index`` but they all name a topology and one segment size S (KubeRay
+    before 1.6: no index labels), the controller forms the segments itself at placement time: the
+    members' replicas (a KubeRay multi-host replica, :func:`webhook.core.kinds.registry.replica_of`,
+    kept whole; else each pod), in order of their first pod's name, fill segments of S pods.
+    Returns ``{(namespace, name): segment}``, empty when the gang has its indices (or no size)."""
+    sizes = set()
+    for pod in members:
+        labels = _string_map(_meta(pod).get("labels"))
+        ann = _string_map(_meta(pod).get("annotations"))
+        if keys.SEGMENT_INDEX in labels or keys.TOPOLOGY not in ann:
+            return {}
+        sizes.add(ann.get(keys.SEGMENT_SIZE))
+    if len(sizes) != 1 or not (size := next(iter(sizes))) or not size.isdigit() or int(size) < 2:
+        return {}
+    units: dict[str, list[tuple[str, str]]] = {}
+    for pod in sorted(members, key=pod_ref):
+        ref = pod_ref(pod)
+        units.setdefault(registry.replica_of(_string_map(_meta(pod).get("labels"))) or "/".join(ref), []).append(ref)
+    formed, segment, filled = {}, 0, 0
+    for unit in sorted(units.values()):
+        if filled and filled + len(unit) > int(size):
+            segment, filled = segment + 1, 0
+        for ref in unit:
+            formed[ref] = segment
+        filled += len(unit)
+    return formed
+
+
+def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None) -> PodRequest:
+    """The engine's view of one pod; a member already placed is fixed to its node; ``formed``: the
+    segments the controller formed for a gang without index labels (:func:`_formed_segments`).
+    Raises ``ValueError`` naming the pod on malformed input."""
     namespace, name = pod_ref(pod)
     spec = _spec(pod)
     labels = _string_map(_meta(pod).get("labels"))
     requests = cache.pod_requests(pod)
     if isinstance(requests, str):
         raise ValueError(requests)
+    if formed and (namespace, name) in formed:
+        labels = {**labels, keys.SEGMENT_INDEX: str(formed[(namespace, name)])}
     raw_segment = labels.get(keys.SEGMENT_INDEX)
     segment = None
     if raw_segment is not None:
@@ -316,12 +354,16 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache) -> PodRequest:
                       node_affinity=affinity, role=pod_role(labels))
 
 
-def _gang_constraints(gang: _Gang, default_topology: str | None) -> tuple[str | None, dict[str, str | None]]:
-    """(topology name, engine keyword arguments) from the members' annotations."""
+def _gang_constraints(gang: _Gang, default_topology: str | None,
+                      formed: Mapping[tuple[str, str], int] | None = None) -> tuple[str | None, dict[str, str | None]]:
+    """(topology name, engine keyword arguments) from the members' annotations (a member of
+    ``formed`` counts as segmented)."""
     topology = required = preferred = seg_required = seg_preferred = None
     for pod in sorted(gang.members, key=pod_ref):
         ann = _string_map(_meta(pod).get("annotations"))
         labels = _string_map(_meta(pod).get("labels"))
+        if formed and pod_ref(pod) in formed:
+            labels = {**labels, keys.SEGMENT_INDEX: str(formed[pod_ref(pod)])}
         topology = topology or ann.get(gating.GANG_TOPOLOGY)
         required = required or ann.get(gating.GANG_REQUIRED)
         preferred = preferred or ann.get(gating.GANG_PREFERRED)
@@ -449,11 +491,12 @@ def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology
                 result: PassResult, cache: ParseCache) -> Waiting | None:
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
     members = sorted(gang.members, key=pod_ref)
+    formed = _formed_segments(members)
     try:
-        requests = [_pod_request(p, cache) for p in members]
+        requests = [_pod_request(p, cache, formed) for p in members]
     except ValueError as exc:
         return Waiting(gang.key, INVALID, str(exc), refs)
-    topology_name, constraints = _gang_constraints(gang, default_topology)
+    topology_name, constraints = _gang_constraints(gang, default_topology, formed)
     topology = catalog.get(topology_name) if topology_name else None
     if topology_name and topology is None:
         known = ", ".join(quote(n) for n in sorted(catalog)) or "none"
@@ -479,7 +522,11 @@ def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology
             if gating.is_gated(pod):
                 namespace, name = pod_ref(pod)
                 node = placement.assignments[f"{namespace}/{name}"]
-                releases.append(Release(namespace, name, node, gating.release_patch(pod, node), gang.key))
+                patch = gating.release_patch(pod, node)
+                if (namespace, name) in formed:  # the segment the controller formed, labelled with the release
+                    patch.append({"op": "add", "path": "/metadata/labels/" + keys.SEGMENT_INDEX.replace("/", "~1"),
+                                  "value": str(formed[(namespace, name)])})
+                releases.append(Release(namespace, name, node, patch, gang.key))
     except ValueError as exc:  # a gated pod that selects another host than the engine chose
         for node, req in fixed:
             capacity.charge(node, req, 1)

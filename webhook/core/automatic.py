@@ -119,10 +119,17 @@ def update_defaults(stored_plain: Any, stored_with_defaults: Any) -> Defaults:
     ``Plan`` or ``None``).
 
     * the stored object asks for no segment size: adding one (while suspended) is like a CREATE;
+    * it asks for one but names no topology, so no segments were in force (DESIGN.md §5
+      "Segments without a topology"; a native workload created before its default topology was
+      configured or loaded): resolved exactly as CREATE (§5 "UPDATE resolves exactly as CREATE"),
+      since the defaults change no constraint that was in force;
     * it carries every default already: apply them whoever sends the update;
-    * otherwise (created without them): never add them to a running workload.
+    * otherwise (segments in force, created without the defaults): never add them to a running
+      workload.
     """
     if stored_plain is None or stored_plain.resolution.requested_size is None:
+        return Defaults.AS_CREATE
+    if stored_plain.resolution.topology_name is None:
         return Defaults.AS_CREATE
     if stored_with_defaults is not None and stored_plain.owned_keys() == stored_with_defaults.owned_keys():
         return Defaults.ANY_REQUESTER

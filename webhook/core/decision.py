@@ -28,12 +28,15 @@ class AdmissionSettings:
     PyTorchJobs get automatic segment placement. ``default_topology``: topology name used when
     automatic mode applies and the manifest names none. ``gate_pods``: ``serve --gate-pods``
     (DESIGN.md §9): gate gang pods at CREATE and write the gang facts on workload templates.
+    ``segment_env``: ``serve --segment-env`` (DESIGN.md §3b "Segment facts in the pod"): the
+    containers of a segmented pod get ``KAI_SEGMENT_INDEX`` and ``KAI_SEGMENT_SIZE``.
     """
 
     platform_users: frozenset[str] = frozenset()
     platform_groups: frozenset[str] = frozenset()
     default_topology: str | None = None
     gate_pods: bool = False
+    segment_env: bool = False
 
 
 @dataclass(frozen=True)

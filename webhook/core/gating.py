@@ -66,25 +66,20 @@ def write_gang(builder: PatchBuilder, containers: Sequence[Sequence[str]], annot
 
 
 def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
-    """The gang a pod belongs to (DESIGN.md §9), from its own labels, or ``None``.
+    """The gang a pod belongs to (DESIGN.md §9), from its own labels, or ``None``:
+    :func:`webhook.core.kinds.registry.gang_key` (each kind's description says its gang labels:
+    ``"<namespace>/<job-name>"``, ``"<namespace>/<lws-name>/<group-index>"``)."""
+    from webhook.core.kinds import registry  # the kinds import this module: resolved at call time
 
-    ``"<namespace>/<job-name>"`` for a pod labelled ``training.kubeflow.org/job-name``;
-    ``"<namespace>/<lws-name>/<group-index>"`` for an LWS pod (``leaderworkerset.sigs.k8s.io/name``
-    and ``group-index``). An LWS pod without a group index has no gang (``None``).
-    """
-    lws = labels.get(keys.LWS_NAME)
-    if lws:
-        group = labels.get(keys.LWS_GROUP_INDEX)
-        return f"{namespace}/{lws}/{group}" if group and group.isdigit() else None
-    job = labels.get(keys.KF_JOB_NAME)
-    return f"{namespace}/{job}" if job else None
+    return registry.gang_key(namespace, labels)
 
 
-def gang_size(annotations: Mapping[str, str]) -> int | None:
-    """Pods in the pod's gang: ``segments.dev/gang-size``, else LWS's own pod annotation
-    ``leaderworkerset.sigs.k8s.io/size`` (one gang per LWS group); ``None`` when neither is a
+def gang_size(annotations: Mapping[str, str], fallbacks: Sequence[str] = ()) -> int | None:
+    """Pods in the pod's gang: ``segments.dev/gang-size``, else the first of ``fallbacks`` (pod
+    annotations a kind's controller writes; :func:`webhook.core.kinds.registry.gang_size_keys`:
+    LWS's ``leaderworkerset.sigs.k8s.io/size``, one gang per LWS group); ``None`` when none is a
     plain decimal integer >= 1."""
-    for key in (GANG_SIZE, keys.LWS_SIZE):
+    for key in (GANG_SIZE, *fallbacks):
         raw = annotations.get(key)
         if isinstance(raw, str) and raw.isdigit() and raw.isascii() and len(raw) <= 10 and int(raw) >= 1:
             return int(raw)
@@ -113,20 +108,23 @@ def gate_operations(pod: Mapping[str, Any]) -> list[dict]:
 
 
 def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str],
-             segment_labels: Mapping[str, str]) -> tuple[list[dict], list[str]]:
+             segment_labels: Mapping[str, str], *, gang: str | None, size_keys: Sequence[str],
+             gang_labels: str) -> tuple[list[dict], list[str]]:
     """The pod CREATE hook: ``(operations, warnings)``.
 
     ``pod``: the admitted Pod object; ``namespace``: the request's namespace (a pod's own
     ``metadata.namespace`` may be empty at CREATE); ``labels`` / ``annotations``: its maps;
-    ``segment_labels``: the labels the pod handler adds. Operations gate the pod
-    (:func:`gate_operations`) when :func:`wants_gate` and its gang is known; a pod the webhook
-    would gate but whose gang key or size is unknown gets a warning and no gate.
+    ``segment_labels``: the labels the pod handler adds; ``gang``: the pod's gang key (``None``
+    when unknown), ``size_keys``: the gang-size fallbacks and ``gang_labels``: the gang labels
+    to name, all from the kind descriptions (:mod:`webhook.core.kinds.registry`). Operations
+    gate the pod (:func:`gate_operations`) when :func:`wants_gate` and its gang is known; a pod
+    the webhook would gate but whose gang key or size is unknown gets a warning and no gate.
     """
     if not wants_gate(labels, annotations, segment_labels):
         return [], []
-    if gang_key(namespace, labels) is None:
-        return [], [f"not gated: no gang key (label {keys.KF_JOB_NAME}, or {keys.LWS_NAME} + group-index)"]
-    if gang_size(annotations) is None:
+    if gang is None:
+        return [], [f"not gated: no gang key ({gang_labels})"]
+    if gang_size(annotations, size_keys) is None:
         written = annotations.get(GANG_SIZE)
         if written is not None:
             return [], [f"not gated: {GANG_SIZE}={quote(written)} is not a whole number of pods >= 1"]

@@ -48,6 +48,31 @@ KF_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KF_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 KF_JOB_NAME = "training.kubeflow.org/job-name"
 KF_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+#: mpi-operator v2beta1 (``pkg/apis/kubeflow/v2beta1/constants.go``): ``launcher`` | ``worker``
+KF_JOB_ROLE = "training.kubeflow.org/job-role"
+
+# --- JobSet (jobset ``api/jobset/v1alpha2/jobset_types.go``): labels AND annotations on pods ----
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_RJOB_NAME = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_RJOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+
+# --- KubeRay (``ray-operator/controllers/ray/utils/constant.go``) ---------------------------
+RAY_CLUSTER = "ray.io/cluster"
+RAY_NODE_TYPE = "ray.io/node-type"
+RAY_GROUP = "ray.io/group"
+#: RayMultiHostIndexing (KubeRay >= 1.6): the replica's index in its worker group, and for
+#: numOfHosts > 1 the host's index in its replica and the replica's unique name
+RAY_REPLICA_INDEX = "ray.io/worker-group-replica-index"
+RAY_HOST_INDEX = "ray.io/replica-host-index"
+RAY_REPLICA_NAME = "ray.io/worker-group-replica-name"
+
+# --- the Job controller's pod labels (Kubernetes batch/v1) ---------------------------------
+BATCH_JOB_NAME = "batch.kubernetes.io/job-name"
+JOB_NAME = "job-name"
+#: an Indexed Job's pod index: annotation since Kubernetes 1.24, label since 1.28
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"

@@ -56,7 +56,8 @@ class PatchBuilder:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
 
         ``container``: path parts of the object that owns the ``metadata`` (``()`` for the root,
-        ``("spec", "pytorchReplicaSpecs", "Worker", "template")`` for a PodTemplateSpec);
+        ``("spec", "pytorchReplicaSpecs", "Worker", "template")`` for a PodTemplateSpec; a decimal
+        part indexes an existing list item);
         ``map_name``: ``"annotations"`` or ``"labels"``; ``desired``: key → string value.
         Emits ``add`` for a missing key, ``replace`` for a different value, nothing for an equal
         one (so re-reviewing a patched object yields no operation). The first missing map on the
@@ -73,6 +74,9 @@ class PatchBuilder:
             return
         node: Any = self._obj
         for depth, part in enumerate(parts):
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]  # an existing list item (JobSet spec.replicatedJobs/<k>)
+                continue
             if not isinstance(node, (dict, Mapping)):
                 raise ValueError(f"{pointer(parts[:depth])} is not an object")
             child = node.get(part)

@@ -72,12 +72,14 @@ def violate(decision: Decision, rule_id: str, field_path: str, value: Any, probl
     decision.deny(rule_id, field_path, render(field_path, value, problem, rule_id, fix), registered.code)
 
 
-def _size_fix(origin: str) -> str:
-    """How to remove a segment size, by where it was read (annotation, or a spec field)."""
+def _size_fix(origin: str, field_path: str) -> str:
+    """How to remove a segment size, by where it was read (annotation, or the spec field
+    ``field_path``): LWS ``subGroupSize`` is removed with its ``subGroupPolicy``, another spec
+    field (native ``workersPerSegment``) by itself."""
     if origin == "subGroupSize":
-        return "remove spec.leaderWorkerTemplate.subGroupPolicy for no segments"
-    if origin == "workersPerSegment":
-        return "remove spec.workersPerSegment for no segments"
+        return f"remove {field_path.rsplit('.', 1)[0]} for no segments"
+    if origin != "annotation":
+        return f"remove {field_path} for no segments"
     return f"remove {keys.SEGMENT_SIZE} for no segments"
 
 
@@ -123,7 +125,7 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
     why = ("a segment needs more than 1 pod (KAI's pod-grouper reads subGroupSize as the segment size "
            "and rejects 1)" if origin == "subGroupSize" else "a segment needs more than 1 pod")
     violate(decision, "segment-size-too-small", field_path, raw, why,
-            f"set a segment size of at least 2 (or {_size_fix(origin)})")
+            f"set a segment size of at least 2 (or {_size_fix(origin, field_path)})")
     return False
 
 
@@ -144,7 +146,7 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
     elif pods == 2:
         fix = f"use a segment size of 2, or raise {pods_field} to at least {size}"
     else:  # no segment size fits 0 or 1 pods
-        fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin)}"
+        fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin, field_path)}"
     noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
@@ -205,17 +207,19 @@ def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any
 
 
 @rule("lws-leader-excluded-divisibility", "DESIGN.md §5", "LWS LeaderExcluded and (size - 1) % S != 0")
-def check_leader_excluded_divisibility(decision: Decision, size: int, field_path: str, raw: Any, group_size: int) -> bool:
+def check_leader_excluded_divisibility(decision: Decision, size: int, field_path: str, raw: Any, group_size: int,
+                                       group_field: str) -> bool:
     """Under LeaderExcluded the workers of a group (``size - 1``) split into whole segments
     (LWS's own ``subGroupSize`` validation and KAI's ``addExcludedLeaderSegments`` require it).
+    ``group_field``: the field of the group size (``spec.leaderWorkerTemplate.size``).
     Returns True when ok."""
     if (group_size - 1) % size == 0:
         return True
     choices = ", ".join(map(str, lws_accepted_sizes(group_size, leader_excluded=True))) or "none >= 2"
     violate(decision, "lws-leader-excluded-divisibility", field_path, raw,
-            f"under LeaderExcluded, size - 1 = {group_size - 1} (spec.leaderWorkerTemplate.size = {group_size}) "
+            f"under LeaderExcluded, size - 1 = {group_size - 1} ({group_field} = {group_size}) "
             "must be divisible by the segment size",
-            f"choose a segment size that divides {group_size - 1} ({choices}), or change spec.leaderWorkerTemplate.size")
+            f"choose a segment size that divides {group_size - 1} ({choices}), or change {group_field}")
     return False
 
 
@@ -235,6 +239,46 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
             f"by it, and the webhook sets subGroupSize ({sub_group_size}) to the segment size",
             f"choose a segment size that divides {group_size} or {group_size - 1} "
             f"({', '.join(map(str, fits)) or 'none >= 2'}), or remove subGroupPolicy")
+    return False
+
+
+@rule("lws-leader-ready-segments", "DESIGN.md §3b",
+      "LWS startupPolicy LeaderReady with segments under --gate-pods (a warning without it)")
+def check_lws_startup_policy(decision: Decision, policy: Any, size: int, gate_pods: bool) -> bool:
+    """DESIGN.md §3b: an LWS with ``spec.startupPolicy: LeaderReady`` creates its leader alone and
+    its workers only once the leader is ready. KAI's pod-grouper cannot group that lone leader into
+    a segment (``segmentSize S is greater than replicasSize 1``), and a gated gang (§9) never
+    completes, since the workers wait for a leader that waits for its gang. ``policy``: the
+    object's ``spec.startupPolicy`` (``None`` when absent: LWS defaults to ``LeaderCreated``);
+    ``size``: the resolved segment size; ``gate_pods``: ``serve --gate-pods``. Denied under
+    ``gate_pods``, a warning otherwise. Returns True when no denial was recorded."""
+    if policy != "LeaderReady":
+        return True
+    if not gate_pods:
+        decision.warn("startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
+                      "use startupPolicy: LeaderCreated")
+        return True
+    violate(decision, "lws-leader-ready-segments", "spec.startupPolicy", policy,
+            f"under LeaderReady the leader is created alone: KAI cannot group it into a segment of {size} "
+            "and, with --gate-pods, its gang never completes (the workers wait for the gated leader)",
+            "set spec.startupPolicy: LeaderCreated (the LWS default), or remove the segment keys")
+    return False
+
+
+@rule("ray-segment-splits-replica", "DESIGN.md §3b", "Ray: segment size not a multiple of the group's numOfHosts")
+def check_ray_whole_replicas(decision: Decision, size: int, field_path: str, raw: Any, hosts: int,
+                             hosts_field: str) -> bool:
+    """KubeRay creates and deletes a multi-host replica (``numOfHosts`` pods) whole, so a segment
+    must never split one: the segment size must be a multiple of ``hosts`` (DESIGN.md §3b).
+    ``hosts_field``: the field of ``numOfHosts``. Returns True when ok."""
+    if size % hosts == 0:
+        return True
+    lower, upper = size - size % hosts, size - size % hosts + hosts
+    choices = f"{upper}" if lower < 2 else f"{lower} or {upper}"
+    violate(decision, "ray-segment-splits-replica", field_path, raw,
+            f"a segment of {size} pods would split a replica of {hosts} hosts ({hosts_field}), which KubeRay "
+            "creates and deletes whole",
+            f"use a multiple of {hosts} (e.g. {choices}), or change {hosts_field}")
     return False
 
 
@@ -454,3 +498,65 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False
+
+
+# --------------------------------------------------------------------------------------------
+# warnings of the §3b kinds (allowed; kubectl prints them as "Warning: ...")
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WarningRule:
+    """One warning the webhook gives on an object it allows: a stable ``id``, its ``source``
+    (a DESIGN.md section), a one-line ``summary`` for docs, and the one function that says it.
+    The README's table "Warnings of the §3b kinds" lists exactly these ids."""
+
+    id: str
+    source: str
+    summary: str
+    check: Callable[..., Any]
+
+
+#: Warning id → :class:`WarningRule`, in the order of the README's table.
+WARNINGS: dict[str, WarningRule] = {}
+
+
+def warning_rule(warning_id: str, source: str, summary: str) -> Callable[[Callable], Callable]:
+    """Decorator registering ``check`` as THE function that gives warning ``warning_id``.
+    Raises ``ValueError`` when the id is registered twice (a programming error)."""
+
+    def register(check: Callable) -> Callable:
+        if warning_id in WARNINGS:
+            raise ValueError(f"warning {warning_id} registered twice")
+        WARNINGS[warning_id] = WarningRule(warning_id, source, summary, check)
+        return check
+
+    return register
+
+
+@warning_rule("kai-does-not-enforce", "DESIGN.md §3b",
+              "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does")
+def warn_kai_does_not_enforce(decision: Decision, kind: str, why: str) -> None:
+    """DESIGN.md §3b: KAI enforces segments only for PyTorchJob, LWS and a JobSet with
+    ``S == parallelism``; every other case of §3b's table gets this warning, naming ``kind`` and
+    ``why`` (what KAI does instead, e.g. ``keeps MPIJob PodGroups flat``)."""
+    decision.warn(f"KAI {why}: it does not enforce these {kind} segments; --gate-pods does")
+
+
+@warning_rule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
+              "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)")
+def warn_jobset_straddle(decision: Decision, replicated_job: str, size: int, parallelism: int) -> None:
+    """DESIGN.md §3b: a JobSet segment of ``size`` pods in a replicatedJob whose Jobs run
+    ``parallelism`` pods each, when neither divides the other: some segments hold the end of one Job
+    and the start of the next (allowed, warned)."""
+    decision.warn(f"replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not divide "
+                  "each other; segments straddle Jobs")
+
+
+@warning_rule("pod-without-index", "DESIGN.md §3b",
+              "a pod of a segmented group without its index labels (KubeRay < 1.6): no segment label")
+def warn_pod_without_index(label: str) -> str:
+    """DESIGN.md §3b "Pods without an index": the pod CREATE warning (returned, as the pod handler
+    returns its warnings) for a pod of a segmented group that lacks ``label`` (KubeRay before 1.6,
+    or ``RayMultiHostIndexing`` off); never a denial. Under ``--gate-pods`` the controller forms its
+    segments at placement time."""
+    return f"pod has no {label} (KubeRay < 1.6?): no segment label; --gate-pods forms segments at placement"

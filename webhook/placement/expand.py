@@ -1,7 +1,8 @@
 """Workload expansion (issue 3 §2): a workload manifest → the pods its controller would create,
 passed through the admission core so the engine places exactly the segments the webhook stamps.
 
-Pod naming and labels follow the upstream controllers:
+Pod naming and labels follow the upstream controllers, as each kind's description says
+(:attr:`webhook.core.kinds.description.KindDescription.controller_pods`):
 
 * PyTorchJob (Kubeflow training-operator): ``<job>-master-0``, ``<job>-worker-<i>``; labels
   ``training.kubeflow.org/replica-type: master|worker``, ``…/replica-index``, ``…/job-name``,
@@ -27,6 +28,8 @@ from typing import Any
 import jsonpatch
 
 from webhook.core import keys
+from webhook.core.kinds.description import ShapeError
+from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
 from webhook.core.decision import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
@@ -35,11 +38,8 @@ from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli
 
-SUPPORTED = {
-    "PyTorchJob": ("kubeflow.org", "v1"),
-    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "v1"),
-    "DistributedWorkload": ("segments.dev", "v1alpha1"),
-}
+#: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
+SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}
 
 
 class ExpandError(ValueError):
@@ -52,7 +52,8 @@ class Expansion:
 
     ``denied``: the webhook denied the workload (``message`` says why; exit 1).
     ``gangs``: one :class:`Gang` (one per LWS replica group), in order.
-    ``pods``: the patched Pod objects. ``warnings``: AdmissionResponse warnings collected.
+    ``pods``: the patched Pod objects. ``notes``: the AdmissionResponse warnings collected, as
+    ``(kind, object name, warning)``; :attr:`warnings` says each distinct one once.
     ``topology``: the resolved topology name, or ``None``.
     """
 
@@ -61,8 +62,32 @@ class Expansion:
     gangs: list[Gang] = field(default_factory=list)
     pods: list[dict] = field(default_factory=list)
     workload: dict | None = None
-    warnings: list[str] = field(default_factory=list)
+    notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
+
+    def note(self, kind: str, name: str, warning: str) -> None:
+        """Collect one AdmissionResponse ``warning`` the webhook gave object ``kind``/``name``."""
+        self.notes.append((kind, name, warning))
+
+    @property
+    def warnings(self) -> list[str]:
+        """Each distinct warning once, in first-seen order (:func:`group_warnings`)."""
+        return group_warnings(self.notes)
+
+
+def group_warnings(notes: list[tuple[str, str, str]]) -> list[str]:
+    """One line per distinct ``(kind, warning)`` of ``notes`` (``(kind, object name, warning)``), in
+    first-seen order: ``"<kind> <name>: <warning>"`` when one object gave it, else
+    ``"<count> <kind>s (<first name> …): <warning>"``, so a 512-worker job whose every pod gets the
+    same warning prints one line, ``512 Pods (job-worker-0 …): …`` (issue 18)."""
+    seen: dict[tuple[str, str], list[str]] = {}
+    for kind, name, warning in notes:
+        seen.setdefault((kind, warning), []).append(name)
+    lines = []
+    for (kind, warning), names in seen.items():
+        lines.append(f"{kind} {names[0]}: {warning}" if len(names) == 1
+                     else f"{len(names)} {kind}s ({names[0]} …): {warning}")
+    return lines
 
 
 def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
@@ -78,7 +103,7 @@ def _admit(obj: dict, kind: str, catalog, settings, user, groups, exp: Expansion
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
     for w in decision.warnings:
-        exp.warnings.append(f"{kind} {obj['metadata'].get('name')}: {w}")
+        exp.note(kind, str(obj["metadata"].get("name")), w)
     if not decision.allowed:
         exp.denied = True
         exp.message = decision.message
@@ -123,18 +148,6 @@ def _copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _template(spec_part: Any, where: str) -> dict:
-    if not isinstance(spec_part, Mapping):
-        raise ExpandError(f"{where}: expected a PodTemplateSpec object")
-    tmpl = copy.deepcopy(dict(spec_part))
-    meta = tmpl.get("metadata") or {}
-    if not isinstance(meta, Mapping):
-        raise ExpandError(f"{where}.metadata: expected an object")
-    if not isinstance(tmpl.get("spec"), Mapping):
-        raise ExpandError(f"{where}.spec: the pod template has no spec")
-    return tmpl
-
-
 def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:
     meta = tmpl.get("metadata") or {}
     lab = dict(meta.get("labels") or {})
@@ -160,123 +173,22 @@ def _check_pod_count(total: int, where: str) -> None:
 def _precheck_pod_count(obj: Mapping, kind: str) -> None:
     """Apply the :data:`MAX_PODS` cap to the manifest as written, before the webhook sees it, so an
     oversized workload is bad input (exit 2) at once whatever the webhook would say. Malformed
-    counts are left to the full expansion (which names the field)."""
-    def count(value: Any, default: int = 1) -> int:
-        if value is None:
-            return default
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return
-    if kind == "PyTorchJob":
-        specs = spec.get("pytorchReplicaSpecs")
-        if not isinstance(specs, Mapping):
-            return
-        fields, total = [], 0
-        for rtype in ("Master", "Worker"):
-            rs = specs.get(rtype)
-            if isinstance(rs, Mapping):
-                fields.append(f"spec.pytorchReplicaSpecs.{rtype}.replicas")
-                total += count(rs.get("replicas"))
-        _check_pod_count(total, " + ".join(fields))
-    elif kind == "DistributedWorkload":
-        master = spec.get("master") is not None
-        _check_pod_count(count(spec.get("workers")) + master, "spec.master + spec.workers" if master else "spec.workers")
-    elif kind == "LeaderWorkerSet":
-        lwt = spec.get("leaderWorkerTemplate")
-        size = count(lwt.get("size")) if isinstance(lwt, Mapping) else 0
-        _check_pod_count(count(spec.get("replicas")) * size, "spec.replicas × spec.leaderWorkerTemplate.size")
+    counts are left to the full expansion (which names the field). The count is the kind
+    description's (:attr:`webhook.core.kinds.description.KindDescription.expected_pods`)."""
+    expected = BY_KIND[kind].expected_pods(obj)
+    if expected is not None:
+        _check_pod_count(*expected)
 
 
-def _replicas(value: Any, where: str, default: int = 1) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ExpandError(f"{where}: {quote(value)} is not a non-negative integer")
-    return value
-
-
-def _kf_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
-    """``(group 0, pod, template path)`` for each pod of a PyTorchJob / DistributedWorkload."""
-    meta = obj["metadata"]
-    name, ns = meta["name"], meta.get("namespace", "default")
-    spec = obj.get("spec") or {}
-    out = []
-    if kind == "PyTorchJob":
-        specs = spec.get("pytorchReplicaSpecs")
-        if not isinstance(specs, Mapping):
-            raise ExpandError("spec.pytorchReplicaSpecs: missing or not an object")
-        parts, fields = [], []
-        for rtype in ("Master", "Worker"):
-            if rtype in specs:
-                rs = specs[rtype]
-                if not isinstance(rs, Mapping):
-                    raise ExpandError(f"spec.pytorchReplicaSpecs.{rtype}: expected an object")
-                fields.append(f"spec.pytorchReplicaSpecs.{rtype}.replicas")
-                count = _replicas(rs.get("replicas"), fields[-1])
-                _check_pod_count(count, fields[-1])  # before the template is copied
-                path = f"spec.pytorchReplicaSpecs.{rtype}.template"
-                parts.append((rtype.lower(), count, _template(rs.get("template"), path), path))
-        operator = "pytorchjob-controller"
-    else:
-        parts, fields = [], []
-        if spec.get("master") is not None:
-            m = spec["master"]
-            fields.append("spec.master")  # one pod
-            parts.append(("master", 1, _template(m.get("template") if isinstance(m, Mapping) else None, "spec.master.template"),
-                          "spec.master.template"))
-        w = spec.get("worker")
-        fields.append("spec.workers")
-        workers = _replicas(spec.get("workers"), "spec.workers")
-        _check_pod_count(workers, "spec.workers")
-        parts.append(("worker", workers,
-                      _template(w.get("template") if isinstance(w, Mapping) else None, "spec.worker.template"),
-                      "spec.worker.template"))
-        operator = "distributedworkload-controller"
-    _check_pod_count(sum(count for _, count, _, _ in parts), " + ".join(fields))  # also after the webhook's patch
-    for rtype, count, tmpl, path in parts:
-        for i in range(count):
-            labels = {keys.KF_REPLICA_TYPE: rtype, keys.KF_REPLICA_INDEX: str(i),
-                      keys.KF_JOB_NAME: name, keys.KF_OPERATOR_NAME: operator}
-            out.append((0, _pod(f"{name}-{rtype}-{i}", ns, tmpl, labels, {}), path))
-    return out
-
-
-def _lws_pods(obj: Mapping) -> list[tuple[int, dict, str]]:
-    """``(group index, pod, template path)`` for each pod of a LeaderWorkerSet."""
-    meta = obj["metadata"]
-    name, ns = meta["name"], meta.get("namespace", "default")
-    spec = obj.get("spec") or {}
-    lwt = spec.get("leaderWorkerTemplate")
-    if not isinstance(lwt, Mapping):
-        raise ExpandError("spec.leaderWorkerTemplate: missing or not an object")
-    replicas = _replicas(spec.get("replicas"), "spec.replicas")
-    size = _replicas(lwt.get("size"), "spec.leaderWorkerTemplate.size")
-    if size < 1:
-        raise ExpandError("spec.leaderWorkerTemplate.size: must be at least 1")
-    _check_pod_count(replicas * size, "spec.replicas × spec.leaderWorkerTemplate.size")
-    worker = _template(lwt.get("workerTemplate"), "spec.leaderWorkerTemplate.workerTemplate")
-    worker_path = "spec.leaderWorkerTemplate.workerTemplate"
-    leader, leader_path = worker, worker_path
-    if lwt.get("leaderTemplate"):
-        leader_path = "spec.leaderWorkerTemplate.leaderTemplate"
-        leader = _template(lwt["leaderTemplate"], leader_path)
-    sgp = lwt.get("subGroupPolicy")
-    common = {keys.LWS_SIZE: str(size)}
-    leader_extra = {}
-    if isinstance(sgp, Mapping) and sgp.get("subGroupSize") is not None:
-        common[keys.LWS_SUBGROUP_SIZE] = str(sgp.get("subGroupSize"))
-        leader_extra[keys.LWS_SUBGROUP_POLICY_TYPE] = str(sgp.get("subGroupPolicyType") or keys.POLICY_LEADER_WORKER)
-    out = []
-    for g in range(replicas):
-        base = {keys.LWS_NAME: name, keys.LWS_GROUP_INDEX: str(g)}
-        out.append((g, _pod(f"{name}-{g}", ns, leader, {**base, keys.LWS_WORKER_INDEX: "0"}, {**common, **leader_extra}),
-                    leader_path))
-        for w in range(1, size):
-            out.append((g, _pod(f"{name}-{g}-{w}", ns, worker, {**base, keys.LWS_WORKER_INDEX: str(w)}, common),
-                        worker_path))
-    return out
+def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
+    """``(group, pod, template path)`` for each pod the kind's controller creates from ``obj``
+    (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`)."""
+    ns = obj["metadata"].get("namespace", "default")
+    try:
+        made = BY_KIND[kind].controller_pods(obj, _check_pod_count)
+    except ShapeError as exc:
+        raise ExpandError(str(exc)) from None
+    return [(p.group, _pod(p.name, ns, p.template, p.labels, p.annotations), p.path) for p in made]
 
 
 def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSettings,
@@ -307,7 +219,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     if patched is None:
         return exp
     exp.workload = patched
-    pods = _lws_pods(patched) if kind == "LeaderWorkerSet" else _kf_pods(patched, kind)
+    pods = _controller_pods(patched, kind)
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
     by_group: dict[int, list[dict]] = {}
     templates: dict[str, str] = {}
@@ -326,19 +238,16 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         by_group.setdefault(g, []).append(admitted)
     exp.topology = topo or settings.default_topology
     for g in sorted(by_group):
-        name = f"{meta['name']}" + (f" group {g}" if kind == "LeaderWorkerSet" else "")
+        name = f"{meta['name']}" + (f" group {g}" if BY_KIND[kind].per_group else "")
         exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
     return exp
 
 
 def pod_role(labels: Mapping[str, str]) -> str:
     """The role explanations name a pod by (:attr:`PodRequest.role`): the training operator's
-    replica type (``master``, ``worker``), or ``leader`` / ``worker`` for LWS pods; ``""`` else."""
-    if labels.get(keys.KF_REPLICA_TYPE):
-        return str(labels[keys.KF_REPLICA_TYPE])
-    if labels.get(keys.LWS_WORKER_INDEX) is not None:
-        return "leader" if labels.get(keys.LWS_WORKER_INDEX) == "0" else "worker"
-    return ""
+    replica type (``master``, ``worker``), or ``leader`` / ``worker`` for LWS pods; ``""`` else
+    (:func:`webhook.core.kinds.registry.pod_role`)."""
+    return _pod_role(labels)
 
 
 def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, str] | None = None,
@@ -374,7 +283,7 @@ def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, st
         segment = None
         if seg is not None:
             try:
-                segment = (int(labels.get(keys.LWS_GROUP_INDEX) or 0), int(seg))
+                segment = (segment_group(labels), int(seg))
             except ValueError:
                 raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(seg)} '
                                   "is not a whole number") from None

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 
 from webhook.core.decision import AdmissionSettings
+from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
@@ -39,19 +40,28 @@ class PlaceResult:
 
 
 def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
-                   platform_groups=()) -> PlaceResult:
+                   platform_groups=(), default_topology: str | None = None) -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
     Returns a :class:`PlaceResult` (not placed or denied: ``placed`` false, ``reason`` in its
-    ``document``). Raises :class:`ExpandError`, :class:`PlacementError` for bad input.
-    Topology catalog: the snapshot's topologies, or the embedded default when it has none;
-    ``default_topology`` is the only topology when exactly one is loaded.
+    ``document``). Raises :class:`ExpandError`, :class:`PlacementError` for bad input, and
+    :class:`PlacementError` naming ``--default-topology`` when ``default_topology`` is not a loaded
+    topology. Topology catalog: the snapshot's topologies (``--topology-file`` included), or the
+    embedded default when it has none. The default topology of automatic mode (DESIGN.md §6) is
+    chosen as ``serve`` and ``review`` choose it (:func:`webhook.cli.flags.static_topologies`):
+    ``default_topology`` when given, else the only topology when exactly one is loaded.
     """
     fallback = default_catalog()
     topologies = snapshot.topologies or [fallback.get(name) for name in fallback.names()]
     catalog = StaticTopologyCatalog(topologies)
-    settings = AdmissionSettings(platform_users=frozenset(platform_users), platform_groups=frozenset(platform_groups),
-                                 default_topology=topologies[0].name if len(topologies) == 1 else None)
+    if default_topology and catalog.get(default_topology) is None:
+        raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "
+                             f"{', '.join(catalog.names())}")
+    if not default_topology:
+        default_topology = topologies[0].name if len(topologies) == 1 else None
+    settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
+                                 platform_groups=frozenset(g for g in platform_groups if g),
+                                 default_topology=default_topology)
     exp = expand(workload, catalog, settings, user=user, groups=list(groups))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
@@ -84,7 +94,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
-    if workload.get("kind") == "LeaderWorkerSet":  # segments are numbered per LWS group (replica)
+    if BY_KIND[workload["kind"]].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
     return PlaceResult(True, result, index, merged, exp.warnings)

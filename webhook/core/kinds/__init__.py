@@ -2,8 +2,10 @@
 
 One module per kind: ``pytorchjob`` (``kubeflow.org/v1`` PyTorchJob), ``leaderworkerset``
 (``leaderworkerset.x-k8s.io/v1`` LeaderWorkerSet), ``distributedworkload`` (``segments.dev/v1alpha1``
-DistributedWorkload, the native kind) and ``pod`` (core ``v1`` Pod). ``_workload`` holds the
-CREATE/UPDATE flow the three workload kinds share.
+DistributedWorkload, the native kind) and ``pod`` (core ``v1`` Pod). Each workload module ends
+with its ``DESCRIPTION`` (:mod:`webhook.core.kinds.description`), listed in
+:mod:`webhook.core.kinds.registry`. ``_workload`` holds the CREATE/UPDATE flow the workload kinds
+share.
 """
 
 from __future__ import annotations
@@ -14,16 +16,16 @@ from typing import Any
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
-from webhook.core.kinds import distributedworkload, leaderworkerset, pod, pytorchjob
+from webhook.core.kinds import pod
+from webhook.core.kinds.registry import DESCRIPTIONS
 from webhook.core.topology import TopologyCatalog
 
 Handler = Callable[..., Decision]
 
-#: (API group, kind) → handler. The core group is "".
+#: (API group, kind) → handler: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`,
+#: then Pod. The core group is "".
 HANDLERS: dict[tuple[str, str], Handler] = {
-    (pytorchjob.GROUP, pytorchjob.KIND): pytorchjob.review,
-    (leaderworkerset.GROUP, leaderworkerset.KIND): leaderworkerset.review,
-    (distributedworkload.GROUP, distributedworkload.KIND): distributedworkload.review,
+    **{(d.group, d.kind): d.review for d in DESCRIPTIONS},
     (pod.GROUP, pod.KIND): pod.review,
 }
 

@@ -62,11 +62,20 @@ class Plan:
     #: pods per gang and further templates of the gang (LWS leader), for ``--gate-pods`` (§9)
     gang_size: int | None = None
     gang_templates: list[AnnotationMap] = field(default_factory=list)
+    #: a kind whose segmented templates are resolved each on its own (JobSet: one per
+    #: replicatedJob, DESIGN.md §3b): ``(name, plan)`` per unit; the object's own plan then carries
+    #: no resolution of its own, and UPDATE compares each unit with the stored unit of that name
+    units: list[tuple[str, "Plan"]] = field(default_factory=list)
+    #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
+    #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
+    extra_ops: list[dict] = field(default_factory=list)
 
     def annotation_maps(self) -> list[AnnotationMap]:
-        """The root's and every template's annotation map."""
+        """The root's and every template's annotation map (those of every unit included)."""
         maps = [self.root] + [m for m in (self.worker, self.master) if m is not None]
         maps += [t for t, _ in self.other_templates] + self.templates
+        for _, unit in self.units:
+            maps += unit.annotation_maps()
         unique: dict[str, AnnotationMap] = {}
         for amap in maps:
             unique.setdefault(amap.field, amap)
@@ -106,9 +115,12 @@ def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) 
     owner = plan.worker.field if plan.worker is not None else plan.root.field
     old_view = old_plan.resolution.segment_view()
     defaults_only = _automatic_only(plan)
+    # No topology name on the stored object: no segments were in force there (§5 "Segments
+    # without a topology"), so automatic defaults the UPDATE adds change nothing in force.
+    none_in_force = old_plan.resolution.topology_name is None
     size_changed = False
     for (what, key, field_path, new), (_, _, old_field, old) in zip(plan.resolution.segment_view(), old_view):
-        if field_path in denied or (size_changed and what in defaults_only):
+        if field_path in denied or ((size_changed or none_in_force) and what in defaults_only):
             continue  # an automatic default follows the segment size, denied already
         if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
             continue  # asked for, but not an integer: denied by its own rule
@@ -147,8 +159,8 @@ def _refix_scale_below_size(kind: str, plan: Plan, old_plan: Plan, decision: Dec
     if res.requested_size != old_plan.resolution.requested_size:
         return
     for position, violation in enumerate(decision.violations):
-        if violation.rule != "segment-size-exceeds-replicas":
-            continue
+        if violation.rule != "segment-size-exceeds-replicas" or f"({inp.pods_field})" not in violation.message:
+            continue  # another rule, or another unit's pods (JobSet replicatedJobs)
         again = Decision(kind=kind)
         rules.check_size_within_pods(again, res.requested_size, res.size_field, res.size_raw, res.size_origin,
                                      inp.pods, inp.pods_field, inp.pods_noun, update_of=kind)
@@ -194,12 +206,16 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
         out.append((template.container, "annotations", wanted))
     if plan.master is not None and res.segmented:
         out.append((plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"}))
+    for _, unit in plan.units:
+        out.extend(template_entries(unit))
     return out
 
 
 def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
     """``--gate-pods`` (DESIGN.md §9): the gang facts (:func:`webhook.core.gating.gang_template_annotations`)
     on every template of the gang, when the workload is segmented or has a workload placement level."""
+    if plan.units:
+        return [entry for _, unit in plan.units for entry in gang_entries(unit)]
     res = plan.resolution
     required = res.wl_required.value if res.wl_required else None
     preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
@@ -216,9 +232,20 @@ def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) ->
     builder = PatchBuilder(obj)
     for container, map_name, entries in [*template_entries(plan), *extra]:
         builder.set_entries(container, map_name, entries)
-    for parts, value in plan.resolution.spec_updates:
-        builder.set_value(parts, value)
-    return builder.build()
+    for part in [plan] + [unit for _, unit in plan.units]:
+        for parts, value in part.resolution.spec_updates:
+            builder.set_value(parts, value)
+    return builder.build() + plan.extra_ops
+
+
+def _pairs(plan: Plan, old_plan: Plan) -> list[tuple[Plan, Plan]]:
+    """What UPDATE compares: the object's plan with the stored one, or, for a kind of units
+    (JobSet), each unit with the stored unit of the same name (a unit the stored object lacks has
+    nothing to compare with)."""
+    if not plan.units:
+        return [(plan, old_plan)]
+    old_units = dict(old_plan.units)
+    return [(unit, old_units[name]) for name, unit in plan.units if name in old_units]
 
 
 def plan_is_ours(kind: str, obj: Mapping[str, Any]) -> bool:
@@ -273,9 +300,15 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
     decision.violations.extend(scratch.violations)
     if old_plan is not None and not (plan.suspended or old_plan.suspended):
-        _refix_scale_below_size(kind, plan, old_plan, decision)
-        _check_immutable(kind, plan, old_plan, decision)
-        _check_inputs(kind, plan, old_plan, decision)
+        for new_part, old_part in _pairs(plan, old_plan):
+            _refix_scale_below_size(kind, new_part, old_part, decision)
+            _check_immutable(kind, new_part, old_part, decision)
+            _check_inputs(kind, new_part, old_part, decision)
+        if plan.units:  # a root key all units inherit is reported once
+            unique: dict[tuple[str, str, str], Any] = {}
+            for violation in decision.violations:
+                unique.setdefault((violation.rule, violation.field, violation.message), violation)
+            decision.violations[:] = list(unique.values())
     if decision.allowed and mutate:
         gang = gang_entries(plan) if settings.gate_pods and operation == "CREATE" else []  # §9
         decision.patch = build_patch(obj, plan, gang)

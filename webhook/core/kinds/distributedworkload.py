@@ -22,6 +22,9 @@ from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, lenient_count, pod_template,
+                                            replicas)
+from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
 from webhook.core.messages import UNSET
@@ -111,3 +114,40 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     unchanged). Writes the resolved keys on ``spec.worker.template`` and, under automatic
     placement, the workload preferred level on the root."""
     return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)
+
+
+# ----------------------------------------------------------------------------- the description
+def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The master (0 or 1) + ``spec.workers`` as written, for ``place``'s cap."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    master = spec.get("master") is not None
+    return lenient_count(spec.get("workers")) + master, "spec.master + spec.workers" if master else "spec.workers"
+
+
+def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
+    """The pods of a DistributedWorkload: the master (when ``spec.master``), then ``spec.workers``
+    workers, named and labelled as the training operator names them (operator name
+    ``distributedworkload-controller``; DESIGN.md §3, §7). Raises :class:`ShapeError`."""
+    spec = obj.get("spec") or {}
+    parts, fields = [], []
+    if spec.get("master") is not None:
+        m = spec["master"]
+        fields.append("spec.master")  # one pod
+        parts.append(("master", 1, pod_template(m.get("template") if isinstance(m, Mapping) else None,
+                                                "spec.master.template"), "spec.master.template"))
+    w = spec.get("worker")
+    fields.append("spec.workers")
+    workers = replicas(spec.get("workers"), "spec.workers")
+    cap(workers, "spec.workers")
+    parts.append(("worker", workers, pod_template(w.get("template") if isinstance(w, Mapping) else None,
+                                                  "spec.worker.template"), "spec.worker.template"))
+    return training_operator_pods(obj, parts, fields, "distributedworkload-controller", cap)
+
+
+DESCRIPTION = KindDescription(
+    group=GROUP, version="v1alpha1", kind=KIND, resource="distributedworkloads", review=review,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=TRAINING_PODS,
+    kai="labelled like a PyTorchJob: subgroups master and worker-<k>",
+)

@@ -39,11 +39,15 @@ from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
+                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
+                                            shown)
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import ORIGIN_ANNOTATION, Resolution, SegmentInputs
-from webhook.core.rules import check_leader_excluded_divisibility, check_lws_accepts_subgroup_size, malformed
-from webhook.core.segments import lws_segmented_pods
+from webhook.core.rules import (check_leader_excluded_divisibility, check_lws_accepts_subgroup_size,
+                                check_lws_startup_policy, malformed)
+from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
 from webhook.core.topology import TopologyCatalog
 
 KIND = "LeaderWorkerSet"
@@ -84,7 +88,7 @@ def _one_answer(res: Resolution, root: AnnotationMap, group_size: int, excluded:
     force). Returns the input fields the patch overwrites."""
     size = res.valid_size
     if excluded:
-        if not check_leader_excluded_divisibility(decision, size, res.size_field, res.size_raw, group_size):
+        if not check_leader_excluded_divisibility(decision, size, res.size_field, res.size_raw, group_size, f"{LWT}.size"):
             return frozenset()
     elif sub_size is not None:
         if not check_lws_accepts_subgroup_size(decision, size, res.size_field, res.size_raw, group_size, sub_size):
@@ -164,6 +168,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         if not decision.allowed:
             res.size = None
     if res.segmented:
+        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size, settings.gate_pods)  # §3b
         res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
@@ -183,3 +188,140 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     unchanged). Writes the resolved keys and the leader policy on the workerTemplate and, as
     described in the module docstring, on the leaderTemplate."""
     return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)
+
+
+# ----------------------------------------------------------------------------- the description
+class LeaderWorkerSetPods(PodRules):
+    """Pods of an LWS group (DESIGN.md §7): ``leaderworkerset.sigs.k8s.io/worker-index`` (0 = the
+    leader), the group size R from the pod annotation ``leaderworkerset.sigs.k8s.io/size``, the
+    leader policy from ``kai.scheduler/segment-leader-policy``, else LWS's ``subgroup-policy-type``,
+    else LeaderWorker; a segment size from LWS's ``subgroup-size`` when the pod has no
+    ``kai.scheduler/segment-size``. Subgroup names are KAI's leaf subgroups (``leader``,
+    ``workers``, ``segment-<k>``; KAI d5bc503 ``lws_grouper.go``). Gang: one per group,
+    ``<namespace>/<leaderworkerset.sigs.k8s.io/name>/<group-index>`` (§9)."""
+
+    name = "leaderworkerset"
+    size_fallback = keys.LWS_SUBGROUP_SIZE
+    gang_size_fallback = keys.LWS_SIZE
+    gang_label_text = f"{keys.LWS_NAME} + group-index"
+
+    def owns(self, labels: Mapping[str, str]) -> bool:
+        """A pod labelled with an LWS worker index or LWS name."""
+        return keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels
+
+    @staticmethod
+    def _policy(annotations: Mapping[str, str]) -> str:
+        return annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) \
+            or keys.POLICY_LEADER_WORKER
+
+    def unsized(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, str]:
+        """An excluded leader carries no segment size (its template gets no segment keys, DESIGN.md
+        §2) but is still named ``leader`` (§7)."""
+        policy = self._policy(annotations)
+        if policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
+            return {keys.SUBGROUP_NAME: lws_subgroup_name(None, leader=True, policy=policy)}
+        return {}
+
+    def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
+        """The segment of worker ``w`` of a group of R (:func:`webhook.core.segments.lws_segment`)."""
+        policy = self._policy(annotations)
+        if policy not in keys.LEADER_POLICIES:
+            return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
+        raw_w = labels.get(keys.LWS_WORKER_INDEX)
+        worker = pod_int(raw_w)
+        if worker is None:
+            return {}, [f"pod label {keys.LWS_WORKER_INDEX}{shown(raw_w)} missing or not an int32; no segment label"]
+        if worker == 0:
+            segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
+        else:
+            raw_r = annotations.get(keys.LWS_SIZE)
+            group = pod_int(raw_r)
+            if group is None or group < 1:
+                return {}, [f"pod annotation {keys.LWS_SIZE}{shown(raw_r)} missing or not an int32; no segment label"]
+            if worker >= group:
+                return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
+            segment = lws_segment(worker, group, size, policy)
+        name = lws_subgroup_name(segment, leader=worker == 0, policy=policy)
+        if segment is None:
+            return {keys.SUBGROUP_NAME: name}, []
+        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: name}, []
+
+    def claims_gang(self, labels: Mapping[str, str]) -> bool:
+        """A non-empty ``leaderworkerset.sigs.k8s.io/name``."""
+        return bool(labels.get(keys.LWS_NAME))
+
+    def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<lws>/<group-index>``; ``None`` without a decimal group index."""
+        group = labels.get(keys.LWS_GROUP_INDEX)
+        return f"{namespace}/{labels[keys.LWS_NAME]}/{group}" if group and group.isdigit() else None
+
+    def role(self, labels: Mapping[str, str]) -> str | None:
+        """``leader`` for worker index 0, else ``worker``."""
+        if labels.get(keys.LWS_WORKER_INDEX) is not None:
+            return "leader" if labels.get(keys.LWS_WORKER_INDEX) == "0" else "worker"
+        return None
+
+    def segment_group(self, labels: Mapping[str, str]) -> int:
+        """The LWS group index (segments are numbered per group). Raises ``ValueError`` when it is
+        not a whole number."""
+        return int(labels.get(keys.LWS_GROUP_INDEX) or 0)
+
+
+LWS_PODS = LeaderWorkerSetPods()
+
+
+def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
+    """``spec.replicas`` × ``spec.leaderWorkerTemplate.size`` as written, for ``place``'s cap."""
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return None
+    lwt = spec.get("leaderWorkerTemplate")
+    size = lenient_count(lwt.get("size")) if isinstance(lwt, Mapping) else 0
+    return lenient_count(spec.get("replicas")) * size, f"spec.replicas × {LWT}.size"
+
+
+def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
+    """The pods of an LWS, group by group: the leader ``<lws>-<g>`` (from the leaderTemplate, else
+    the workerTemplate), then workers ``<lws>-<g>-<w>``; labels ``leaderworkerset.sigs.k8s.io/name``,
+    ``group-index``, ``worker-index``; annotations ``size`` and, when ``subGroupPolicy.subGroupSize``
+    is set, ``subgroup-size`` (all pods) and ``subgroup-policy-type`` (the leader), as the LWS
+    controller writes them. Raises :class:`ShapeError` naming the field."""
+    name, _ = name_and_namespace(obj)
+    spec = obj.get("spec") or {}
+    lwt = spec.get("leaderWorkerTemplate")
+    if not isinstance(lwt, Mapping):
+        raise ShapeError(f"{LWT}: missing or not an object")
+    count = replicas(spec.get("replicas"), "spec.replicas")
+    size = replicas(lwt.get("size"), f"{LWT}.size")
+    if size < 1:
+        raise ShapeError(f"{LWT}.size: must be at least 1")
+    cap(count * size, f"spec.replicas × {LWT}.size")
+    worker_path = f"{LWT}.workerTemplate"
+    worker = pod_template(lwt.get("workerTemplate"), worker_path)
+    leader, leader_path = worker, worker_path
+    if lwt.get("leaderTemplate"):
+        leader_path = f"{LWT}.leaderTemplate"
+        leader = pod_template(lwt["leaderTemplate"], leader_path)
+    sgp = lwt.get("subGroupPolicy")
+    common = {keys.LWS_SIZE: str(size)}
+    leader_extra = {}
+    if isinstance(sgp, Mapping) and sgp.get("subGroupSize") is not None:
+        common[keys.LWS_SUBGROUP_SIZE] = str(sgp.get("subGroupSize"))
+        leader_extra[keys.LWS_SUBGROUP_POLICY_TYPE] = str(sgp.get("subGroupPolicyType") or keys.POLICY_LEADER_WORKER)
+    out = []
+    for g in range(count):
+        base = {keys.LWS_NAME: name, keys.LWS_GROUP_INDEX: str(g)}
+        out.append(ControllerPod(g, f"{name}-{g}", leader, leader_path, {**base, keys.LWS_WORKER_INDEX: "0"},
+                                 {**common, **leader_extra}))
+        for w in range(1, size):
+            out.append(ControllerPod(g, f"{name}-{g}-{w}", worker, worker_path, {**base, keys.LWS_WORKER_INDEX: str(w)},
+                                     common))
+    return out
+
+
+DESCRIPTION = KindDescription(
+    group=GROUP, version="v1", kind=KIND, resource="leaderworkersets", review=review,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=LWS_PODS, per_group=True,
+    kai="one PodGroup per group; segments as subgroups leader/workers under segment-0, segment-<k> (KAI d5bc503 "
+        "lws_grouper.go)",
+)

@@ -32,34 +32,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import gating, keys
+from webhook.core.kinds.description import pod_int
+from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
 from webhook.core.messages import UNSET, quote
-from webhook.core.reading import INT32_MAX, check_object_meta, read_string_map
-from webhook.core.rules import malformed
+from webhook.core.reading import check_object_meta, read_string_map
+from webhook.core.rules import malformed, warn_pod_without_index
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.patching import PatchBuilder
-from webhook.core.segments import (
-    lws_segment,
-    lws_subgroup_name,
-    parse_plain_decimal,
-    training_segment,
-    training_subgroup_name,
-)
 from webhook.core.topology import TopologyCatalog
 
 KIND = "Pod"
 GROUP = ""
-
-
-def _pod_int(raw: object) -> int | None:
-    """A pod label/annotation as a plain decimal int32 (0..2**31-1), else ``None``. The bound
-    keeps every label this handler writes short (Kubernetes label values: at most 63 characters)."""
-    value = parse_plain_decimal(raw)
-    return value if value is not None and value <= INT32_MAX else None
-
-
-def _shown(raw: object) -> str:
-    """``="value"`` for a message, or nothing when the label/annotation is absent."""
-    return "" if raw is None else f"={quote(raw)}"
 
 
 def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
@@ -69,62 +52,29 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     ``({"kai.scheduler/segment-index": "<k>", "kai.scheduler/subgroup-name": "<name>"}, [])``
     for a segmented pod, ``({"kai.scheduler/subgroup-name": "master" | "leader"}, [])`` for a
     Master pod or an excluded LWS leader, ``({}, [])`` for a pod without a segment size, and
-    ``({}, [warning])`` when an input is missing or garbled. Never raises.
+    ``({}, [warning])`` when an input is missing or garbled. Never raises. What is read per kind
+    (index labels, group size, leader policy) is the pod family's
+    (:func:`webhook.core.kinds.registry.pod_rules`).
     """
-    size_key = keys.SEGMENT_SIZE if keys.SEGMENT_SIZE in annotations else keys.LWS_SUBGROUP_SIZE
+    size_key = next((k for k in _SIZE_KEYS if k in annotations), _SIZE_KEYS[-1])
     raw_size = annotations.get(size_key)
-    is_lws = keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels
-    policy = annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) or keys.POLICY_LEADER_WORKER
     if keys.TOPOLOGY not in annotations:
         # Not the webhook's (DESIGN.md §5 "Opt-in"), or segments without a topology, which KAI
         # ignores ("Segments without a topology"): no segment label.
         if keys.SEGMENT_SIZE in annotations:
             return {}, [f"pod has {keys.SEGMENT_SIZE} but no {keys.TOPOLOGY}; no segment label"]
         return {}, []
+    rules = pod_rules(labels)
     if raw_size is None:
-        # An excluded LWS leader carries no segment size (its template gets no segment keys,
-        # DESIGN.md §2) but is still named `leader` (§7).
-        if is_lws and policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
-            return {keys.SUBGROUP_NAME: lws_subgroup_name(None, leader=True, policy=policy)}, []
-        return {}, []
-    size = _pod_int(raw_size)
+        return rules.unsized(labels, annotations), []
+    size = pod_int(raw_size)
     if size is None or size < 1:
         return {}, [f"pod {size_key}={quote(raw_size)} is not an int32 >= 1; no segment label"]
+    return rules.segment(labels, annotations, size)
 
-    if is_lws:
-        if policy not in keys.LEADER_POLICIES:
-            return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
-        raw_w = labels.get(keys.LWS_WORKER_INDEX)
-        worker = _pod_int(raw_w)
-        if worker is None:
-            return {}, [f"pod label {keys.LWS_WORKER_INDEX}{_shown(raw_w)} missing or not an int32; no segment label"]
-        if worker == 0:
-            segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
-        else:
-            raw_r = annotations.get(keys.LWS_SIZE)
-            group = _pod_int(raw_r)
-            if group is None or group < 1:
-                return {}, [f"pod annotation {keys.LWS_SIZE}{_shown(raw_r)} missing or not an int32; no segment label"]
-            if worker >= group:
-                return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
-            segment = lws_segment(worker, group, size, policy)
-        name = lws_subgroup_name(segment, leader=worker == 0, policy=policy)
-        if segment is None:
-            return {keys.SUBGROUP_NAME: name}, []
-        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: name}, []
 
-    rtype = labels.get(keys.KF_REPLICA_TYPE)
-    role = rtype.lower() if isinstance(rtype, str) else None
-    if role == "master":
-        return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
-    if role != "worker":
-        return {}, [f"pod label {keys.KF_REPLICA_TYPE}{_shown(rtype)} is missing or not worker/master; no segment label"]
-    raw_i = labels.get(keys.KF_REPLICA_INDEX)
-    index = _pod_int(raw_i)
-    if index is None:
-        return {}, [f"pod label {keys.KF_REPLICA_INDEX}{_shown(raw_i)} missing or not an int32; no segment label"]
-    segment = training_segment(index, size)
-    return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
+#: Annotations read as the segment size: the webhook's key, then the families' own (LWS subgroup-size).
+_SIZE_KEYS = (keys.SEGMENT_SIZE,) + SIZE_FALLBACKS
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -148,13 +98,60 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     gate_ops: list[dict] = []
     if settings.gate_pods:  # DESIGN.md §9
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
-        gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted)
+        gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
+                                                  gang=gang_key(str(namespace), labels),
+                                                  size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
+    env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []
     for text in warnings:
         decision.warn(text)
-    if (wanted or gate_ops) and mutate:
-        decision.patch = build_pod_patch(pod, wanted) + gate_ops
+    if (wanted or gate_ops or env_ops) and mutate:
+        decision.patch = build_pod_patch(pod, wanted) + gate_ops + env_ops
     return decision
+
+
+#: The environment variables of ``--segment-env`` (DESIGN.md §3b "Segment facts in the pod").
+ENV_INDEX, ENV_SIZE = "KAI_SEGMENT_INDEX", "KAI_SEGMENT_SIZE"
+
+
+def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
+    """True when the pod is a member of a segment: it gets its segment index now, or it is a pod
+    without index labels whose segment the controller forms and labels at release (§3b)."""
+    return keys.SEGMENT_INDEX in wanted or any(w == warn_pod_without_index(k) for w in warnings for k in _INDEX_LABELS)
+
+
+#: index labels whose absence the pod rules report with the ``pod-without-index`` warning
+_INDEX_LABELS = (keys.RAY_REPLICA_INDEX,)
+
+
+def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict]:
+    """RFC 6902 operations giving every container of ``pod`` (``spec.containers``; init containers
+    run before the pod is placed and get none) ``KAI_SEGMENT_INDEX`` (downward API ``fieldRef`` on
+    ``metadata.labels['kai.scheduler/segment-index']``, so a label written at release works too)
+    and ``KAI_SEGMENT_SIZE`` (the pod's ``kai.scheduler/segment-size``, as written). A name a
+    container sets already is never changed; a container that is not an object, or whose ``env`` is
+    not a list, is left alone (kube-apiserver rejects it)."""
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, (dict, Mapping)) else None
+    if not isinstance(containers, list):
+        return []
+    wanted = [(ENV_INDEX, {"name": ENV_INDEX, "valueFrom": {"fieldRef": {
+                  "fieldPath": f"metadata.labels['{keys.SEGMENT_INDEX}']"}}}),
+              (ENV_SIZE, {"name": ENV_SIZE, "value": str(annotations.get(keys.SEGMENT_SIZE, ""))})]
+    ops = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, (dict, Mapping)):
+            continue
+        env = container.get("env")
+        if env is None:
+            ops.append({"op": "add", "path": f"/spec/containers/{i}/env", "value": [var for _, var in wanted]})
+            continue
+        if not isinstance(env, list):
+            continue
+        names = {e.get("name") for e in env if isinstance(e, (dict, Mapping))}
+        ops += [{"op": "add", "path": f"/spec/containers/{i}/env/-", "value": var} for name, var in wanted
+                if name not in names]
+    return ops
 
 
 def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict]:

@@ -11,14 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import automatic
+from webhook.core import automatic, keys
 from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
+                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
+                                            shown)
 from webhook.core.reading import INT32_MAX, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
+from webhook.core.segments import training_segment, training_subgroup_name
 from webhook.core.topology import TopologyCatalog
 
 KIND = "PyTorchJob"
@@ -107,3 +111,110 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     Writes the resolved keys on the Worker template (DESIGN.md §2). Never raises for JSON input
     that :func:`webhook.core.kinds.dispatch` passes in."""
     return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)
+
+
+# ----------------------------------------------------------------------------- the description
+class TrainingOperatorPods(PodRules):
+    """Pods of the Kubeflow training operator (PyTorchJob) and of the native kind, which labels its
+    pods the same way (DESIGN.md §7): ``training.kubeflow.org/replica-type`` (``worker`` /
+    ``master``, any case) and ``replica-index``; segment ``i // S``, subgroup ``worker-<k>``
+    (KAI's PyTorchJob grouper) or ``master``. Gang: ``<namespace>/<training.kubeflow.org/job-name>``
+    (§9). The fallback family: a pod no other family owns is read by these rules."""
+
+    name = "training-operator"
+    gang_label_text = f"label {keys.KF_JOB_NAME}"
+
+    def owns(self, labels: Mapping[str, str]) -> bool:
+        """Every pod (the fallback, checked last)."""
+        return True
+
+    def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
+        """Master: ``subgroup-name: master``; worker ``i``: segment ``i // size`` (DESIGN.md §7)."""
+        rtype = labels.get(keys.KF_REPLICA_TYPE)
+        role = rtype.lower() if isinstance(rtype, str) else None
+        if role == "master":
+            return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
+        if role != "worker":
+            return {}, [f"pod label {keys.KF_REPLICA_TYPE}{shown(rtype)} is missing or not worker/master; no segment label"]
+        raw_i = labels.get(keys.KF_REPLICA_INDEX)
+        index = pod_int(raw_i)
+        if index is None:
+            return {}, [f"pod label {keys.KF_REPLICA_INDEX}{shown(raw_i)} missing or not an int32; no segment label"]
+        segment = training_segment(index, size)
+        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
+
+    def claims_gang(self, labels: Mapping[str, str]) -> bool:
+        """A non-empty ``training.kubeflow.org/job-name``."""
+        return bool(labels.get(keys.KF_JOB_NAME))
+
+    def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<job-name>``: one gang per job (Master + Workers, DESIGN.md §9)."""
+        return f"{namespace}/{labels[keys.KF_JOB_NAME]}"
+
+    def role(self, labels: Mapping[str, str]) -> str | None:
+        """The replica type as labelled (``master``, ``worker``)."""
+        rtype = labels.get(keys.KF_REPLICA_TYPE)
+        return str(rtype) if rtype else None
+
+
+TRAINING_PODS = TrainingOperatorPods()
+
+
+def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
+    """Master + Worker replicas as written (default 1 each), for ``place``'s cap."""
+    spec = obj.get("spec")
+    specs = spec.get(SPECS) if isinstance(spec, Mapping) else None
+    if not isinstance(specs, Mapping):
+        return None
+    fields, total = [], 0
+    for rtype in ("Master", "Worker"):
+        rs = specs.get(rtype)
+        if isinstance(rs, Mapping):
+            fields.append(f"spec.{SPECS}.{rtype}.replicas")
+            total += lenient_count(rs.get("replicas"))
+    return total, " + ".join(fields)
+
+
+def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict, str]], fields: list[str],
+                           operator: str, cap: PodCap) -> list[ControllerPod]:
+    """The pods the training operator creates for ``parts`` (``(replica type, count, template,
+    template path)``): ``<job>-<type>-<i>``, labelled ``training.kubeflow.org/replica-type`` (lower
+    case), ``replica-index``, ``job-name`` and ``operator-name: <operator>`` (training-operator
+    v1.9 ``pkg/controller.v1/common``). Shared with the native kind, which names its pods alike."""
+    name, ns = name_and_namespace(obj)
+    cap(sum(count for _, count, _, _ in parts), " + ".join(fields))  # also after the webhook's patch
+    out = []
+    for rtype, count, tmpl, path in parts:
+        for i in range(count):
+            labels = {keys.KF_REPLICA_TYPE: rtype, keys.KF_REPLICA_INDEX: str(i),
+                      keys.KF_JOB_NAME: name, keys.KF_OPERATOR_NAME: operator}
+            out.append(ControllerPod(0, f"{name}-{rtype}-{i}", tmpl, path, labels, {}))
+    return out
+
+
+def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
+    """The pods of a PyTorchJob: the Master, then the Workers (:func:`training_operator_pods`).
+    Raises :class:`ShapeError` naming the field."""
+    spec = obj.get("spec") or {}
+    specs = spec.get(SPECS)
+    if not isinstance(specs, Mapping):
+        raise ShapeError(f"spec.{SPECS}: missing or not an object")
+    parts, fields = [], []
+    for rtype in ("Master", "Worker"):
+        if rtype in specs:
+            rs = specs[rtype]
+            if not isinstance(rs, Mapping):
+                raise ShapeError(f"spec.{SPECS}.{rtype}: expected an object")
+            fields.append(f"spec.{SPECS}.{rtype}.replicas")
+            count = replicas(rs.get("replicas"), fields[-1])
+            cap(count, fields[-1])  # before the template is copied
+            path = f"spec.{SPECS}.{rtype}.template"
+            parts.append((rtype.lower(), count, pod_template(rs.get("template"), path), path))
+    return training_operator_pods(obj, parts, fields, "pytorchjob-controller", cap)
+
+
+DESCRIPTION = KindDescription(
+    group=GROUP, version="v1", kind=KIND, resource="pytorchjobs", review=review,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=TRAINING_PODS,
+    kai="one PodGroup per job with subgroups master and worker-<k> (KAI d5bc503 pytorch grouper)",
+)

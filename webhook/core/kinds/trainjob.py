@@ -1,0 +1,173 @@
+"""TrainJob (``trainer.kubeflow.org/v1alpha1``, Kubeflow Trainer) admission and description (DESIGN.md §3b).
+
+A TrainJob runs as the JobSet its runtime builds: the trainer replicatedJob (``node`` unless the
+root annotation ``segments.dev/trainer-job`` names another) has ``replicas: 1`` and
+``parallelism = spec.trainer.numNodes``, so its pods are JobSet pods (``job-index`` 0,
+``job-completion-index`` = the node rank, ``PET_NODE_RANK``) and are indexed, labelled and ganged by
+the JobSet rules (:mod:`webhook.core.kinds.jobset`). Segmented pods: ``N = spec.trainer.numNodes``.
+
+The keys are read from the TrainJob root only: the Trainer does not copy a TrainJob's annotations to
+its JobSet, and the TrainJob has no pod template of its own. So the webhook writes the resolved keys
+where the Trainer applies them: its own ``spec.runtimePatches`` entry (``manager:
+segments.dev/segment-webhook``; the CRD keys the list by ``manager``), on the trainer replicatedJob's
+pod template (``trainingRuntimeSpec.template.spec.replicatedJobs[name].template.spec.template``),
+with ``segments.dev/job-parallelism`` (= numNodes) and, under ``--gate-pods``, the gang facts (§9).
+When ``S == numNodes`` (one Job = one segment, which KAI enforces) the replicatedJob's own template
+metadata gets KAI's per-Job keys, as for a JobSet; otherwise the ``kai-does-not-enforce`` warning.
+Without ``numNodes`` the runtime decides the node count, which the webhook cannot see: the size is
+not checked against it (a warning says so). ``subgroup-name`` is never written. Automatic placement
+(§6) never applies. ``place`` cannot expand a TrainJob (its pod template is its runtime's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.core import gating, keys
+from webhook.core.automatic import Defaults
+from webhook.core.constraints import resolve
+from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
+from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
+from webhook.core.resolution import SegmentInputs
+from webhook.core.rules import malformed, warn_kai_does_not_enforce
+from webhook.core.topology import TopologyCatalog
+
+KIND = "TrainJob"
+GROUP = "trainer.kubeflow.org"
+VERSION = "v1alpha1"
+#: the ``spec.runtimePatches`` entry the webhook owns (the list is keyed by ``manager``)
+MANAGER = "segments.dev/segment-webhook"
+#: root annotation naming the trainer replicatedJob when it is not ``node``
+TRAINER_JOB = "segments.dev/trainer-job"
+DEFAULT_TRAINER_JOB = "node"
+
+
+def _own_entry(spec: Mapping[str, Any], decision: Decision) -> tuple[int | None, Any]:
+    """``(position, entry)`` of the webhook's ``runtimePatches`` entry (``(None, None)`` when absent);
+    a ``runtimePatches`` that is not a list is a 400 (``(None, False)``)."""
+    patches = spec.get("runtimePatches")
+    if patches is None:
+        return None, None
+    if not isinstance(patches, list):
+        malformed(decision, "spec.runtimePatches", patches, "a list of RuntimePatch objects")
+        return None, False
+    for i, entry in enumerate(patches):
+        if isinstance(entry, (dict, Mapping)) and entry.get("manager") == MANAGER:
+            return i, entry
+    return None, None
+
+
+def _entry_pod_annotations(entry: Any, rjob: str) -> dict[str, str]:
+    """The pod template annotations the webhook's entry set on ``rjob`` (empty when none)."""
+    node: Any = entry
+    for part in ("trainingRuntimeSpec", "template", "spec", "replicatedJobs"):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    for item in node if isinstance(node, list) else []:
+        if isinstance(item, Mapping) and item.get("name") == rjob:
+            for part in ("template", "spec", "template", "metadata", "annotations"):
+                item = item.get(part) if isinstance(item, Mapping) else None
+            return {k: v for k, v in item.items() if isinstance(v, str)} if isinstance(item, Mapping) else {}
+    return {}
+
+
+def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
+            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+    """Read, resolve and validate one TrainJob; the patch is its own ``runtimePatches`` entry
+    (``Plan.extra_ops``). Returns ``None`` when too malformed to resolve (400 recorded)."""
+    root = read_annotations(obj, "", (), decision)
+    spec = get_mapping(obj, "spec", "", decision, required=True)
+    if root is None or spec is None:
+        return None
+    trainer = get_mapping(spec, "trainer", "spec", decision)
+    if trainer is None and not decision.allowed:
+        return None
+    nodes = get_int(trainer, "numNodes", "spec.trainer", decision, default=None) if trainer is not None else None
+    position, entry = _own_entry(spec, decision)
+    if entry is False or not decision.allowed:
+        return None
+    rjob = root.values.get(TRAINER_JOB) or DEFAULT_TRAINER_JOB
+    where = f'spec.runtimePatches[manager={MANAGER}].trainingRuntimeSpec.template.spec.replicatedJobs[name={rjob}]'
+    # the keys resolve from the root; the map they are written to is the webhook's own entry
+    worker = AnnotationMap(f"{where}.template.spec.template.metadata.annotations", (),
+                           _entry_pod_annotations(entry, rjob) if entry else {})
+    inputs = SegmentInputs(kind=KIND, root=root, worker=AnnotationMap(worker.field, (), {}), pods=nodes,
+                           pods_field="spec.trainer.numNodes", pods_noun="trainer nodes")
+    res = resolve(inputs, catalog, settings, decision)
+    pod_keys: dict[str, str] = {}
+    job_keys: dict[str, str] = {}
+    if res.segmented:
+        pod_keys = res.worker_keys()
+        if nodes is None:
+            decision.warn("spec.trainer.numNodes not set: the runtime's node count decides; segment size not checked")
+        else:
+            pod_keys[JOB_PARALLELISM] = str(nodes)
+        if nodes is not None and res.size == nodes:  # one Job = one segment: KAI's per-Job keys (§3b)
+            job_keys = {keys.TOPOLOGY: res.topology_name}
+            if res.segment_required is not None:
+                job_keys[keys.TOPOLOGY_REQUIRED] = res.segment_required
+            if res.segment_preferred is not None:
+                job_keys[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
+        else:
+            warn_kai_does_not_enforce(decision, KIND, f"enforces only size = numNodes ({nodes})"
+                                      if nodes is not None else "enforces only size = numNodes")
+    wl_required = res.wl_required.value if res.wl_required else None
+    wl_preferred = res.wl_preferred.value if res.wl_preferred else None
+    gang = {}
+    if request.get("operation") != "CREATE":  # gang facts are written at CREATE (§9) and kept after
+        gang = {k: v for k, v in worker.values.items() if k in gating.GANG_KEYS}
+    elif settings.gate_pods and nodes and (res.segmented or wl_required or wl_preferred):
+        gang = gating.gang_template_annotations(nodes, res.topology_name, wl_required, wl_preferred)
+    plan = Plan(resolution=res, root=root, worker=None, templates=[worker], gang_size=None)
+    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys)
+    return plan
+
+
+def _entry_ops(spec: Mapping[str, Any], position: int | None, entry: Any, rjob: str, pod_keys: dict[str, str],
+               job_keys: dict[str, str]) -> list[dict]:
+    """RFC 6902 operations that make the webhook's ``runtimePatches`` entry say ``pod_keys`` (and
+    ``job_keys`` on the replicatedJob's template): added when missing, replaced when different,
+    removed when the object is no longer segmented, nothing when equal."""
+    if not pod_keys and not job_keys:
+        return [{"op": "remove", "path": f"/spec/runtimePatches/{position}"}] if entry else []
+    template: dict[str, Any] = {"spec": {"template": {"metadata": {"annotations": pod_keys}}}}
+    if job_keys:
+        template = {"metadata": {"annotations": job_keys}, **template}
+    wanted = {"manager": MANAGER, "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+        {"name": rjob, "template": template}]}}}}
+    if entry == wanted:
+        return []
+    if position is not None:
+        return [{"op": "replace", "path": f"/spec/runtimePatches/{position}", "value": wanted}]
+    if spec.get("runtimePatches") is None:
+        return [{"op": "add", "path": "/spec/runtimePatches", "value": [wanted]}]
+    return [{"op": "add", "path": "/spec/runtimePatches/-", "value": wanted}]
+
+
+def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+    """Admit a TrainJob AdmissionReview ``request`` (CREATE/UPDATE; others allowed unchanged): the
+    resolved keys in the webhook's own ``spec.runtimePatches`` entry, never ``subgroup-name``
+    (DESIGN.md §3b)."""
+    return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)
+
+
+def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
+    """Not known from the TrainJob alone (its pods are its runtime's): ``None``."""
+    return None
+
+
+def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
+    """A TrainJob's pods are made from its runtime's JobSet, which the TrainJob does not hold:
+    always raises :class:`ShapeError` naming what to place instead."""
+    raise ShapeError("spec.runtimeRef: a TrainJob's pod templates are its runtime's, which place cannot read; "
+                     "place the JobSet its runtime builds instead")
+
+
+DESCRIPTION = KindDescription(
+    group=GROUP, version=VERSION, kind=KIND, resource="trainjobs", review=review,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=JOBSET_PODS,
+    kai="as its JobSet: one subgroup per Job (the trainer Job node-replica-0): enforced only when S == numNodes",
+)
