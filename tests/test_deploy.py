@@ -345,7 +345,7 @@ def test_mutating_webhook_configuration(base):
     pods = hooks["pods.segment-webhook.segments.dev"]
     assert pods["rules"] == POD_RULES
     assert pods["failurePolicy"] == "Fail"
-    assert pods["matchConditions"] == [{"name": "training-operator-or-lws-pod", "expression": POD_MATCH_EXPRESSION}]
+    assert pods["matchConditions"] == [{"name": "made-by-a-training-controller", "expression": POD_MATCH_EXPRESSION}]
 
 
 def test_workload_rules_list_every_described_kind():
@@ -423,6 +423,40 @@ def lws(worker: dict | None = None, leader: dict | None = None) -> dict:
             "spec": {"leaderWorkerTemplate": {"size": 4, **templates}}}
 
 
+def with_pod_template(annotations: dict | None) -> dict:
+    template: dict = {"spec": {"containers": [{"name": "c"}]}}
+    if annotations is not None:
+        template["metadata"] = {"annotations": annotations}
+    return template
+
+
+def mpijob(worker: dict | None = None) -> dict:
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "mpi"},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": with_pod_template(None)},
+                                         "Worker": {"replicas": 4, "template": with_pod_template(worker)}}}}
+
+
+def jobset(job: dict | None = None, pod: dict | None = None) -> dict:
+    job_template: dict = {"spec": {"parallelism": 4, "template": with_pod_template(pod)}}
+    if job is not None:
+        job_template["metadata"] = {"annotations": job}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+            "spec": {"replicatedJobs": [{"name": "driver", "replicas": 1, "template": {"spec": {
+                "template": with_pod_template(None)}}}, {"name": "workers", "replicas": 2, "template": job_template}]}}
+
+
+def ray_cluster_spec(worker: dict | None = None, head: dict | None = None) -> dict:
+    return {"headGroupSpec": {"template": with_pod_template(head)},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "numOfHosts": 4,
+                                  "template": with_pod_template(worker)}]}
+
+
+def ray(kind: str, worker: dict | None = None, head: dict | None = None) -> dict:
+    spec = ray_cluster_spec(worker, head)
+    spec = {"RayCluster": spec, "RayJob": {"rayClusterSpec": spec}, "RayService": {"rayClusterConfig": spec}}[kind]
+    return {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r"}, "spec": spec}
+
+
 @needs_kubectl
 @pytest.mark.parametrize("obj, old, expected", [
     # opted in: a placement key on the root, on a template, on the leader template
@@ -444,6 +478,21 @@ def lws(worker: dict | None = None, leader: dict | None = None) -> dict:
     (pytorchjob(root={"ka.schduler/topolgy": "t"}), None, False),
     # UPDATE that removes every key from an object that had them still reaches it (immutability)
     (pytorchjob(), pytorchjob(worker={"kai.scheduler/segment-size": "4"}), True),
+    # the DESIGN.md §3b kinds: each template the webhook reads
+    (mpijob(worker={"kai.scheduler/segment-size": "2"}), None, True),
+    (mpijob(worker={"app": "x"}), None, False),
+    (jobset(pod={"kai.scheduler/segment-size": "4"}), None, True),
+    (jobset(job={"kai.scheduler/topology": "t"}), None, True),
+    (jobset(job={"app": "x"}, pod={"app": "y"}), None, False),
+    (ray("RayCluster", worker={"kai.scheduler/segment-size": "4"}), None, True),
+    (ray("RayJob", worker={"kai.scheduler/segment-size": "4"}), None, True),
+    (ray("RayService", head={"kai.schedular/topology": "t"}), None, True),
+    (ray("RayService", worker={"app": "x"}, head={"app": "y"}), None, False),
+    ({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+      "metadata": {"name": "tj", "annotations": {"kai.scheduler/segment-size": "4"}},
+      "spec": {"trainer": {"numNodes": 8}}}, None, True),
+    ({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
+      "spec": {"trainer": {"numNodes": 8}}}, None, False),
     # the native kind is always the webhook's (it writes the gang size under --gate-pods)
     ({"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload", "metadata": {"name": "n"},
       "spec": {"workers": 2}}, None, True),
