@@ -180,6 +180,54 @@ def test_conflicting_topology_denial_with_a_second_topology(kubectl, with_gpu_fa
     denial_agrees(kubectl, with_gpu_fabric, tmp_path, "conflicting-topology")
 
 
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
+#: The DESIGN.md §3b kinds' sample workloads (tests/manifests; their CRDs from ../shared/crds).
+NEW_KIND_SAMPLES = ("jobset-workers.yaml", "mpijob-launcher-as-worker.yaml", "raycluster-multihost.yaml",
+                    "trainjob-torch.yaml")
+#: Pods as JobSet + the Job controller, mpi-operator and KubeRay create them.
+NEW_KIND_PODS = ("jobset-worker-pod.yaml", "mpijob-worker-pod.yaml", "raycluster-worker-pod.yaml")
+
+
+def ray_wrapped(kind: str) -> dict:
+    """The RayCluster sample inside a RayJob (spec.rayClusterSpec) or RayService (spec.rayClusterConfig)."""
+    cluster = yaml.safe_load((MANIFESTS / "raycluster-multihost.yaml").read_text())
+    field = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}[kind]
+    return {"apiVersion": "ray.io/v1", "kind": kind,
+            "metadata": {"name": f"nvl72-{kind.lower()}", "namespace": "team-a",
+                         "annotations": cluster["metadata"]["annotations"]},
+            "spec": {field: cluster["spec"]}}
+
+
+def test_new_kinds_are_stored_as_review_shows(kubectl, topologies, tmp_path, capsys):
+    """One object of each DESIGN.md §3b kind (and a RayJob around the Ray sample; ../shared/crds has
+    no RayService CRD, so no RayService), and a pod of each as its controller makes it: kubectl on
+    the real apiserver equals review."""
+    kubectl("create", "namespace", "team-a")
+    compared = []
+    for sample in NEW_KIND_SAMPLES:
+        obj = yaml.safe_load((MANIFESTS / sample).read_text())
+        create_and_compare(kubectl, tmp_path, topologies, Path(sample).stem, obj)
+        compared.append(obj["kind"])
+    for kind in ("RayJob",):
+        create_and_compare(kubectl, tmp_path, topologies, kind.lower(), ray_wrapped(kind))
+        compared.append(kind)
+    for sample in NEW_KIND_PODS:
+        path = MANIFESTS / sample
+        offline = review("-f", str(path), "-o", "yaml", *review_flags(topologies))
+        assert offline.returncode == 0, offline.stderr
+        real = kubectl("create", "-f", str(path), "-o", "json")
+        assert real.returncode == 0, real.stderr
+        expected, created = yaml.safe_load(offline.stdout), json.loads(real.stdout)
+        assert created["metadata"]["labels"] == expected["metadata"]["labels"], sample
+        assert "kai.scheduler/segment-index" in created["metadata"]["labels"], sample
+        assert "kai.scheduler/subgroup-name" not in created["metadata"]["labels"], sample  # DESIGN.md §3b
+        assert warnings_of(real.stderr) == warnings_of(offline.stderr), sample
+        compared.append(f"{created['metadata']['name']} (Pod)")
+    with capsys.disabled():
+        print(f"\ncluster: {len(compared)} objects of the §3b kinds agree with segment-webhook review: "
+              f"{', '.join(compared)}")
+
+
 def test_every_denial_reaches_kubectl_as_review_prints_it(kubectl, topologies, tmp_path, capsys):
     """Each rule's README example (tests/test_core_rules.TRIGGERS): kubectl's stderr is review's
     (conflicting-topology, which needs a second Topology, in the test above)."""
