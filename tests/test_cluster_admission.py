@@ -153,16 +153,21 @@ def test_samples_are_stored_as_review_shows(kubectl, topologies, tmp_path, capsy
     assert compared == len(SAMPLES) + 4
 
 
-def denial_agrees(kubectl, topologies: Path, tmp_path: Path, rule_id: str) -> None:
+def gated_rules() -> set[str]:
+    """Rules whose README example is denied only under ``--gate-pods`` (a third trigger item)."""
+    return {rule_id for rule_id, trigger in TRIGGERS.items() if len(trigger()) == 3 and trigger()[2].gate_pods}
+
+
+def denial_agrees(kubectl, topologies: Path, tmp_path: Path, rule_id: str, *flags: str) -> None:
     """Create (or, with a stored object, replace) the rule's README example with kubectl and
-    with review: the same exit status and stderr, ending in the README's message."""
-    obj, old = TRIGGERS[rule_id]()
+    with review (``flags`` added): the same exit status and stderr, ending in the README's message."""
+    obj, old, *_settings = TRIGGERS[rule_id]()
     namespace = f"denied-{rule_id}"[:63]
     obj = namespaced(kubectl, obj, namespace)
     path = write_manifest(tmp_path, rule_id, obj)
     if old is None:
         real = kubectl("create", "-f", str(path))
-        offline = review("-f", str(path), *review_flags(topologies))
+        offline = review("-f", str(path), *review_flags(topologies), *flags)
     else:
         old = namespaced(kubectl, old, namespace)
         old_path = write_manifest(tmp_path, f"{rule_id}-old", old)
@@ -170,7 +175,7 @@ def denial_agrees(kubectl, topologies: Path, tmp_path: Path, rule_id: str) -> No
         stored_path = write_manifest(tmp_path, f"{rule_id}-stored", strip_server_fields(stored))
         real = kubectl("replace", "-f", str(path))
         offline = review("-f", str(path), "--operation", "UPDATE", "--old", str(stored_path),
-                         *review_flags(topologies))
+                         *review_flags(topologies), *flags)
     assert real.returncode == 1 and offline.returncode == 1, f"{rule_id}: {real.stderr} / {offline.stderr}"
     assert real.stderr.strip() == offline.stderr.strip(), rule_id
     assert real.stderr.strip().endswith(readme_rejections()[rule_id]), rule_id
@@ -228,10 +233,21 @@ def test_new_kinds_are_stored_as_review_shows(kubectl, topologies, tmp_path, cap
               f"{', '.join(compared)}")
 
 
+def test_denials_under_gate_pods(cluster, kubectl, topologies, tmp_path):
+    """The rules that deny only under ``serve --gate-pods`` (LWS LeaderReady with segments, §3b)."""
+    assert gated_rules() == {"lws-leader-ready-segments"}
+    cluster.run_webhook(gate_pods=True)
+    try:
+        for rule_id in sorted(gated_rules()):
+            denial_agrees(kubectl, topologies, tmp_path, rule_id, "--gate-pods")
+    finally:
+        cluster.run_webhook(gate_pods=False)
+
+
 def test_every_denial_reaches_kubectl_as_review_prints_it(kubectl, topologies, tmp_path, capsys):
     """Each rule's README example (tests/test_core_rules.TRIGGERS): kubectl's stderr is review's
-    (conflicting-topology, which needs a second Topology, in the test above)."""
-    agreed = ["conflicting-topology"]
+    (conflicting-topology, which needs a second Topology, and the --gate-pods rules in the tests above)."""
+    agreed = ["conflicting-topology", *sorted(gated_rules())]
     for rule_id in sorted(set(TRIGGERS) - set(agreed)):
         denial_agrees(kubectl, topologies, tmp_path, rule_id)
         agreed.append(rule_id)
