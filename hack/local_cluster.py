@@ -609,6 +609,10 @@ def main(argv: list[str]) -> int:
                   + f" in {cluster.state['up_seconds']} s")
             print(cluster.kubeconfig)
         else:
+            if not (args.dir / STATE_FILE).is_file():
+                print(f"local-cluster: down: {args.dir} holds no cluster that `up` started (no {STATE_FILE})",
+                      file=sys.stderr)
+                return 1
             listening = LocalCluster(args.dir).stop_all()
             if listening:
                 print(f"down: still listening after stop: {', '.join(listening)}", file=sys.stderr)

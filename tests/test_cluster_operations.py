@@ -237,3 +237,15 @@ def test_with_the_webhook_down_only_opted_in_objects_are_blocked(cluster, kubect
         cluster.run_webhook(gate_pods=False)
     with capsys.disabled():
         print(f"\ncluster: webhook down: {len(allowed)} kinds of change still go through, {len(blocked)} are blocked")
+
+
+def test_a_malformed_workload_is_named_by_the_webhook_not_by_cel(kubectl, topology, tmp_path):
+    """The workload condition type-checks what it reads (new-user trial: ``pytorchReplicaSpecs: [1, 2]``
+    with a placement key got kube-apiserver's 'expression … resulted in error: index out of bounds')."""
+    job = load_example("pytorchjob-tp4.yaml")
+    job["metadata"].update(name="malformed", annotations={"kai.scheduler/topology": "cluster-topology"})
+    job["spec"]["pytorchReplicaSpecs"] = [1, 2]
+    real = kubectl("create", "-f", str(write_manifest(tmp_path, "malformed", job)))
+    assert real.returncode == 1
+    assert "spec.pytorchReplicaSpecs = [1, 2]" in real.stderr and "(rule malformed-object)" in real.stderr
+    assert "expression" not in real.stderr

@@ -20,6 +20,8 @@ import jsonpatch
 import jsonschema
 import kubernetes_validate
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import no_kubectl
 import yaml
 
@@ -474,8 +476,17 @@ def ray(kind: str, worker: dict | None = None, head: dict | None = None) -> dict
     (pytorchjob(), None, False),
     (pytorchjob(root={"app": "x"}, worker={"prometheus.io/scrape": "true"}), None, False),
     (lws(worker={"app": "x"}), None, False),
-    # the documented gap: three edits, one in each of `kai`, `sched` and `topolog`
-    (pytorchjob(root={"ka.schduler/topolgy": "t"}), None, False),
+    # three edits, one in each of `kai`, `sched` and `topolog` (the new-user trial's key): still
+    # reaches the guard, through `duler`
+    (pytorchjob(root={"ka.scxeduler/topoogy": "t"}), None, True),
+    (pytorchjob(root={"ka.schduler/topolgy": "t"}), None, True),
+    # a malformed shape is no evaluation error: with a key it reaches the webhook (which names the
+    # field), without one it is left to the CRD schema
+    ({**pytorchjob(root={"kai.scheduler/topology": "t"}), "spec": {"pytorchReplicaSpecs": [1, 2]}}, None, True),
+    ({**pytorchjob(), "spec": {"pytorchReplicaSpecs": [1, 2]}}, None, False),
+    ({**jobset(), "spec": {"replicatedJobs": {"a": 1}}}, None, False),
+    ({**ray("RayCluster"), "spec": {"workerGroupSpecs": ["x"], "headGroupSpec": 7}}, None, False),
+    ({**pytorchjob(), "spec": "x"}, None, False),
     # UPDATE that removes every key from an object that had them still reaches it (immutability)
     (pytorchjob(), pytorchjob(worker={"kai.scheduler/segment-size": "4"}), True),
     # the DESIGN.md §3b kinds: each template the webhook reads
@@ -501,6 +512,40 @@ def test_workload_match_condition_selects_objects_with_placement_keys(base, obj,
     expression = workload_condition(base, "may-carry-a-placement-key")
     request = {"operation": "UPDATE" if old is not None else "CREATE"}
     assert cel_eval(expression, object=obj, oldObject=old, request=request) is expected
+
+
+PLACEMENT_KEYS = ("kai.scheduler/topology", "kai.scheduler/topology-required-placement",
+                  "kai.scheduler/topology-preferred-placement", "kai.scheduler/segment-size",
+                  "kai.scheduler/segment-topology-required-placement",
+                  "kai.scheduler/segment-topology-preferred-placement")
+
+
+@st.composite
+def misspelling(draw) -> str:
+    """A placement key (DESIGN.md §2) with 1 to 3 random insertions, deletions or substitutions."""
+    key = draw(st.sampled_from(PLACEMENT_KEYS))
+    alphabet = "abcdefghijklmnopqrstuvwxyz.-/_0123456789"
+    for _ in range(draw(st.integers(1, 3))):
+        operation = draw(st.sampled_from(("insert", "delete", "substitute")))
+        at = draw(st.integers(0, len(key) - (operation != "insert")))
+        if operation == "insert":
+            key = key[:at] + draw(st.sampled_from(alphabet)) + key[at:]
+        elif operation == "delete":
+            key = key[:at] + key[at + 1:]
+        else:
+            key = key[:at] + draw(st.sampled_from(alphabet)) + key[at + 1:]
+    return key
+
+
+@needs_kubectl
+@settings(max_examples=300, deadline=None)
+@given(key=misspelling(), where=st.sampled_from(("root", "worker")))
+def test_every_misspelling_within_distance_3_reaches_the_guard(base, key, where):
+    """DESIGN.md §5: the guard must see every key within edit distance 3 of a placement key, so the
+    workload condition must select the object that carries one."""
+    expression = workload_condition(base, "may-carry-a-placement-key")
+    job = pytorchjob(root={key: "x"}) if where == "root" else pytorchjob(worker={key: "x"})
+    assert cel_eval(expression, object=job, oldObject=None, request={"operation": "CREATE"}) is True
 
 
 @needs_kubectl
