@@ -425,6 +425,11 @@ class LocalCluster:
                 # lifecycle controller's role reads kube-node-lease Leases (``nodes``), the
                 # kube-controller-manager user's does not
                 "--use-service-account-credentials=true",
+                # thousands of registered nodes (``nodes``): the default 20 QPS takes minutes to
+                # lift the not-ready taints, and a Python heartbeat renewing 4,096 Leases on
+                # 2 CPUs needs more than the default 50 s of grace under load
+                "--kube-api-qps", "200", "--kube-api-burst", "400",
+                "--node-monitor-grace-period", "120s",
                 "--cluster-name", "local",
             ]),
             ("kube-scheduler", []),
@@ -655,6 +660,16 @@ class LocalCluster:
         self.apply(configurations)
 
     # -- registered nodes (no kubelet)
+    def write_node_names(self, added: list[str]) -> None:
+        """Record ``added`` among the registered nodes (``state["nodes"]`` and ``DIR/nodes.json``,
+        which ``node-heartbeat`` re-reads every round)."""
+        names = sorted(set(self.state.get("nodes", [])) | set(added))
+        self.state["nodes"] = names
+        self.save()
+        partial = self.dir / "nodes.json.partial"
+        partial.write_text(json.dumps(names) + "\n")
+        partial.rename(self.dir / "nodes.json")
+
     def wait_for_node_taints(self, api: "ApiClient", taints: dict[str, list], timeout: float = 120) -> None:
         """Wait until every node of ``taints`` carries exactly its dump's taints: the apiserver's
         TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready:NoSchedule`` at
@@ -682,13 +697,16 @@ class LocalCluster:
         """Create the Nodes of ``dump`` (a ``kubectl get nodes -o yaml`` List or a
         ``segment-webhook gen-cluster`` file; other kinds ignored) with their labels, taints,
         capacity and allocatable (capacity = allocatable when the dump has none), Ready, and
-        a Lease each in kube-node-lease; then start ``node-heartbeat`` (once), which renews those
-        Leases until ``down`` so kube-controller-manager's node lifecycle controller never taints
-        them. Returns the number of Nodes registered."""
+        a Lease each in kube-node-lease, in batches of :data:`NODE_BATCH`, with ``node-heartbeat``
+        (started once, before the first batch) renewing the Leases of those registered so far
+        until ``down``, so kube-controller-manager's node lifecycle controller never taints them;
+        then wait until it has lifted the taints admission adds at create. Returns the number of
+        Nodes registered. Raises ClusterError when the dump has no Node, a request fails or the
+        taints stay."""
         nodes = [obj for obj in read_objects(dump) if obj.get("kind") == "Node"]
         if not nodes:
             raise ClusterError(f"nodes: {dump} holds no Node")
-        api = ApiClient(self.state["ports"]["kube-apiserver"], self.state["admin_token"])
+        api = ApiClient(self.state["ports"]["kube-apiserver"], self.state["admin_token"], workers=8)
         now = rfc3339_now()
 
         def register(node: dict) -> None:
@@ -700,11 +718,8 @@ class LocalCluster:
                                  "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
                     "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")}}
             api.request("POST", "/api/v1/nodes", body, expect=(201, 409))
-            conditions = [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                           "message": "registered by hack/local-cluster.sh nodes (no kubelet)",
-                           "lastHeartbeatTime": now, "lastTransitionTime": now}]
             status_body = {"status": {"capacity": status.get("capacity") or allocatable, "allocatable": allocatable,
-                                      "conditions": conditions}}
+                                      "conditions": ready_conditions(now)}}
             api.request("PATCH", f"/api/v1/nodes/{metadata['name']}/status", status_body,
                         content_type="application/strategic-merge-patch+json")
             lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
@@ -714,14 +729,17 @@ class LocalCluster:
             api.request("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease,
                         expect=(201, 409))
 
-        api.map(register, nodes)
-        self.wait_for_node_taints(api, {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes})
-        names = sorted(set(self.state.get("nodes", [])) | {n["metadata"]["name"] for n in nodes})
-        self.state["nodes"] = names
-        self.save()
-        (self.dir / "nodes.json").write_text(json.dumps(names) + "\n")
+        # the heartbeat runs while nodes are registered, a batch at a time, so that no node waits
+        # for its first renewal longer than a round
         if "node-heartbeat" not in self.state["components"]:
+            self.write_node_names([])
             self.start("node-heartbeat", [sys.executable, str(Path(__file__).resolve()), "heartbeat", str(self.dir)])
+        for start in range(0, len(nodes), NODE_BATCH):
+            batch = nodes[start:start + NODE_BATCH]
+            api.map(register, batch)
+            self.write_node_names([n["metadata"]["name"] for n in batch])
+        self.wait_for_node_taints(api, {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes},
+                                  timeout=120 + len(nodes) / 20)
         return len(nodes)
 
     def run_webhook(self, gate_pods: bool) -> subprocess.Popen:
@@ -820,7 +838,8 @@ def replace_flags(args: list[str], replaced: dict[str, str]) -> list[str]:
     return argv
 
 
-#: Seconds a registered node's Lease lasts; ``node-heartbeat`` renews every third of it.
+#: Seconds a registered node's Lease lasts; ``node-heartbeat`` renews every half of it, within
+#: kube-controller-manager's --node-monitor-grace-period (50 s by default).
 NODE_LEASE_SECONDS = 40
 
 
@@ -883,26 +902,47 @@ class ApiClient:
                 future.result()
 
 
+#: Nodes registered per batch (``DIR/nodes.json`` is updated after each).
+NODE_BATCH = 256
+
+
+def ready_conditions(now: str) -> list[dict]:
+    """The node status conditions a kubelet posts on a healthy node: Ready=True."""
+    return [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "message": "registered by hack/local-cluster.sh nodes (no kubelet)",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}]
+
+
 def heartbeat(directory: Path) -> int:
-    """``node-heartbeat``: renew the kube-node-lease Lease of every node ``nodes`` registered
-    (``DIR/nodes.json``, re-read each round) every third of :data:`NODE_LEASE_SECONDS` until
-    SIGTERM, as a kubelet does; a failed round is logged and retried."""
+    """``node-heartbeat``: what a kubelet does for its node, for every node ``nodes`` registered
+    (``DIR/nodes.json``, re-read each round), every half of :data:`NODE_LEASE_SECONDS` until
+    SIGTERM: renew its kube-node-lease Lease, and post Ready=True again on a node whose Ready
+    condition is not True (the node lifecycle controller sets it Unknown when a Lease was late,
+    and only a kubelet sets it back). A failed round is logged and retried."""
     cluster = LocalCluster(directory)
-    api = ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"])
+    api = ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=8)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     while not stopping.is_set():
         started = time.monotonic()
-        names = json.loads((directory / "nodes.json").read_text())
+        names = set(json.loads((directory / "nodes.json").read_text()))
         patch = {"spec": {"renewTime": rfc3339_now(micro=True)}}
         try:
             api.map(lambda name: api.request(
                 "PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}", patch,
-                content_type="application/merge-patch+json"), names)
-            print(f"{rfc3339_now()} renewed {len(names)} node Leases in {time.monotonic() - started:.1f} s", flush=True)
+                content_type="application/merge-patch+json"), sorted(names))
+            not_ready = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/nodes")["items"]
+                         if n["metadata"]["name"] in names
+                         and not any(c.get("type") == "Ready" and c.get("status") == "True"
+                                     for c in n.get("status", {}).get("conditions") or [])]
+            status = {"status": {"conditions": ready_conditions(rfc3339_now())}}
+            api.map(lambda name: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
+                                             content_type="application/strategic-merge-patch+json"), not_ready)
+            print(f"{rfc3339_now()} renewed {len(names)} node Leases, {len(not_ready)} set Ready again, "
+                  f"in {time.monotonic() - started:.1f} s", flush=True)
         except (ClusterError, OSError, http.client.HTTPException) as error:
             print(f"{rfc3339_now()} renewal failed: {error}", flush=True)
-        stopping.wait(max(1.0, NODE_LEASE_SECONDS / 3 - (time.monotonic() - started)))
+        stopping.wait(max(1.0, NODE_LEASE_SECONDS / 2 - (time.monotonic() - started)))
     return 0
 
 
