@@ -351,3 +351,16 @@ def test_lws_subgroup_index_equals_segment_index(consumers, kube, tmp_path, caps
               f"LeaderExcluded leaders carry neither")
     assert disagreements == []
     assert compared + leaders_without_index == len(pods)
+
+
+def test_benchmark_smoke(consumers, capsys):
+    """benchmarks/consumers.py, small: 4 gangs of 8 workers of 8 GPUs fill the 32 nodes; its
+    figures are printed, and its counts of double bookings, unbound pods and refused patches are 0."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import consumers as consumers_benchmark
+
+    figures = consumers_benchmark.run(consumers, gangs=4, pods=8, namespace="consumers-bench", timeout=180)
+    with capsys.disabled():
+        print("\nconsumers benchmark (smoke): " + consumers_benchmark.report(figures))
+    assert (figures["gangs_bound"], figures["double_bookings"], figures["never_bound"], figures["rejected_patches"]) == \
+        (4, 0, 0, 0)
