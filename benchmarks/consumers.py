@@ -3,6 +3,7 @@ from a gang's last pod created to its last pod bound, and the controller's CPU p
 
     python benchmarks/consumers.py                                 # 200 gangs of 16 on 4,096 nodes
     python benchmarks/consumers.py --gangs 20 --nodes 512          # smaller
+    python benchmarks/consumers.py --gap 1                         # one gang a second, not a burst
     python benchmarks/consumers.py --dir DIR                       # on a running `up DIR --controller`
                                                                    # whose nodes are already registered
 
@@ -12,7 +13,7 @@ controller replicas) in a temporary directory, registers ``--nodes`` nodes of 8 
 Topology. Each gang is a PyTorchJob of ``--pods`` Workers asking 8 GPUs each (one node each),
 segments of 4 required in one rack, created through the webhook; then its pods, named and labelled
 as the training operator makes them, created by ``--concurrency`` clients, one gang after the
-other. A watch records when each pod is released (gate gone) and bound. Printed: p50 / p99 / max
+other (``--gap`` seconds apart). A watch records when each pod is released (gate gone) and bound. Printed: p50 / p99 / max
 of (last pod bound - last pod created) per gang, p50 / p99 of (last pod released - last pod
 created), the controller replicas' CPU seconds per gang, double bookings (nodes whose
 bound pods ask more GPUs than the node has, plus pods never bound), and release patches the
@@ -153,9 +154,10 @@ def patch_errors(cluster: "local_cluster.LocalCluster") -> float:
 
 
 def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrency: int = 8,
-        namespace: str = "bench", timeout: float = 600) -> dict:
-    """Create ``gangs`` gangs of ``pods`` pods, wait until bound (or ``timeout`` s after the last
-    create); return the figures (see the module docstring)."""
+        namespace: str = "bench", timeout: float = 600, gap: float = 0.0) -> dict:
+    """Create ``gangs`` gangs of ``pods`` pods (``gap`` seconds between two gangs; 0: as fast as
+    the clients go), wait until bound (or ``timeout`` s after the last create); return the
+    figures (see the module docstring)."""
     api = local_cluster.ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], concurrency)
     api.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}}, expect=(201, 409))
     watch = BindWatch(cluster, namespace)
@@ -172,6 +174,8 @@ def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrenc
         api.map(lambda pod: api.request("POST", f"/api/v1/namespaces/{namespace}/pods", pod), gang_pods)
         last_created[name] = time.monotonic()
         members[name] = [p["metadata"]["name"] for p in gang_pods]
+        if gap:
+            time.sleep(gap)
     created_seconds = time.monotonic() - started
     expected = gangs * pods
     deadline = time.monotonic() + timeout
@@ -191,7 +195,7 @@ def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrenc
         if pod["spec"].get("nodeName"):
             used[pod["spec"]["nodeName"]] += sum(int(c.get("resources", {}).get("limits", {}).get(GPU, 0))
                                                  for c in pod["spec"]["containers"])
-    return {"gangs": gangs, "pods": pods, "nodes": len(nodes), "created_seconds": created_seconds,
+    return {"gangs": gangs, "pods": pods, "nodes": len(nodes), "gap": gap, "created_seconds": created_seconds,
             "gangs_bound": len(latencies), "pods_bound": len(watch.bound),
             "p50": statistics.median(latencies) if latencies else float("nan"),
             "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] if latencies else float("nan"),
@@ -206,7 +210,7 @@ def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrenc
 
 def report(figures: dict) -> str:
     return (f"{figures['gangs']} gangs of {figures['pods']} pods on {figures['nodes']} nodes "
-            f"(created in {figures['created_seconds']:.1f} s): last pod created -> last pod bound "
+            f"(created in {figures['created_seconds']:.1f} s, {figures['gap']:g} s between gangs): last pod created -> last pod bound "
             f"p50 {figures['p50']:.2f} s, p99 {figures['p99']:.2f} s, max {figures['max']:.2f} s "
             f"({figures['gangs_bound']} gangs bound; last pod created -> last pod released p50 "
             f"{figures['release_p50']:.2f} s, p99 {figures['release_p99']:.2f} s); controller CPU {figures['cpu_per_gang'] * 1000:.0f} ms per gang; "
@@ -222,11 +226,12 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=4096)
     parser.add_argument("--rack", type=int, default=16)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--gap", type=float, default=0.0, help="seconds between two gangs (default 0: a burst)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
     def measure(cluster: "local_cluster.LocalCluster") -> None:
-        figures = run(cluster, args.gangs, args.pods, args.concurrency)
+        figures = run(cluster, args.gangs, args.pods, args.concurrency, gap=args.gap)
         print(report(figures))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2) + "\n")
