@@ -28,6 +28,7 @@ import copy
 import http.client
 import json
 import os
+import shutil
 import ssl
 import statistics
 import subprocess
@@ -139,8 +140,9 @@ def cpu_seconds(cluster: "local_cluster.LocalCluster") -> float:
     return total
 
 
-def patch_errors(cluster: "local_cluster.LocalCluster") -> float:
-    total = 0.0
+def patch_errors(cluster: "local_cluster.LocalCluster") -> Counter:
+    """The running controller replicas' ``segment_controller_patch_errors_total``, by HTTP status."""
+    by_code: Counter = Counter()
     for name in cluster.state["controller"]["replicas"]:
         if name not in cluster.state["components"]:
             continue
@@ -148,9 +150,10 @@ def patch_errors(cluster: "local_cluster.LocalCluster") -> float:
         connection.request("GET", "/metrics")
         for line in connection.getresponse().read().decode().splitlines():
             if line.startswith("segment_controller_patch_errors_total"):
-                total += float(line.rsplit(" ", 1)[1])
+                code = line.split('code="', 1)[1].split('"', 1)[0] if 'code="' in line else "?"
+                by_code[code] += float(line.rsplit(" ", 1)[1])
         connection.close()
-    return total
+    return by_code
 
 
 def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrency: int = 8,
@@ -205,7 +208,8 @@ def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrenc
             "cpu_per_gang": cpu / gangs,
             "double_bookings": sum(1 for node, gpus in used.items() if gpus > nodes.get(node, 0)),
             "never_bound": expected - len(watch.bound),
-            "rejected_patches": patch_errors(cluster) - errors_before}
+            "rejected_patches": sum((patch_errors(cluster) - errors_before).values()),
+            "rejected_by_code": dict(patch_errors(cluster) - errors_before)}
 
 
 def report(figures: dict) -> str:
@@ -215,7 +219,8 @@ def report(figures: dict) -> str:
             f"({figures['gangs_bound']} gangs bound; last pod created -> last pod released p50 "
             f"{figures['release_p50']:.2f} s, p99 {figures['release_p99']:.2f} s); controller CPU {figures['cpu_per_gang'] * 1000:.0f} ms per gang; "
             f"{figures['double_bookings']} double bookings, {figures['never_bound']} pods never bound, "
-            f"{figures['rejected_patches']:.0f} rejected patches")
+            f"{figures['rejected_patches']:.0f} rejected patches"
+            + (f" (by HTTP status: {figures['rejected_by_code']})" if figures["rejected_patches"] else ""))
 
 
 def main() -> int:
@@ -228,6 +233,7 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--gap", type=float, default=0.0, help="seconds between two gangs (default 0: a burst)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--logs", type=Path, help="copy the control plane's logs here before stopping it")
     args = parser.parse_args()
 
     def measure(cluster: "local_cluster.LocalCluster") -> None:
@@ -253,6 +259,8 @@ def main() -> int:
             time.sleep(5)  # the webhook's and the controllers' caches learn the Topology and the nodes
             measure(cluster)
         finally:
+            if args.logs:
+                shutil.copytree(cluster.dir / "logs", args.logs, dirs_exist_ok=True)
             cluster.stop_all()
     return 0
 
