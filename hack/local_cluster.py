@@ -3,20 +3,26 @@
 Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
-    local-cluster.sh up DIR [--webhook] [--gate-pods]
+    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws]
+    local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
     local-cluster.sh down DIR
 
 ``build`` compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
 the modules pinned by ``hack/go/*/go.mod`` (fetched from the Go module proxy; no upstream source is
 kept in this repository) into a cache outside the checkout, keyed by the hash of those go.mod and
 go.sum files: ``$SEGMENT_WEBHOOK_CLUSTER_CACHE`` or ``~/.cache/segment-webhook/cluster``. A second
-``build`` with the same pins reuses the binaries.
+``build`` with the same pins reuses the binaries. The upstream programs ``up --with`` starts
+(:data:`UPSTREAM`) are built the same way, each from its own module under ``hack/go/`` into its
+own cache directory keyed by that module's go.mod and go.sum.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import concurrent.futures
 import hashlib
+import threading
 import http.client
 import json
 import os
@@ -28,6 +34,7 @@ import ssl
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -42,6 +49,34 @@ BINARIES: dict[str, tuple[str, str]] = {
     "kube-controller-manager": ("kubernetes", "k8s.io/kubernetes/cmd/kube-controller-manager"),
     "kube-scheduler": ("kubernetes", "k8s.io/kubernetes/cmd/kube-scheduler"),
     "kubectl": ("kubernetes", "k8s.io/kubernetes/cmd/kubectl"),
+}
+
+
+#: Modules of the control plane: their go.mod/go.sum hash is the key of its cache directory.
+CONTROL_PLANE_MODULES = ("etcd", "kubernetes")
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An upstream program ``up --with NAME`` builds and starts: ``module_dir`` under hack/go,
+    the Go ``module`` it pins and the ``package`` built into ``binary``."""
+
+    module_dir: str
+    module: str
+    package: str
+    binary: str
+
+
+#: ``--with`` names -> what is built. KAI Scheduler's pod-grouper is not here: the Go module proxy
+#: answers 403 for every version of github.com/NVIDIA/KAI-scheduler tried (README, "The local
+#: control plane").
+UPSTREAM: dict[str, Upstream] = {
+    "lws": Upstream("lws", "sigs.k8s.io/lws", "sigs.k8s.io/lws/cmd", "lws-manager"),
+}
+#: ``--with`` names that are known but cannot be built here, with the reason.
+UNAVAILABLE_UPSTREAM = {
+    "kai-podgrouper": "the Go module proxy refuses github.com/NVIDIA/KAI-scheduler (403 'This module version is "
+                      "not available' for v0.9.0, v0.10.0, v0.13.0-rc1 and v0.13.0), so cmd/podgrouper cannot be built",
 }
 
 
@@ -68,10 +103,11 @@ def module_version(module_dir: str, module: str) -> str:
     raise ClusterError(f"hack/go/{module_dir}/go.mod does not require {module}")
 
 
-def pins_digest() -> str:
-    """A short hash of every go.mod and go.sum under hack/go: the cache key of a build."""
+def pins_digest(module_dirs: tuple[str, ...] = CONTROL_PLANE_MODULES) -> str:
+    """A short hash of the go.mod and go.sum of ``module_dirs`` (under hack/go): the cache key of
+    a build (by default, of the control plane's)."""
     digest = hashlib.sha256()
-    for path in sorted(GO_MODULES.glob("*/go.*")):
+    for path in sorted(p for d in module_dirs for p in (GO_MODULES / d).glob("go.*")):
         digest.update(path.relative_to(GO_MODULES).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -94,6 +130,68 @@ def built() -> bool:
 def build_target() -> Path:
     """The cache directory of the pinned versions: ``<cache>/<kubernetes version>-<pins digest>``."""
     return cache_root() / f"{module_version('kubernetes', 'k8s.io/kubernetes')}-{pins_digest()}"
+
+
+def upstream_target(name: str) -> Path:
+    """The cache directory of upstream program ``name``: ``<cache>/<name>-<version>-<digest>``."""
+    program = UPSTREAM[name]
+    version = module_version(program.module_dir, program.module)
+    return cache_root() / f"{name}-{version}-{pins_digest((program.module_dir,))}"
+
+
+def upstream_binary(name: str) -> Path:
+    """The path of the built binary of upstream program ``name`` (see :func:`build_upstream`)."""
+    return upstream_target(name) / UPSTREAM[name].binary
+
+
+def build_upstream(name: str, log=sys.stderr) -> Path:
+    """Build (or reuse) upstream program ``name`` of :data:`UPSTREAM`; return its binary's path.
+    The first build's seconds are written to ``BUILD_SECONDS`` beside it.
+
+    Raises:
+        ClusterError: an unknown or unavailable name, no ``go``, or a failed ``go build``.
+    """
+    if name in UNAVAILABLE_UPSTREAM:
+        raise ClusterError(f"build: {name}: {UNAVAILABLE_UPSTREAM[name]}")
+    if name not in UPSTREAM:
+        raise ClusterError(f"build: unknown upstream program {name!r} (known: {', '.join(sorted(UPSTREAM))})")
+    if shutil.which("go") is None:
+        raise ClusterError("build: no `go` on PATH (Go 1.26 is needed; see README 'Cluster suite')")
+    program = UPSTREAM[name]
+    target = upstream_target(name)
+    if (target / program.binary).is_file():
+        print(f"build: reusing {target / program.binary}", file=log)
+        return target / program.binary
+    staging = target.with_name(target.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false -trimpath")
+    started = time.monotonic()
+    print(f"build: {program.binary} ({program.package})", file=log, flush=True)
+    result = subprocess.run(
+        ["go", "build", "-ldflags", "-s -w", "-o", str(staging / program.binary), program.package],
+        cwd=GO_MODULES / program.module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        raise ClusterError(f"build: go build {program.package} failed:\n{result.stdout[-4000:]}")
+    elapsed = time.monotonic() - started
+    (staging / "BUILD_SECONDS").write_text(f"{elapsed:.0f}\n")
+    staging.rename(target)
+    print(f"build: {program.binary} done in {elapsed:.0f} s", file=log)
+    return target / program.binary
+
+
+def upstream_source(name: str) -> Path:
+    """The module directory of upstream program ``name`` in the Go module cache (its CRDs, RBAC
+    and webhook manifests are read from there at run time, never copied into this repository).
+    Raises ClusterError when ``go mod download`` cannot provide it."""
+    program = UPSTREAM[name]
+    version = module_version(program.module_dir, program.module)
+    result = subprocess.run(["go", "mod", "download", "-json", f"{program.module}@{version}"],
+                            cwd=GO_MODULES / program.module_dir, capture_output=True, text=True)
+    try:
+        return Path(json.loads(result.stdout)["Dir"])
+    except (ValueError, KeyError):
+        raise ClusterError(f"{name}: go mod download {program.module}@{version} failed: "
+                           f"{result.stdout[-2000:]}{result.stderr[-2000:]}") from None
 
 
 def build(log=sys.stderr) -> Path:
@@ -325,7 +423,15 @@ class LocalCluster:
             ("kube-controller-manager", [
                 "--service-account-private-key-file", str(pki / "sa.key"),
                 "--root-ca-file", str(pki / "ca.crt"),
-                "--use-service-account-credentials=false",
+                # each controller under its own ServiceAccount, as kubeadm runs it: the node
+                # lifecycle controller's role reads kube-node-lease Leases (``nodes``), the
+                # kube-controller-manager user's does not
+                "--use-service-account-credentials=true",
+                # thousands of registered nodes (``nodes``): the default 20 QPS takes minutes to
+                # lift the not-ready taints, and a Python heartbeat renewing 4,096 Leases on
+                # 2 CPUs needs more than the default 50 s of grace under load
+                "--kube-api-qps", "200", "--kube-api-burst", "400",
+                "--node-monitor-grace-period", "120s",
                 "--cluster-name", "local",
             ]),
             ("kube-scheduler", []),
@@ -354,10 +460,12 @@ class LocalCluster:
                            + self.log_tail("kube-controller-manager"))
 
     # -- the webhook, as deploy/ runs it
-    def render_deploy(self) -> list[dict]:
+    def render_deploy(self, controller: bool = False) -> list[dict]:
         """``kubectl kustomize`` of the self-signed overlay, from a copy of deploy/ whose certs/
         is filled by ``segment-webhook certs`` (the documented step). The serving certificate and
-        key are kept in ``DIR/webhook/certs`` for the local ``serve``."""
+        key are kept in ``DIR/webhook/certs`` for the local ``serve``. With ``controller``: the
+        with-controller overlay, built on self-signed instead of cert-manager as its
+        kustomization's comment says to (``../cert-manager`` -> ``../self-signed``)."""
         copy = self.dir / "webhook" / "deploy"
         if copy.exists():
             shutil.rmtree(copy)
@@ -368,7 +476,15 @@ class LocalCluster:
         serving.mkdir(parents=True, exist_ok=True)
         for name in ("tls.crt", "tls.key", "ca.crt"):
             shutil.copy2(certs_dir / name, serving / name)
-        rendered = self.kubectl("kustomize", str(copy / "overlays" / "self-signed")).stdout
+        overlay = copy / "overlays" / "self-signed"
+        if controller:
+            overlay = copy / "overlays" / "with-controller"
+            kustomization = overlay / "kustomization.yaml"
+            text = kustomization.read_text()
+            if "  - ../cert-manager\n" not in text:
+                raise ClusterError("deploy/overlays/with-controller no longer lists ../cert-manager; update local_cluster")
+            kustomization.write_text(text.replace("  - ../cert-manager\n", "  - ../self-signed\n"))
+        rendered = self.kubectl("kustomize", str(overlay)).stdout
         return [doc for doc in yaml.safe_load_all(rendered) if doc]
 
     def segment_webhook(self, *args: str) -> str:
@@ -398,12 +514,14 @@ class LocalCluster:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
                          input_text=yaml.safe_dump_all(docs, sort_keys=False))
 
-    def start_webhook(self, gate_pods: bool) -> None:
+    def start_webhook(self, gate_pods: bool, controller: bool = False) -> list[dict]:
         """Apply deploy/'s objects (the Deployment and Service aside: no kubelet runs pods here),
         the shared CRDs, then ``serve`` with the Deployment's command, args and env under a token of
-        its ServiceAccount, then the webhook configurations pointed at it by ``url``."""
-        docs = self.render_deploy()
-        deployment = next(d for d in docs if d["kind"] == "Deployment")
+        its ServiceAccount, then the webhook configurations pointed at it by ``url``. With
+        ``controller`` the with-controller overlay is rendered (its RBAC applied; the webhook's
+        env then turns gating on, as the overlay does). Returns the rendered documents."""
+        docs = self.render_deploy(controller)
+        deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "segment-webhook")
         webhook_kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
         self.apply([d for d in docs if d["kind"] not in webhook_kinds | {"Deployment", "Service"}])
         for crd_file in sorted(SHARED_CRDS.glob("*.yaml")):
@@ -437,6 +555,194 @@ class LocalCluster:
         self.state["webhook_url"] = f"https://127.0.0.1:{port}"
         self.save()
         self.wait_until("segment-webhook", serve, self.review_answers, "answering reviews through kube-apiserver")
+        return docs
+
+    # -- the controller, as deploy/overlays/with-controller runs it
+    def start_controllers(self, docs: list[dict]) -> None:
+        """Start the with-controller Deployment's replicas (``spec.replicas``: 2) as local
+        processes ``segment-webhook-controller-<i>``, each with the Deployment's args and env
+        (``POD_NAME`` = the component name, ``POD_NAMESPACE`` = the Deployment's namespace, as
+        the downward API gives them), ``--metrics-port`` on a free loopback port and a kubeconfig
+        holding a token of the Deployment's ServiceAccount; wait for each one's ``/metrics``."""
+        deployment = next(d for d in docs if d["kind"] == "Deployment"
+                          and d["metadata"]["name"] == "segment-webhook-controller")
+        pod_spec = deployment["spec"]["template"]["spec"]
+        namespace = deployment["metadata"]["namespace"]
+        token = self.kubectl("create", "token", pod_spec["serviceAccountName"], "-n", namespace,
+                             "--duration", "24h").stdout.strip()
+        controller_dir = self.dir / "controller"
+        controller_dir.mkdir(parents=True, exist_ok=True)
+        kubeconfig = controller_dir / "kubeconfig"
+        write_kubeconfig(kubeconfig, f"https://127.0.0.1:{self.state['ports']['kube-apiserver']}",
+                         self.dir / "pki" / "ca.crt", pod_spec["serviceAccountName"], token)
+        container = pod_spec["containers"][0]
+        env = {item["name"]: item["value"] for item in container.get("env", []) if "value" in item}
+        names = [f"segment-webhook-controller-{index}" for index in range(deployment["spec"].get("replicas", 1))]
+        self.state["controller"] = {"args": container["args"], "env": env, "namespace": namespace,
+                                    "kubeconfig": str(kubeconfig), "replicas": names}
+        self.save()
+        for name in names:
+            self.start_controller(name)
+
+    def start_controller(self, name: str) -> subprocess.Popen:
+        """(Re)start controller replica ``name`` as recorded by :meth:`start_controllers` and wait
+        until its metrics answer. Returns the process."""
+        recorded = self.state["controller"]
+        self.stop_component(name)
+        port = self.state["ports"][name] = free_port()
+        self.save()
+        argv = replace_flags(recorded["args"], {"--metrics-port": str(port)}) + ["--kubeconfig", recorded["kubeconfig"]]
+        env = dict(os.environ, PYTHONPATH=str(REPO), **recorded["env"], POD_NAME=name,
+                   POD_NAMESPACE=recorded["namespace"])
+        process = self.start(name, [sys.executable, "-m", "webhook.cli", *argv], env=env)
+        self.wait_until(name, process, lambda: _http_ok(port, "/metrics"), "serving /metrics")
+        return process
+
+    # -- upstream programs (--with)
+    def start_upstream(self, names: list[str]) -> None:
+        """Start each ``--with`` program (built first when needed) with its CRDs and RBAC."""
+        for name in names:
+            if name == "lws":
+                self.start_lws()
+            else:  # build_upstream names the reason
+                build_upstream(name)
+
+    def start_lws(self) -> None:
+        """The LWS manager (``sigs.k8s.io/lws/cmd``) as its ``config/default`` deploys it, on
+        loopback: its CRD, RBAC and webhook configurations from ``kubectl kustomize`` of the
+        module's ``config/default`` (the Deployment, Services, Secret aside), the webhooks'
+        ``clientConfig.service`` replaced by a loopback ``url`` served with a certificate made by
+        the project's certificate code, internal cert management and metrics off, leader election
+        off (one replica), a token of its ServiceAccount. Waits for ``/readyz``."""
+        binary = build_upstream("lws")
+        source = upstream_source("lws")
+        docs = [d for d in yaml.safe_load_all(self.kubectl("kustomize", str(source / "config" / "default")).stdout) if d]
+        webhook_kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+        skipped = {"Deployment", "Service", "Secret"} | webhook_kinds
+        self.apply([d for d in docs if d["kind"] not in skipped])
+        self.wait_for_crds()
+        account = next(d for d in docs if d["kind"] == "ServiceAccount")
+        namespace = account["metadata"]["namespace"]
+        lws_dir = self.dir / "lws"
+        (lws_dir / "certs").mkdir(parents=True, exist_ok=True)
+        sys.path.insert(0, str(REPO))
+        from webhook.http import certs
+
+        bundle = certs.generate("lws-webhook-service", namespace)
+        (lws_dir / "certs" / "tls.crt").write_bytes(bundle.cert_pem)
+        (lws_dir / "certs" / "tls.key").write_bytes(bundle.key_pem)
+        token = self.kubectl("create", "token", account["metadata"]["name"], "-n", namespace,
+                             "--duration", "24h").stdout.strip()
+        write_kubeconfig(lws_dir / "kubeconfig", f"https://127.0.0.1:{self.state['ports']['kube-apiserver']}",
+                         self.dir / "pki" / "ca.crt", account["metadata"]["name"], token)
+        webhook_port = self.state["ports"]["lws-webhook"] = free_port()
+        probe_port = self.state["ports"]["lws-manager"] = free_port()
+        self.save()
+        configuration = {
+            "apiVersion": "config.lws.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(lws_dir / "certs")},
+            "metrics": {"bindAddress": "0"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"},
+        }
+        (lws_dir / "config.yaml").write_text(yaml.safe_dump(configuration, sort_keys=False))
+        env = dict(os.environ, KUBECONFIG=str(lws_dir / "kubeconfig"))
+        manager = self.start("lws-manager", [str(binary), "--config", str(lws_dir / "config.yaml")], env=env)
+        self.wait_until("lws-manager", manager, lambda: _http_ok(probe_port, "/readyz"), "ready (/readyz)")
+        self.wait_until("lws-manager", manager, lambda: port_open(webhook_port), "serving its webhooks")
+        ca_bundle = base64.b64encode(bundle.ca_pem).decode()
+        configurations = [d for d in docs if d["kind"] in webhook_kinds]
+        for configuration in configurations:
+            for hook in configuration["webhooks"]:
+                service = hook["clientConfig"].pop("service")
+                hook["clientConfig"]["url"] = f"https://127.0.0.1:{webhook_port}{service.get('path', '/')}"
+                hook["clientConfig"]["caBundle"] = ca_bundle
+            configuration["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+        self.apply(configurations)
+
+    # -- registered nodes (no kubelet)
+    def write_node_names(self, added: list[str]) -> None:
+        """Record ``added`` among the registered nodes (``state["nodes"]`` and ``DIR/nodes.json``,
+        which ``node-heartbeat`` re-reads every round)."""
+        names = sorted(set(self.state.get("nodes", [])) | set(added))
+        self.state["nodes"] = names
+        self.save()
+        partial = self.dir / "nodes.json.partial"
+        partial.write_text(json.dumps(names) + "\n")
+        partial.rename(self.dir / "nodes.json")
+
+    def wait_for_node_taints(self, api: "ApiClient", taints: dict[str, list], timeout: float = 120) -> None:
+        """Wait until every node of ``taints`` carries exactly its dump's taints: the apiserver's
+        TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready:NoSchedule`` at
+        create, and kube-controller-manager's node lifecycle controller removes it once it has seen
+        the node Ready. Raises ClusterError naming the nodes still tainted after ``timeout``."""
+        def key(taint: dict) -> tuple:
+            return taint.get("key"), taint.get("value"), taint.get("effect")
+
+        deadline = time.monotonic() + timeout
+        while True:
+            listed = api.request("GET", "/api/v1/nodes")["items"]
+            extra = {n["metadata"]["name"]: [key(t) for t in n["spec"].get("taints") or []
+                                             if key(t) not in {key(d) for d in taints[n["metadata"]["name"]]}]
+                     for n in listed if n["metadata"]["name"] in taints}
+            extra = {name: found for name, found in extra.items() if found}
+            if not extra:
+                return
+            if time.monotonic() > deadline:
+                sample = dict(list(extra.items())[:5])
+                raise ClusterError(f"nodes: {len(extra)} nodes still carry taints the dump does not after {timeout} s "
+                                   f"(e.g. {sample}):\n{self.log_tail('kube-controller-manager')}")
+            time.sleep(1)
+
+    def register_nodes(self, dump: Path) -> int:
+        """Create the Nodes of ``dump`` (a ``kubectl get nodes -o yaml`` List or a
+        ``segment-webhook gen-cluster`` file; other kinds ignored) with their labels, taints,
+        capacity and allocatable (capacity = allocatable when the dump has none), Ready, and
+        a Lease each in kube-node-lease, in batches of :data:`NODE_BATCH`, with ``node-heartbeat``
+        (started once, before the first batch) renewing the Leases of those registered so far
+        until ``down``, so kube-controller-manager's node lifecycle controller never taints them;
+        then wait until it has lifted the taints admission adds at create. Returns the number of
+        Nodes registered. Raises ClusterError when the dump has no Node, a request fails or the
+        taints stay."""
+        nodes = [obj for obj in read_objects(dump) if obj.get("kind") == "Node"]
+        if not nodes:
+            raise ClusterError(f"nodes: {dump} holds no Node")
+        api = ApiClient(self.state["ports"]["kube-apiserver"], self.state["admin_token"], workers=8)
+        now = rfc3339_now()
+
+        def register(node: dict) -> None:
+            metadata = node["metadata"]
+            status = node.get("status") or {}
+            allocatable = status.get("allocatable") or {}
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": metadata["name"], "labels": metadata.get("labels") or {},
+                                 "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+                    "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")}}
+            api.request("POST", "/api/v1/nodes", body, expect=(201, 409))
+            status_body = {"status": {"capacity": status.get("capacity") or allocatable, "allocatable": allocatable,
+                                      "conditions": ready_conditions(now)}}
+            api.request("PATCH", f"/api/v1/nodes/{metadata['name']}/status", status_body,
+                        content_type="application/strategic-merge-patch+json")
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": metadata["name"], "namespace": "kube-node-lease"},
+                     "spec": {"holderIdentity": metadata["name"], "leaseDurationSeconds": NODE_LEASE_SECONDS,
+                              "renewTime": rfc3339_now(micro=True)}}
+            api.request("POST", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", lease,
+                        expect=(201, 409))
+
+        # the heartbeat runs while nodes are registered, a batch at a time, so that no node waits
+        # for its first renewal longer than a round
+        if "node-heartbeat" not in self.state["components"]:
+            self.write_node_names([])
+            self.start("node-heartbeat", [sys.executable, str(Path(__file__).resolve()), "heartbeat", str(self.dir)])
+        for start in range(0, len(nodes), NODE_BATCH):
+            batch = nodes[start:start + NODE_BATCH]
+            api.map(register, batch)
+            self.write_node_names([n["metadata"]["name"] for n in batch])
+        self.wait_for_node_taints(api, {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes},
+                                  timeout=120 + len(nodes) / 20)
+        return len(nodes)
 
     def run_webhook(self, gate_pods: bool) -> subprocess.Popen:
         """Start ``serve`` as recorded by :meth:`start_webhook` (``--gate-pods`` added when asked)
@@ -515,6 +821,133 @@ def stop_process_group(pid: int, grace: float = 30.0) -> None:
         pass
 
 
+def replace_flags(args: list[str], replaced: dict[str, str]) -> list[str]:
+    """``args`` with each flag of ``replaced`` (``--flag value`` or ``--flag=value``) given the
+    new value, appended when absent."""
+    replaced = dict(replaced)
+    argv: list[str] = []
+    words = iter(args)
+    for word in words:
+        flag, equals, _value = word.partition("=")
+        if flag in replaced:
+            if not equals:
+                next(words, None)
+            argv += [flag, replaced.pop(flag)]
+        else:
+            argv.append(word)
+    for flag, value in replaced.items():
+        argv += [flag, value]
+    return argv
+
+
+#: Seconds a registered node's Lease lasts; ``node-heartbeat`` renews every half of it, within
+#: kube-controller-manager's --node-monitor-grace-period (50 s by default).
+NODE_LEASE_SECONDS = 40
+
+
+def rfc3339_now(micro: bool = False) -> str:
+    """UTC now as the API writes it (``...Z``; with ``micro``, MicroTime's 6 decimals)."""
+    now = time.time()
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+    return text + (f".{int(now % 1 * 1_000_000):06d}Z" if micro else "Z")
+
+
+def read_objects(path: Path) -> list[dict]:
+    """The objects of a YAML or JSON file, ``List`` items flattened."""
+    objects: list[dict] = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if isinstance(doc, dict):
+            objects.extend(doc.get("items") or [] if doc.get("kind", "").endswith("List") else [doc])
+    return objects
+
+
+class ApiClient:
+    """A small JSON client of the local kube-apiserver (admin token, loopback, one keep-alive
+    connection per thread); used to register many Nodes and renew their Leases quickly."""
+
+    def __init__(self, port: int, token: str, workers: int = 4):
+        self.port, self.token, self.workers = port, token, workers
+        self.local = threading.local()
+        self.context = ssl.create_default_context()
+        self.context.check_hostname = False
+        self.context.verify_mode = ssl.CERT_NONE  # our own apiserver on loopback
+
+    def request(self, method: str, path: str, body: dict | None = None, expect=(200, 201),
+                content_type: str = "application/json") -> dict:
+        """Send one request; return the decoded answer. Raises ClusterError on an unexpected status."""
+        for attempt in range(3):
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                connection = self.local.connection = http.client.HTTPSConnection(
+                    "127.0.0.1", self.port, timeout=30, context=self.context)
+            try:
+                connection.request(method, path, body=json.dumps(body) if body is not None else None,
+                                   headers={"Authorization": f"Bearer {self.token}", "Content-Type": content_type,
+                                            "Accept": "application/json"})
+                response = connection.getresponse()
+                data = response.read()
+            except (OSError, http.client.HTTPException):
+                connection.close()
+                self.local.connection = None
+                if attempt == 2:
+                    raise
+                continue
+            if response.status not in expect:
+                raise ClusterError(f"{method} {path}: {response.status} {data[:500]!r}")
+            return json.loads(data) if data else {}
+        return {}
+
+    def map(self, function, items) -> None:
+        """Call ``function`` on every item with :attr:`workers` threads; re-raise the first error."""
+        with concurrent.futures.ThreadPoolExecutor(self.workers) as pool:
+            for future in [pool.submit(function, item) for item in items]:
+                future.result()
+
+
+#: Nodes registered per batch (``DIR/nodes.json`` is updated after each).
+NODE_BATCH = 256
+
+
+def ready_conditions(now: str) -> list[dict]:
+    """The node status conditions a kubelet posts on a healthy node: Ready=True."""
+    return [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+             "message": "registered by hack/local-cluster.sh nodes (no kubelet)",
+             "lastHeartbeatTime": now, "lastTransitionTime": now}]
+
+
+def heartbeat(directory: Path) -> int:
+    """``node-heartbeat``: what a kubelet does for its node, for every node ``nodes`` registered
+    (``DIR/nodes.json``, re-read each round), every half of :data:`NODE_LEASE_SECONDS` until
+    SIGTERM: renew its kube-node-lease Lease, and post Ready=True again on a node whose Ready
+    condition is not True (the node lifecycle controller sets it Unknown when a Lease was late,
+    and only a kubelet sets it back). A failed round is logged and retried."""
+    cluster = LocalCluster(directory)
+    api = ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=8)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    while not stopping.is_set():
+        started = time.monotonic()
+        names = set(json.loads((directory / "nodes.json").read_text()))
+        patch = {"spec": {"renewTime": rfc3339_now(micro=True)}}
+        try:
+            api.map(lambda name: api.request(
+                "PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}", patch,
+                content_type="application/merge-patch+json"), sorted(names))
+            not_ready = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/nodes")["items"]
+                         if n["metadata"]["name"] in names
+                         and not any(c.get("type") == "Ready" and c.get("status") == "True"
+                                     for c in n.get("status", {}).get("conditions") or [])]
+            status = {"status": {"conditions": ready_conditions(rfc3339_now())}}
+            api.map(lambda name: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
+                                             content_type="application/strategic-merge-patch+json"), not_ready)
+            print(f"{rfc3339_now()} renewed {len(names)} node Leases, {len(not_ready)} set Ready again, "
+                  f"in {time.monotonic() - started:.1f} s", flush=True)
+        except (ClusterError, OSError, http.client.HTTPException) as error:
+            print(f"{rfc3339_now()} renewal failed: {error}", flush=True)
+        stopping.wait(max(1.0, NODE_LEASE_SECONDS / 2 - (time.monotonic() - started)))
+    return 0
+
+
 def local_serve_argv(args: list[str], port: int, cert_dir: Path, kubeconfig: Path) -> list[str]:
     """The Deployment's ``serve`` arguments with the three that name the pod's surroundings
     replaced: ``--bind`` (loopback, ``port``), ``--cert-dir`` and ``--kubeconfig`` (the
@@ -556,8 +989,11 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
-def up(directory: Path, webhook: bool, gate_pods: bool) -> LocalCluster:
-    """Start the control plane (and with ``webhook`` the local ``serve``) with state in ``directory``.
+def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
+       upstream: tuple[str, ...] = ()) -> LocalCluster:
+    """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
+    with-controller overlay's two controller replicas; ``upstream``: the named :data:`UPSTREAM`
+    programs) with state in ``directory``.
 
     Raises:
         ClusterError: naming the component that failed, with the tail of its log; everything
@@ -574,8 +1010,13 @@ def up(directory: Path, webhook: bool, gate_pods: bool) -> LocalCluster:
     try:
         started = time.monotonic()
         cluster.start_control_plane()
-        if webhook:
-            cluster.start_webhook(gate_pods)
+        for name in upstream:  # fail before starting anything when a program cannot be built
+            build_upstream(name)
+        if webhook or controller:
+            docs = cluster.start_webhook(gate_pods, controller=controller)
+            if controller:
+                cluster.start_controllers(docs)
+        cluster.start_upstream(list(upstream))
         cluster.state["up_seconds"] = round(time.monotonic() - started, 1)
         cluster.save()
     except (ClusterError, subprocess.TimeoutExpired) as error:
@@ -595,14 +1036,41 @@ def main(argv: list[str]) -> int:
                            help="also run segment-webhook serve as deploy/ configures it, registered by deploy/'s "
                                 "webhook configurations")
     up_parser.add_argument("--gate-pods", action="store_true", help="serve with --gate-pods (implies --webhook)")
+    up_parser.add_argument("--controller", action="store_true",
+                           help="render deploy/overlays/with-controller (on self-signed; gating on) and run its "
+                                "two segment-webhook controller replicas (implies --webhook)")
+    up_parser.add_argument("--with", dest="upstream", default="", metavar="NAMES",
+                           help="comma-separated upstream programs to build and start: "
+                                + ", ".join(sorted(UPSTREAM)) + " (known, not buildable here: "
+                                + ", ".join(sorted(UNAVAILABLE_UPSTREAM)) + ")")
+    nodes_parser = commands.add_parser("nodes", help="register the Nodes of a dump and keep them Ready until down")
+    nodes_parser.add_argument("dir", type=Path)
+    nodes_parser.add_argument("file", type=Path)
+    heartbeat_parser = commands.add_parser("heartbeat", help=argparse.SUPPRESS)
+    heartbeat_parser.add_argument("dir", type=Path)
     down_parser = commands.add_parser("down", help="stop everything `up DIR` started")
     down_parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            print(build())
+            control_plane = build()
+            for name in UPSTREAM:
+                build_upstream(name)
+            print(control_plane)
+        elif args.command == "heartbeat":
+            return heartbeat(args.dir.resolve())
+        elif args.command == "nodes":
+            cluster = LocalCluster(args.dir)
+            if "kube-apiserver" not in cluster.state.get("components", []):
+                raise ClusterError(f"nodes: no running cluster in {args.dir} (`up {args.dir}` first)")
+            started = time.monotonic()
+            count = cluster.register_nodes(args.file)
+            print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
+                  f"node-heartbeat renews their Leases until `down {args.dir}`")
         elif args.command == "up":
-            cluster = up(args.dir, args.webhook or args.gate_pods, args.gate_pods)
+            upstream = tuple(name for name in args.upstream.split(",") if name)
+            cluster = up(args.dir, args.webhook or args.gate_pods or args.controller, args.gate_pods,
+                         controller=args.controller, upstream=upstream)
             ports = cluster.state["ports"]
             print(f"up: kube-apiserver https://127.0.0.1:{ports['kube-apiserver']}"
                   + (f", segment-webhook {cluster.state['webhook_url']}" if "webhook_url" in cluster.state else "")

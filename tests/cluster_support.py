@@ -1,4 +1,5 @@
-"""The local control plane for the ``cluster`` tests (DESIGN.md §11): ONE per pytest run.
+"""The local control plane for the ``cluster`` tests (DESIGN.md §11): ONE per pytest run (and one
+more, module-scoped, in ``test_cluster_consumers.py``, which needs ``--controller --with lws``).
 
 ``hack/local_cluster.py`` builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 kubectl from their Go modules and starts them on loopback, with ``segment-webhook serve`` run as

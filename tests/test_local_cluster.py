@@ -1,0 +1,71 @@
+"""hack/local_cluster.py's pieces that need no control plane (the cluster suite runs the rest)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "hack"))
+
+import local_cluster  # noqa: E402
+
+
+def test_the_control_plane_cache_key_ignores_the_upstream_programs_modules(tmp_path, monkeypatch):
+    """Adding or bumping hack/go/lws must not rebuild kube-apiserver and friends (a 762 s build)."""
+    before = local_cluster.pins_digest()
+    copy = tmp_path / "go"
+    for module in ("etcd", "kubernetes", "lws"):
+        (copy / module).mkdir(parents=True)
+        for name in ("go.mod", "go.sum"):
+            (copy / module / name).write_bytes((local_cluster.GO_MODULES / module / name).read_bytes())
+    monkeypatch.setattr(local_cluster, "GO_MODULES", copy)
+    assert local_cluster.pins_digest() == before
+    (copy / "lws" / "go.mod").write_text((copy / "lws" / "go.mod").read_text() + "// bumped\n")
+    assert local_cluster.pins_digest() == before
+    assert local_cluster.pins_digest(("lws",)) != local_cluster.pins_digest(("etcd",))
+
+
+def test_lws_is_pinned_to_a_version_the_proxy_serves():
+    # hack/go/lws/go.mod: v0.8.0 (the proxy refused v0.10.0's source, 2026-12-02)
+    assert local_cluster.module_version("lws", "sigs.k8s.io/lws") == "v0.8.0"
+    assert local_cluster.UPSTREAM["lws"].package == "sigs.k8s.io/lws/cmd"
+
+
+def test_kai_podgrouper_is_refused_with_the_reason():
+    with pytest.raises(local_cluster.ClusterError, match=r"kai-podgrouper: the Go module proxy refuses "
+                                                         r"github.com/NVIDIA/KAI-scheduler \(403"):
+        local_cluster.build_upstream("kai-podgrouper")
+    with pytest.raises(local_cluster.ClusterError, match="unknown upstream program 'volcano'"):
+        local_cluster.build_upstream("volcano")
+
+
+def test_replace_flags_sets_the_controller_metrics_port():
+    # deploy/overlays/with-controller/controller-deployment.yaml's args
+    deployment = yaml.safe_load((REPO / "deploy" / "overlays" / "with-controller" / "controller-deployment.yaml").read_text())
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args == ["controller", "--metrics-port", "9090", "--default-topology", "cluster-topology"]
+    assert local_cluster.replace_flags(args, {"--metrics-port": "40001"}) == \
+        ["controller", "--metrics-port", "40001", "--default-topology", "cluster-topology"]
+    assert local_cluster.replace_flags(["controller", "--metrics-port=9090"], {"--metrics-port": "1"}) == \
+        ["controller", "--metrics-port", "1"]
+    assert local_cluster.replace_flags(["controller"], {"--metrics-port": "1"}) == ["controller", "--metrics-port", "1"]
+
+
+def test_read_objects_flattens_a_kubectl_list(tmp_path):
+    dump = tmp_path / "nodes.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        {"kind": "Node", "metadata": {"name": "a"}}, {"kind": "Pod", "metadata": {"name": "p"}}]})
+        + "---\n" + yaml.safe_dump({"kind": "Node", "metadata": {"name": "b"}}))
+    assert [(o["kind"], o["metadata"]["name"]) for o in local_cluster.read_objects(dump)] == \
+        [("Node", "a"), ("Pod", "p"), ("Node", "b")]
+
+
+def test_rfc3339_times_as_the_api_writes_them():
+    # metav1.Time: seconds; metav1.MicroTime (Lease renewTime): 6 decimals
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", local_cluster.rfc3339_now())
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", local_cluster.rfc3339_now(micro=True))
