@@ -952,20 +952,8 @@ def local_serve_argv(args: list[str], port: int, cert_dir: Path, kubeconfig: Pat
     """The Deployment's ``serve`` arguments with the three that name the pod's surroundings
     replaced: ``--bind`` (loopback, ``port``), ``--cert-dir`` and ``--kubeconfig`` (the
     ServiceAccount token; in the pod, the in-cluster configuration)."""
-    replaced = {"--bind": f"127.0.0.1:{port}", "--cert-dir": str(cert_dir)}
-    argv: list[str] = []
-    words = iter(args)
-    for word in words:
-        flag, equals, _value = word.partition("=")
-        if flag in replaced:
-            if not equals:
-                next(words, None)
-            argv += [flag, replaced.pop(flag)]
-        else:
-            argv.append(word)
-    for flag, value in replaced.items():
-        argv += [flag, value]
-    return argv + ["--kubeconfig", str(kubeconfig)]
+    replaced = replace_flags(args, {"--bind": f"127.0.0.1:{port}", "--cert-dir": str(cert_dir)})
+    return replaced + ["--kubeconfig", str(kubeconfig)]
 
 
 def write_kubeconfig(path: Path, server: str, ca_file: Path, user: str, token: str) -> None:
