@@ -165,6 +165,25 @@ def lenient_count(value: Any, default: int = 1) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def replica_spec_count(obj: Mapping[str, Any], field: str,
+                       defaults: tuple[tuple[str, int], ...]) -> tuple[int, str] | None:
+    """The pods a map of replica specs asks for as written (``spec.<field>.<type>.replicas``, each
+    ``type`` of ``defaults`` with its default count), for :attr:`KindDescription.expected_pods`:
+    ``(total, "spec.<field>.A.replicas + ...")``, or ``None`` when ``spec.<field>`` is not a map.
+    Shared by PyTorchJob (``pytorchReplicaSpecs``) and MPIJob (``mpiReplicaSpecs``)."""
+    spec = obj.get("spec")
+    specs = spec.get(field) if isinstance(spec, Mapping) else None
+    if not isinstance(specs, Mapping):
+        return None
+    fields, total = [], 0
+    for replica_type, default in defaults:
+        replica_spec = specs.get(replica_type)
+        if isinstance(replica_spec, Mapping):
+            fields.append(f"spec.{field}.{replica_type}.replicas")
+            total += lenient_count(replica_spec.get("replicas"), default)
+    return total, " + ".join(fields)
+
+
 def replicas(value: Any, where: str, default: int = 1) -> int:
     """A replica count for the expansion: ``default`` when absent, else a non-negative integer;
     raises :class:`ShapeError` naming ``where`` otherwise."""

@@ -27,7 +27,7 @@ from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
+                                            name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
                                             shown)
 from webhook.core.reading import get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
@@ -174,17 +174,7 @@ MPI_PODS = MPIJobPods()
 
 def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
     """Launcher (default 1) + Worker (default 0) replicas as written, for ``place``'s cap."""
-    spec = obj.get("spec")
-    specs = spec.get(SPECS) if isinstance(spec, Mapping) else None
-    if not isinstance(specs, Mapping):
-        return None
-    fields, total = [], 0
-    for rtype, default in (("Launcher", 1), ("Worker", 0)):
-        rs = specs.get(rtype)
-        if isinstance(rs, Mapping):
-            fields.append(f"spec.{SPECS}.{rtype}.replicas")
-            total += lenient_count(rs.get("replicas"), default)
-    return total, " + ".join(fields)
+    return replica_spec_count(obj, SPECS, (("Launcher", 1), ("Worker", 0)))
 
 
 def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:

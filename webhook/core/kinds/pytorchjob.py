@@ -17,7 +17,7 @@ from webhook.core.constraints import resolve
 from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
+                                            name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
                                             shown)
 from webhook.core.reading import INT32_MAX, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
@@ -162,17 +162,7 @@ TRAINING_PODS = TrainingOperatorPods()
 
 def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
     """Master + Worker replicas as written (default 1 each), for ``place``'s cap."""
-    spec = obj.get("spec")
-    specs = spec.get(SPECS) if isinstance(spec, Mapping) else None
-    if not isinstance(specs, Mapping):
-        return None
-    fields, total = [], 0
-    for rtype in ("Master", "Worker"):
-        rs = specs.get(rtype)
-        if isinstance(rs, Mapping):
-            fields.append(f"spec.{SPECS}.{rtype}.replicas")
-            total += lenient_count(rs.get("replicas"))
-    return total, " + ".join(fields)
+    return replica_spec_count(obj, SPECS, (("Master", 1), ("Worker", 1)))
 
 
 def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict, str]], fields: list[str],
