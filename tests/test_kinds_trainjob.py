@@ -130,12 +130,198 @@ def test_a_trainjob_without_placement_keys_is_not_the_webhooks():
     assert d.allowed and d.patch == [] and d.warnings == []
 
 
-def test_place_says_a_trainjob_cannot_be_expanded(tmp_path, capsys):
+# ------------------------------------------------------------------------- place: the Trainer's JobSet
+# Rules (kubeflow/trainer 8c0f505, the commit of ../shared/crds): the JobSet is named as the TrainJob;
+# the trainer replicatedJob (Job template labelled trainjob-ancestor-step: trainer) runs numNodes pods
+# (parallelism = completions = numNodes, replicas 1); resourcesPerNode is merged over the resources of
+# its container `node`; runtimePatches merge over the runtime's JobSet spec (lists keyed by name merge,
+# tolerations are replaced). Its pods are JobSet pods: <jobset>-<rjob>-<job-index>-<completion-index>.
+RUNTIME = MANIFESTS / "clustertrainingruntime-torch.yaml"
+GPU = "nvidia.com/gpu"
+
+
+def runtime():
+    return yaml.safe_load(RUNTIME.read_text())
+
+
+@pytest.fixture
+def rack_cluster(tmp_path):
+    """1 zone, 1 block, 4 racks of 4 nodes of 8 GPUs, nothing bound: 16 nodes."""
     from webhook.cli import main
 
-    path = tmp_path / "tj.yaml"
-    path.write_text(yaml.safe_dump(trainjob()))
-    cluster = tmp_path / "c.yaml"
-    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "2", "--nodes", "2", "-o", str(cluster)]) == 0
-    assert main(["place", "-f", str(path), "--cluster", str(cluster)]) == 2
-    assert "spec.runtimeRef: a TrainJob's pod templates are its runtime's" in capsys.readouterr().err
+    path = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "4", "--nodes", "4", "--gpus", "8",
+                 "--fill", "0", "-o", str(path)]) == 0
+    return str(path)
+
+
+def place(capsys, *files, cluster, extra=()):
+    import json
+
+    from webhook.cli import main
+
+    args = ["place", "--cluster", cluster, "-o", "json", *extra]
+    for f in files:
+        args += ["-f", str(f)]
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out else None), err
+
+
+def write(tmp_path, name, *objects):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump_all(list(objects)))
+    return path
+
+
+def test_place_without_the_runtime_exits_2_saying_how_to_pass_it(tmp_path, capsys, rack_cluster):
+    code, _, err = place(capsys, write(tmp_path, "tj.yaml", trainjob()), cluster=rack_cluster)
+    assert code == 2
+    assert "spec.runtimeRef: a TrainJob's pod templates are its runtime's, the ClusterTrainingRuntime " \
+           "torch-distributed, which is not among the documents given (runtimes given: none)" in err
+    assert "pass the runtime as another document: `place -f trainjob.yaml -f runtime.yaml`" in err
+
+
+@pytest.mark.parametrize("same_file", [True, False])
+def test_place_builds_the_trainers_jobset_and_places_each_segment_of_4_node_ranks_in_a_rack(
+        tmp_path, capsys, rack_cluster, same_file):
+    files = ([write(tmp_path, "both.yaml", trainjob(), runtime())] if same_file
+             else [MANIFESTS / "trainjob-torch.yaml", RUNTIME])
+    code, res, err = place(capsys, *files, cluster=rack_cluster)
+    assert code == 0, err
+    # 16 pods of Job llama-ft-node-0 (replicas 1, parallelism = numNodes 16), each taking a whole
+    # node (resourcesPerNode: 8 GPUs), node rank c in segment c // 4, each segment in one rack
+    assert sorted(res["assignments"]) == sorted(f"team-a/llama-ft-node-0-{c}" for c in range(16))
+    assert len(set(res["assignments"].values())) == 16
+    assert [s["pods"] for s in res["segments"]] == [[f"team-a/llama-ft-node-0-{c}" for c in range(4 * k, 4 * k + 4)]
+                                                    for k in range(4)]
+    assert [s["level"] for s in res["segments"]] == [RACK] * 4
+    assert len({s["domain"] for s in res["segments"]}) == 4
+    for s in res["segments"]:
+        assert {res["assignments"][p].rsplit("-", 1)[0] for p in s["pods"]} == {s["domain"].replace("rack", "node")}
+    assert f"Warning: TrainJob llama-ft: {NOT_ENFORCED}" in err
+
+
+def expansion(obj, rt, settings=AdmissionSettings()):
+    from webhook.placement.expand import expand
+
+    return expand(obj, CATALOG, settings, runtimes=[rt])
+
+
+def test_the_expanded_pods_are_jobset_pods_with_the_trainjobs_resources_and_segment_labels():
+    exp = expansion(trainjob(), runtime())
+    assert exp.expanded_kind == "JobSet" and len(exp.pods) == 16
+    pod = exp.pods[9]
+    assert pod["metadata"]["name"] == "llama-ft-node-0-9" and pod["metadata"]["namespace"] == "team-a"
+    labels = pod["metadata"]["labels"]
+    assert {k: labels[k] for k in ("jobset.sigs.k8s.io/jobset-name", "jobset.sigs.k8s.io/replicatedjob-name",
+                                   "jobset.sigs.k8s.io/job-index", "batch.kubernetes.io/job-completion-index",
+                                   "kai.scheduler/segment-index")} == {
+        "jobset.sigs.k8s.io/jobset-name": "llama-ft", "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": "9",
+        "kai.scheduler/segment-index": "2"}
+    assert "kai.scheduler/subgroup-name" not in labels
+    (container,) = pod["spec"]["containers"]
+    # the runtime's requests, the TrainJob's resourcesPerNode limits merged over them
+    assert container["resources"] == {"requests": {"cpu": "16", "memory": "64Gi"}, "limits": {GPU: 8}}
+    assert pod["metadata"]["annotations"]["segments.dev/job-parallelism"] == "16"
+
+
+def test_the_jobset_takes_num_nodes_from_the_runtime_when_the_trainjob_has_none():
+    from webhook.core.kinds.trainingruntime import jobset_for
+
+    obj = trainjob()
+    del obj["spec"]["trainer"]["numNodes"]
+    rt = runtime()
+    rt["spec"]["mlPolicy"]["numNodes"] = 3
+    (rjob,) = jobset_for(obj, rt)["spec"]["replicatedJobs"]
+    assert (rjob["replicas"], rjob["template"]["spec"]["parallelism"], rjob["template"]["spec"]["completions"]) == (1, 3, 3)
+
+
+def test_under_mpi_with_the_launcher_as_a_node_the_node_job_runs_num_nodes_minus_one():
+    from webhook.core.kinds.trainingruntime import jobset_for
+
+    rt = runtime()
+    rt["spec"]["mlPolicy"] = {"numNodes": 1, "mpi": {"runLauncherAsNode": True}}
+    launcher = {"name": "launcher", "template": {"spec": {"template": {"spec": {"containers": [{"name": "node"}]}}}}}
+    rt["spec"]["template"]["spec"]["replicatedJobs"].insert(0, launcher)
+    js = jobset_for(trainjob(nodes=5), rt)
+    assert [(rj["name"], rj["template"]["spec"]["parallelism"]) for rj in js["spec"]["replicatedJobs"]] == [
+        ("launcher", 1), ("node", 4)]
+
+
+def test_runtime_patches_merge_over_the_runtime_as_the_trainer_merges_them():
+    from webhook.core.kinds.trainingruntime import jobset_for
+
+    rt = runtime()
+    pod_spec = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["tolerations"] = [{"key": "a", "operator": "Exists"}]
+    pod_spec["nodeSelector"] = {"pool": "gpu"}
+    obj = trainjob()
+    obj["spec"]["runtimePatches"] = [{"manager": "kueue.x-k8s.io/kueue", "trainingRuntimeSpec": {"template": {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {
+            "nodeSelector": {"zone": "z1"}, "tolerations": [{"key": "b", "operator": "Exists"}],
+            "containers": [{"name": "node", "resources": {"requests": {"cpu": "4"}}}]}}}}}]}}}}]
+    js = jobset_for(obj, rt)
+    assert js["metadata"]["labels"] == {"team": "a"}
+    spec = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "gpu", "zone": "z1"}  # maps merge
+    assert spec["tolerations"] == [{"key": "b", "operator": "Exists"}]  # an atomic list is replaced
+    (container,) = spec["containers"]  # containers merge by name
+    assert container["image"] == "registry.example.com/train/torch:2.5"
+    assert container["resources"] == {"requests": {"cpu": "4", "memory": "64Gi"}, "limits": {GPU: 8}}
+
+
+def test_an_initializer_job_gets_one_replica_and_its_own_gang():
+    rt = runtime()
+    init = {"name": "dataset-initializer", "replicas": 3, "template": {
+        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "dataset-initializer", "image": "i"}]}}}}}
+    rt["spec"]["template"]["spec"]["replicatedJobs"].insert(0, init)
+    exp = expansion(trainjob(), rt)
+    assert [len(g.pods) for g in exp.gangs] == [1, 16]
+    assert exp.pods[0]["metadata"]["name"] == "llama-ft-dataset-initializer-0-0"
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda tj, rt: rt["metadata"].update(name="other"),
+     "the ClusterTrainingRuntime torch-distributed, which is not among the documents given (runtimes given: "
+     "ClusterTrainingRuntime other)"),
+    (lambda tj, rt: tj["spec"]["runtimeRef"].update(kind="TrainingRuntime"),
+     "the TrainingRuntime torch-distributed in namespace team-a, which is not among the documents given"),
+    (lambda tj, rt: tj["metadata"]["annotations"].update({"segments.dev/trainer-job": "trainer"}),
+     "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[name=trainer] (manager "
+     "segments.dev/segment-webhook): the ClusterTrainingRuntime torch-distributed has no replicatedJob \"trainer\" "
+     "(it has node)"),
+    (lambda tj, rt: tj["spec"]["runtimeRef"].update(apiGroup="example.com"),
+     'spec.runtimeRef.apiGroup: "example.com" is not trainer.kubeflow.org'),
+    (lambda tj, rt: rt["spec"]["template"]["spec"].update(replicatedJobs=[]),
+     "ClusterTrainingRuntime torch-distributed: spec.template.spec.replicatedJobs: missing or empty"),
+])
+def test_place_names_a_runtime_it_cannot_use(tmp_path, capsys, rack_cluster, change, needle):
+    tj, rt = trainjob(), runtime()
+    change(tj, rt)
+    code, _, err = place(capsys, write(tmp_path, "both.yaml", tj, rt), cluster=rack_cluster)
+    assert code == 2
+    assert needle in err
+
+
+def test_a_namespaced_runtime_is_found_in_the_trainjobs_namespace(tmp_path, capsys, rack_cluster):
+    tj, rt = trainjob(), runtime()
+    tj["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    rt["kind"] = "TrainingRuntime"
+    rt["metadata"]["namespace"] = "team-a"
+    code, res, err = place(capsys, write(tmp_path, "both.yaml", tj, rt), cluster=rack_cluster)
+    assert code == 0, err
+    assert len(res["assignments"]) == 16
+
+
+def test_a_runtime_given_with_another_kind_is_bad_input(tmp_path, capsys, rack_cluster):
+    job = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+           "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"parallelism": 2, "template": {
+               "spec": {"containers": [{"name": "c"}]}}}}}]}}
+    code, _, err = place(capsys, write(tmp_path, "both.yaml", job, runtime()), cluster=rack_cluster)
+    assert code == 2
+    assert ("ClusterTrainingRuntime torch-distributed: a training runtime is read only with a TrainJob, and the "
+            "workload is a JobSet; fix: leave the runtime out") in err

@@ -102,7 +102,8 @@ def test_server_framework_internals_are_confined_to_the_server_module():
 #: description (webhook/core/kinds/registry.py).
 KIND_SHAPE = ("pytorchReplicaSpecs", "leaderWorkerTemplate", "replicatedJobs", "workerGroupSpecs", "mpiReplicaSpecs")
 KIND_MODULES = {"core/kinds/pytorchjob.py", "core/kinds/leaderworkerset.py", "core/kinds/distributedworkload.py",
-                "core/kinds/mpijob.py", "core/kinds/jobset.py", "core/kinds/ray.py", "core/kinds/trainjob.py"}
+                "core/kinds/mpijob.py", "core/kinds/jobset.py", "core/kinds/ray.py", "core/kinds/trainjob.py",
+                "core/kinds/trainingruntime.py"}  # the JobSet the Trainer builds for a TrainJob (place)
 
 
 def code_strings(source: str) -> list[str]:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
 from webhook.cli.flags import UsageError, add_topology_flags, error
 from webhook.cli.output import write_output
+from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.engine import Placement, PlacementError
 from webhook.placement.expand import ExpandError
@@ -29,7 +31,9 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("place", help="place a workload on a cluster snapshot (dry run of the scheduler)",
                               description="Expand a workload into its pods, pass them through the webhook and place "
                                           "them on a cluster snapshot. Exit 0 placed, 1 not placed/denied, 2 bad input.")
-    p.add_argument("-f", "--filename", required=True, metavar="WORKLOAD", help="PyTorchJob, LeaderWorkerSet or DistributedWorkload manifest")
+    p.add_argument("-f", "--filename", action="append", required=True, metavar="FILE",
+                   help="the workload manifest (one object of a kind the webhook admits); repeatable: a TrainJob's "
+                        "ClusterTrainingRuntime / TrainingRuntime may be in the same file or another -f")
     p.add_argument("--cluster", action="append", required=True, metavar="FILE",
                    help="kubectl get nodes/pods/topologies -o yaml|json output (repeatable)")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
@@ -42,13 +46,42 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def load_workload(path: str) -> dict:
-    """The one workload object of the file ``path`` (a ``kind: List`` of one is flattened, as
-    ``controller -f`` reads it). Raises :class:`ManifestError` naming the file."""
-    objects = load_objects(path)
-    if len(objects) != 1:
-        raise ManifestError(path, f"expected exactly one workload object, found {len(objects)}")
-    return dict(objects[0][1])
+@dataclass
+class PlaceInput:
+    """What the ``-f`` files hold: the one ``workload`` object, the file it is in (``path``), and
+    the training ``runtimes`` given with it (for a TrainJob)."""
+
+    workload: dict
+    path: str
+    runtimes: list[dict] = field(default_factory=list)
+
+
+def load_workload(paths: str | list[str]) -> PlaceInput:
+    """The objects of the files ``paths`` (each may be a multi-document file or a ``kind: List``,
+    flattened as ``controller -f`` reads them): exactly one workload, plus any number of
+    ClusterTrainingRuntime / TrainingRuntime documents when the workload is a TrainJob.
+
+    Raises :class:`ManifestError` naming the file: no workload or more than one, or a runtime
+    given with a workload that is not a TrainJob (it would be ignored)."""
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    workloads: list[tuple[str, str, dict]] = []
+    runtimes: list[tuple[str, str, dict]] = []
+    for path in paths:
+        for location, obj in load_objects(path):
+            (runtimes if is_runtime(obj) else workloads).append((path, location, dict(obj)))
+    if len(workloads) != 1:
+        where = paths[0] if len(paths) == 1 else ", ".join(paths)
+        found = "; ".join(f"{location}: {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
+                          for _, location, obj in workloads[:5])
+        raise ManifestError(where, f"expected exactly one workload object, found {len(workloads)}"
+                                   + (f" ({found}{' …' if len(workloads) > 5 else ''})" if len(workloads) > 1 else ""))
+    path, _, workload = workloads[0]
+    if runtimes and workload.get("kind") != TRAINJOB:
+        rpath, location, runtime = runtimes[0]
+        raise ManifestError(rpath, f"{location}: {runtime.get('kind')} {(runtime.get('metadata') or {}).get('name')}: "
+                                   f"a training runtime is read only with a TrainJob, and the workload is a "
+                                   f"{workload.get('kind')}; fix: leave the runtime out")
+    return PlaceInput(workload, path, [obj for _, _, obj in runtimes])
 
 
 def render_table(result: dict) -> str:
@@ -84,14 +117,15 @@ def run(args: argparse.Namespace) -> int:
     """The ``place`` command: exit 0 placed, 1 not placed or denied, 2 bad input."""
     try:
         snapshot = load_snapshot(args.cluster, args.topology_file or [])
-        workload = load_workload(args.filename)
+        given = load_workload(args.filename)
+        workload = given.workload
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
                              platform_users=args.platform_user or [], platform_groups=args.platform_group or [],
-                             default_topology=args.default_topology)
+                             default_topology=args.default_topology, runtimes=given.runtimes)
     except (SnapshotError, ManifestError, PlacementError, UsageError) as exc:
         return error("place", str(exc))
     except ExpandError as exc:  # a problem of the workload file: name it
-        return error("place", f"{args.filename}: {exc}")
+        return error("place", f"{given.path}: {exc}")
     for w in out.warnings:  # each distinct warning once, with its count
         print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
     result = out.document

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jsonpatch
 
 from webhook.core import keys
+from webhook.core.kinds import trainingruntime
 from webhook.core.kinds.description import ShapeError
 from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
 from webhook.core.decision import AdmissionSettings
@@ -54,7 +55,8 @@ class Expansion:
     ``gangs``: one :class:`Gang` (one per LWS replica group), in order.
     ``pods``: the patched Pod objects. ``notes``: the AdmissionResponse warnings collected, as
     ``(kind, object name, warning)``; :attr:`warnings` says each distinct one once.
-    ``topology``: the resolved topology name, or ``None``.
+    ``topology``: the resolved topology name, or ``None``. ``expanded_kind``: the kind whose
+    pods were made (the workload's; ``JobSet`` for a TrainJob, whose pods are its JobSet's).
     """
 
     denied: bool = False
@@ -64,6 +66,7 @@ class Expansion:
     workload: dict | None = None
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
+    expanded_kind: str = ""
 
     def note(self, kind: str, name: str, warning: str) -> None:
         """Collect one AdmissionResponse ``warning`` the webhook gave object ``kind``/``name``."""
@@ -192,14 +195,20 @@ def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
 
 
 def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSettings,
-           user: str = "kubectl-user", groups: list[str] | None = None) -> Expansion:
+           user: str = "kubectl-user", groups: list[str] | None = None,
+           runtimes: Sequence[Mapping] = ()) -> Expansion:
     """Expand ``workload`` into pods, admit everything through the webhook, build gangs.
 
-    ``workload``: a PyTorchJob, LeaderWorkerSet or DistributedWorkload object (dict).
+    ``workload``: an object of a kind of :data:`SUPPORTED` (dict). ``runtimes``: the
+    ClusterTrainingRuntime / TrainingRuntime documents given with it; a TrainJob is expanded
+    through the JobSet the Trainer builds from the runtime its ``spec.runtimeRef`` names
+    (:func:`webhook.core.kinds.trainingruntime.jobset_for`), which the webhook admits as the
+    cluster's would, and that JobSet's pods (:attr:`Expansion.expanded_kind` is then ``JobSet``).
     ``user``/``groups``: the ``request.userInfo`` the webhook sees (platform identities get
     automatic placement, DESIGN.md §6). Returns an :class:`Expansion`; ``denied=True`` when the
     webhook denies. Raises :class:`ExpandError` for an unsupported kind, a malformed manifest,
-    or a bad resource quantity (the message names the field).
+    a TrainJob whose runtime is not among ``runtimes``, or a bad resource quantity (the message
+    names the field).
     """
     groups = list(groups or [])
     if not isinstance(workload, Mapping):
@@ -214,12 +223,31 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     obj["metadata"] = dict(meta)
     obj["metadata"].setdefault("namespace", "default")
     _precheck_pod_count(obj, kind)
-    exp = Expansion()
+    runtime = None
+    if kind == trainingruntime.TRAINJOB:
+        try:
+            runtime = trainingruntime.find_runtime(obj, runtimes)
+        except ShapeError as exc:
+            raise ExpandError(str(exc)) from None
+    exp = Expansion(expanded_kind=kind)
     patched = _admit(obj, kind, catalog, settings, user, groups, exp)
     if patched is None:
         return exp
     exp.workload = patched
+    if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's
+        try:
+            jobset = trainingruntime.jobset_for(patched, runtime)
+        except ShapeError as exc:
+            raise ExpandError(str(exc)) from None
+        _precheck_pod_count(jobset, "JobSet")
+        patched = _admit(jobset, "JobSet", catalog, settings, user, groups, exp)
+        if patched is None:
+            return exp
+        exp.expanded_kind = kind = "JobSet"
     pods = _controller_pods(patched, kind)
+    if runtime is not None:  # name the runtime's field, not the JobSet's that exists in no file
+        where = f"{runtime.get('kind')} {(runtime.get('metadata') or {}).get('name')}: spec.template."
+        pods = [(g, pod, where + path) for g, pod, path in pods]
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
     by_group: dict[int, list[dict]] = {}
     templates: dict[str, str] = {}

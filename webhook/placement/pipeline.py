@@ -40,8 +40,11 @@ class PlaceResult:
 
 
 def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
-                   platform_groups=(), default_topology: str | None = None) -> PlaceResult:
+                   platform_groups=(), default_topology: str | None = None, runtimes=()) -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
+
+    ``runtimes``: ClusterTrainingRuntime / TrainingRuntime objects, for a TrainJob (its pods are
+    those of the JobSet the Trainer builds from the runtime it names: :func:`expand`).
 
     Returns a :class:`PlaceResult` (not placed or denied: ``placed`` false, ``reason`` in its
     ``document``). Raises :class:`ExpandError`, :class:`PlacementError` for bad input, and
@@ -62,7 +65,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
                                  platform_groups=frozenset(g for g in platform_groups if g),
                                  default_topology=default_topology)
-    exp = expand(workload, catalog, settings, user=user, groups=list(groups))
+    exp = expand(workload, catalog, settings, user=user, groups=list(groups), runtimes=list(runtimes))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
                            exp.warnings)
@@ -94,7 +97,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
-    if BY_KIND[workload["kind"]].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
+    if BY_KIND[exp.expanded_kind].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
     return PlaceResult(True, result, index, merged, exp.warnings)

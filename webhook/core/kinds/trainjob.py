@@ -16,7 +16,8 @@ When ``S == numNodes`` (one Job = one segment, which KAI enforces) the replicate
 metadata gets KAI's per-Job keys, as for a JobSet; otherwise the ``kai-does-not-enforce`` warning.
 Without ``numNodes`` the runtime decides the node count, which the webhook cannot see: the size is
 not checked against it (a warning says so). ``subgroup-name`` is never written. Automatic placement
-(§6) never applies. ``place`` cannot expand a TrainJob (its pod template is its runtime's).
+(§6) never applies. ``place`` expands a TrainJob given its runtime as another document: it builds
+the JobSet the Trainer would (:mod:`webhook.core.kinds.trainingruntime`) and expands that.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from webhook.core.decision import AdmissionSettings, Decision
 from webhook.core.kinds._workload import Plan, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
 from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
+from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed, warn_kai_does_not_enforce
@@ -160,10 +162,11 @@ def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
 
 
 def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
-    """A TrainJob's pods are made from its runtime's JobSet, which the TrainJob does not hold:
-    always raises :class:`ShapeError` naming what to place instead."""
-    raise ShapeError("spec.runtimeRef: a TrainJob's pod templates are its runtime's, which place cannot read; "
-                     "place the JobSet its runtime builds instead")
+    """A TrainJob's pods are made from its runtime's JobSet, which the TrainJob alone does not hold
+    (``place`` builds it when given the runtime: :func:`webhook.core.kinds.trainingruntime.jobset_for`):
+    always raises :class:`ShapeError` saying how to pass the runtime."""
+    raise ShapeError(f"spec.runtimeRef: a TrainJob's pod templates are its runtime's, the {runtime_ref(obj)}, "
+                     f"which was not given; fix: {HOW_TO_PASS}")
 
 
 DESCRIPTION = KindDescription(
