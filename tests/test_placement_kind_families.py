@@ -36,3 +36,41 @@ def test_kind_families_have_their_kinds_segments_and_are_placed(bench, family, f
     assert counts == segments
     row = bench.one_size(512, 16, 1, family)
     assert row["placed"] and row["segment_levels"] == {"topology-rack": 2}
+
+
+def test_a_trainjobs_gang_is_a_one_job_jobset_gang():
+    """Why the CP-SAT comparison (tests/test_placement_solver.py) has no TrainJob family: the gang
+    ``place`` builds for a TrainJob (through the JobSet the Trainer builds from its runtime) is, pod
+    for pod, the gang of a JobSet with one Job of ``parallelism = numNodes`` (DESIGN.md §3b: index =
+    completion index = node rank, segment ``rank // S``), which the ``jobset`` family draws (one Job
+    when parallelism >= S) and, for any pod count and a partial last segment, the ``pytorch``
+    family's workers without a Master (index ``i``, segment ``i // S``)."""
+    import copy
+
+    import yaml
+
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.topology import StaticTopologyCatalog, Topology
+    from webhook.placement.expand import expand
+
+    manifests = Path(__file__).resolve().parent / "manifests"
+    trainjob = yaml.safe_load((manifests / "trainjob-torch.yaml").read_text())
+    trainjob["spec"]["trainer"]["numNodes"] = 14  # segments of 4: 4, 4, 4 and a partial 2
+    runtime = yaml.safe_load((manifests / "clustertrainingruntime-torch.yaml").read_text())
+    catalog = StaticTopologyCatalog([Topology("cluster-topology", (
+        "topology.kubernetes.io/zone", "cloud.provider.com/topology-block", "cloud.provider.com/topology-rack",
+        "kubernetes.io/hostname"))])
+    from_trainjob = expand(trainjob, catalog, AdmissionSettings(), runtimes=[runtime])
+    # the same pods written as a JobSet by hand: one replicatedJob `node` of 14 pods, the keys on its template
+    template = copy.deepcopy(runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"])
+    template["metadata"] = {"annotations": dict(trainjob["metadata"]["annotations"])}
+    template["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 8}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "llama-ft", "namespace": "team-a"},
+              "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {
+                  "parallelism": 14, "completions": 14, "template": template}}}]}}
+    by_hand = expand(jobset, catalog, AdmissionSettings())
+    (gang,), (expected,) = from_trainjob.gangs, by_hand.gangs
+    assert [p.segment for p in gang.pods] == [(0, c // 4) for c in range(14)]
+    assert gang.pods == expected.pods
+    assert (gang.segment_required, gang.segment_preferred) == ("cloud.provider.com/topology-rack", None)

@@ -3,7 +3,8 @@
 Every instance family of issue 8 is drawn, and those of the §3b kinds of issue 18 (a JobSet's
 pods indexed ``job-index × parallelism + completion-index``, a multi-host Ray group's
 ``replica × numOfHosts + host``, an MPIJob's launcher-as-worker in segment 0 with other requests
-than its workers): a PyTorchJob Master or an LWS leader with other
+than its workers; a TrainJob adds no shape: its gang is a one-Job JobSet's, pod for pod,
+``tests/test_placement_kind_families.py``): a PyTorchJob Master or an LWS leader with other
 requests, node selector, required node affinity (every operator, matchFields on
 ``metadata.name``) and tolerations than the workers; LWS LeaderWorker (leader inside segment 0)
 and LeaderExcluded (leader outside segments); partial last segments; unsegmented gangs; taints,
