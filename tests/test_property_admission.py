@@ -17,7 +17,7 @@ import jsonpatch
 import pytest
 import requests
 from serving import running_serve
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
@@ -383,15 +383,106 @@ def test_any_body_over_https_gets_a_well_formed_answer(https_server, body):
     check_answer(body, resp.status_code, resp.content)
 
 
+ZONE_, BLOCK_, RACK_, HOST_ = LEVELS[:4]
+
+
+@st.composite
+def admissible_workloads(draw):
+    """Objects of every kind that the webhook admits AND patches (so the idempotence property is
+    checked on them, not skipped): a known topology, a segment size S of 2 or 4 that every kind's
+    size rules accept (DESIGN.md §3, §3b, §5: at most the pods segmented; LWS sizes ``R % S == 0`` or
+    ``(R - 1) % S == 0``, ``(R - 1) % S == 0`` under LeaderExcluded; Ray ``S % numOfHosts == 0``),
+    and levels in the topology's order (workload levels broader than segment levels)."""
+    size = draw(st.sampled_from([2, 4]))
+    seg = {"kai.scheduler/segment-size": str(size)}
+    root = {"kai.scheduler/topology": "cluster-topology"}  # the webhook writes it onto the templates: a patch
+    for keys, key, level in ((root, "kai.scheduler/topology-required-placement", ZONE_),
+                             (root, "kai.scheduler/topology-preferred-placement", BLOCK_),
+                             (seg, "kai.scheduler/segment-topology-required-placement", RACK_),
+                             (seg, "kai.scheduler/segment-topology-preferred-placement", HOST_)):
+        if draw(st.booleans()):
+            keys[key] = level
+    n = draw(st.integers(size, 33))
+    kind = draw(st.sampled_from(["PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "MPIJob", "JobSet",
+                                 "RayCluster", "TrainJob", "Pod"]))
+    if kind == "PyTorchJob":
+        specs = {"Worker": {"replicas": n, "template": template(seg)}}
+        if draw(st.booleans()):
+            specs["Master"] = {"replicas": 1, "template": template({})}
+        return {"apiVersion": "kubeflow.org/v1", "kind": kind, "metadata": {"name": "j", "annotations": root},
+                "spec": {"pytorchReplicaSpecs": specs}}
+    if kind == "LeaderWorkerSet":
+        policy = draw(st.sampled_from(["LeaderWorker", "LeaderExcluded"]))
+        groups = draw(st.integers(1, 8))
+        extra = 1 if policy == "LeaderExcluded" else draw(st.sampled_from([0, 1]))
+        lwt = {"size": groups * size + extra, "workerTemplate": template(seg)}
+        if policy == "LeaderExcluded" or draw(st.booleans()):
+            lwt["subGroupPolicy"] = {"subGroupSize": size, "subGroupPolicyType": policy}
+        if draw(st.booleans()):
+            lwt["leaderTemplate"] = template({})
+        return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": kind,
+                "metadata": {"name": "l", "annotations": root}, "spec": {"leaderWorkerTemplate": lwt}}
+    if kind == "DistributedWorkload":
+        seg.pop("kai.scheduler/segment-size")
+        return {"apiVersion": "segments.dev/v1alpha1", "kind": kind, "metadata": {"name": "d", "annotations": root},
+                "spec": {"framework": "PyTorch", "workers": n, "workersPerSegment": size, "worker": {"template": template(seg)}}}
+    if kind == "MPIJob":
+        specs = {"Worker": {"replicas": n, "template": template(seg)}}
+        if draw(st.booleans()):
+            specs["Launcher"] = {"replicas": 1, "template": template({})}
+        return {"apiVersion": "kubeflow.org/v2beta1", "kind": kind, "metadata": {"name": "m", "annotations": root},
+                "spec": {"mpiReplicaSpecs": specs, "runLauncherAsWorker": draw(st.booleans())}}
+    if kind == "JobSet":
+        parallelism = draw(st.sampled_from([1, 2, size, 2 * size, 3]))
+        rjobs = [{"name": name, "replicas": -(-size // parallelism) + draw(st.integers(0, 3)),
+                  "template": {"spec": {"parallelism": parallelism, "template": template(seg)}}}
+                 for name in draw(st.sampled_from([["workers"], ["workers", "driver"]]))]
+        return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": kind, "metadata": {"name": "js", "annotations": root},
+                "spec": {"replicatedJobs": rjobs}}
+    if kind == "RayCluster":
+        hosts = draw(st.sampled_from([h for h in (1, 2, 4) if size % h == 0]))
+        group = {"groupName": "gpu", "replicas": size // hosts + draw(st.integers(0, 3)), "numOfHosts": hosts,
+                 "template": template(seg)}
+        return {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "r", "annotations": root},
+                "spec": {"headGroupSpec": {"template": template({})}, "workerGroupSpecs": [group]}}
+    if kind == "TrainJob":  # its keys are read from the root only
+        return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind,
+                "metadata": {"name": "t", "annotations": {**root, **seg}},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": n}}}
+    pod = draw(clean_pods())  # a pod whose template the webhook patched: it names the topology
+    pod["metadata"]["annotations"]["kai.scheduler/topology"] = "cluster-topology"
+    return pod
+
+
+@st.composite
+def admissible_reviews(draw):
+    """CREATE of :func:`admissible_workloads`, or UPDATE of one onto itself (the webhook reinvoked,
+    or a re-apply of the same manifest)."""
+    obj = draw(admissible_workloads())
+    operation = draw(st.sampled_from(["CREATE", "CREATE", "UPDATE"]))
+    request = {"uid": str(draw(st.uuids())), "kind": gvk_of(obj), "operation": operation, "object": obj,
+               "namespace": "team-a",
+               "userInfo": {"username": draw(st.sampled_from(["kubectl-user", "platform"])),
+                            "groups": ["system:authenticated"]}}
+    if operation == "UPDATE":
+        request["oldObject"] = obj
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
-@given(doc=valid_reviews())
+@given(doc=st.one_of(admissible_reviews(), admissible_reviews(), admissible_reviews(), admissible_reviews(),
+                     valid_reviews()))
 def test_mutation_is_idempotent(client, doc):
     """Kubernetes requires mutating webhooks to be idempotent (a reinvoked webhook sees its own
-    output): reviewing the patched object again is allowed and yields no further patch."""
+    output): reviewing the patched object again is allowed and yields no further patch. Four
+    draws in five are :func:`admissible_reviews` (admitted and patched, so the property is checked);
+    the event statistics (``--hypothesis-show-statistics``) give the share that reaches it."""
     r = client.post("/mutate", data=json.dumps(doc), content_type="application/json").get_json()["response"]
     if not (r["allowed"] and "patch" in r):
+        event("idempotence: not reached (" + ("allowed, no patch" if r["allowed"] else "denied") + ")")
         return
+    event("idempotence: reached")
     patched = jsonpatch.apply_patch(doc["request"]["object"], json.loads(base64.b64decode(r["patch"])))
     doc["request"]["object"] = patched
     if doc["request"]["operation"] == "UPDATE":
