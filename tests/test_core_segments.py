@@ -154,11 +154,26 @@ def test_lws_segment_count_follows_the_index_rule():
     assert lws_segment_count(1, 2, LE) == 0
 
 
+def lws_subgroup_count_oracle(pod_count: int, subgroup_size: int, policy: str) -> int:
+    """How many subgroups LWS itself makes of one group: the distinct ``subgroup-index`` labels
+    its pod webhook gives the group's pods (:func:`lws_subgroup_index_oracle`, not the module
+    under test). DESIGN.md §3: LWS's subgroups, KAI's and the webhook's segments are the same."""
+    labels = {lws_subgroup_index_oracle(pod_count, subgroup_size, w, policy) for w in range(pod_count)}
+    return len(labels - {None})
+
+
+@pytest.mark.parametrize("group_size, size, policy, expected", [
+    (5, 2, LW, 2), (4, 2, LW, 2), (9, 4, LW, 2), (5, 2, LE, 2), (20001, 2, LW, 10000), (1, 2, LE, 0),
+    (7, 4, LW, 2),  # 7 % 4 = 3, 6 % 4 = 2: no extra leader, {L,1,2,3} {4,5,6}
+])
+def test_the_lws_count_oracle_literally(group_size, size, policy, expected):
+    assert lws_subgroup_count_oracle(group_size, size, policy) == expected
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=1, max_value=200), st.integers(min_value=1, max_value=50), st.sampled_from([LW, LE]))
-def test_lws_segment_count_is_the_number_of_distinct_segments(group_size, size, policy):
-    segments = {lws_segment(w, group_size, size, policy) for w in range(group_size)} - {None}
-    assert lws_segment_count(group_size, size, policy) == len(segments)
+def test_lws_segment_count_is_the_number_of_lws_subgroups(group_size, size, policy):
+    assert lws_segment_count(group_size, size, policy) == lws_subgroup_count_oracle(group_size, size, policy)
 
 
 def test_lws_accepted_sizes():
@@ -172,14 +187,16 @@ def test_lws_accepted_sizes():
 @given(st.integers(min_value=2, max_value=400), st.sampled_from([LW, LE]), st.booleans(),
        st.sampled_from([1, 2, 3, 7, 10]))
 def test_smallest_size_within_is_the_smallest_size_the_rules_admit(group_size, policy, validates, most):
-    pods = lws_segmented_pods(group_size, policy)
+    # the oracle is LWS's (DESIGN.md §5: the leader is not segmented under LeaderExcluded; LWS's
+    # subGroupSize validation; segments counted as LWS's subgroups), not webhook.core.segments
+    pods = group_size - 1 if policy == LE else group_size
 
     def admitted(s):
         if policy == LE and (group_size - 1) % s:
             return False
         if policy == LW and validates and group_size % s and (group_size - 1) % s:
             return False
-        return lws_segment_count(group_size, s, policy) <= most
+        return lws_subgroup_count_oracle(group_size, s, policy) <= most
 
     expected = next((s for s in range(2, pods + 1) if admitted(s)), None)
     assert smallest_size_within(most, pods, group_size=group_size, policy=policy, lws_validates=validates) == expected
