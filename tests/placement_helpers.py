@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from webhook.core.topology import Topology
+from webhook.placement.engine import ClusterIndex, PodRequest
 from webhook.placement.snapshot import Node
 
 ZONE = "topology.kubernetes.io/zone"
@@ -10,6 +11,7 @@ BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
 HOST = "kubernetes.io/hostname"
 CLUSTER_TOPOLOGY = Topology("cluster-topology", (ZONE, BLOCK, RACK, HOST))
+GPU = "nvidia.com/gpu"
 
 
 def node(name: str, zone: str, block: str, rack: str, **alloc) -> Node:
@@ -29,3 +31,32 @@ def shared_level(nodes_by_name: dict, names: list[str], levels: tuple[str, ...])
         else:
             break
     return depth
+
+
+def racks_of_one_gpu_nodes(sizes: dict[str, int], **extra) -> ClusterIndex:
+    """Racks named by ``sizes`` keys (rack → node count) in zone z0 / block b0; nodes
+    ``<rack>-<i>`` with 1 GPU and 8 CPUs (``extra``: more allocatable, milli-units)."""
+    nodes = [node(f"{rack}-{i}", "z0", "b0", rack, **{GPU: 1000, "cpu": 8000}, **extra)
+             for rack, count in sizes.items() for i in range(count)]
+    return ClusterIndex(nodes, CLUSTER_TOPOLOGY)
+
+
+def workers(count: int, size: int | None, *, gpus: int = 1, cpu: int = 0, prefix: str = "job-worker",
+            role: str | None = "worker") -> list[PodRequest]:
+    """``count`` identical worker pods ``ns/<prefix>-<i>``, pod ``i`` in segment ``(0, i // size)``
+    (none when ``size`` is ``None``), each requesting ``gpus`` GPUs, ``cpu`` milli-CPU when given,
+    and one pod slot."""
+    requests = {GPU: gpus * 1000, **({"cpu": cpu} if cpu else {}), "pods": 1000}
+    return [PodRequest(f"ns/{prefix}-{i}", dict(requests), segment=(0, i // size) if size else None, role=role)
+            for i in range(count)]
+
+
+def racks_of_segments(res) -> dict[int, str]:
+    """Segment index → the one rack holding all its pods, for nodes named ``<rack>-<i>``
+    (fails the test when a segment spans racks)."""
+    out = {}
+    for s in res.segments:
+        racks = {res.assignments[p].rsplit("-", 1)[0] for p in s.pods}
+        assert len(racks) == 1, f"segment {s.index} spans racks {racks}"
+        out[s.index] = racks.pop()
+    return out

@@ -6,9 +6,7 @@ import pytest
 
 from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 
-from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, RACK, ZONE, node
-
-GPU = "nvidia.com/gpu"
+from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, RACK, ZONE, node, workers
 
 
 def cluster(gpus_per_rack: dict[str, list[int]]):
@@ -23,20 +21,16 @@ def cluster(gpus_per_rack: dict[str, list[int]]):
     return ClusterIndex(nodes, CLUSTER_TOPOLOGY)
 
 
-def workers(n, seg, gpus=4, prefix="w"):
-    return [PodRequest(f"ns/{prefix}-{i}", {GPU: gpus * 1000, "pods": 1000}, segment=(0, i // seg)) for i in range(n)]
-
-
 def test_unknown_level_is_an_error_listing_levels():
     idx = cluster({"r-000": [8]})
     with pytest.raises(PlacementError, match="not a level of topology cluster-topology; levels: .*topology-rack"):
-        place(idx, Gang(workers(2, 2), segment_required="example.com/row"))
+        place(idx, Gang(workers(2, 2, gpus=4, prefix="w", role=None), segment_required="example.com/row"))
 
 
 def test_workload_preferred_rack_escalates_to_block():
     # no rack has 16 GPUs free for 4 pods of 4 GPUs; block b00 has 8 + 8 = 16
     idx = cluster({"r-000": [8, 0], "r-001": [8, 0], "r-010": [4, 4], "r-011": [4, 0]})
-    res = place(idx, Gang(workers(4, 2), workload_preferred=RACK, segment_preferred=RACK))
+    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=None), workload_preferred=RACK, segment_preferred=RACK))
     assert res.placed
     assert (res.workload_level, res.workload_domain) == (BLOCK, "b00")
     # workload at depth 2 (block); both segments within one rack; the workload uses 2 racks (packing 1)
@@ -47,10 +41,10 @@ def test_workload_preferred_rack_escalates_to_block():
 
 def test_workload_required_zone_not_broken():
     idx = cluster({"r-000": [8], "r-100": [8, 8]})
-    res = place(idx, Gang(workers(4, 2), workload_required=ZONE))
+    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=None), workload_required=ZONE))
     assert res.placed and (res.workload_level, res.workload_domain) == (RACK, "r-100")  # deepest shared
     assert set(res.assignments.values()) == {"n-100-0", "n-100-1"}
-    res = place(idx, Gang(workers(6, 2), workload_required=ZONE))
+    res = place(idx, Gang(workers(6, 2, gpus=4, prefix="w", role=None), workload_required=ZONE))
     assert not res.placed
     assert res.reason == ("workload level topology.kubernetes.io/zone: 2 domain(s), 0 with room for the whole "
                           "demand; the best (z1) holds 2 of 3 segments of 2 pods at segment level "
@@ -61,7 +55,7 @@ def test_workload_required_zone_not_broken():
 def test_heterogeneous_segment_stays_in_required_rack():
     idx = cluster({"r-000": [8, 2], "r-001": [8, 8]})
     leader = PodRequest("ns/leader", {GPU: 6000, "pods": 1000}, segment=(0, 0))
-    pods = [leader] + workers(4, 2)  # segment 0 = leader + w-0 + w-1, segment 1 = w-2, w-3
+    pods = [leader] + workers(4, 2, gpus=4, prefix="w", role=None)  # segment 0 = leader + w-0 + w-1, segment 1 = w-2, w-3
     res = place(idx, Gang(pods, segment_required=RACK))
     assert res.placed
     racks = {s.index: {res.assignments[p][2:5] for p in s.pods} for s in res.segments}
@@ -83,7 +77,7 @@ def test_overcommitted_resource_not_requested_does_not_block():
     idx = cluster({"r-000": [8, 8]})
     first = idx.nodes[0]
     idx.free[0, idx.col["cpu"]] = -500  # bound pods over-commit cpu on n-000-0
-    res = place(idx, Gang([PodRequest("ns/master", {GPU: 8000, "pods": 1000})] + workers(2, 2)))
+    res = place(idx, Gang([PodRequest("ns/master", {GPU: 8000, "pods": 1000})] + workers(2, 2, gpus=4, prefix="w", role=None)))
     assert res.placed
     assert res.assignments["ns/master"] == first.name  # asks no cpu: the over-commit does not matter
     res = place(idx, Gang([PodRequest("ns/m", {"cpu": 1000, "pods": 1000})]))

@@ -346,3 +346,70 @@ def test_raw_api_node_and_pod_lists_without_item_kinds(tmp_path):
     (tmp_path / "pods.json").write_text(json.dumps({"apiVersion": "v1", "kind": "PodList", "items": [pod]}))
     snap = load_snapshot([str(tmp_path / "nodes.json"), str(tmp_path / "pods.json")])
     assert ([n.name for n in snap.nodes], snap.nodes[0].free["cpu"], snap.bound_pods) == (["n1"], 6000, 1)
+
+
+# Real dumps: JSON read by the JSON parser whatever the file name; only placement's fields kept.
+KUBECTL_NODE = {
+    "apiVersion": "v1", "kind": "Node",
+    "metadata": {"name": "gpu-1", "uid": "u", "labels": {ZONE: "z0", BLOCK: "b0", RACK: "r0", HOST: "gpu-1"},
+                 "annotations": {"node.alpha.kubernetes.io/ttl": "0"}},
+    "spec": {"podCIDR": "10.0.0.0/24", "taints": [{"key": "dedicated", "value": "train", "effect": "NoSchedule"},
+                                                  {"key": "soft", "effect": "PreferNoSchedule"}]},
+    "status": {"addresses": [{"type": "InternalIP", "address": "10.1.0.1"}],
+               "allocatable": {"cpu": "191450m", "memory": "2035784956Ki", "nvidia.com/gpu": "8", "pods": "110"},
+               "capacity": {"cpu": "192", "memory": "2047512316Ki", "nvidia.com/gpu": "8", "pods": "110"},
+               "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
+               "images": [{"names": ["registry.example.com/trainer:1"], "sizeBytes": 123}],
+               "nodeInfo": {"kubeletVersion": "v1.29.0"}}}
+KUBECTL_POD = {
+    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "t"},
+    "spec": {"nodeName": "gpu-1", "containers": [
+        {"name": "a", "resources": {"requests": {"cpu": "16", "memory": "200Gi"}, "limits": {"nvidia.com/gpu": "2"}}},
+        {"name": "b", "resources": {"requests": {"cpu": "500m"}}}]},
+    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def test_json_dump_read_as_json_whatever_its_name(tmp_path, monkeypatch):
+    import gc
+    import json
+
+    import yaml
+
+    from webhook.placement.snapshot import load_snapshot
+
+    path = tmp_path / "cluster.yaml"  # JSON text under a YAML name
+    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [KUBECTL_NODE, KUBECTL_POD]}))
+
+    def no_yaml(*args, **kwargs):
+        raise AssertionError("a JSON dump went through the YAML parser")
+
+    monkeypatch.setattr(yaml, "load_all", no_yaml)
+    snap = load_snapshot([str(path)])
+    assert gc.isenabled()  # paused only while the dump is built
+    (n,) = snap.nodes
+    assert (n.name, n.ready, n.unschedulable, n.taints) == ("gpu-1", True, False, (("dedicated", "train", "NoSchedule"),))
+    assert n.allocatable == {"cpu": 191_450, "memory": 2035784956 * 1024 * 1000, "nvidia.com/gpu": 8000, "pods": 110_000}
+    # 16 + 0.5 cores, 200Gi, 2 GPUs (a limit without a request), one pod
+    assert n.free == {"cpu": 191_450 - 16_500, "memory": (2035784956 * 1024 - 200 * 2**30) * 1000,
+                      "nvidia.com/gpu": 6000, "pods": 109_000}
+    assert snap.bound_pods == 1
+
+
+def test_pod_requests_fast_path_agrees_with_the_exact_rule():
+    from webhook.placement.snapshot import pod_requests, pod_requests_milli
+    from webhook.placement.quantity import to_milli
+
+    specs = [KUBECTL_POD["spec"],
+             {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}}]},
+             {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1n"}}}]},  # not whole milli: exact rule
+             {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]},
+             {"containers": [{"name": "a", "resources": {"requests": {"cpu": 2}}}]}]
+    expected = [{"cpu": 16_500, "memory": 200 * 2**30 * 1000, "nvidia.com/gpu": 2000, "pods": 1000},
+                {"cpu": 250, "memory": 2**30 * 1000, "pods": 1000},
+                {"cpu": 1, "pods": 1000},
+                {"cpu": 2000, "pods": 1000},
+                {"cpu": 2000, "pods": 1000}]
+    for spec, want in zip(specs, expected):
+        assert pod_requests_milli(spec) == want
+        exact = {k: to_milli(v, round_up=True) for k, v in pod_requests(spec).items()}
+        assert exact == {k: v for k, v in want.items() if k != "pods"}
