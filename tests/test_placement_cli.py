@@ -275,8 +275,8 @@ def test_place_pod_cap_names_the_fields(tmp_path, capsys, content, field):
 
 
 def test_place_100000_workers_at_the_cap(tmp_path, capsys):
-    """The largest workload the command expands: 100,000 pods, each through the webhook. (Its
-    time belongs to benchmarks/placement.py: a bound here took 26.8 of its 30 s on a loaded CI.)"""
+    """The largest workload the command expands: 100,000 pods, each through the webhook (its
+    time is measured by benchmarks/placement.py, never asserted here)."""
     wl = _dw(tmp_path, 100_000, 100)
     assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path), "-o", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
