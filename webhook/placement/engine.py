@@ -62,8 +62,8 @@ __all__ = ["ClusterIndex", "Gang", "HOSTNAME", "Placement", "PlacementError", "P
            "WORK_BUDGET", "place", "shared_domain"]
 
 #: Search work shared by the phase-3 searches of one :func:`place` call, in node·steps (a step
-#: in a domain of ``m`` nodes costs ``m`` plus :data:`~webhook.placement.assign.STEP_OVERHEAD`): about
-#: 0.1–0.2 s of search on 2 cores at any size; greedy probes may take a quarter of it.
+#: in a domain of ``m`` nodes costs ``m`` plus :data:`~webhook.placement.assign.STEP_OVERHEAD`); its
+#: time is in the README ("Algorithm"). Greedy probes may take a quarter of it.
 WORK_BUDGET = 400_000
 #: Workload domains whose greedy answer is taken first, as the incumbent of the branch and bound.
 PROBES = 8

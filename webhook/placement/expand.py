@@ -1,4 +1,4 @@
-"""Workload expansion (issue 3 §2): a workload manifest → the pods its controller would create,
+"""Workload expansion (DESIGN.md §8): a workload manifest → the pods its controller would create,
 passed through the admission core so the engine places exactly the segments the webhook stamps.
 
 Pod naming and labels follow the upstream controllers, as each kind's description says
@@ -82,7 +82,7 @@ def group_warnings(notes: list[tuple[str, str, str]]) -> list[str]:
     """One line per distinct ``(kind, warning)`` of ``notes`` (``(kind, object name, warning)``), in
     first-seen order: ``"<kind> <name>: <warning>"`` when one object gave it, else
     ``"<count> <kind>s (<first name> …): <warning>"``, so a 512-worker job whose every pod gets the
-    same warning prints one line, ``512 Pods (job-worker-0 …): …`` (issue 18)."""
+    same warning prints one line, ``512 Pods (job-worker-0 …): …``."""
     seen: dict[tuple[str, str], list[str]] = {}
     for kind, name, warning in notes:
         seen.setdefault((kind, warning), []).append(name)
@@ -141,7 +141,8 @@ def _apply_patch(obj: dict, patch: list) -> dict:
 
 
 def _copy_json(value: Any) -> Any:
-    """Deep copy of parsed YAML/JSON (dicts, lists, scalars); several times faster than ``copy.deepcopy``."""
+    """Deep copy of parsed YAML/JSON (dicts, lists, scalars), without ``copy.deepcopy``'s memo
+    (parsed JSON is a tree; YAML aliases are copied apart, as a JSON round trip would)."""
     if isinstance(value, dict):
         return {k: _copy_json(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -162,8 +163,7 @@ def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotatio
             "spec": _copy_json(dict(tmpl["spec"]))}
 
 
-#: Most pods one workload may expand into: far above any real gang (the benchmarks place 4,096),
-#: low enough that a typo such as ``replicas: 2000000000`` fails at once instead of exhausting memory.
+#: Most pods one workload may expand into: far above any real gang, low enough that a typo such as ``replicas: 2000000000`` fails at once instead of exhausting memory.
 MAX_PODS = 100_000
 
 

@@ -18,8 +18,8 @@ LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16
 MEM_GIB_PER_GPU = 256
-#: Most nodes one snapshot may hold (``--zones × --blocks × --racks × --nodes``). The benchmarks use
-#: 32,768; 100,000 nodes at 8 GPUs and ``--fill 1`` take about 50 s and 2.5 GB to write.
+#: Most nodes one snapshot may hold (``--zones × --blocks × --racks × --nodes``); the time and
+#: size of the largest are in the README ("gen-cluster").
 MAX_NODES = 100_000
 #: Most GPUs per node (``--gpus``); real GPU nodes have 1-16.
 MAX_GPUS_PER_NODE = 64
@@ -34,9 +34,9 @@ def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LE
             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
 
 
-# ------------------------------------------------------------------ provider label presets (issue 19)
+# ------------------------------------------------------------------ provider label presets (DESIGN.md §12)
 # ``--labels eks|gke|oci|nebius|topograph``: the labels a node of that provider or tool carries, the
-# topology keys of the issue's table (DESIGN.md §12) and the attribute labels beside them (instance
+# topology keys of DESIGN.md §12's table and the attribute labels beside them (instance
 # type, GPU product, arch, ...) that must never become levels. The generator's zone > block > rack >
 # node layout maps onto each provider's levels; a level between block and rack groups two racks.
 # Every value is unique across the cluster (a digest of the node's path), so the levels nest.

@@ -1,4 +1,4 @@
-"""The ``place`` pipeline (issue 3 §4): expand a workload into its pods through the webhook,
+"""The ``place`` pipeline (DESIGN.md §8): expand a workload into its pods through the webhook,
 build the cluster index, place every gang; the command line (``webhook.cli.place``) only reads
 the files and renders the :class:`PlaceResult`.
 """

@@ -1,4 +1,4 @@
-"""Cluster snapshot input (issue 3 §1, DESIGN.md §8).
+"""Cluster snapshot input (DESIGN.md §8).
 
 Reads what a user dumps from a real cluster — ``kubectl get nodes -o yaml``,
 ``kubectl get pods -A -o yaml``, ``kubectl get topologies.kai.scheduler -o yaml`` — as YAML or
@@ -392,10 +392,10 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
     ``--topology-file`` without a Topology (:func:`no_topology_message`) and when no
     ``--cluster`` file holds a Node (``empty.yaml: no Node objects …``); the message names the
     file, the object and the field (the CLI prints it and exits 2). JSON dumps
-    (``kubectl get … -o json``) are read with :mod:`json`, several times faster than YAML
-    (:mod:`webhook.manifests`). The cyclic garbage collector is paused while the dump's
-    millions of objects are built (they hold no cycles; the collector's passes over them
-    cost about as much as the JSON parse itself).
+    (``kubectl get … -o json``) are read with :mod:`json`, the fast path
+    (:mod:`webhook.manifests`; figures in the README). The cyclic garbage collector is paused
+    while the dump's millions of objects are built (they hold no cycles, so its passes over
+    them are wasted work).
     """
     enabled = gc.isenabled()
     gc.disable()
