@@ -98,36 +98,23 @@ def test_huge_allocatable_on_many_nodes_does_not_overflow_slot_sums():
     assert [(s.level, s.domain) for s in res.segments] == [("kubernetes.io/hostname", "n0000")] * 2
 
 
-@pytest.mark.parametrize("patch", [
-    [{"op": "add", "path": "/metadata/labels/kai.scheduler~1segment-index", "value": "0"},
-     {"op": "add", "path": "/metadata/annotations/a~0b", "value": "x"}],
-    [{"op": "add", "path": "/metadata/annotations", "value": {"k": "v"}},
-     {"op": "add", "path": "/metadata/annotations/k2", "value": "v2"}],
-    [{"op": "add", "path": "/spec/containers/0/env", "value": []},  # list parent: jsonpatch applies the rest
-     {"op": "add", "path": "/metadata/labels/x", "value": "1"}],
-    [{"op": "replace", "path": "/metadata/labels/app", "value": "b"},
-     {"op": "remove", "path": "/metadata/labels/app"},
-     {"op": "add", "path": "/metadata/labels/y", "value": "2"}],
-])
-def test_expand_patch_fast_path_matches_jsonpatch(patch):
-    import copy
+def test_a_webhook_patch_that_does_not_apply_is_named(monkeypatch):
+    # expand applies the webhook's JSONPatch with jsonpatch; one that cannot apply (here: an add
+    # under a missing parent) is an ExpandError naming the object, never a traceback
+    from types import SimpleNamespace
 
-    import jsonpatch
+    import webhook.core.review
+    from webhook.core.decision import AdmissionSettings
+    from webhook.core.topology import default_catalog
+    from webhook.placement.expand import ExpandError, expand
 
-    from webhook.placement.expand import _apply_patch
-
-    pod = {"metadata": {"name": "p", "labels": {"app": "a"}, "annotations": {}}, "spec": {"containers": [{"name": "c"}]}}
-    expected = jsonpatch.apply_patch(copy.deepcopy(pod), patch)
-    assert _apply_patch(copy.deepcopy(pod), copy.deepcopy(patch)) == expected
-
-
-def test_expand_patch_fast_path_errors_like_jsonpatch():
-    import jsonpatch
-
-    from webhook.placement.expand import _apply_patch
-
-    with pytest.raises((jsonpatch.JsonPatchException, jsonpatch.JsonPointerException)):
-        _apply_patch({"metadata": {}}, [{"op": "add", "path": "/metadata/labels/x", "value": "1"}])
+    bad = SimpleNamespace(allowed=True, warnings=[], message="",  # what expand reads of a Decision
+                          patch=[{"op": "add", "path": "/metadata/missing/x", "value": "1"}])
+    monkeypatch.setattr(webhook.core.review, "review", lambda *args, **kwargs: bad)
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
+           "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}}}}
+    with pytest.raises(ExpandError, match="the webhook's patch for PyTorchJob j does not apply: "):
+        expand(job, default_catalog(), AdmissionSettings())
 
 
 def test_failed_placement_svg_holds_its_whole_reason():
