@@ -150,6 +150,21 @@ def test_duplicate_json_key_names_file_line_and_key():
                                  'fix: keep one "kind" in that object')
 
 
+@pytest.mark.parametrize("text, line, key", [
+    # the duplicate in the outer object, after inner objects (one with braces in its strings) closed
+    ('{"a": {"b": 1},\n "c": {"d": "}{\\"}"},\n "a": 2}', 1, "a"),
+    # the duplicate in the second of two sibling objects, on line 3
+    ('[{"x": 1},\n {"y": 1},\n {"z": 1,\n  "z": 2}]', 3, "z"),
+    # an inner object opened on line 2 holding the duplicate on line 4
+    ('{"items": [\n {"kind": "Pod", "spec": {"c": "{"},\n  "m": 1,\n  "kind": "Node"}]}', 2, "kind"),
+])
+def test_duplicate_json_key_names_the_line_of_its_object(text, line, key):
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents(text, "d.json")
+    assert str(caught.value) == (f'd.json: line {line}: object has the key "{key}" twice (kubectl rejects duplicate '
+                                 f'keys)\nfix: keep one "{key}" in that object')
+
+
 def test_cluster_dumps_skip_the_json_duplicate_check_only():
     # Decision: the JSON object_pairs_hook costs ~25% of the dump load (README), so `place --cluster`
     # and `controller --snapshot` read JSON dumps without it; YAML is always checked.

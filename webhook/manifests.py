@@ -14,6 +14,7 @@ lives outside the pure core.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -120,29 +121,49 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _json_duplicate_line(text: str) -> DuplicateKeyError:
-    """The first duplicate key of the JSON ``text`` with the line of the object holding it,
-    found by re-parsing with :mod:`json`'s pure-Python scanner (only on this error path)."""
-    from json import decoder, scanner
+    """The first duplicate key of the JSON ``text`` with the line of the object holding it (only
+    on this error path). :mod:`json` calls ``object_pairs_hook`` as each object closes, so the
+    n-th call is the object whose ``}`` is the n-th of the text outside strings
+    (:func:`_object_line` finds its ``{``)."""
+    closed = 0
 
-    def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None, *rest):
-        pairs, end = decoder.JSONObject(s_and_end, strict, scan_once, None, list, memo, *rest)
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal closed
+        closed += 1
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                text_, start = s_and_end
-                line = text_.count("\n", 0, start) + 1
+                line = _object_line(text, closed)
                 raise DuplicateKeyError(key, line, line)
             seen.add(key)
-        return dict(pairs), end
+        return dict(pairs)
 
-    slow = json.JSONDecoder()
-    slow.parse_object = parse_object
-    slow.scan_once = scanner.py_make_scanner(slow)
     try:
-        slow.decode(text)
+        json.loads(text, object_pairs_hook=hook)
     except DuplicateKeyError as exc:
         return exc
     return DuplicateKeyError("?", 0)  # pragma: no cover - the fast parse found one
+
+
+#: A JSON string (quotes and backslash escapes), or one brace outside strings
+_JSON_STRING_OR_BRACE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}]')
+
+
+def _object_line(text: str, closing: int) -> int:
+    """The 1-based line of the ``{`` of the object whose ``}`` is the ``closing``-th (1-based) of
+    the JSON ``text`` outside strings; 0 when there is no such object."""
+    opened: list[int] = []
+    count = 0
+    for match in _JSON_STRING_OR_BRACE.finditer(text):
+        token = match.group()
+        if token == "{":
+            opened.append(match.start())
+        elif token == "}" and opened:
+            start = opened.pop()
+            count += 1
+            if count == closing:
+                return text.count("\n", 0, start) + 1
+    return 0
 
 
 def _duplicate_message(exc: DuplicateKeyError, json_text: bool) -> str:
