@@ -138,7 +138,6 @@ class Search:
         self.spread = spread_per_segment(index, demand, levels, domain)
         self.done = False
         self.aborted = False
-        self.steps_taken = 0
         self.first_leaf = first_leaf
         # an incumbent at the vector bound already: only PACKING_LEAVES more placements for packing
         self.packing_leaves: int | None = PACKING_LEAVES if incumbent is not None and incumbent[0] >= bound[0] else None
@@ -284,7 +283,6 @@ class Search:
             self.aborted = self.budget.exhausted = self.done = True
             return
         self.budget.work -= self.size + STEP_OVERHEAD
-        self.steps_taken += 1
         bound = self.bound()
         if bound is None or (self.best_key is not None and bound <= self.best_key):
             return

@@ -149,12 +149,12 @@ def _result(index: ClusterIndex, gang: Gang, demand, assignment: dict[str, int],
             nodes = [assignment[p.key] for p in pods]
             d = index.display_depth(index.shared_depth(nodes))
             segments.append(SegmentResult(group=sid[0], index=sid[1], domain=index.names[d][int(index.dom[d][nodes[0]])],
-                                          level=index.level_name(d), depth=d, pods=[p.key for p in pods]))
+                                          level=index.level_name(d), pods=[p.key for p in pods]))
     positions = list(assignment.values())
     wd = index.display_depth(index.shared_depth(positions))
     return Placement(placed=True, assignments={p.key: index.node_names[assignment[p.key]] for p in gang.pods},
                      segments=segments, workload_domain=index.names[wd][int(index.dom[wd][positions[0]])],
-                     workload_level=index.level_name(wd), workload_depth=wd, objective=objective, exact=exact)
+                     workload_level=index.level_name(wd), objective=objective, exact=exact)
 
 
 def shared_domain(index: ClusterIndex, node_names: Sequence[str]) -> tuple[str, str]:

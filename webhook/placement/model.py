@@ -67,7 +67,6 @@ class SegmentResult:
     index: int
     domain: str
     level: str
-    depth: int
     pods: list[str]
 
 
@@ -89,7 +88,6 @@ class Placement:
     segments: list[SegmentResult] = field(default_factory=list)
     workload_domain: str | None = None
     workload_level: str | None = None
-    workload_depth: int | None = None
     reason: str | None = None
     objective: tuple = ()
     exact: bool = True
