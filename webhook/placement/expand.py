@@ -9,6 +9,8 @@ Pod naming and labels follow the upstream controllers, as each kind's descriptio
   ``…/operator-name: pytorchjob-controller``.
 * DistributedWorkload (``segments.dev/v1alpha1``, DESIGN.md §3): named and labelled the same way,
   operator name ``distributedworkload-controller``.
+* TrainJob: the pods of the JobSet the Trainer builds from its runtime
+  (:mod:`webhook.core.kinds.trainingruntime`), named and labelled as JobSet pods.
 * LeaderWorkerSet: one group per replica; leader ``<lws>-<g>``, workers ``<lws>-<g>-<w>``; labels
   ``leaderworkerset.sigs.k8s.io/name``, ``…/group-index``, ``…/worker-index``; annotations
   ``leaderworkerset.sigs.k8s.io/size`` and, when ``subGroupPolicy`` is set, ``…/subgroup-size``
@@ -142,7 +144,8 @@ def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotatio
             "spec": _copy_json(dict(tmpl["spec"]))}
 
 
-#: Most pods one workload may expand into: far above any real gang, low enough that a typo such as ``replicas: 2000000000`` fails at once instead of exhausting memory.
+#: Most pods one workload may expand into: far above any real gang, low enough that a typo such as
+#: ``replicas: 2000000000`` fails at once instead of exhausting memory.
 MAX_PODS = 100_000
 
 
