@@ -325,3 +325,21 @@ def test_a_runtime_given_with_another_kind_is_bad_input(tmp_path, capsys, rack_c
     assert code == 2
     assert ("ClusterTrainingRuntime torch-distributed: a training runtime is read only with a TrainJob, and the "
             "workload is a JobSet; fix: leave the runtime out") in err
+
+
+def test_merge_patch_follows_strategic_merge_for_the_fields_a_runtime_patch_may_set():
+    from webhook.core.kinds.trainingruntime import merge_patch
+
+    base = {"nodeSelector": {"a": "1", "b": "2"}, "tolerations": [{"key": "x"}],
+            "containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}], "serviceAccountName": "s"}
+    patch = {"nodeSelector": {"b": None, "c": "3"},  # null removes a member
+             "tolerations": [{"key": "y"}],  # not keyed: replaced
+             "containers": [{"name": "node", "env": [{"name": "B", "value": "2"}]},  # keyed: merged by name
+                            {"name": "sidecar", "image": "s"}],  # a new name: appended
+             "serviceAccountName": "t"}
+    assert merge_patch(base, patch) == {
+        "nodeSelector": {"a": "1", "c": "3"}, "tolerations": [{"key": "y"}],
+        "containers": [{"name": "node", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]},
+                       {"name": "sidecar", "image": "s"}],
+        "serviceAccountName": "t"}
+    assert base["nodeSelector"] == {"a": "1", "b": "2"}  # the inputs are not changed
