@@ -79,9 +79,11 @@ def list_bomb(levels: int, width: int, visits: Visits) -> CountingList:
 
 
 def map_bomb(levels: int, width: int, visits: Visits) -> CountingDict:
-    """``levels`` nested maps of keys ``k0 … k<width-1>`` all naming ONE map of the level below:
-    ``width ** (levels + 1)`` strings once expanded."""
-    bomb = CountingDict({f"k{i}": "x" for i in range(width)}, visits)
+    """``levels`` nested maps of keys ``k0 … k<width-1>`` all naming ONE map of the level below,
+    whose values are one-string lists ``["x"]`` (counted when walked): ``width ** (levels + 1)``
+    of them once expanded."""
+    leaf = CountingList(["x"], visits)
+    bomb = CountingDict({f"k{i}": leaf for i in range(width)}, visits)
     for _ in range(levels):
         bomb = CountingDict({f"k{i}": bomb for i in range(width)}, visits)
     return bomb
