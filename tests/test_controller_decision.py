@@ -190,8 +190,8 @@ def test_gang_larger_than_the_cluster_can_never_fit():
     assert result.releases == []
     [waiting] = result.waiting
     assert waiting.kind == NEVER_FITS
-    assert waiting.reason.startswith("can never fit, not even on the empty cluster (every node free): "
-                                     "workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room")
+    assert waiting.reason.startswith("can never fit, not even on the empty cluster (every node free); ")
+    assert "; engine: workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room" in waiting.reason
     assert len(waiting.pods) == 17
 
 
@@ -214,10 +214,11 @@ def test_segment_larger_than_any_rack_can_never_fit_and_names_the_smallest_chang
     assert waiting.change == ("kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain "
                               "holds at most 4 such pods)")
     assert waiting.reason == (
-        "can never fit, not even on the empty cluster (every node free): workload level topology.kubernetes.io/zone: "
-        "1 domain(s), 0 with room for the whole demand; the best (zone-a) holds 0 of 1 segments of 8 pods at segment "
-        "level cloud.provider.com/topology-rack (binding resource: nvidia.com/gpu); smallest change that fits: "
-        "kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain holds at most 4 such pods)")
+        "can never fit, not even on the empty cluster (every node free); smallest change that fits: "
+        "kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain holds at most 4 such pods); "
+        "engine: workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room for the whole demand; the best "
+        "(zone-a) holds 0 of 1 segments of 8 pods at segment level cloud.provider.com/topology-rack (binding resource: "
+        "nvidia.com/gpu)")
 
 
 def test_gang_that_fits_an_empty_cluster_waits_for_capacity_naming_resource_and_domain():
@@ -230,7 +231,7 @@ def test_gang_that_fits_an_empty_cluster_waits_for_capacity_naming_resource_and_
     # 16 workers of 2 GPUs on 8 nodes of 4: one GPU taken leaves room for 15 in the zone
     assert waiting.reason.startswith(
         "waiting for capacity: nvidia.com/gpu in topology.kubernetes.io/zone zone-a (room for 15 of 16 pods like "
-        "team-a/job-a-worker-0 there now; it fits when those nodes are free): workload level "
+        "team-a/job-a-worker-0 there now; it fits when those nodes are free); engine: workload level "
         "topology.kubernetes.io/zone: 1 domain(s), 0 with room for the whole demand")
     assert waiting.change == ""
 

@@ -119,8 +119,11 @@ def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(
     eventually(lambda: len(server.list("events")) == 17, "17 events")
     events = server.list("events")
     assert {e["involvedObject"]["name"] for e in events} == {p["metadata"]["name"] for p in pods}
-    assert {e["reason"] for e in events} == {"PlacementInfeasible"}
-    assert all(e["message"].startswith("gang team-a/job-a: ") and ZONE in e["message"] for e in events)
+    # 4 nodes of 4 GPUs cannot hold 32 GPUs even when free: "can never fit" (issue 17 item 3)
+    assert {e["reason"] for e in events} == {"PlacementNeverFits"}
+    assert all(e["message"].startswith("gang team-a/job-a: can never fit, not even on the empty cluster") and
+               ZONE in e["message"] for e in events)
+    assert ctl.metrics.never_fit._value.get() == 1 and ctl.metrics.infeasible._value.get() == 1
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in server.list("pods")}
     # kubectl describe pod selects Events by involvedObject name, namespace, kind and uid
     assert all(e["involvedObject"]["uid"] == uids[e["involvedObject"]["name"]] for e in events)
@@ -321,14 +324,14 @@ def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
 
     load(server, cluster())
     ctl = controllers()
-    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x"), None) is False
+    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x")) is None
     assert ctl.metrics.patch_errors.labels(code="404")._value.get() == 1
     pod = gang_pods(pytorchjob())[0]
     pod["spec"]["schedulingGates"] = [{"name": "segments.dev/placement"}, {"name": "other.io/wait"}]
     stale = release_patch({"spec": {"schedulingGates": [{"name": "x"}, {"name": "segments.dev/placement"}]}}, "zone-a-r1-n1")
     server.create("pods", pod)
-    ok = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"), pod)
-    assert ok is True
+    answer = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"))
+    assert answer["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}  # the API's answer
     stored = server.get("pods", "team-a", pod["metadata"]["name"])
     assert stored["spec"]["schedulingGates"] == [{"name": "other.io/wait"}]
     assert stored["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}

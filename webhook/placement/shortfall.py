@@ -66,13 +66,14 @@ def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place) -> S
     empty = place_on_empty(index, gang, place)
     if not empty.placed:
         change = _smallest_change(index, gang, place)
-        text = f"can never fit, not even on the empty cluster (every node free): {empty.reason}"
-        text += f"; smallest change that fits: {change}" if change else \
-            "; no smaller segment size or broader required level fits either: add nodes or shrink the workload"
+        text = "can never fit, not even on the empty cluster (every node free); "
+        text += f"smallest change that fits: {change}" if change else \
+            "no smaller segment size or broader required level fits either: add nodes or shrink the workload"
+        text += f"; engine: {empty.reason}"
         return Shortfall(NEVER_FITS, text, change)
     resource, level, domain, fit, need = _waited_for(index, gang)
     text = (f"waiting for capacity: {resource} in {level} {domain} (room for {fit} of {need} pods like "
-            f"{_shape(gang).key} there now; it fits when those nodes are free): {placement.reason}")
+            f"{_shape(gang).key} there now; it fits when those nodes are free); engine: {placement.reason}")
     return Shortfall(WAITING_FOR_CAPACITY, text, resource=resource, level=level, domain=domain)
 
 
