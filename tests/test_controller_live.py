@@ -337,3 +337,48 @@ def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
     assert stored["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}
     assert ctl.metrics.patch_errors.labels(code="422")._value.get() == 1
     assert server.violations == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The infeasible-gangs gauge (issue 17: it read 0 while a gang backed off, then counted it once
+# per other gang that left: 0.0, then 2.0). Both tests fail on the controller of commit ffa32fc.
+def metric(ctl, gauge, **labels):
+    return (gauge.labels(**labels) if labels else gauge)._value.get()
+
+
+def never_fitting_gang(server, ctl):
+    """job-a asks 48 GPUs of a 32-GPU cluster; waits until the controller has reported it."""
+    pods = gang_pods(pytorchjob("job-a", gpus_per_worker=3))
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "job-a's 17 events")
+    eventually(lambda: metric(ctl, ctl.metrics.infeasible) == 1, "job-a counted infeasible")
+    return pods
+
+
+def test_infeasible_gauge_keeps_counting_a_gang_in_back_off(server, controllers):
+    load(server, cluster(zones=("zone-a", "zone-b")))  # zone-b: room for job-b only
+    ctl = controllers(retry_initial=30, retry_max=60)  # job-a is in back-off for the rest of the test
+    never_fitting_gang(server, ctl)
+    for p in gang_pods(pytorchjob("job-b")):
+        server.create("pods", p)
+    eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-b placed")
+    assert metric(ctl, ctl.metrics.infeasible) == 1  # job-a still waits (the old code: 0.0)
+
+
+def test_infeasible_gauge_is_not_raised_by_other_gangs_leaving(server, controllers):
+    load(server, cluster())
+    ctl = controllers(retry_initial=30, retry_max=60)
+    never_fitting_gang(server, ctl)
+    invalid = []
+    for job in ("job-c", "job-d"):  # pods that disagree on their gang's size: invalid gangs
+        pods = gang_pods(pytorchjob(job))
+        pods[0]["metadata"]["annotations"]["segments.dev/gang-size"] = "18"
+        invalid += pods
+    for p in invalid:
+        server.create("pods", p)
+    eventually(lambda: metric(ctl, ctl.metrics.waiting, kind="invalid") == 2, "job-c and job-d reported invalid")
+    for p in invalid:
+        server.delete("pods", "team-a", p["metadata"]["name"])
+    eventually(lambda: metric(ctl, ctl.metrics.waiting, kind="invalid") == 0, "job-c and job-d gone")
+    assert metric(ctl, ctl.metrics.infeasible) == 1  # job-a alone (the old code: 2.0)
