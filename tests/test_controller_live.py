@@ -382,3 +382,24 @@ def test_infeasible_gauge_is_not_raised_by_other_gangs_leaving(server, controlle
         server.delete("pods", "team-a", p["metadata"]["name"])
     eventually(lambda: metric(ctl, ctl.metrics.waiting, kind="invalid") == 0, "job-c and job-d gone")
     assert metric(ctl, ctl.metrics.infeasible) == 1  # job-a alone (the old code: 2.0)
+
+
+def test_gang_waiting_for_capacity_says_for_what_and_is_placed_when_a_pod_leaves(server, controllers):
+    nodes = cluster()  # 8 nodes of 4 GPUs: exactly job-a's 32 GPUs
+    hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "x"},
+           "spec": {"nodeName": "zone-a-r1-n1", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Running"}}
+    load(server, nodes, [hog])
+    ctl = controllers(retry_initial=0.2, retry_max=0.4)
+    for p in gang_pods(pytorchjob()):
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    assert {e["reason"] for e in server.list("events")} == {"PlacementInfeasible"}
+    assert all(e["message"].startswith("gang team-a/job-a: waiting for capacity: nvidia.com/gpu in "
+                                       "topology.kubernetes.io/zone zone-a (room for 15 of 16 pods like "
+                                       "team-a/job-a-worker-0 there now") for e in server.list("events"))
+    assert metric(ctl, ctl.metrics.infeasible) == 1 and metric(ctl, ctl.metrics.never_fit) == 0
+    server.delete("pods", "x", "hog")  # capacity given back: the waiting gang is queued again
+    eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-a placed once the hog left")
+    eventually(lambda: metric(ctl, ctl.metrics.infeasible) == 0, "nothing infeasible")
+    assert capacity_violations(nodes, server.list("pods")) == []
