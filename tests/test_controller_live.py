@@ -239,9 +239,12 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
         eventually(lambda: len(server.ungated_at) == 17, "job-a released")
         assert {ua for m, _, ua in server.requests if m == "PATCH"} == {f"segment-webhook-controller/{leader}"}
         assert lease_holder(server) == leader
+        # the leader counts the gang once every patch has come back, after the server applied the
+        # last one: wait for the count itself, never read it right after the last PATCH
+        eventually(lambda: "segment_controller_gangs_placed_total 1.0" in metrics_text(ports[leader]),
+                   "the leader counted job-a placed")
         leader_metrics, other_metrics = metrics_text(ports[leader]), metrics_text(ports[other])
         assert "segment_controller_leader 1.0" in leader_metrics and "segment_controller_leader 0.0" in other_metrics
-        assert "segment_controller_gangs_placed_total 1.0" in leader_metrics
         assert "segment_controller_release_seconds_count 1.0" in leader_metrics
         # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
         procs[leader].terminate()

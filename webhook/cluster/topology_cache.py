@@ -44,6 +44,7 @@ it is given and in its event handlers):
 from __future__ import annotations
 
 import logging
+import os
 import random
 import socket
 import threading
@@ -258,6 +259,8 @@ class LiveTopologyCatalog:
             api_client = api_client_from_kubeconfig(path)
         except KubeconfigError as exc:
             raise TopologyCacheError(str(exc)) from exc
+        # one catalog per serve worker process: its requests say which (API server audit logs, tests)
+        api_client.user_agent = f"segment-webhook-serve/{os.getpid()}"
         return cls(api_client, **kwargs)
 
     # ---------------------------------------------------------------- TopologyCatalog
