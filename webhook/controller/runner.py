@@ -37,8 +37,9 @@ pieces where it has them:
 * **Leader election**: ``kubernetes.leaderelection`` with the library's own ``LeaseLock`` (no
   subclass): only the holder reconciles; the others keep their caches warm. See
   :meth:`Controller._elect_loop` for how it stops.
-* **Topology findings** (DESIGN.md §12): for every Topology whose levels were not checked yet,
-  one warning per :func:`webhook.core.topology_infer.check` finding on the cached nodes.
+* **Topology findings** (DESIGN.md §12): queued (key :data:`TOPOLOGY_FINDINGS`) when a Topology
+  changes, on leadership and on resync: for every Topology whose levels were not checked yet, one
+  warning per :func:`webhook.core.topology_infer.check` finding on the cached nodes.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ PATCH_ATTEMPTS = 5
 #: Event reasons, by the kind of a gang left gated.
 EVENT_REASONS = {NEVER_FITS: "PlacementNeverFits", INFEASIBLE: "PlacementInfeasible", INVALID: "GangInvalid"}
 WAITING_KINDS = (INCOMPLETE, INFEASIBLE, NEVER_FITS, INVALID)
+#: The work-queue key of "check the Topologies against the nodes" (DESIGN.md §12); gang keys hold a "/".
+TOPOLOGY_FINDINGS = "topology-findings"
 
 
 class Metrics:
@@ -261,6 +264,7 @@ class Controller:
             self._queue_waiting(lambda w: w.kind != INCOMPLETE)
 
     def _topologies_changed(self) -> None:
+        self._queue.add(TOPOLOGY_FINDINGS)
         self._queue_waiting(lambda w: True)
 
     def _queue_waiting(self, which: Callable[[Waiting], bool]) -> None:
@@ -276,7 +280,8 @@ class Controller:
         self._queue.add_after(key, at - time.monotonic()) if at is not None else self._queue.add(key)
 
     def _queue_all(self) -> None:
-        """Queue every gang that has gated pods (leadership gained, resync)."""
+        """Queue every gang that has gated pods and the Topology check (leadership gained, resync)."""
+        self._queue.add(TOPOLOGY_FINDINGS)
         with self._lock:
             gangs = [k for k, pods in self._gangs.items() if any(gating.is_gated(p) for p in pods.values())]
         for gang in gangs:
@@ -427,6 +432,8 @@ class Controller:
                 if self.leading and not self._stop.is_set():
                     if not self.synced:
                         self._queue.add_after(key, 0.1)
+                    elif key == TOPOLOGY_FINDINGS:
+                        self.log_topology_findings()
                     else:
                         self.reconcile(key)
             except Exception:  # noqa: BLE001 - a bug in one reconcile must not end the worker
@@ -438,7 +445,6 @@ class Controller:
     def reconcile(self, key: str) -> None:
         """Reconcile one gang (module docstring): decide under the lock (charging the releases as
         assumed), record the outcome, post Events, send the patches."""
-        self.log_topology_findings()
         catalog = {name: self.topologies.get(name) for name in self.topologies.names()}
         with self._lock:
             pods = list(self._gangs.get(key, {}).values())
