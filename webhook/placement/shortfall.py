@@ -72,7 +72,8 @@ def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place) -> S
         text += f"; engine: {empty.reason}"
         return Shortfall(NEVER_FITS, text, change)
     resource, level, domain, fit, need = _waited_for(index, gang)
-    text = (f"waiting for capacity: {resource} in {level} {domain} (room for {fit} of {need} pods like "
+    where = "the cluster" if level == "cluster" else f"{level} {domain}"
+    text = (f"waiting for capacity: {resource} in {where} (room for {fit} of {need} pods like "
             f"{_shape(gang).key} there now; it fits when those nodes are free); engine: {placement.reason}")
     return Shortfall(WAITING_FOR_CAPACITY, text, resource=resource, level=level, domain=domain)
 
