@@ -6,12 +6,17 @@ What the library needs from a list function (``kubernetes/informer/informer.py``
 ``kubernetes/watch/watch.py``, kubernetes 37): called without ``watch`` it returns an object
 with ``.items`` and ``.metadata.resource_version``; called with ``watch=True`` (through
 ``kubernetes.watch.Watch.stream``) it returns the streaming HTTP response, and ``Watch`` decodes
-each event into the type the function declares it returns (its ``:rtype:``, the way the
-generated API methods declare theirs; ``object`` means "a plain dict", as for
-``CustomObjectsApi``), tracking each object's resourceVersion.
-"""
+each event into the type the function declares it returns — its return annotation, looked up
+first (``kubernetes.watch.watch._find_return_type``), so :meth:`DictLister.__call__` is annotated
+``-> object``: "a plain dict", as for ``CustomObjectsApi``. Only with a declared type does
+``Watch`` record each event's resourceVersion; without one (a callable object's docstring is its
+class's, which names no type) every reconnect — each watch ends after ``timeoutSeconds`` — resumed
+from the first list's resourceVersion, replaying old versions of pods (a released pod seen
+gated again, its release sent twice: 422) and, once etcd compacted, 410 for nodes. Found on the
+local control plane (benchmarks/consumers.py, 5 minutes into the run).
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: the annotation must stay the class ``object``.
+"""
 
 import json
 import threading
@@ -47,11 +52,9 @@ class DictLister:
         self._stop = stop
         self._last_watch = 0.0
 
-    def __call__(self, **kwargs: Any) -> Any:
-        """List, or (``watch=True``) open a watch, as plain JSON.
-
-        :rtype: object
-        """
+    def __call__(self, **kwargs: Any) -> object:
+        """List (an object with ``items`` and ``metadata.resource_version``), or with
+        ``watch=True`` open a watch whose events ``Watch`` decodes as plain dicts."""
         if kwargs.get("watch"):
             wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
             if wait > 0:

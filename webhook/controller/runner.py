@@ -165,7 +165,7 @@ class Controller:
         self._ledger = CapacityLedger()
         self._outcomes: dict[str, Waiting] = {}  # gangs left gated, by key
         self._not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
-        self._released: set[tuple[str, str]] = set()  # pods whose accepted patch the informer has not shown yet
+        self._ungated: set[tuple[str, str]] = set()  # gang pods known released (seen, or our patch accepted)
         self._reported: dict[str, tuple[str, str]] = {}  # gang -> (kind, reason) of its last Events
         self._bad_nodes: set[tuple[str, str]] = set()  # (name, resourceVersion) of malformed nodes logged
         self._checked_topologies: set[tuple[str, tuple[str, ...]]] = set()  # (name, levels) checked (§12)
@@ -212,10 +212,16 @@ class Controller:
         ref = pod_ref(pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
+        gated = gating.is_gated(pod)
         with self._lock:
-            if not gone and ref in self._released and gating.is_gated(pod):
-                return  # an older, still-gated version: this process's accepted patch is newer
-            self._released.discard(ref)
+            if not gone and gated and ref in self._ungated:
+                # an older version replayed (a watch resumed from an old resourceVersion, or seen
+                # before this process's accepted patch): a gate is never added back (KEP-3838)
+                return
+            if gone:
+                self._ungated.discard(ref)
+            elif not gated and key is not None:
+                self._ungated.add(ref)
             if gone:
                 freed = self._ledger.remove(ref)
             else:
@@ -488,9 +494,9 @@ class Controller:
                     continue
                 accepted += 1
                 members = self._gangs.get(key)
+                self._ungated.add(ref)
                 if members is not None and ref in members and gating.is_gated(members[ref]):
                     members[ref] = updated  # this process's view until the informer shows the update
-                    self._released.add(ref)
                     node = occupied_node(updated)
                     if node is not None:
                         self._ledger.observe(ref, node, _requests_or_none(updated))
