@@ -41,8 +41,6 @@ it is given and in its event handlers):
   leaves its last good version in place.
 """
 
-from __future__ import annotations
-
 import logging
 import os
 import random
@@ -341,13 +339,12 @@ class LiveTopologyCatalog:
         return self.synced
 
     # ---------------------------------------------------------------- the informer's list function
-    def _list_or_watch(self, **kwargs: Any) -> Any:
+    def _list_or_watch(self, **kwargs: Any) -> object:
         """The ``list_func`` given to the informer: a list (no ``watch`` argument) or a watch.
-
-        :rtype: object
-        """
-        # The ":rtype: object" line above tells kubernetes.watch.Watch to decode watch events as
-        # plain dicts (as for CustomObjectsApi) and to track their resourceVersion.
+        The return annotation ``object`` (this module has no ``from __future__ import
+        annotations``, so it stays the class) tells ``kubernetes.watch.Watch`` to decode watch
+        events as plain dicts and to track their resourceVersion, as
+        :mod:`webhook.cluster.informers` explains."""
         if kwargs.get("watch"):
             return self._start_watch(kwargs)
         return self._list_until_known()
