@@ -1,10 +1,11 @@
 """The controller's decision, as a pure function (DESIGN.md §9): cluster state in, patches out.
 
-:func:`decide` takes the nodes, the pods (plain dicts, as ``kubectl get -o json`` or a watch
-delivers them) and the Topologies, and returns one :class:`Release` per pod to release and one
-:class:`Waiting` per gang left gated. The live controller (:mod:`webhook.controller.runner`) and
-``segment-webhook controller --once --snapshot`` both call it, so they share one code path. No
-kubernetes or Flask import here (tests/test_layout.py).
+:func:`decide_gang` decides ONE gang on a :class:`~webhook.placement.occupancy.CapacityLedger`:
+one :class:`Release` per gated pod when the engine places it (charged to the ledger as assumed
+before it returns), or one :class:`Waiting` saying why not. The live controller
+(:mod:`webhook.controller.runner`) runs it per gang from its work queue; :func:`decide` (``segment-webhook
+controller --once --snapshot``) builds the ledger of a dump (:func:`ledger_of`) and runs it for
+every gang in turn — one code path. No kubernetes or Flask import here (tests/test_layout.py).
 
 Rules:
 
@@ -16,14 +17,20 @@ Rules:
   each either gated or already placed (bound, or pinned by ``nodeSelector[kubernetes.io/hostname]``:
   a release that a failed patch, a restart or another controller left half done). Otherwise the
   gang waits (``incomplete``, or ``invalid`` with the reason).
-* **Used capacity**: every live pod with ``spec.nodeName`` AND every live pod that is not bound,
-  not gated by this webhook and pinned by ``nodeSelector["kubernetes.io/hostname"]`` (released,
-  whoever released it: kube-scheduler can only put it there) is charged to its node. Pods this
-  pass releases are charged as soon as their gang is placed, so two gangs of one pass never share
-  capacity, and the next pass sees them as pinned pods.
+* **Used capacity**: :func:`webhook.placement.occupancy.occupied_node` — every live pod with
+  ``spec.nodeName`` AND every live pod that is not bound, not gated by this webhook and pinned by
+  ``nodeSelector["kubernetes.io/hostname"]`` (released, whoever released it: kube-scheduler can
+  only put it there) is charged to its node, as ``place --cluster`` charges it. Pods a gang
+  releases are charged as soon as it is placed, so two gangs decided on one ledger never share
+  capacity.
+* **Can never fit / waiting for capacity**: an unplaced gang is tried on the empty cluster
+  (:mod:`webhook.placement.shortfall`): ``never-fits`` with the smallest change that fits, or
+  ``infeasible`` naming the resource and domain it waits for.
 * **Placement**: the engine (:func:`webhook.placement.engine.place`) on that state, with every pod
-  of the gang (already placed members are fixed to their node through their node selector). Gangs
-  that were half released go first, then gangs in order of their last pod's creation.
+  of the gang (already placed members are fixed to their node: a bound one by its ``nodeName``, a
+  released one by its node selector; :func:`webhook.placement.eligibility.pod_request`). In
+  :func:`decide`, gangs that were half released go first, then gangs in order of their last pod's
+  creation.
 * **Release** (KEP-3838): per gated pod ONE patch, :func:`webhook.core.gating.release_patch`; for
   a gang whose pods have no index labels (KubeRay before 1.6, DESIGN.md §3b) the controller forms
   the segments (:func:`_formed_segments`) and the patch also adds ``kai.scheduler/segment-index``.
