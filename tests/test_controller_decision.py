@@ -332,3 +332,17 @@ def test_parse_cache_gives_the_same_answers_and_is_never_charged():
     assert len(cache.nodes) == 16 and len(cache.requests) == 34
     decide(nodes[:3], [], [TOPOLOGY], cache=cache)  # objects gone from the cluster are dropped
     assert len(cache.nodes) == 3 and cache.requests == {}
+
+
+def test_workload_larger_than_its_required_domain_names_the_narrowest_broader_level():
+    """8 workers of 8 GPUs required in one rack of 4 such nodes: no segment to shrink; the smallest
+    change that fits is the next broader level, the block (both racks are in block zone-a-b1)."""
+    job = pytorchjob(workers=8, gpus_per_worker=8)
+    job["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] = RACK
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    del worker["kai.scheduler/segment-size"], worker["kai.scheduler/segment-topology-required-placement"]
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    [waiting] = decide(cluster(racks=2, per_rack=4, gpus=8), gang_pods(job), [TOPOLOGY]).waiting
+    assert waiting.kind == NEVER_FITS
+    assert waiting.change == ("kai.scheduler/topology-required-placement: cloud.provider.com/topology-block "
+                              "(was cloud.provider.com/topology-rack)")
