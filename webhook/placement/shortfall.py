@@ -68,7 +68,7 @@ def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place) -> S
         change = _smallest_change(index, gang, place)
         text = "can never fit, not even on the empty cluster (every node free); "
         text += f"smallest change that fits: {change}" if change else \
-            "no smaller segment size or broader required level fits either: add nodes or shrink the workload"
+            "no smaller segment size or broader required level would fit either (the engine's reason says what binds)"
         text += f"; engine: {empty.reason}"
         return Shortfall(NEVER_FITS, text, change)
     resource, level, domain, fit, need = _waited_for(index, gang)
