@@ -59,6 +59,11 @@ def test_only_the_controllers_adapter_module_touches_the_cluster_client():
     touching = sorted(p.name for p in (PACKAGE / "controller").glob("*.py")
                       if forbidden_imports(p.read_text(encoding="utf-8")))
     assert touching == ["runner.py"]
+    # the library's leader election with its own LeaseLock, not a subclass of it (issue 17 item 2)
+    runner = ast.parse((PACKAGE / "controller" / "runner.py").read_text(encoding="utf-8"))
+    bases = {getattr(b, "id", getattr(b, "attr", "")) for node in ast.walk(runner)
+             if isinstance(node, ast.ClassDef) for b in node.bases}
+    assert "LeaseLock" not in bases
 
 
 @pytest.mark.parametrize("source, expected", [
