@@ -94,7 +94,8 @@ def test_gang_is_released_when_its_last_pod_arrives(server, controllers):
     eventually(lambda: ctl.synced, "informers listed")
     for p in pods[:-1]:
         server.create("pods", p)
-    time.sleep(0.5)
+    # the condition itself: the controller has seen all 16 and judged the gang incomplete
+    eventually(lambda: ctl.idle() and metric(ctl, ctl.metrics.waiting, kind="incomplete") == 1, "16 of 17 seen")
     assert all(gated(p) for p in server.list("pods")), "an incomplete gang was released"
     server.create("pods", pods[-1])
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
@@ -128,9 +129,11 @@ def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(
     # kubectl describe pod selects Events by involvedObject name, namespace, kind and uid
     assert all(e["involvedObject"]["uid"] == uids[e["involvedObject"]["name"]] for e in events)
     assert all(e["involvedObject"]["kind"] == "Pod" and e["type"] == "Warning" for e in events)
+    # nothing changes: the queue goes idle (a busy loop never would) and stays so, no new events
+    eventually(ctl.idle, "nothing queued, delayed or reconciled")
     passes = ctl.metrics.passes._value.get()
-    time.sleep(1.0)  # nothing changes: no busy loop, no new events
-    assert ctl.metrics.passes._value.get() - passes <= 1
+    ctl.log_topology_findings()
+    assert ctl.idle() and ctl.metrics.passes._value.get() == passes
     assert len(server.list("events")) == 17
     for n in nodes[4:]:
         server.create("nodes", n)
@@ -280,7 +283,7 @@ def big_cluster():
 
 
 @pytest.mark.slow
-def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(server, controllers):
+def test_50_gangs_of_9_pods_on_512_nodes_released_one_patch_per_pod_without_double_booking(server, controllers):
     """8 workers of 8 GPUs (a whole node each, segments of 4 in one rack, the job in one zone) +
     a Master: 50 gangs fill 400 of the 512 nodes, so a double booking could not hide."""
     nodes = big_cluster()
@@ -316,7 +319,7 @@ def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(se
             assert shared_label_violations(nodes, members, RACK, f"{refs[0][1]} segment {seg}") == []
     print(f"release latency after the last pod of a gang: max {max(latencies):.3f}s, "
           f"median {sorted(latencies)[25]:.3f}s over 50 gangs; passes {ctl.metrics.passes._value.get():.0f}")
-    assert max(latencies) <= 2.0
+    # no wall-clock bound here (house rule): the latency is a figure, benchmarks/consumers.py the check
 
 
 def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
