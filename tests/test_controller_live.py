@@ -165,6 +165,9 @@ def test_pod_deleted_while_gated_and_node_gone_do_not_stop_the_controller(server
         server.create("pods", p)
     server.delete("pods", "team-a", pods[0]["metadata"]["name"])
     server.delete("nodes", None, nodes[0]["metadata"]["name"])
+    # pods and nodes come by separate watches, in no order between them (as with any informer):
+    # the gang is completed once the controller has seen the node go
+    eventually(lambda: ctl.synced and not ctl.knows_node(nodes[0]["metadata"]["name"]), "node deletion seen")
     for p in [pods[0]] + pods[5:]:
         server.create("pods", p)
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")

@@ -350,6 +350,11 @@ class Controller:
         """True once pods and nodes were each listed once and the Topology catalog is known."""
         return len(self._listed) == len(self._informers) and self.topologies.synced
 
+    def knows_node(self, name: str) -> bool:
+        """True when node ``name`` is in the controller's capacity ledger (listed or watched, well formed)."""
+        with self._lock:
+            return self._ledger.has_node(name)
+
     def idle(self) -> bool:
         """True when no gang is queued, delayed or being reconciled."""
         return self._queue.idle()

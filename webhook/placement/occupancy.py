@@ -114,6 +114,10 @@ class CapacityLedger:
         self._indexes.clear()
         return True
 
+    def has_node(self, name: str) -> bool:
+        """True when node ``name`` is known (parsed and not removed)."""
+        return name in self._nodes
+
     @property
     def node_count(self) -> int:
         """Number of known nodes."""
