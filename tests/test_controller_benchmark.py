@@ -16,5 +16,6 @@ def test_controller_benchmark_quick_run_prints_the_512_node_line():
     assert out.returncode == 0, out.stderr
     [line] = out.stdout.splitlines()
     assert line.startswith("  512 nodes,") and "(450 released)" in line
-    for figure in ("idle pass", "with the live ParseCache", "full pass", "engine only", "full / engine"):
+    for figure in ("idle pass", "with the live ParseCache", "full pass", "engine only", "full / engine",
+                   "reconcile per gang", "engine per gang"):
         assert figure in line

@@ -150,15 +150,16 @@ def test_dry_run_names_a_negative_request_of_a_bound_pod(tmp_path):
 
 
 def test_dry_run_names_a_pinned_pod_with_a_bad_request(tmp_path):
-    # released earlier (pinned by nodeSelector, not bound yet): only the controller charges it
+    # released earlier (pinned by nodeSelector, not bound yet): charged like a bound pod by the one
+    # ledger rule (webhook/placement/occupancy.py), so the dump's check names it with its file
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pinned", "namespace": "team-a"},
            "spec": {"nodeSelector": {"kubernetes.io/hostname": "zone-a-r1-n1"},
                     "containers": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}}
     path = dump(tmp_path, cluster() + [pod])
     code, out, err = once([path], [], None, "yaml")
     assert (code, out) == (2, "")
-    assert err == ("segment-webhook controller: error: Pod team-a/pinned: spec.containers[0].resources.requests[cpu]: "
-                   '"lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
+    assert err == (f"segment-webhook controller: error: {path}: Pod team-a/pinned: spec.containers[0].resources."
+                   'requests[cpu]: "lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
 
 
 def test_dry_run_parses_each_node_and_pod_once(tmp_path, monkeypatch):
@@ -332,3 +333,28 @@ def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
     for d in docs:
         racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
     assert sorted(racks) == ["0", "1"] and all(len(r) == 1 for r in racks.values())
+
+
+NEVER_FITS_TEXT = (
+    "can never fit, not even on the empty cluster (every node free); smallest change that fits: "
+    "kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain holds at most 4 such pods); "
+    "engine: workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room for the whole demand; the best "
+    "(zone-a) holds 0 of 1 segments of 8 pods at segment level cloud.provider.com/topology-rack (binding resource: "
+    "nvidia.com/gpu)")
+
+
+def test_place_and_the_dry_run_say_can_never_fit_with_the_smallest_change(tmp_path, capsys):
+    """Issue 17 item 3's example: a segment of 8 eight-GPU workers required in one rack, on racks of
+    4 nodes of 8 GPUs (2 racks: 64 GPUs, so the gang's 64 GPUs exist, but no rack holds 8 such
+    workers): both commands say "can never fit" and name segment size 4."""
+    from test_controller_decision import segment_of_8_eight_gpu_workers
+    from webhook.cli import main
+
+    nodes = dump(tmp_path, cluster(racks=2, per_rack=4, gpus=8) + [TOPOLOGY_OBJECT])
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(segment_of_8_eight_gpu_workers()))
+    assert main(["place", "-f", str(job), "--cluster", nodes]) == 1
+    assert capsys.readouterr().out == f"not placed: {NEVER_FITS_TEXT}\n"
+    code, out, err = once([nodes], [], None, "yaml", workload_paths=[str(job)])
+    assert (code, err) == (0, "")
+    assert list(yaml.safe_load_all(out)) == [{"gang": "team-a/job-a", "waiting": NEVER_FITS_TEXT}]

@@ -15,7 +15,7 @@ import pytest
 from conftest import load_example
 
 from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, decide
+from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, decide
 from webhook.core.decision import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.engine import ClusterIndex, place
@@ -183,19 +183,57 @@ def test_incomplete_gang_stays_gated():
     assert len(result.waiting[0].pods) == 9
 
 
-def test_infeasible_gang_stays_gated_with_the_engines_reason():
+def test_gang_larger_than_the_cluster_can_never_fit():
     nodes = cluster()
     pods = gang_pods(pytorchjob(gpus_per_worker=3))  # 48 GPUs asked, 32 exist
     result = decide(nodes, pods, [TOPOLOGY])
     assert result.releases == []
     [waiting] = result.waiting
-    assert waiting.kind == INFEASIBLE
-    assert "topology.kubernetes.io/zone" in waiting.reason
-    # the very reason the engine gives for this gang on this cluster
-    exp = expand(pytorchjob(gpus_per_worker=3), StaticTopologyCatalog([TOPOLOGY]), GATING)
-    index = ClusterIndex(snapshot_from_objects(nodes).nodes, TOPOLOGY)
-    assert waiting.reason == place(index, exp.gangs[0]).reason
+    assert waiting.kind == NEVER_FITS
+    assert waiting.reason.startswith("can never fit, not even on the empty cluster (every node free); ")
+    assert "; engine: workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room" in waiting.reason
     assert len(waiting.pods) == 17
+
+
+def segment_of_8_eight_gpu_workers():
+    """Issue 17 item 3's example: 8 Workers of 8 GPUs, segments of 8 required in one rack (no Master)."""
+    job = pytorchjob(workers=8, gpus_per_worker=8)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["kai.scheduler/segment-size"] = "8"
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    return job
+
+
+def test_segment_larger_than_any_rack_can_never_fit_and_names_the_smallest_change():
+    """Racks of 4 nodes of 8 GPUs hold 4 such workers: a segment of 8 never fits, even with every
+    node free; the smallest change that fits is segment size 4 (issue 17 item 3)."""
+    nodes = cluster(racks=2, per_rack=4, gpus=8)
+    result = decide(nodes, gang_pods(segment_of_8_eight_gpu_workers()), [TOPOLOGY])
+    assert result.releases == []
+    [waiting] = result.waiting
+    assert waiting.kind == NEVER_FITS == "never-fits"
+    assert waiting.change == ("kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain "
+                              "holds at most 4 such pods)")
+    assert waiting.reason == (
+        "can never fit, not even on the empty cluster (every node free); smallest change that fits: "
+        "kai.scheduler/segment-size: 4 (was 8; a cloud.provider.com/topology-rack domain holds at most 4 such pods); "
+        "engine: workload level topology.kubernetes.io/zone: 1 domain(s), 0 with room for the whole demand; the best "
+        "(zone-a) holds 0 of 1 segments of 8 pods at segment level cloud.provider.com/topology-rack (binding resource: "
+        "nvidia.com/gpu)")
+
+
+def test_gang_that_fits_an_empty_cluster_waits_for_capacity_naming_resource_and_domain():
+    hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "x"},
+           "spec": {"nodeName": "zone-a-r1-n1", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Running"}}
+    result = decide(cluster(), gang_pods(pytorchjob()) + [hog], [TOPOLOGY])
+    [waiting] = result.waiting
+    assert waiting.kind == INFEASIBLE
+    # 16 workers of 2 GPUs on 8 nodes of 4: one GPU taken leaves room for 15 in the zone
+    assert waiting.reason.startswith(
+        "waiting for capacity: nvidia.com/gpu in topology.kubernetes.io/zone zone-a (room for 15 of 16 pods like "
+        "team-a/job-a-worker-0 there now; it fits when those nodes are free); engine: workload level "
+        "topology.kubernetes.io/zone: 1 domain(s), 0 with room for the whole demand")
+    assert waiting.change == ""
 
 
 def test_half_released_gang_is_finished_around_its_pinned_pods():
@@ -294,3 +332,17 @@ def test_parse_cache_gives_the_same_answers_and_is_never_charged():
     assert len(cache.nodes) == 16 and len(cache.requests) == 34
     decide(nodes[:3], [], [TOPOLOGY], cache=cache)  # objects gone from the cluster are dropped
     assert len(cache.nodes) == 3 and cache.requests == {}
+
+
+def test_workload_larger_than_its_required_domain_names_the_narrowest_broader_level():
+    """8 workers of 8 GPUs required in one rack of 4 such nodes: no segment to shrink; the smallest
+    change that fits is the next broader level, the block (both racks are in block zone-a-b1)."""
+    job = pytorchjob(workers=8, gpus_per_worker=8)
+    job["metadata"]["annotations"]["kai.scheduler/topology-required-placement"] = RACK
+    worker = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    del worker["kai.scheduler/segment-size"], worker["kai.scheduler/segment-topology-required-placement"]
+    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    [waiting] = decide(cluster(racks=2, per_rack=4, gpus=8), gang_pods(job), [TOPOLOGY]).waiting
+    assert waiting.kind == NEVER_FITS
+    assert waiting.change == ("kai.scheduler/topology-required-placement: cloud.provider.com/topology-block "
+                              "(was cloud.provider.com/topology-rack)")

@@ -94,7 +94,8 @@ def test_gang_is_released_when_its_last_pod_arrives(server, controllers):
     eventually(lambda: ctl.synced, "informers listed")
     for p in pods[:-1]:
         server.create("pods", p)
-    time.sleep(0.5)
+    # the condition itself: the controller has seen all 16 and judged the gang incomplete
+    eventually(lambda: ctl.idle() and metric(ctl, ctl.metrics.waiting, kind="incomplete") == 1, "16 of 17 seen")
     assert all(gated(p) for p in server.list("pods")), "an incomplete gang was released"
     server.create("pods", pods[-1])
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
@@ -119,15 +120,20 @@ def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(
     eventually(lambda: len(server.list("events")) == 17, "17 events")
     events = server.list("events")
     assert {e["involvedObject"]["name"] for e in events} == {p["metadata"]["name"] for p in pods}
-    assert {e["reason"] for e in events} == {"PlacementInfeasible"}
-    assert all(e["message"].startswith("gang team-a/job-a: ") and ZONE in e["message"] for e in events)
+    # 4 nodes of 4 GPUs cannot hold 32 GPUs even when free: "can never fit" (issue 17 item 3)
+    assert {e["reason"] for e in events} == {"PlacementNeverFits"}
+    assert all(e["message"].startswith("gang team-a/job-a: can never fit, not even on the empty cluster") and
+               ZONE in e["message"] for e in events)
+    assert ctl.metrics.never_fit._value.get() == 1 and ctl.metrics.infeasible._value.get() == 1
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in server.list("pods")}
     # kubectl describe pod selects Events by involvedObject name, namespace, kind and uid
     assert all(e["involvedObject"]["uid"] == uids[e["involvedObject"]["name"]] for e in events)
     assert all(e["involvedObject"]["kind"] == "Pod" and e["type"] == "Warning" for e in events)
+    # nothing changes: the queue goes idle (a busy loop never would) and stays so, no new events
+    eventually(ctl.idle, "nothing queued, delayed or reconciled")
     passes = ctl.metrics.passes._value.get()
-    time.sleep(1.0)  # nothing changes: no busy loop, no new events
-    assert ctl.metrics.passes._value.get() - passes <= 1
+    ctl.log_topology_findings()
+    assert ctl.idle() and ctl.metrics.passes._value.get() == passes
     assert len(server.list("events")) == 17
     for n in nodes[4:]:
         server.create("nodes", n)
@@ -159,6 +165,9 @@ def test_pod_deleted_while_gated_and_node_gone_do_not_stop_the_controller(server
         server.create("pods", p)
     server.delete("pods", "team-a", pods[0]["metadata"]["name"])
     server.delete("nodes", None, nodes[0]["metadata"]["name"])
+    # pods and nodes come by separate watches, in no order between them (as with any informer):
+    # the gang is completed once the controller has seen the node go
+    eventually(lambda: ctl.synced and not ctl.knows_node(nodes[0]["metadata"]["name"]), "node deletion seen")
     for p in [pods[0]] + pods[5:]:
         server.create("pods", p)
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
@@ -236,9 +245,12 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
         eventually(lambda: len(server.ungated_at) == 17, "job-a released")
         assert {ua for m, _, ua in server.requests if m == "PATCH"} == {f"segment-webhook-controller/{leader}"}
         assert lease_holder(server) == leader
+        # the leader counts the gang once every patch has come back, after the server applied the
+        # last one: wait for the count itself, never read it right after the last PATCH
+        eventually(lambda: "segment_controller_gangs_placed_total 1.0" in metrics_text(ports[leader]),
+                   "the leader counted job-a placed")
         leader_metrics, other_metrics = metrics_text(ports[leader]), metrics_text(ports[other])
         assert "segment_controller_leader 1.0" in leader_metrics and "segment_controller_leader 0.0" in other_metrics
-        assert "segment_controller_gangs_placed_total 1.0" in leader_metrics
         assert "segment_controller_release_seconds_count 1.0" in leader_metrics
         # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
         procs[leader].terminate()
@@ -274,7 +286,7 @@ def big_cluster():
 
 
 @pytest.mark.slow
-def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(server, controllers):
+def test_50_gangs_of_9_pods_on_512_nodes_released_one_patch_per_pod_without_double_booking(server, controllers):
     """8 workers of 8 GPUs (a whole node each, segments of 4 in one rack, the job in one zone) +
     a Master: 50 gangs fill 400 of the 512 nodes, so a double booking could not hide."""
     nodes = big_cluster()
@@ -310,7 +322,7 @@ def test_50_gangs_of_9_pods_on_512_nodes_released_within_2s_of_their_last_pod(se
             assert shared_label_violations(nodes, members, RACK, f"{refs[0][1]} segment {seg}") == []
     print(f"release latency after the last pod of a gang: max {max(latencies):.3f}s, "
           f"median {sorted(latencies)[25]:.3f}s over 50 gangs; passes {ctl.metrics.passes._value.get():.0f}")
-    assert max(latencies) <= 2.0
+    # no wall-clock bound here (house rule): the latency is a figure, benchmarks/consumers.py the check
 
 
 def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
@@ -321,16 +333,123 @@ def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
 
     load(server, cluster())
     ctl = controllers()
-    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x"), None) is False
+    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x")) is None
     assert ctl.metrics.patch_errors.labels(code="404")._value.get() == 1
     pod = gang_pods(pytorchjob())[0]
     pod["spec"]["schedulingGates"] = [{"name": "segments.dev/placement"}, {"name": "other.io/wait"}]
     stale = release_patch({"spec": {"schedulingGates": [{"name": "x"}, {"name": "segments.dev/placement"}]}}, "zone-a-r1-n1")
     server.create("pods", pod)
-    ok = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"), pod)
-    assert ok is True
+    answer = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"))
+    assert answer["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}  # the API's answer
     stored = server.get("pods", "team-a", pod["metadata"]["name"])
     assert stored["spec"]["schedulingGates"] == [{"name": "other.io/wait"}]
     assert stored["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}
     assert ctl.metrics.patch_errors.labels(code="422")._value.get() == 1
     assert server.violations == []
+
+
+# ---------------------------------------------------------------------------------------------
+# The infeasible-gangs gauge (issue 17: it read 0 while a gang backed off, then counted it once
+# per other gang that left: 0.0, then 2.0). Both tests fail on the controller of commit ffa32fc.
+def metric(ctl, gauge, **labels):
+    return (gauge.labels(**labels) if labels else gauge)._value.get()
+
+
+def never_fitting_gang(server, ctl):
+    """job-a asks 48 GPUs of a 32-GPU cluster; waits until the controller has reported it."""
+    pods = gang_pods(pytorchjob("job-a", gpus_per_worker=3))
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "job-a's 17 events")
+    eventually(lambda: metric(ctl, ctl.metrics.infeasible) == 1, "job-a counted infeasible")
+    return pods
+
+
+def test_infeasible_gauge_keeps_counting_a_gang_in_back_off(server, controllers):
+    load(server, cluster(zones=("zone-a", "zone-b")))  # zone-b: room for job-b only
+    ctl = controllers(retry_initial=30, retry_max=60)  # job-a is in back-off for the rest of the test
+    never_fitting_gang(server, ctl)
+    for p in gang_pods(pytorchjob("job-b")):
+        server.create("pods", p)
+    eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-b placed")
+    assert metric(ctl, ctl.metrics.infeasible) == 1  # job-a still waits (the old code: 0.0)
+
+
+def test_infeasible_gauge_is_not_raised_by_other_gangs_leaving(server, controllers):
+    load(server, cluster())
+    ctl = controllers(retry_initial=30, retry_max=60)
+    never_fitting_gang(server, ctl)
+    invalid = []
+    for job in ("job-c", "job-d"):  # pods that disagree on their gang's size: invalid gangs
+        pods = gang_pods(pytorchjob(job))
+        pods[0]["metadata"]["annotations"]["segments.dev/gang-size"] = "18"
+        invalid += pods
+    for p in invalid:
+        server.create("pods", p)
+    eventually(lambda: metric(ctl, ctl.metrics.waiting, kind="invalid") == 2, "job-c and job-d reported invalid")
+    for p in invalid:
+        server.delete("pods", "team-a", p["metadata"]["name"])
+    eventually(lambda: metric(ctl, ctl.metrics.waiting, kind="invalid") == 0, "job-c and job-d gone")
+    assert metric(ctl, ctl.metrics.infeasible) == 1  # job-a alone (the old code: 2.0)
+
+
+def test_gang_waiting_for_capacity_says_for_what_and_is_placed_when_a_pod_leaves(server, controllers):
+    nodes = cluster()  # 8 nodes of 4 GPUs: exactly job-a's 32 GPUs
+    hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "x"},
+           "spec": {"nodeName": "zone-a-r1-n1", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},
+           "status": {"phase": "Running"}}
+    load(server, nodes, [hog])
+    ctl = controllers(retry_initial=0.2, retry_max=0.4)
+    for p in gang_pods(pytorchjob()):
+        server.create("pods", p)
+    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    assert {e["reason"] for e in server.list("events")} == {"PlacementInfeasible"}
+    assert all(e["message"].startswith("gang team-a/job-a: waiting for capacity: nvidia.com/gpu in "
+                                       "topology.kubernetes.io/zone zone-a (room for 15 of 16 pods like "
+                                       "team-a/job-a-worker-0 there now") for e in server.list("events"))
+    assert metric(ctl, ctl.metrics.infeasible) == 1 and metric(ctl, ctl.metrics.never_fit) == 0
+    server.delete("pods", "x", "hog")  # capacity given back: the waiting gang is queued again
+    eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-a placed once the hog left")
+    eventually(lambda: metric(ctl, ctl.metrics.infeasible) == 0, "nothing infeasible")
+    assert capacity_violations(nodes, server.list("pods")) == []
+
+
+def test_watch_events_carry_their_resource_version_to_the_informer():
+    """The informers' list function declares plain-dict events (``-> object``), so the library's
+    Watch records each event's resourceVersion and a reconnect resumes from the newest one. Before,
+    it resumed from the first list's version: 5 minutes into a run old pod versions were replayed
+    (released pods seen gated, their releases sent again: 422) and nodes got 410."""
+    import json
+    import threading
+
+    from kubernetes.watch import Watch
+
+    from webhook.cluster.informers import DictLister
+
+    watch = Watch()
+    return_type = watch.get_return_type(DictLister(lambda **_: None, lambda: None, threading.Event()))
+    event = watch.unmarshal_event(json.dumps({"type": "MODIFIED", "object": {
+        "kind": "Pod", "metadata": {"name": "p", "namespace": "x", "resourceVersion": "4711"}}}), return_type)
+    assert event["object"]["metadata"]["name"] == "p"  # a plain dict
+    assert watch.resource_version == "4711"
+
+
+def test_an_old_gated_version_of_a_released_pod_is_ignored(server, controllers):
+    """A replayed, older version of a released pod (gated) must neither re-queue its gang for a
+    second release nor give its capacity back: a gate is never added back (KEP-3838)."""
+    from kubernetes.informer import MODIFIED
+
+    nodes = cluster()
+    load(server, nodes)
+    ctl = controllers()
+    pods = gang_pods(pytorchjob())
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-a placed")
+    eventually(lambda: all(p["spec"].get("nodeName") for p in server.list("pods")), "bound")
+    for p in pods:  # the versions as created: gated, no node
+        ctl._on_pod(MODIFIED, p)
+    eventually(ctl.idle, "nothing left to reconcile")
+    assert len(server.patch_log) == 17  # no second release
+    index = ctl._ledger.index(None, None)
+    assert int(index.free[:, index.col["nvidia.com/gpu"]].sum()) == 0  # every GPU still charged

@@ -73,6 +73,7 @@ class FakeApiServer:
         self.list_status: list[int] = []
         self.watch_status: list[int] = []
         self.list_requests: list[dict] = []
+        self.list_agents: list[str] = []  # User-Agent of each list request (serve: one per worker process)
         self.watch_requests: list[dict] = []
         self._queues: list[queue.Queue] = []
         self._cond = threading.Condition()
@@ -112,6 +113,7 @@ class FakeApiServer:
     def _serve_list(self, handler, query):
         with self._cond:
             self.list_requests.append(query)
+            self.list_agents.append(handler.headers.get("User-Agent", ""))
             scripted = self.list_status.pop(0) if self.list_status else 200
             fail = self.list_failures > 0 and scripted == 200
             if fail:
@@ -586,8 +588,11 @@ def test_serve_without_the_topology_crd_is_ready_and_answers_as_design_10(server
 
     server.list_status = [404] * 100_000
     kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
-    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz",
-                       in_a_row=6) as srv:  # both workers synced (new connection each time)
+    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz") as srv:
+        # both workers synced, the condition itself: each worker (its own User-Agent) listed again
+        # after a 404, so it has applied the first 404 (the "no CRD" state) before the second list
+        eventually(lambda: len({a for a in server.list_agents if server.list_agents.count(a) >= 2}) == 2,
+                   "both serve workers saw the 404", timeout=30)
         ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
         assert ready.status_code == 200
         assert ready.json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}

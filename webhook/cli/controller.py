@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from typing import Any
 
 from webhook.cli.flags import UsageError, add_env_flag, apply_env, env_note, error, positive_int, topology_name
 
-DEFAULT_LEASE_NAME = "segment-webhook-controller"
-DEFAULT_LEASE_NAMESPACE = "segment-webhook-system"
+from webhook.controller.settings import DEFAULT_LEASE_NAMESPACE, ControllerSettings, default_lease_namespace
+
+_DEFAULTS = ControllerSettings(identity="")  # the one home of the defaults (webhook/controller/settings.py)
 
 
 def _port(text: str) -> int:
@@ -55,14 +55,13 @@ def run(args: argparse.Namespace) -> int:
     if args.snapshot or args.workload:
         return error("controller", "--snapshot and --workload are only used with --once")
     from webhook.controller.main import default_identity, run_live
-    from webhook.controller.runner import ControllerSettings
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = ControllerSettings(
         identity=args.identity or default_identity(),
         lease_name=args.lease_name,
-        lease_namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or DEFAULT_LEASE_NAMESPACE,
+        lease_namespace=args.lease_namespace or default_lease_namespace(),
         lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period,
         default_topology=args.default_topology,
     )
@@ -92,14 +91,14 @@ def register(subparsers: Any) -> None:
                  help="topology of gangs whose pods name none (with --once: default the only one loaded)")
     add_env_flag(p, "--kubeconfig", metavar="PATH", help="kubeconfig (default: the in-cluster service account)")
     add_env_flag(p, "--identity", metavar="NAME", help="this replica's name in the Lease (default $POD_NAME, else the host name)")
-    add_env_flag(p, "--lease-name", default=DEFAULT_LEASE_NAME, metavar="NAME", help="coordination.k8s.io Lease name")
+    add_env_flag(p, "--lease-name", default=_DEFAULTS.lease_name, metavar="NAME", help="coordination.k8s.io Lease name")
     add_env_flag(p, "--lease-namespace", metavar="NS",
                  help=f"namespace of the Lease (default $POD_NAMESPACE, else {DEFAULT_LEASE_NAMESPACE})")
-    add_env_flag(p, "--lease-duration", default=15, type=positive_int(3600), metavar="SECONDS",
+    add_env_flag(p, "--lease-duration", default=_DEFAULTS.lease_duration, type=positive_int(3600), metavar="SECONDS",
                  help="seconds a Lease holds without renewal (> --renew-deadline)")
-    add_env_flag(p, "--renew-deadline", default=10, type=positive_int(3600), metavar="SECONDS",
+    add_env_flag(p, "--renew-deadline", default=_DEFAULTS.renew_deadline, type=positive_int(3600), metavar="SECONDS",
                  help="seconds the leader keeps trying to renew (> 1.2 x --retry-period)")
-    add_env_flag(p, "--retry-period", default=2, type=positive_int(600), metavar="SECONDS",
+    add_env_flag(p, "--retry-period", default=_DEFAULTS.retry_period, type=positive_int(600), metavar="SECONDS",
                  help="seconds between Lease attempts")
     add_env_flag(p, "--metrics-port", default=9090, type=_port, metavar="PORT",
                  help="Prometheus /metrics over HTTP on this port, 0 = off")

@@ -41,9 +41,8 @@ it is given and in its event handlers):
   leaves its last good version in place.
 """
 
-from __future__ import annotations
-
 import logging
+import os
 import random
 import socket
 import threading
@@ -237,6 +236,7 @@ class LiveTopologyCatalog:
         """Successful lists so far (1 after start-up; each 410 Gone and each re-list period adds one)."""
         self.last_error: str | None = None
         """Text of the most recent list/watch error, or None (logs and /readyz ``reason``)."""
+        self._listeners: list[Any] = []
         self._informer = SharedInformer(self._list_or_watch, resync_period=watch_timeout_seconds)
         for event_type, handler in ((ADDED, self._on_upsert), (MODIFIED, self._on_upsert),
                                     (DELETED, self._on_delete), (BOOKMARK, self._on_bookmark),
@@ -257,6 +257,8 @@ class LiveTopologyCatalog:
             api_client = api_client_from_kubeconfig(path)
         except KubeconfigError as exc:
             raise TopologyCacheError(str(exc)) from exc
+        # one catalog per serve worker process: its requests say which (API server audit logs, tests)
+        api_client.user_agent = f"segment-webhook-serve/{os.getpid()}"
         return cls(api_client, **kwargs)
 
     # ---------------------------------------------------------------- TopologyCatalog
@@ -289,6 +291,20 @@ class LiveTopologyCatalog:
     def resource_version(self) -> str | None:
         """The last resourceVersion seen (list, event or bookmark), or None before the list."""
         return self._resource_version
+
+    def add_listener(self, callback: Any) -> None:
+        """Call ``callback()`` (no arguments, on the informer's thread; it must not block) after
+        every change of the catalog: a list applied, a Topology added, changed or deleted, the
+        CRD found missing. The controller queues its waiting gangs from it (one Topology watch
+        for ``serve`` and the controller)."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the watch
+                log.exception("topology cache listener failed")
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> "LiveTopologyCatalog":
@@ -323,13 +339,12 @@ class LiveTopologyCatalog:
         return self.synced
 
     # ---------------------------------------------------------------- the informer's list function
-    def _list_or_watch(self, **kwargs: Any) -> Any:
+    def _list_or_watch(self, **kwargs: Any) -> object:
         """The ``list_func`` given to the informer: a list (no ``watch`` argument) or a watch.
-
-        :rtype: object
-        """
-        # The ":rtype: object" line above tells kubernetes.watch.Watch to decode watch events as
-        # plain dicts (as for CustomObjectsApi) and to track their resourceVersion.
+        The return annotation ``object`` (this module has no ``from __future__ import
+        annotations``, so it stays the class) tells ``kubernetes.watch.Watch`` to decode watch
+        events as plain dicts and to track their resourceVersion, as
+        :mod:`webhook.cluster.informers` explains."""
         if kwargs.get("watch"):
             return self._start_watch(kwargs)
         return self._list_until_known()
@@ -375,6 +390,7 @@ class LiveTopologyCatalog:
             self._backoff.reset()
             self.last_error = None
             log.info("topology cache: listed %d topologies at resourceVersion %s: %s", len(fresh), rv, sorted(fresh))
+            self._changed()
             return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
         # Stopped: an empty answer that changes nothing here; the informer's loop then ends.
         return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
@@ -409,6 +425,7 @@ class LiveTopologyCatalog:
                     updated[topo.name] = topo
                     self._topologies = MappingProxyType(updated)
                     self._state = STATE_LISTED
+                self._changed()
 
     def _on_delete(self, obj: Any) -> None:
         if self._seen_event(obj):
@@ -420,6 +437,7 @@ class LiveTopologyCatalog:
                     updated = dict(self._topologies)
                     del updated[name]
                     self._topologies = MappingProxyType(updated)
+                self._changed()
 
     def _on_bookmark(self, obj: Any) -> None:
         self._seen_event(obj)
@@ -463,10 +481,13 @@ class LiveTopologyCatalog:
         """The Topology resource does not exist: a known state with no topologies (§10)."""
         if self._state != STATE_CRD_MISSING:
             log.warning("topology cache: %s; ready with no topologies (workloads naming one are denied)", text)
+        changed = self._state != STATE_CRD_MISSING
         with self._write_lock:
             self._topologies = MappingProxyType({})
             self._state = STATE_CRD_MISSING
         self.last_error = text
+        if changed:
+            self._changed()
 
     def _failed(self, text: str) -> None:
         self.last_error = text

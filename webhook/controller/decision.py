@@ -1,10 +1,11 @@
 """The controller's decision, as a pure function (DESIGN.md §9): cluster state in, patches out.
 
-:func:`decide` takes the nodes, the pods (plain dicts, as ``kubectl get -o json`` or a watch
-delivers them) and the Topologies, and returns one :class:`Release` per pod to release and one
-:class:`Waiting` per gang left gated. The live controller (:mod:`webhook.controller.runner`) and
-``segment-webhook controller --once --snapshot`` both call it, so they share one code path. No
-kubernetes or Flask import here (tests/test_layout.py).
+:func:`decide_gang` decides ONE gang on a :class:`~webhook.placement.occupancy.CapacityLedger`:
+one :class:`Release` per gated pod when the engine places it (charged to the ledger as assumed
+before it returns), or one :class:`Waiting` saying why not. The live controller
+(:mod:`webhook.controller.runner`) runs it per gang from its work queue; :func:`decide` (``segment-webhook
+controller --once --snapshot``) builds the ledger of a dump (:func:`ledger_of`) and runs it for
+every gang in turn — one code path. No kubernetes or Flask import here (tests/test_layout.py).
 
 Rules:
 
@@ -16,14 +17,20 @@ Rules:
   each either gated or already placed (bound, or pinned by ``nodeSelector[kubernetes.io/hostname]``:
   a release that a failed patch, a restart or another controller left half done). Otherwise the
   gang waits (``incomplete``, or ``invalid`` with the reason).
-* **Used capacity**: every live pod with ``spec.nodeName`` AND every live pod that is not bound,
-  not gated by this webhook and pinned by ``nodeSelector["kubernetes.io/hostname"]`` (released,
-  whoever released it: kube-scheduler can only put it there) is charged to its node. Pods this
-  pass releases are charged as soon as their gang is placed, so two gangs of one pass never share
-  capacity, and the next pass sees them as pinned pods.
+* **Used capacity**: :func:`webhook.placement.occupancy.occupied_node` — every live pod with
+  ``spec.nodeName`` AND every live pod that is not bound, not gated by this webhook and pinned by
+  ``nodeSelector["kubernetes.io/hostname"]`` (released, whoever released it: kube-scheduler can
+  only put it there) is charged to its node, as ``place --cluster`` charges it. Pods a gang
+  releases are charged as soon as it is placed, so two gangs decided on one ledger never share
+  capacity.
+* **Can never fit / waiting for capacity**: an unplaced gang is tried on the empty cluster
+  (:mod:`webhook.placement.shortfall`): ``never-fits`` with the smallest change that fits, or
+  ``infeasible`` naming the resource and domain it waits for.
 * **Placement**: the engine (:func:`webhook.placement.engine.place`) on that state, with every pod
-  of the gang (already placed members are fixed to their node through their node selector). Gangs
-  that were half released go first, then gangs in order of their last pod's creation.
+  of the gang (already placed members are fixed to their node: a bound one by its ``nodeName``, a
+  released one by its node selector; :func:`webhook.placement.eligibility.pod_request`). In
+  :func:`decide`, gangs that were half released go first, then gangs in order of their last pod's
+  creation.
 * **Release** (KEP-3838): per gated pod ONE patch, :func:`webhook.core.gating.release_patch`; for
   a gang whose pods have no index labels (KubeRay before 1.6, DESIGN.md §3b) the controller forms
   the segments (:func:`_formed_segments`) and the patch also adds ``kai.scheduler/segment-index``.
@@ -38,19 +45,23 @@ from typing import Any
 from webhook.core import gating, keys
 from webhook.core.kinds import registry
 from webhook.core.topology import Topology
-from webhook.placement.eligibility import freeze, required_node_affinity
+from webhook.core.messages import quote
+from webhook.placement.eligibility import pod_request
+from webhook.placement.engine import Gang, PlacementError, PodRequest, place
 from webhook.placement.expand import pod_role
-from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
+from webhook.placement.occupancy import CapacityLedger, is_deleting, is_terminated, occupied_node, pod_ref
 from webhook.placement.quantity import QuantityError
-from webhook.core.messages import json_type, quote
+from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
 
 
-_TERMINAL_PHASES = ("Succeeded", "Failed")
-
 INCOMPLETE = "incomplete"
+#: the engine found no placement now, but the gang fits when its nodes are free: waiting for capacity
 INFEASIBLE = "infeasible"
 INVALID = "invalid"
+#: :data:`INFEASIBLE` even on the empty cluster (every node free): waiting cannot help
+__all__ = ["INCOMPLETE", "INFEASIBLE", "INVALID", "NEVER_FITS", "GangDecision", "ParseCache", "PassResult",
+           "Placed", "Release", "Waiting", "decide", "decide_gang", "gang_key_of", "ledger_of", "pod_ref"]
 
 
 @dataclass(frozen=True)
@@ -67,14 +78,19 @@ class Release:
 @dataclass(frozen=True)
 class Waiting:
     """A gang left gated. ``kind``: ``incomplete`` (not every pod exists yet), ``infeasible`` (the
-    engine found no placement; ``reason`` is its per-level reason) or ``invalid`` (the gang's
-    pods disagree or are malformed; ``reason`` says how). ``pods``: ``(namespace, name)`` of its
-    gated pods, which receive the Event."""
+    engine found no placement now but would on the empty cluster: ``reason`` starts "waiting for
+    capacity:" and names the resource and domain, then the engine's per-level reason; or its
+    topology is not known), ``never-fits`` (no placement even with every node free: ``reason``
+    starts "can never fit" and ends with the smallest change that fits, also in ``change``; see
+    :mod:`webhook.placement.shortfall`) or ``invalid`` (the gang's pods disagree or are malformed;
+    ``reason`` says how). ``pods``: ``(namespace, name)`` of its gated pods, which receive the
+    Event."""
 
     gang: str
     kind: str
     reason: str
     pods: tuple[tuple[str, str], ...]
+    change: str = ""
 
 
 @dataclass(frozen=True)
@@ -208,30 +224,11 @@ def _string_map(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def pod_ref(pod: Mapping[str, Any]) -> tuple[str, str]:
-    """``(namespace, name)`` of a pod dict (empty strings when missing)."""
-    meta = _meta(pod)
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
-def is_live(pod: Mapping[str, Any]) -> bool:
-    """Not ``Succeeded``/``Failed`` (a terminated pod holds no capacity, as in the scheduler)."""
-    status = pod.get("status")
-    return not (isinstance(status, Mapping) and status.get("phase") in _TERMINAL_PHASES)
-
-
-def placed_node(pod: Mapping[str, Any]) -> str | None:
-    """The node a live pod occupies or is pinned to: ``spec.nodeName``, else, for a pod NOT gated
-    by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]``; ``None`` otherwise."""
-    spec = _spec(pod)
-    node = spec.get("nodeName")
-    if isinstance(node, str) and node:
-        return node
-    if gating.is_gated(pod):
-        return None
-    selector = spec.get("nodeSelector")
-    pinned = selector.get(gating.HOSTNAME) if isinstance(selector, Mapping) else None
-    return pinned if isinstance(pinned, str) and pinned else None
+def gang_key_of(pod: Mapping[str, Any]) -> str | None:
+    """The gang key of a pod dict (:func:`webhook.core.kinds.registry.gang_key` on its namespace
+    and labels), ``None`` for a pod of no gang."""
+    namespace, _ = pod_ref(pod)
+    return registry.gang_key(namespace, _string_map(_meta(pod).get("labels")))
 
 
 # ----------------------------------------------------------------------------- gangs
@@ -253,10 +250,9 @@ def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
     """Gangs that hold at least one gated pod, with every live, not-deleting member."""
     gangs: dict[str, _Gang] = {}
     for pod in pods:
-        if not is_live(pod) or _meta(pod).get("deletionTimestamp"):
+        if is_terminated(pod) or is_deleting(pod):
             continue
-        namespace, _ = pod_ref(pod)
-        key = registry.gang_key(namespace, _string_map(_meta(pod).get("labels")))
+        key = gang_key_of(pod)
         if key is not None:
             gangs.setdefault(key, _Gang(key)).members.append(pod)
     return {k: g for k, g in gangs.items() if g.gated}
@@ -279,7 +275,7 @@ def _check_gang(gang: _Gang) -> Waiting | None:
         return Waiting(gang.key, INCOMPLETE, f"{count} of {size} pods exist", refs)
     if count > size:
         return Waiting(gang.key, INVALID, f"{count} live pods carry this gang key but {gating.GANG_SIZE} is {size}", refs)
-    loose = sorted(pod_ref(p)[1] for p in gang.members if not gating.is_gated(p) and placed_node(p) is None)
+    loose = sorted(pod_ref(p)[1] for p in gang.members if not gating.is_gated(p) and occupied_node(p) is None)
     if loose:
         return Waiting(gang.key, INVALID, f"pod {loose[0]} of the gang is neither gated nor placed "
                                           f"(its gate was removed by someone else); release it or delete the gang", refs)
@@ -317,11 +313,12 @@ def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
 
 
 def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None) -> PodRequest:
-    """The engine's view of one pod; a member already placed is fixed to its node; ``formed``: the
-    segments the controller formed for a gang without index labels (:func:`_formed_segments`).
-    Raises ``ValueError`` naming the pod on malformed input."""
+    """The engine's view of one pod: :func:`webhook.placement.eligibility.pod_request` (the one
+    reader ``place`` uses too: a bound member is pinned to its ``nodeName``, a released member by
+    its own ``nodeSelector``), with its requests from ``cache`` and its segment from
+    ``kai.scheduler/segment-index`` (or ``formed``: the segments the controller formed for a gang
+    without index labels, :func:`_formed_segments`). Raises ``ValueError`` naming the pod."""
     namespace, name = pod_ref(pod)
-    spec = _spec(pod)
     labels = _string_map(_meta(pod).get("labels"))
     requests = cache.pod_requests(pod)
     if isinstance(requests, str):
@@ -335,23 +332,8 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tupl
             raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(raw_segment)} '
                              "is not a whole number (the webhook writes 0, 1, ...)")
         segment = (0, int(raw_segment))
-    selector = spec.get("nodeSelector") or {}
-    tolerations = spec.get("tolerations") or []
-    if not isinstance(selector, Mapping) or not isinstance(tolerations, list) \
-            or not all(isinstance(t, Mapping) for t in tolerations):
-        raise ValueError(f"Pod {namespace}/{name}: spec.nodeSelector must be an object and spec.tolerations an array of "
-                         f"objects (they are {json_type(selector)} and {json_type(tolerations)})")
-    selector = dict(selector)
-    node = placed_node(pod)
-    if node is not None:
-        selector[gating.HOSTNAME] = node
-    try:
-        affinity = required_node_affinity(spec)
-    except PlacementError as exc:
-        raise ValueError(f"Pod {namespace}/{name}: {exc}") from None
-    return PodRequest(key=f"{namespace}/{name}", requests=requests, segment=segment,
-                      tolerations=freeze(tolerations), node_selector=freeze(selector),
-                      node_affinity=affinity, role=pod_role(labels))
+    request = pod_request(pod, requests, segment, pod_role(labels))  # raises PlacementError (a ValueError)
+    return replace(request, key=f"{namespace}/{name}")
 
 
 def _gang_constraints(gang: _Gang, default_topology: str | None,
@@ -387,135 +369,90 @@ def _parse_node(obj: Mapping[str, Any]) -> Node | str:
         return str(exc)
 
 
-def _parse_nodes(nodes: Iterable[Mapping[str, Any]], skipped: list[str], cache: ParseCache) -> list[Node]:
-    """Nodes as the engine reads them, each with its own ``free`` map (charged by this pass); a
-    malformed node is skipped (one line in ``skipped``), never fatal for the others."""
-    out = []
+def ledger_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], skipped: list[str],
+              cache: ParseCache) -> CapacityLedger:
+    """The :class:`CapacityLedger` of a cluster state: every well-formed node, every pod charged
+    where it is (:func:`webhook.placement.occupancy.occupied_node`). A malformed node, or the bad
+    request of a pod that occupies a node, adds one line to ``skipped`` and is left out."""
+    parsed = []
     for obj in nodes:
         node = cache.node(obj, _parse_node)
         if isinstance(node, str):
             skipped.append(node)
         else:
-            out.append(replace(node, free=dict(node.free)))
-    return out
-
-
-class _Capacity:
-    """The engine indexes of every topology in use, charged together."""
-
-    def __init__(self, nodes: Sequence[Node]):
-        self.nodes = nodes
-        self.indexes: dict[str | None, ClusterIndex] = {}
-        self.topologies: dict[str | None, Topology | None] = {}
-
-    def index(self, name: str | None, topology: Topology | None) -> ClusterIndex:
-        if name not in self.indexes:
-            self.indexes[name] = ClusterIndex(self.nodes, topology)
-        return self.indexes[name]
-
-    def charge(self, node: str, requests: Mapping[str, int], sign: int = 1) -> None:
-        """Take (``sign=1``) or give back (``-1``) ``requests`` on ``node`` in every index."""
-        for index in self.indexes.values():
-            row = index.node_pos.get(node)
-            if row is None:
-                continue
-            for resource, value in requests.items():
-                col = index.col.get(resource)
-                if col is not None and value > 0:
-                    index.free[row, col] -= sign * value
-
-
-def _charge_nodes(nodes: Sequence[Node], pods: Iterable[Mapping[str, Any]], skipped: list[str], cache: ParseCache) -> None:
-    """Charge every live pod that occupies or is pinned to a node (:func:`placed_node`) to that
-    node's ``free`` (a pod that is deleting still holds its capacity)."""
-    by_name = {n.name: n for n in nodes}
+            parsed.append(node)
+    ledger = CapacityLedger(parsed)
     for pod in pods:
-        if not is_live(pod):
-            continue
-        node = by_name.get(placed_node(pod) or "")
+        node = occupied_node(pod)
         if node is None:
             continue
         requests = cache.pod_requests(pod)
         if isinstance(requests, str):
             skipped.append(requests)
             continue
-        for resource, value in requests.items():
-            node.free[resource] = node.free.get(resource, 0) - value
+        ledger.observe(pod_ref(pod), node, requests)
+    return ledger
 
 
-# ----------------------------------------------------------------------------- the pass
-def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], topologies: Iterable[Topology], *,
-           default_topology: str | None = None, skip: Container[str] = (), cache: ParseCache | None = None) -> PassResult:
-    """One placement pass (DESIGN.md §9).
+@dataclass(frozen=True)
+class GangDecision:
+    """What :func:`decide_gang` decided for one gang: ``releases`` (one per gated pod, when it
+    was placed; their capacity is already assumed in the ledger), ``placed`` (when placed),
+    ``waiting`` (when left gated), or none of them (no gated pod: nothing to do)."""
 
-    ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
-    items); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
-    topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
-    not to attempt in this pass (the live controller's back-off of infeasible gangs; their pods
-    are still charged where placed); ``cache``: a :class:`ParseCache` kept between passes (a fresh
-    one by default). Returns a :class:`PassResult`: ``releases`` for every gated
-    pod of every gang placed (one KEP-3838 patch each), ``waiting`` for every gang left gated
-    (sorted by gang key), ``placed`` per placed gang, ``skipped`` malformed objects. Never raises
-    for malformed objects: they are skipped or reported as an ``invalid`` gang.
+    gang: str
+    releases: tuple[Release, ...] = ()
+    placed: Placed | None = None
+    waiting: Waiting | None = None
+
+
+def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLedger,
+                catalog: Mapping[str, Topology], default_topology: str | None, cache: ParseCache) -> GangDecision:
+    """Decide one gang (DESIGN.md §9): the per-gang step of :func:`decide` and of the live
+    controller's reconcile (one code path).
+
+    ``key``: the gang key; ``pods``: the pods carrying it (terminated and deleting ones are left
+    out here); ``ledger``: the capacity every other pod holds (this gang's placed members
+    included: they are given back while the gang is placed, then taken again); ``catalog``: known
+    Topologies by name. When placed, every gated pod's release is charged to the ledger as
+    assumed (:meth:`CapacityLedger.assume`) before this returns, so the next gang decided on the
+    same ledger never takes the same capacity. Never raises for malformed pods: they make the
+    gang ``invalid``.
     """
-    pods = [p for p in pods if isinstance(p, Mapping)]
-    result = PassResult()
-    cache = cache if cache is not None else ParseCache()
-    node_list = _parse_nodes([n for n in nodes if isinstance(n, Mapping)], result.skipped, cache)
-    _charge_nodes(node_list, pods, result.skipped, cache)
-    capacity = _Capacity(node_list)
-    catalog = {t.name: t for t in topologies}
-
-    ready: list[tuple[bool, str, str, _Gang]] = []
-    for key, gang in sorted(_group(pods).items()):
-        if key in skip:
-            continue
-        why = _check_gang(gang)
-        if why is not None:
-            result.waiting.append(why)
-            continue
-        half_released = len(gang.gated) < len(gang.members)
-        ready.append((not half_released, gang.last_created, key, gang))
-    ready.sort(key=lambda item: item[:3])
-
-    for _, _, key, gang in ready:
-        waiting = _place_gang(gang, capacity, catalog, default_topology, result, cache)
-        if waiting is not None:
-            result.waiting.append(waiting)
-    result.waiting.sort(key=lambda w: w.gang)
-    cache.end_pass()
-    return result
-
-
-def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology], default_topology: str | None,
-                result: PassResult, cache: ParseCache) -> Waiting | None:
+    gang = _Gang(key, [p for p in pods if not is_terminated(p) and not is_deleting(p)])
+    if not gang.gated:
+        return GangDecision(key)
+    why = _check_gang(gang)
+    if why is not None:
+        return GangDecision(key, waiting=why)
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
     members = sorted(gang.members, key=pod_ref)
     formed = _formed_segments(members)
     try:
         requests = [_pod_request(p, cache, formed) for p in members]
     except ValueError as exc:
-        return Waiting(gang.key, INVALID, str(exc), refs)
+        return GangDecision(key, waiting=Waiting(key, INVALID, str(exc), refs))
     topology_name, constraints = _gang_constraints(gang, default_topology, formed)
     topology = catalog.get(topology_name) if topology_name else None
     if topology_name and topology is None:
         known = ", ".join(quote(n) for n in sorted(catalog)) or "none"
-        return Waiting(gang.key, INFEASIBLE, f"topology {quote(topology_name)} is not known (known: {known})", refs)
-    index = capacity.index(topology_name, topology)
+        return GangDecision(key, waiting=Waiting(key, INFEASIBLE, f"topology {quote(topology_name)} is not known "
+                                                                  f"(known: {known})", refs))
+    index = ledger.index(topology_name, topology)
     # members already placed are part of the gang: give their capacity back while it is placed
-    fixed = [(placed_node(p), r.requests) for p, r in zip(members, requests) if placed_node(p) is not None]
-    for node, req in fixed:
-        capacity.charge(node, req, -1)
+    fixed = [c for c in (ledger.charged(pod_ref(p)) for p in members if occupied_node(p) is not None) if c]
+    ledger.give_back(fixed, -1)
+    engine_gang = Gang(pods=requests, name=key, **constraints)
     try:
-        placement = place(index, Gang(pods=requests, name=gang.key, **constraints))
+        placement = place(index, engine_gang)
+        if not placement.placed:
+            short = shortfall(index, engine_gang, placement, place)
+            return GangDecision(key, waiting=Waiting(key, NEVER_FITS if short.kind == NEVER_FITS else INFEASIBLE,
+                                                     short.text, refs, short.change))
     except PlacementError as exc:
-        placement = None
-        reason = str(exc)
-    if placement is None or not placement.placed:
-        for node, req in fixed:
-            capacity.charge(node, req, 1)
-        kind = INVALID if placement is None else INFEASIBLE
-        return Waiting(gang.key, kind, reason if placement is None else str(placement.reason), refs)
+        return GangDecision(key, waiting=Waiting(key, INVALID, str(exc), refs))
+    finally:
+        ledger.give_back(fixed, 1)
     releases = []
     try:
         for pod in members:
@@ -526,15 +463,51 @@ def _place_gang(gang: _Gang, capacity: _Capacity, catalog: Mapping[str, Topology
                 if (namespace, name) in formed:  # the segment the controller formed, labelled with the release
                     patch.append({"op": "add", "path": "/metadata/labels/" + keys.SEGMENT_INDEX.replace("/", "~1"),
                                   "value": str(formed[(namespace, name)])})
-                releases.append(Release(namespace, name, node, patch, gang.key))
+                releases.append(Release(namespace, name, node, patch, key))
     except ValueError as exc:  # a gated pod that selects another host than the engine chose
-        for node, req in fixed:
-            capacity.charge(node, req, 1)
-        return Waiting(gang.key, INVALID, f"pod {namespace}/{name}: {exc}", refs)
-    for req in requests:
-        capacity.charge(placement.assignments[req.key], req.requests, 1)
-    result.releases.extend(releases)
+        return GangDecision(key, waiting=Waiting(key, INVALID, f"pod {namespace}/{name}: {exc}", refs))
+    by_key = {r.key: r for r in requests}
+    for release in releases:
+        ledger.assume((release.namespace, release.name), release.node, by_key[f"{release.namespace}/{release.name}"].requests)
     domain = f"{placement.workload_level}={placement.workload_domain}"
-    result.placed.append(Placed(gang.key, len(members), gang.last_created, domain))
-    return None
+    return GangDecision(key, tuple(releases), Placed(key, len(members), gang.last_created, domain))
 
+
+# ----------------------------------------------------------------------------- the pass
+def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], topologies: Iterable[Topology], *,
+           default_topology: str | None = None, skip: Container[str] = (), cache: ParseCache | None = None) -> PassResult:
+    """Every gang of a cluster state, decided one after the other on one ledger (DESIGN.md §9):
+    ``controller --once``'s pass, built from :func:`ledger_of` and :func:`decide_gang`, the
+    steps the live controller runs per gang.
+
+    ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
+    items); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
+    topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
+    not to attempt (their pods are still charged where placed); ``cache``: a :class:`ParseCache`
+    (a fresh one by default). Returns a :class:`PassResult`: ``releases`` for every gated pod of
+    every gang placed (one KEP-3838 patch each), ``waiting`` for every gang left gated (sorted by
+    gang key), ``placed`` per placed gang, ``skipped`` malformed objects. Gangs that were half
+    released go first, then gangs in order of their last pod's creation. Never raises for
+    malformed objects: they are skipped or reported as an ``invalid`` gang.
+    """
+    pods = [p for p in pods if isinstance(p, Mapping)]
+    result = PassResult()
+    cache = cache if cache is not None else ParseCache()
+    ledger = ledger_of([n for n in nodes if isinstance(n, Mapping)], pods, result.skipped, cache)
+    catalog = {t.name: t for t in topologies}
+    ready = []
+    for key, gang in _group(pods).items():
+        if key not in skip:
+            half_released = len(gang.gated) < len(gang.members)
+            ready.append((not half_released, gang.last_created, key, gang))
+    ready.sort(key=lambda item: item[:3])
+    for _, _, key, gang in ready:
+        decision = decide_gang(key, gang.members, ledger, catalog, default_topology, cache)
+        result.releases.extend(decision.releases)
+        if decision.placed is not None:
+            result.placed.append(decision.placed)
+        if decision.waiting is not None:
+            result.waiting.append(decision.waiting)
+    result.waiting.sort(key=lambda w: w.gang)
+    cache.end_pass()
+    return result

@@ -1,34 +1,45 @@
-"""The live controller (DESIGN.md §9): informers, one leader, passes, patches, Events, metrics.
+"""The live controller (DESIGN.md §9): informers → a work queue of gangs → one reconcile per gang.
 
-Pieces, all from the ``kubernetes`` client where it has them:
+The shape of controller-runtime and Kueue's TopologyUngater, with the ``kubernetes`` client's
+pieces where it has them:
 
-* **Informers** (``kubernetes.informer.SharedInformer``) for pods (all namespaces), nodes and
-  ``kai.scheduler/v1alpha1`` Topologies. The informer's own list call reads ``resp.items`` and
-  ``resp.metadata.resource_version`` (typed models); the list functions given to it here return
-  plain dicts in that shape (``_DictLister``), so the decision sees the objects as the API sends
-  them and custom objects work the same way. The lister's docstring declares ``:rtype: object``,
-  which makes ``kubernetes.watch.Watch`` deliver watch objects as dicts and track their
-  resourceVersion. Watch requests carry ``timeoutSeconds`` and a client read timeout, so a dead
-  connection is noticed. The informer retries a failed watch at once; an ``ERROR`` handler here
-  waits with capped exponential back-off (``Backoff``), so an API server that refuses
-  connections never sees a busy loop.
-* **Leader election** (``kubernetes.leaderelection`` with a ``coordination.k8s.io`` Lease): only
-  the holder runs passes; the others keep their caches warm and take over when the Lease expires.
-* **Passes**: a change of a pod, node or Topology marks the state dirty; the loop waits a short
-  debounce (so the pods of one gang arriving together cost one pass), builds the state from the
-  caches, calls the pure :func:`webhook.controller.decision.decide` and sends its patches.
-  Pods released by this process whose update the pod cache has not shown yet are overlaid with
-  the PATCH response (so the next pass never places them twice).
-* **Topology findings** (DESIGN.md §12): each pass logs, for every Topology whose
-  resourceVersion it has not checked yet, one warning per :func:`webhook.core.topology_infer.check`
-  finding on the cached nodes (levels out of order, dropped nodes, ...): once per Topology change.
-* **Infeasible gangs** are retried only after some pod, node or Topology changed since their
-  last attempt, and not before their back-off (1 s doubling to 60 s) expired; each gets one
-  Event per pod per new reason (``kubectl describe pod`` shows it).
+* **Informers.** Pods (all namespaces) and nodes: ``kubernetes.informer.SharedInformer`` with a
+  list function that hands plain dicts to it (:class:`webhook.cluster.informers.DictLister`).
+  Topologies: the same :class:`webhook.cluster.topology_cache.LiveTopologyCatalog` that ``serve``
+  uses (one Topology watch, one "404 means no CRD" path, DESIGN.md §10), through its listener.
+  The event handlers keep the controller's own view up to date under one lock: each gang's pods
+  (keyed by :func:`webhook.controller.decision.gang_key_of`) and the one
+  :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
+  :func:`~webhook.placement.occupancy.occupied_node` says; node heartbeats that do not change the
+  engine's view of a node change nothing).
+* **Work queue** (:mod:`webhook.controller.workqueue`, client-go's): a pod event queues its gang
+  while the gang has gated pods (a key queued twice is reconciled once; a key re-added while it is
+  reconciled is reconciled again after). Capacity given back (a pod deleted or terminated) queues
+  the gangs waiting for capacity; a node or Topology change queues every waiting gang — each not
+  before its back-off: after a gang could not be placed, its next attempt waits
+  ``retry_initial * 2**n`` seconds up to ``retry_max`` (client-go's
+  ``ItemExponentialFailureRateLimiter``; reset when it is placed). Every ``resync`` seconds every
+  gang with gated pods is queued again (a safety net).
+* **Reconcile** (one gang): under the lock, :func:`webhook.controller.decision.decide_gang` — the
+  same per-gang step ``controller --once`` runs — decides on the ledger and, when it places the
+  gang, charges every release to the ledger as *assumed* before any patch is sent (as
+  kube-scheduler's assume), so reconciles of gangs competing for the same nodes never double-book.
+  Then the patches are sent concurrently (``patch_concurrency`` at once, shared by all workers);
+  each accepted patch's answer becomes this process's view of the pod until the informer shows
+  the update. A gang left gated gets one Warning Event per pod per new reason
+  (``PlacementNeverFits``: it cannot fit even on the empty cluster; ``PlacementInfeasible``:
+  waiting for capacity; ``GangInvalid``) and the gauges are set from the recorded outcomes.
 * **Patch errors**: 404 (pod deleted while gated) → dropped; 409 / 422 / 5xx / connection errors
   → the pod is read again and, while still gated, the patch is rebuilt for the same node and
-  resent, up to :data:`PATCH_ATTEMPTS` times with back-off; after that the next pass finishes the
-  gang around the pods already released. Nothing raises out of the loop.
+  resent, up to :data:`PATCH_ATTEMPTS` times with back-off; after that the assumed capacity is
+  given back and the gang is queued again rate-limited, to be finished around the pods already
+  released. Nothing raises out of a worker.
+* **Leader election**: ``kubernetes.leaderelection`` with the library's own ``LeaseLock`` (no
+  subclass): only the holder reconciles; the others keep their caches warm. See
+  :meth:`Controller._elect_loop` for how it stops.
+* **Topology findings** (DESIGN.md §12): queued (key :data:`TOPOLOGY_FINDINGS`) when a Topology
+  changes, on leadership and on resync: for every Topology whose levels were not checked yet, one
+  warning per :func:`webhook.core.topology_infer.check` finding on the cached nodes.
 """
 
 from __future__ import annotations
@@ -38,69 +49,40 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s_client
 from kubernetes.client.rest import ApiException
-from kubernetes.informer import SharedInformer
+from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.cluster.topology_cache import Backoff
-from webhook.controller.decision import INFEASIBLE, INVALID, ParseCache, PassResult, Release, Waiting, decide, pod_ref
+from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
+from webhook.cluster.topology_cache import Backoff, LiveTopologyCatalog
+from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, ParseCache, Release, Waiting,
+                                         decide_gang, gang_key_of, pod_ref)
+from webhook.controller.settings import ControllerSettings
+from webhook.controller.workqueue import ExponentialRateLimiter, ShutDown, WorkQueue
 from webhook.core import gating, topology_infer
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
+from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
+from webhook.placement.quantity import QuantityError
+from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
+
+__all__ = ["COMPONENT", "Controller", "ControllerSettings", "Metrics", "PATCH_ATTEMPTS"]
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "segment-webhook-controller"
-#: How often a patch is sent for one pod in one pass before the next pass takes over.
+#: How often a patch is sent for one pod before the gang is queued again, rate limited.
 PATCH_ATTEMPTS = 5
-#: Server-side watch timeout (seconds); the informer then watches again from the last version.
-WATCH_TIMEOUT_SECONDS = 300
-CONNECT_TIMEOUT_SECONDS = 10.0
-REQUEST_TIMEOUT_SECONDS = 30.0
-#: Least time between two watch requests of one informer, seconds.
-MIN_WATCH_SPACING_SECONDS = 1.0
-
-
-@dataclass
-class ControllerSettings:
-    """Operator settings of ``segment-webhook controller``.
-
-    ``identity``: this process's name in the Lease (the pod name). ``lease_name`` /
-    ``lease_namespace``: the ``coordination.k8s.io/v1`` Lease. ``lease_duration`` /
-    ``renew_deadline`` / ``retry_period``: seconds, as client-go (15 / 10 / 2); the client library
-    requires ``lease_duration > renew_deadline > 1.2 * retry_period`` and ``retry_period >= 1``.
-    ``default_topology``: topology of gangs whose pods name none. ``debounce``: seconds to wait
-    after a change before a pass. ``resync``: seconds between passes when nothing changes.
-    ``retry_initial`` / ``retry_max``: back-off of infeasible gangs, seconds.
-    """
-
-    identity: str
-    lease_name: str = "segment-webhook-controller"
-    lease_namespace: str = "segment-webhook"
-    lease_duration: int = 15
-    renew_deadline: int = 10
-    retry_period: int = 2
-    default_topology: str | None = None
-    debounce: float = 0.05
-    resync: float = 60.0
-    retry_initial: float = 1.0
-    retry_max: float = 60.0
-
-    def check(self) -> None:
-        """Raise ``ValueError`` naming the flag when the Lease timings break the library's rule."""
-        if self.retry_period < 1:
-            raise ValueError(f"--retry-period {self.retry_period} must be >= 1 second")
-        if self.renew_deadline <= 1.2 * self.retry_period:
-            raise ValueError(f"--renew-deadline {self.renew_deadline} must be > 1.2 x --retry-period ({self.retry_period})")
-        if self.lease_duration <= self.renew_deadline:
-            raise ValueError(f"--lease-duration {self.lease_duration} must be > --renew-deadline ({self.renew_deadline})")
+#: Event reasons, by the kind of a gang left gated.
+EVENT_REASONS = {NEVER_FITS: "PlacementNeverFits", INFEASIBLE: "PlacementInfeasible", INVALID: "GangInvalid"}
+WAITING_KINDS = (INCOMPLETE, INFEASIBLE, NEVER_FITS, INVALID)
+#: The work-queue key of "check the Topologies against the nodes" (DESIGN.md §12); gang keys hold a "/".
+TOPOLOGY_FINDINGS = "topology-findings"
 
 
 class Metrics:
@@ -108,12 +90,17 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.waiting = Gauge("segment_controller_gangs_waiting", "Gangs left gated after the last pass, by why",
+        self.waiting = Gauge("segment_controller_gangs_waiting", "Gangs left gated, by why (incomplete, infeasible: "
+                             "waiting for capacity, never-fits: not even on the empty cluster, invalid)",
                              ["kind"], registry=self.registry)
         self.placed = Counter("segment_controller_gangs_placed", "Gangs placed and released",
                               registry=self.registry)
-        self.infeasible = Gauge("segment_controller_gangs_infeasible", "Complete gangs the engine could not place",
+        self.infeasible = Gauge("segment_controller_gangs_infeasible",
+                                "Complete gangs the engine could not place (waiting for capacity or never fitting)",
                                 registry=self.registry)
+        self.never_fit = Gauge("segment_controller_gangs_never_fit",
+                               "Complete gangs that cannot be placed even on the empty cluster (every node free)",
+                               registry=self.registry)
         self.release_seconds = Histogram(
             "segment_controller_release_seconds", "Seconds from the creation of a gang's last pod to its release",
             buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 1800), registry=self.registry)
@@ -121,118 +108,9 @@ class Metrics:
                                     ["code"], registry=self.registry)
         self.leader = Gauge("segment_controller_leader", "1 while this process holds the Lease",
                             registry=self.registry)
-        self.passes = Counter("segment_controller_passes", "Placement passes run", registry=self.registry)
-
-
-class _DictLister:
-    """A list function for ``SharedInformer`` that returns plain dicts.
-
-    ``method``: a generated list method (``CoreV1Api.list_pod_for_all_namespaces``, or a partial
-    of ``CustomObjectsApi.list_cluster_custom_object``). ``on_listed``: called after each
-    successful list (the informer has no "synced" flag of its own).
-    """
-
-    def __init__(self, method: Callable[..., Any], on_listed: Callable[[], None], stop: threading.Event,
-                 *, missing_is_empty: bool = False):
-        self._method = method
-        self._on_listed = on_listed
-        self._stop = stop
-        self._missing_is_empty = missing_is_empty
-        self._last_watch = 0.0
-
-    def __call__(self, **kwargs: Any) -> Any:
-        """List, or (``watch=True``) open a watch, as plain JSON.
-
-        :rtype: object
-        """
-        if kwargs.get("watch"):
-            # at most one watch request a second: a server that ends watches at once without an
-            # error cannot make the informer (which re-watches immediately) spin
-            wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
-            if wait > 0:
-                self._stop.wait(wait)
-            self._last_watch = time.monotonic()
-            kwargs.setdefault("timeout_seconds", WATCH_TIMEOUT_SECONDS)
-            kwargs.setdefault("allow_watch_bookmarks", True)
-            kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + 60)
-            return self._method(**kwargs)
-        kwargs["_preload_content"] = False
-        kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
-        try:
-            response = self._method(**kwargs)
-        except ApiException as exc:
-            if exc.status == 404 and self._missing_is_empty:
-                # no Topology CRD: a known state (DESIGN.md §10), gangs are placed by nodes alone
-                log.warning("topologies.kai.scheduler not found (404): no Topology is known")
-                self._on_listed()
-                return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
-            raise
-        try:
-            body = json.loads(response.data)
-        finally:
-            response.release_conn()
-        if not isinstance(body, Mapping) or not isinstance(body.get("items") or [], list):
-            raise ValueError("list response has no items list")
-        meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
-        self._on_listed()
-        return SimpleNamespace(items=list(body.get("items") or []),
-                               metadata=SimpleNamespace(resource_version=meta.get("resourceVersion")))
-
-
-class _StoppableLease(LeaseLock):
-    """The client library's ``LeaseLock``, with this process's API client, that stops renewing
-    once ``stopped`` is set (the library's election loop has no stop of its own), and can give
-    the Lease up (:meth:`release`) so another replica takes over at once, as client-go's
-    ``ReleaseOnCancel`` does."""
-
-    def __init__(self, name: str, namespace: str, identity: str, api_client: k8s_client.ApiClient,
-                 stopped: threading.Event):
-        super().__init__(name, namespace, identity)
-        self.api_instance = k8s_client.CoordinationV1Api(api_client)
-        self._stopped = stopped
-
-    def get(self, name, namespace):  # noqa: D102 - the library's interface
-        if self._stopped.is_set():  # the library logs ``.reason`` of what it gets back
-            return False, ApiException(status=503, reason="this controller is stopping")
-        return super().get(name, namespace)
-
-    def create(self, name, namespace, election_record):  # noqa: D102
-        return False if self._stopped.is_set() else super().create(name, namespace, election_record)
-
-    def update(self, name, namespace, updated_record):  # noqa: D102
-        return False if self._stopped.is_set() else super().update(name, namespace, updated_record)
-
-    def release(self) -> None:
-        """Clear ``holderIdentity`` if this process holds the Lease (best effort)."""
-        lease = self.lease_reference
-        if lease is None or lease.spec is None or lease.spec.holder_identity != self.identity:
-            return
-        try:
-            lease.spec.holder_identity = None
-            self.api_instance.replace_namespaced_lease(name=self.name, namespace=self.namespace, body=lease,
-                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, 5.0))
-            log.info("%s gave up Lease %s/%s", self.identity, self.namespace, self.name)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("could not give up Lease %s/%s: %s", self.namespace, self.name, exc)
-
-
-def _topologies(objects: list[Any]) -> list[Topology]:
-    out = []
-    for obj in objects:
-        if not isinstance(obj, Mapping):
-            continue
-        if "kind" not in obj:
-            obj = {**obj, "kind": TOPOLOGY_KIND, "apiVersion": TOPOLOGY_API_VERSION}
-        try:
-            out.append(Topology.from_object(obj))
-        except TopologyError as exc:
-            log.warning("skipping malformed Topology: %s", exc)
-    return out
-
-
-def _meta_of(obj: Any) -> Mapping[str, Any]:
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    return meta if isinstance(meta, Mapping) else {}
+        self.passes = Counter("segment_controller_passes", "Gang reconciles run", registry=self.registry)
+        for kind in WAITING_KINDS:
+            self.waiting.labels(kind=kind).set(0)
 
 
 def _now_rfc3339() -> str:
@@ -247,13 +125,26 @@ def _age_seconds(timestamp: str) -> float | None:
     return max(0.0, (datetime.now(timezone.utc) - created).total_seconds())
 
 
+def _requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
+    spec = pod.get("spec")
+    try:
+        return pod_requests_milli(spec if isinstance(spec, Mapping) else {}, "spec")
+    except QuantityError as exc:
+        log.warning("pod %s: %s; not charged to its node (fix the pod)", "/".join(pod_ref(pod)), exc)
+        return None
+
+
+class _Stopping(Exception):
+    """Raised by the leading callback when the controller stops: the library then stops renewing."""
+
+
 class Controller:
-    """One controller process: informers, leader election, passes.
+    """One controller process (module docstring).
 
     ``api_client``: a configured ``kubernetes.client.ApiClient``. ``settings``:
-    :class:`ControllerSettings`. ``metrics``: a :class:`Metrics` (a fresh one by default).
-    ``elect``: False runs passes without a Lease (tests of the loop alone).
-    Start with :meth:`start`; stop with :meth:`stop`.
+    :class:`ControllerSettings` (``ValueError`` from its ``check``). ``metrics``: a
+    :class:`Metrics` (a fresh one by default). ``elect``: False reconciles without a Lease (tests
+    of the loop alone). Start with :meth:`start`; stop with :meth:`stop`.
     """
 
     def __init__(self, api_client: k8s_client.ApiClient, settings: ControllerSettings, *,
@@ -263,63 +154,51 @@ class Controller:
         self.metrics = metrics or Metrics()
         self._api = api_client
         self._core = k8s_client.CoreV1Api(api_client)
-        custom = k8s_client.CustomObjectsApi(api_client)
         self._elect = elect
         self._stop = threading.Event()
-        self._dirty = threading.Event()
         self._leading = threading.Event()
-        self._lock = threading.Lock()
-        self._generation = 0
+        self._renewing = threading.Event()  # set while the library renews the Lease for this process
+        self._renewed_last = threading.Event()  # set once the library stopped renewing for this process
+        self._lease: LeaseLock | None = None
+        self._lock = threading.Lock()  # the view below: gangs, ledger, outcomes
+        self._gangs: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
+        self._ledger = CapacityLedger()
+        self._outcomes: dict[str, Waiting] = {}  # gangs left gated, by key
+        self._not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
+        self._ungated: set[tuple[str, str]] = set()  # gang pods known released (seen, or our patch accepted)
+        self._reported: dict[str, tuple[str, str]] = {}  # gang -> (kind, reason) of its last Events
+        self._bad_nodes: set[tuple[str, str]] = set()  # (name, resourceVersion) of malformed nodes logged
+        self._checked_topologies: set[tuple[str, tuple[str, ...]]] = set()  # (name, levels) checked (§12)
         self._listed: set[str] = set()
-        self._overlay: dict[tuple[str, str], dict] = {}
-        self._retry: dict[str, tuple[float, float, int]] = {}  # gang → (next attempt, delay, generation)
-        self._reported: dict[str, tuple[str, str]] = {}
         self._threads: list[threading.Thread] = []
-        self._lock_object: _StoppableLease | None = None
-        self.releases_sent = 0
-        self.last_result: PassResult | None = None
-        self._parse_cache = ParseCache()  # used by the pass thread only
-        self._skipped_logged: set[str] = set()
-        self._topologies_checked: set[tuple[str, str]] = set()  # (name, resourceVersion) logged (DESIGN.md §12)
-
-        def topology_list(**kwargs: Any) -> Any:
-            return custom.list_cluster_custom_object("kai.scheduler", "v1alpha1", "topologies", **kwargs)
-
+        self._queue = WorkQueue(ExponentialRateLimiter(settings.retry_initial, settings.retry_max))
+        self._patches = ThreadPoolExecutor(settings.patch_concurrency, thread_name_prefix="release-patch")
+        self.topologies = LiveTopologyCatalog(api_client)
+        self.topologies.add_listener(self._topologies_changed)
         self._informers = {
-            "pods": SharedInformer(_DictLister(self._core.list_pod_for_all_namespaces, lambda: self._synced("pods"),
-                                               self._stop)),
-            "nodes": SharedInformer(_DictLister(self._core.list_node, lambda: self._synced("nodes"), self._stop)),
-            "topologies": SharedInformer(_DictLister(topology_list, lambda: self._synced("topologies"), self._stop,
-                                                     missing_is_empty=True)),
+            "pods": SharedInformer(DictLister(self._core.list_pod_for_all_namespaces, lambda: self._synced("pods"),
+                                              self._stop)),
+            "nodes": SharedInformer(DictLister(self._core.list_node, lambda: self._synced("nodes"), self._stop)),
         }
+        handlers = {"pods": self._on_pod, "nodes": self._on_node}
         for name, informer in self._informers.items():
             backoff = Backoff(initial=0.5, maximum=30.0)
-            for event in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
-                informer.add_event_handler(event, self._on_event(name, event, backoff))
-            informer.add_event_handler("ERROR", self._on_error(name, backoff))
+            for event in (ADDED, MODIFIED, DELETED):
+                informer.add_event_handler(event, self._handler(handlers[name], event, backoff))
+            informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
+            informer.add_event_handler(ERROR, self._on_error(name, backoff))
 
     # ------------------------------------------------------------------ informer callbacks
     def _synced(self, name: str) -> None:
         self._listed.add(name)
-        self._changed()
 
-    def _changed(self) -> None:
-        with self._lock:
-            self._generation += 1
-        self._dirty.set()
-
-    def _on_event(self, name: str, event: str, backoff: Backoff) -> Callable[[Any], None]:
-        def handle(obj: Any) -> None:
+    def _handler(self, handle: Callable[[str, Mapping[str, Any]], None], event: str,
+                 backoff: Backoff) -> Callable[[Any], None]:
+        def on_event(obj: Any) -> None:
             backoff.reset()
-            if event == "BOOKMARK":
-                return
-            if name == "pods" and isinstance(obj, Mapping):
-                ref = pod_ref(obj)
-                with self._lock:
-                    if event == "DELETED" or not gating.is_gated(obj):
-                        self._overlay.pop(ref, None)
-            self._changed()
-        return handle
+            if isinstance(obj, Mapping):
+                handle(event, obj)
+        return on_event
 
     def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
         def handle(error: Any) -> None:
@@ -328,17 +207,113 @@ class Controller:
             self._stop.wait(delay)  # runs on the informer's thread: delays its reconnect
         return handle
 
+    def _on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+        """Keep the gang's pods and the ledger current; queue what this change may unblock."""
+        ref = pod_ref(pod)
+        key = gang_key_of(pod)
+        gone = event == DELETED or is_terminated(pod)
+        gated = gating.is_gated(pod)
+        with self._lock:
+            if not gone and gated and ref in self._ungated:
+                # an older version replayed (a watch resumed from an old resourceVersion, or seen
+                # before this process's accepted patch): a gate is never added back (KEP-3838)
+                return
+            if gone:
+                self._ungated.discard(ref)
+            elif not gated and key is not None:
+                self._ungated.add(ref)
+            if gone:
+                freed = self._ledger.remove(ref)
+            else:
+                node = occupied_node(pod)
+                freed = self._ledger.observe(ref, node, _requests_or_none(pod) if node else None)
+            members = self._gangs.get(key) if key is not None else None
+            if key is not None:
+                if gone:
+                    if members is not None:
+                        members.pop(ref, None)
+                        if not members:
+                            del self._gangs[key]
+                            self._gang_left(key)
+                else:
+                    members = self._gangs.setdefault(key, {})
+                    members[ref] = pod
+            queue_own = key is not None and key in self._gangs and \
+                (key in self._outcomes or any(gating.is_gated(p) for p in self._gangs[key].values()))
+            waiting = [g for g, w in self._outcomes.items() if w.kind == INFEASIBLE] if freed else []
+        if queue_own:
+            self._queue_gang(key)
+        for gang in waiting:
+            self._queue_gang(gang)
+
+    def _on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+        """A node's engine view changed (not a heartbeat): every waiting gang may fit now."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        name = str(meta.get("name") or "")
+        if event == DELETED:
+            with self._lock:
+                changed = self._ledger.remove_node(name)
+        else:
+            try:
+                node = parse_node(obj)
+            except SnapshotError as exc:
+                seen = (name, str(meta.get("resourceVersion") or ""))
+                if seen not in self._bad_nodes:
+                    self._bad_nodes.add(seen)
+                    log.warning("malformed node left out of placement (fix it; the other nodes are used): %s", exc)
+                with self._lock:
+                    changed = self._ledger.remove_node(name)
+            else:
+                with self._lock:
+                    changed = self._ledger.set_node(node)
+        if changed:
+            self._queue_waiting(lambda w: w.kind != INCOMPLETE)
+
+    def _topologies_changed(self) -> None:
+        self._queue.add(TOPOLOGY_FINDINGS)
+        self._queue_waiting(lambda w: True)
+
+    def _queue_waiting(self, which: Callable[[Waiting], bool]) -> None:
+        with self._lock:
+            gangs = [g for g, w in self._outcomes.items() if which(w)]
+        for gang in gangs:
+            self._queue_gang(gang)
+
+    def _queue_gang(self, key: str) -> None:
+        """Queue ``key`` now, or when its back-off ends."""
+        with self._lock:
+            at = self._not_before.get(key)
+        self._queue.add_after(key, at - time.monotonic()) if at is not None else self._queue.add(key)
+
+    def _queue_all(self) -> None:
+        """Queue every gang that has gated pods and the Topology check (leadership gained, resync)."""
+        self._queue.add(TOPOLOGY_FINDINGS)
+        with self._lock:
+            gangs = [k for k, pods in self._gangs.items() if any(gating.is_gated(p) for p in pods.values())]
+        for gang in gangs:
+            self._queue_gang(gang)
+
+    def _gang_left(self, key: str) -> None:
+        """Forget a gang that has no pods any more (called with the lock held)."""
+        self._outcomes.pop(key, None)
+        self._not_before.pop(key, None)
+        self._reported.pop(key, None)
+        self._queue.forget(key)
+        self._set_gauges()
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "Controller":
-        """Start the informers, the leader election (unless ``elect=False``) and the pass loop."""
+        """Start the informers, the leader election (unless ``elect=False``), the workers and the resync."""
+        self.topologies.start()
         for informer in self._informers.values():
             informer.start()
         if self._elect:
             self._spawn(self._elect_loop, "leader-election")
         else:
-            self._leading.set()
-            self.metrics.leader.set(1)
-        self._spawn(self._loop, "controller-passes")
+            self._started_leading()
+        for i in range(self.settings.workers):
+            self._spawn(self._work, f"reconcile-{i}")
+        self._spawn(self._resync, "resync")
         return self
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -347,18 +322,23 @@ class Controller:
         self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop passes, give the Lease up when holding it, stop the informers."""
-        was_leading = self._leading.is_set()
+        """Stop the workers, give the Lease up when holding it, stop the informers."""
         self._stop.set()
-        self._leading.clear()
-        self._dirty.set()
+        self._queue.shut_down()
         for thread in self._threads:
-            if thread.name == "controller-passes":
+            if thread.name.startswith("reconcile-"):
                 thread.join(5)
-        if self._elect and was_leading and self._lock_object is not None:
-            self._lock_object.release()
+        self._leading.clear()
+        self.metrics.leader.set(0)
+        if self._elect and self._renewing.is_set():
+            # the library renews until our leading callback has raised and its loop noticed
+            # (at most one retry period); giving the Lease up before would be undone by a renewal
+            self._renewed_last.wait(self.settings.retry_period * 2 + 1)
+            self._give_up_lease()
+        self._patches.shutdown(wait=False, cancel_futures=True)
         for informer in self._informers.values():
             informer.stop()
+        self.topologies.stop()
 
     @property
     def leading(self) -> bool:
@@ -367,16 +347,38 @@ class Controller:
 
     @property
     def synced(self) -> bool:
-        """True once pods, nodes and Topologies were each listed once."""
-        return len(self._listed) == len(self._informers)
+        """True once pods and nodes were each listed once and the Topology catalog is known."""
+        return len(self._listed) == len(self._informers) and self.topologies.synced
 
+    def knows_node(self, name: str) -> bool:
+        """True when node ``name`` is in the controller's capacity ledger (listed or watched, well formed)."""
+        with self._lock:
+            return self._ledger.has_node(name)
+
+    def idle(self) -> bool:
+        """True when no gang is queued, delayed or being reconciled."""
+        return self._queue.idle()
+
+    # ------------------------------------------------------------------ leader election
     def _elect_loop(self) -> None:
+        """Run the library's election until stopped.
+
+        The library's ``LeaderElection.run`` has no stop: its follower loop retries forever and its
+        renew loop ends only when a renewal fails or the leading callback raises. So the leading
+        callback (:meth:`_lead`) blocks until :meth:`stop`, then raises :class:`_Stopping`: the
+        library stops renewing and calls back :meth:`_stopped_leading`, after which :meth:`stop`
+        gives the Lease up (as client-go's ``ReleaseOnCancel``). A stopped follower's thread keeps
+        polling until the process exits (it is a daemon); if it acquires the Lease meanwhile,
+        :meth:`_lead` raises at once and the Lease is given up again. The lock is the library's
+        ``LeaseLock`` itself; only its ``api_instance`` is set to this process's API client.
+        """
         s = self.settings
         while not self._stop.is_set():
-            lock = _StoppableLease(s.lease_name, s.lease_namespace, s.identity, self._api, self._stop)
-            self._lock_object = lock
+            lock = LeaseLock(s.lease_name, s.lease_namespace, s.identity)
+            lock.api_instance = k8s_client.CoordinationV1Api(self._api)
+            self._lease = lock
             config = electionconfig.Config(lock, s.lease_duration, s.renew_deadline, s.retry_period,
-                                           self._started_leading, self._stopped_leading)
+                                           self._lead, self._stopped_leading)
             try:
                 leaderelection.LeaderElection(config).run()
             except Exception:  # noqa: BLE001 - the election must survive API errors
@@ -384,149 +386,171 @@ class Controller:
             self._stopped_leading()
             self._stop.wait(s.retry_period)
 
+    def _lead(self) -> None:
+        """The library's ``onstarted_leading`` (its own thread): lead until :meth:`stop`."""
+        self._renewing.set()
+        self._renewed_last.clear()
+        if not self._stop.is_set():
+            self._started_leading()
+            self._stop.wait()
+        raise _Stopping(f"{self.settings.identity} stops: the Lease is given up")
+
     def _started_leading(self) -> None:
         log.info("%s holds Lease %s/%s", self.settings.identity, self.settings.lease_namespace, self.settings.lease_name)
         self._leading.set()
         self.metrics.leader.set(1)
-        self._dirty.set()
+        self._queue_all()
 
     def _stopped_leading(self) -> None:
-        if self._leading.is_set():
-            log.warning("%s lost Lease %s/%s; passes stop", self.settings.identity,
+        if self._leading.is_set() and not self._stop.is_set():
+            log.warning("%s lost Lease %s/%s; reconciles stop", self.settings.identity,
                         self.settings.lease_namespace, self.settings.lease_name)
         self._leading.clear()
         self.metrics.leader.set(0)
-
-    # ------------------------------------------------------------------ passes
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            self._dirty.wait(self._next_wake())
+        if self._renewing.is_set():
+            self._renewing.clear()
+            self._renewed_last.set()
             if self._stop.is_set():
-                break
-            self._stop.wait(self.settings.debounce)
-            self._dirty.clear()
-            if not self.leading or not self.synced:
-                continue
+                self._give_up_lease()
+
+    def _give_up_lease(self) -> None:
+        """Clear ``holderIdentity`` if this process holds the Lease (best effort)."""
+        lock = self._lease
+        lease = lock.lease_reference if lock is not None else None
+        if lease is None or lease.spec is None or lease.spec.holder_identity != self.settings.identity:
+            return
+        try:
+            lease.spec.holder_identity = None
+            lock.api_instance.replace_namespaced_lease(name=lock.name, namespace=lock.namespace, body=lease,
+                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, 5.0))
+            log.info("%s gave up Lease %s/%s", self.settings.identity, lock.namespace, lock.name)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("could not give up Lease %s/%s: %s", lock.namespace, lock.name, exc)
+
+    # ------------------------------------------------------------------ workers
+    def _resync(self) -> None:
+        while not self._stop.wait(self.settings.resync):
+            if self.leading:
+                self._queue_all()
+
+    def _work(self) -> None:
+        while True:
             try:
-                self.run_pass()
-            except Exception:  # noqa: BLE001 - a bug in one pass must not end the controller
-                log.exception("placement pass failed; the next change or resync retries")
-                self._stop.wait(1.0)
+                key = self._queue.get()
+            except ShutDown:
+                return
+            try:
+                if self.leading and not self._stop.is_set():
+                    if not self.synced:
+                        self._queue.add_after(key, 0.1)
+                    elif key == TOPOLOGY_FINDINGS:
+                        self.log_topology_findings()
+                    else:
+                        self.reconcile(key)
+            except Exception:  # noqa: BLE001 - a bug in one reconcile must not end the worker
+                log.exception("reconcile of gang %s failed; retried with back-off", key)
+                self._queue.add_rate_limited(key)
+            finally:
+                self._queue.done(key)
 
-    def _next_wake(self) -> float:
-        """Seconds until the next pass without a change: the resync, or the earliest back-off of
-        an infeasible gang that has seen a change since its attempt."""
-        now = time.monotonic()
-        wake = self.settings.resync
+    def reconcile(self, key: str) -> None:
+        """Reconcile one gang (module docstring): decide under the lock (charging the releases as
+        assumed), record the outcome, post Events, send the patches."""
+        catalog = {name: self.topologies.get(name) for name in self.topologies.names()}
         with self._lock:
-            for at, _, generation in self._retry.values():
-                if generation != self._generation:
-                    wake = min(wake, max(0.0, at - now))
-        return wake
+            pods = list(self._gangs.get(key, {}).values())
+            decision = decide_gang(key, pods, self._ledger, catalog, self.settings.default_topology, ParseCache())
+            self.metrics.passes.inc()
+            waiting = decision.waiting
+            if waiting is None:
+                self._outcomes.pop(key, None)
+                self._not_before.pop(key, None)
+                self._queue.forget(key)
+            else:
+                self._outcomes[key] = waiting
+                if waiting.kind in (INFEASIBLE, NEVER_FITS):
+                    self._not_before[key] = time.monotonic() + self._queue.rate_limiter.when(key)
+            self._set_gauges()
+            report = waiting is not None and waiting.kind in EVENT_REASONS and \
+                self._reported.get(key) != (waiting.kind, waiting.reason)
+            if report:
+                self._reported[key] = (waiting.kind, waiting.reason)
+            elif waiting is None:
+                self._reported.pop(key, None)
+            uids = {pod_ref(p): str((p.get("metadata") or {}).get("uid") or "") for p in pods}
+        if report:
+            log.info("gang %s stays gated (%s): %s", key, waiting.kind, waiting.reason)
+            for namespace, name in waiting.pods:
+                self._event(namespace, name, uids.get((namespace, name), ""), EVENT_REASONS[waiting.kind],
+                            f"gang {key}: {waiting.reason}")
+        if decision.releases:
+            self._send(key, decision)
 
-    def state(self) -> tuple[list[dict], list[dict], list[Topology]]:
-        """Nodes, pods (overlaid with this process's own releases) and Topologies from the caches."""
-        pods = self._informers["pods"].cache.list()
-        with self._lock:
-            overlay = dict(self._overlay)
-        if overlay:
-            pods = [overlay.get(pod_ref(p), p) for p in pods]
-        return self._informers["nodes"].cache.list(), pods, _topologies(self._informers["topologies"].cache.list())
-
-    def run_pass(self) -> PassResult:
-        """One pass: decide on the cached state, send the releases, report the waiting gangs."""
-        now = time.monotonic()
-        with self._lock:
-            generation = self._generation
-            skip = {g for g, (at, _, gen) in self._retry.items() if now < at or gen == generation}
-        nodes, pods, topologies = self.state()
-        self.log_topology_findings(nodes)
-        result = decide(nodes, pods, topologies, default_topology=self.settings.default_topology, skip=skip,
-                        cache=self._parse_cache)
-        self.metrics.passes.inc()
-        for line in set(result.skipped) - self._skipped_logged:  # once per malformed object
-            log.warning("malformed object left out of placement (fix it; the other objects are used): %s", line)
-        self._skipped_logged = set(result.skipped)
-        by_ref = {pod_ref(p): p for p in pods}
-        for release in result.releases:
-            if not self.leading or self._stop.is_set():
-                break
-            self._release(release, by_ref.get((release.namespace, release.name)))
-        for placed in result.placed:
+    def _send(self, key: str, decision: Any) -> None:
+        """Send a placed gang's patches concurrently; count it placed when all were accepted."""
+        futures = [self._patches.submit(self._release, release) for release in decision.releases]
+        accepted = 0
+        for release, future in zip(decision.releases, futures):
+            updated = future.result()
+            ref = (release.namespace, release.name)
+            with self._lock:
+                if updated is None:
+                    self._ledger.forget(ref)  # not released: its capacity is free again
+                    continue
+                accepted += 1
+                members = self._gangs.get(key)
+                self._ungated.add(ref)
+                if members is not None and ref in members and gating.is_gated(members[ref]):
+                    members[ref] = updated  # this process's view until the informer shows the update
+                    node = occupied_node(updated)
+                    if node is not None:
+                        self._ledger.observe(ref, node, _requests_or_none(updated))
+        if accepted == len(decision.releases):
+            placed = decision.placed
             self.metrics.placed.inc()
             age = _age_seconds(placed.last_created)
             if age is not None:
                 self.metrics.release_seconds.observe(age)
             log.info("placed gang %s (%d pods) at %s", placed.gang, placed.pods, placed.domain)
-            with self._lock:
-                self._retry.pop(placed.gang, None)
-                self._reported.pop(placed.gang, None)
-        uids = {ref: str(_meta_of(p).get("uid") or "") for ref, p in by_ref.items()}
-        self._report(result.waiting, generation, skip, uids)
-        self.last_result = result
-        return result
+        else:
+            log.warning("gang %s: %d of %d releases accepted; finishing it later", key, accepted,
+                        len(decision.releases))
+            self._queue.add_rate_limited(key)
 
-    def log_topology_findings(self, nodes: list[dict]) -> None:
-        """Log the DESIGN.md §12 findings of each cached Topology on ``nodes`` (one warning line per
-        finding, :func:`webhook.core.topology_infer.check`), once per Topology resourceVersion: a
-        Topology's change is checked again, a node's change alone is not."""
-        live: set[tuple[str, str]] = set()
-        checked = self._topologies_checked
-        node_labels = None
-        for obj in self._informers["topologies"].cache.list():
-            meta = _meta_of(obj)
-            key = (str(meta.get("name") or ""), str(meta.get("resourceVersion") or ""))
-            live.add(key)
-            if key in checked:
-                continue
-            checked.add(key)
-            body = obj if "kind" in obj else {**obj, "kind": TOPOLOGY_KIND, "apiVersion": TOPOLOGY_API_VERSION}
-            try:
-                topology = Topology.from_object(body)
-            except TopologyError:
-                continue  # _topologies() logs it
-            if node_labels is None:
-                node_labels = []
-                for node in nodes:
-                    try:
-                        node_labels.append(topology_infer.node_labels_of(node))
-                    except topology_infer.NodeLabelError:
-                        continue  # the pass's own log names malformed objects
-            for finding in topology_infer.check(topology.levels, node_labels, topology.name):
-                log.warning("%s", finding.text().replace("\n  ", "; "))
-        self._topologies_checked = checked & live
-
-    def _report(self, waiting: list[Waiting], generation: int, skipped: set[str],
-                uids: Mapping[tuple[str, str], str]) -> None:
-        counts = {"incomplete": 0, INFEASIBLE: 0, INVALID: 0}
-        now = time.monotonic()
-        for w in waiting:
-            counts[w.kind] = counts.get(w.kind, 0) + 1
-            if w.kind == INFEASIBLE:
-                with self._lock:
-                    _, delay, _ = self._retry.get(w.gang, (0.0, self.settings.retry_initial / 2, 0))
-                    delay = min(self.settings.retry_max, delay * 2)
-                    self._retry[w.gang] = (now + delay, delay, generation)
-            if w.kind in (INFEASIBLE, INVALID) and self._reported.get(w.gang) != (w.kind, w.reason):
-                self._reported[w.gang] = (w.kind, w.reason)
-                log.info("gang %s stays gated (%s): %s", w.gang, w.kind, w.reason)
-                for namespace, name in w.pods:
-                    self._event(namespace, name, uids.get((namespace, name), ""),
-                                "PlacementInfeasible" if w.kind == INFEASIBLE else "GangInvalid",
-                                f"gang {w.gang}: {w.reason}")
-        with self._lock:
-            live = {w.gang for w in waiting} | skipped
-            for gang in [g for g in self._retry if g not in live]:
-                del self._retry[gang]
-        for gang in [g for g in self._reported if g not in live]:  # gangs that left
-            del self._reported[gang]
-            counts[INFEASIBLE] += sum(1 for g in skipped if g in self._retry)
+    def _set_gauges(self) -> None:
+        """The gauges from the recorded outcomes (called with the lock held)."""
+        counts = dict.fromkeys(WAITING_KINDS, 0)
+        for waiting in self._outcomes.values():
+            counts[waiting.kind] = counts.get(waiting.kind, 0) + 1
         for kind, count in counts.items():
             self.metrics.waiting.labels(kind=kind).set(count)
-        self.metrics.infeasible.set(counts[INFEASIBLE])
+        self.metrics.infeasible.set(counts[INFEASIBLE] + counts[NEVER_FITS])
+        self.metrics.never_fit.set(counts[NEVER_FITS])
 
-    def _release(self, release: Release, pod: Mapping[str, Any] | None) -> bool:
-        """Send one release patch; on 409/422/5xx re-read the pod and resend (see module doc)."""
+    def log_topology_findings(self) -> None:
+        """Log the DESIGN.md §12 findings of each known Topology on the cached nodes (one warning
+        line per finding, :func:`webhook.core.topology_infer.check`), once per Topology name and
+        levels: a Topology's change is checked again, a node's change alone is not."""
+        topologies = [self.topologies.get(name) for name in self.topologies.names()]
+        live = {(t.name, tuple(t.levels)) for t in topologies if t is not None}
+        new = live - self._checked_topologies
+        self._checked_topologies = live
+        if not new:
+            return
+        node_labels = []
+        for node in self._informers["nodes"].cache.list():
+            try:
+                node_labels.append(topology_infer.node_labels_of(node))
+            except topology_infer.NodeLabelError:
+                continue  # logged by the node handler
+        for name, levels in sorted(new):
+            for finding in topology_infer.check(levels, node_labels, name):
+                log.warning("%s", finding.text().replace("\n  ", "; "))
+
+    # ------------------------------------------------------------------ API calls
+    def _release(self, release: Release) -> dict | None:
+        """Send one release patch; on 409/422/5xx re-read the pod and resend (module docstring).
+        Returns the pod as the API answered the accepted patch, ``None`` when not released."""
         patch = release.patch
         backoff = Backoff(initial=0.05, maximum=1.0)
         for attempt in range(PATCH_ATTEMPTS):
@@ -539,38 +563,32 @@ class Controller:
                     updated = json.loads(response.data)
                 finally:
                     response.release_conn()
-                cached = self._informers["pods"].cache.get_by_key(f"{release.namespace}/{release.name}")
-                with self._lock:  # until the pod cache shows the update (see _on_event)
-                    if isinstance(updated, dict) and (cached is None or gating.is_gated(cached)):
-                        self._overlay[(release.namespace, release.name)] = updated
-                self.releases_sent += 1
                 log.debug("released %s/%s to %s", release.namespace, release.name, release.node)
-                return True
+                return updated if isinstance(updated, dict) else {}
             except ApiException as exc:
                 self.metrics.patch_errors.labels(code=str(exc.status)).inc()
                 if exc.status == 404:
                     log.info("pod %s/%s was deleted while gated; skipped", release.namespace, release.name)
-                    return False
+                    return None
                 log.warning("release of %s/%s to %s: HTTP %s %s (attempt %d)", release.namespace, release.name,
                             release.node, exc.status, exc.reason, attempt + 1)
             except Exception as exc:  # noqa: BLE001 - connection errors, timeouts
                 self.metrics.patch_errors.labels(code="error").inc()
                 log.warning("release of %s/%s: %s (attempt %d)", release.namespace, release.name, exc, attempt + 1)
             if self._stop.wait(backoff.next_delay()):
-                return False
+                return None
             fresh = self._read_pod(release.namespace, release.name)
             if fresh is None:
-                return False
+                return None
             if not gating.is_gated(fresh):
                 log.info("pod %s/%s was released meanwhile; nothing to send", release.namespace, release.name)
-                return False
+                return None
             try:
                 patch = gating.release_patch(fresh, release.node)
             except ValueError as exc:
-                log.warning("pod %s/%s: %s; left to the next pass", release.namespace, release.name, exc)
-                return False
-        self._dirty.set()  # the next pass finishes the gang around what was released
-        return False
+                log.warning("pod %s/%s: %s; left to the next reconcile", release.namespace, release.name, exc)
+                return None
+        return None
 
     def _read_pod(self, namespace: str, name: str) -> dict | None:
         try:

@@ -14,6 +14,7 @@ from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import ExpandError, expand
+from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Snapshot
 
 
@@ -85,7 +86,9 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
         res = place(index, gang)
         merged.exact &= res.exact
         if not res.placed:
-            reasons.append(f"{gang.name}: {res.reason}" if len(exp.gangs) > 1 else res.reason)
+            short = shortfall(index, gang, res, place)  # "can never fit" says so, with the smallest change
+            reason = short.text if short.kind == NEVER_FITS else res.reason
+            reasons.append(f"{gang.name}: {reason}" if len(exp.gangs) > 1 else reason)
             break
         index.commit(res, gang.pods)
         merged.assignments.update(res.assignments)

@@ -3,8 +3,10 @@
 Reads what a user dumps from a real cluster — ``kubectl get nodes -o yaml``,
 ``kubectl get pods -A -o yaml``, ``kubectl get topologies.kai.scheduler -o yaml`` — as YAML or
 JSON, a ``List`` or a stream of objects, from one or several files. Free capacity per node is
-``status.allocatable`` minus the requests of bound pods (``spec.nodeName`` set) that are not
-``Succeeded``/``Failed``, for every resource including the ``pods`` count.
+``status.allocatable`` minus the requests of every pod that occupies it, for every resource
+including the ``pods`` count: bound pods (``spec.nodeName``) and pods released to it but not bound
+yet, not ``Succeeded``/``Failed`` (:func:`webhook.placement.occupancy.occupied_node`, the rule the
+controller charges by).
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from typing import Protocol
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
 from webhook.core.messages import json_type, quote
+from webhook.placement.occupancy import occupied_node
 from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
                                         to_milli)
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110
-_TERMINAL_PHASES = ("Succeeded", "Failed")
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
@@ -352,9 +354,8 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
             problems.append(str(_fail(source, what, "spec is missing" if spec is None else
                                       f"spec must be an object, not {json_type(spec)}")))
             continue
-        node_name = spec.get("nodeName")
-        phase = (obj.get("status") or {}).get("phase") if isinstance(obj.get("status"), Mapping) else None
-        if not node_name or phase in _TERMINAL_PHASES:
+        node_name = occupied_node(obj)  # bound, or released and pinned (the controller counts it the same)
+        if node_name is None:
             continue
         try:
             req = pod_requests_milli(spec, "spec")

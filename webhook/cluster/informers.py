@@ -1,0 +1,79 @@
+"""The list function the controller's ``kubernetes.informer.SharedInformer`` instances call, so
+that pods and nodes arrive as plain dicts (as the API sends them) rather than typed models, which
+cost about a millisecond each to build and would be turned back into dicts for the decision.
+
+What the library needs from a list function (``kubernetes/informer/informer.py``,
+``kubernetes/watch/watch.py``, kubernetes 37): called without ``watch`` it returns an object
+with ``.items`` and ``.metadata.resource_version``; called with ``watch=True`` (through
+``kubernetes.watch.Watch.stream``) it returns the streaming HTTP response, and ``Watch`` decodes
+each event into the type the function declares it returns — its return annotation, looked up
+first (``kubernetes.watch.watch._find_return_type``), so :meth:`DictLister.__call__` is annotated
+``-> object``: "a plain dict", as for ``CustomObjectsApi``. Only with a declared type does
+``Watch`` record each event's resourceVersion; without one (a callable object's docstring is its
+class's, which names no type) every reconnect — each watch ends after ``timeoutSeconds`` — resumed
+from the first list's resourceVersion, replaying old versions of pods (a released pod seen
+gated again, its release sent twice: 422) and, once etcd compacted, 410 for nodes. Found on the
+local control plane (benchmarks/consumers.py, 5 minutes into the run).
+
+No ``from __future__ import annotations`` here: the annotation must stay the class ``object``.
+"""
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import SimpleNamespace
+from typing import Any
+
+#: Server-side watch timeout (seconds); the informer then watches again from the last version.
+WATCH_TIMEOUT_SECONDS = 300
+CONNECT_TIMEOUT_SECONDS = 10.0
+REQUEST_TIMEOUT_SECONDS = 30.0
+#: Least time between two watch requests of one informer, seconds.
+MIN_WATCH_SPACING_SECONDS = 1.0
+
+
+class DictLister:
+    """A list function for ``SharedInformer`` that returns plain dicts (module docstring).
+
+    ``method``: a generated list method (``CoreV1Api.list_pod_for_all_namespaces``,
+    ``CoreV1Api.list_node``). ``on_listed``: called after each successful list (the informer has
+    no "synced" flag of its own). ``stop``: set when the owner stops (ends a spacing wait).
+    Watches carry ``timeoutSeconds``, bookmarks and a client read timeout (a dead connection is
+    noticed); two watch requests are at least :data:`MIN_WATCH_SPACING_SECONDS` apart, so a
+    server that ends watches at once cannot make the informer (which re-watches immediately)
+    spin. Raises what the method raises (``ApiException``), and ``ValueError`` for a list answer
+    without an ``items`` list.
+    """
+
+    def __init__(self, method: Callable[..., Any], on_listed: Callable[[], None], stop: threading.Event):
+        self._method = method
+        self._on_listed = on_listed
+        self._stop = stop
+        self._last_watch = 0.0
+
+    def __call__(self, **kwargs: Any) -> object:
+        """List (an object with ``items`` and ``metadata.resource_version``), or with
+        ``watch=True`` open a watch whose events ``Watch`` decodes as plain dicts."""
+        if kwargs.get("watch"):
+            wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
+            if wait > 0:
+                self._stop.wait(wait)
+            self._last_watch = time.monotonic()
+            kwargs.setdefault("timeout_seconds", WATCH_TIMEOUT_SECONDS)
+            kwargs.setdefault("allow_watch_bookmarks", True)
+            kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + 60)
+            return self._method(**kwargs)
+        kwargs["_preload_content"] = False
+        kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
+        response = self._method(**kwargs)
+        try:
+            body = json.loads(response.data)
+        finally:
+            response.release_conn()
+        if not isinstance(body, Mapping) or not isinstance(body.get("items") or [], list):
+            raise ValueError("list response has no items list")
+        meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+        self._on_listed()
+        return SimpleNamespace(items=list(body.get("items") or []),
+                               metadata=SimpleNamespace(resource_version=meta.get("resourceVersion")))

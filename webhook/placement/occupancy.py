@@ -1,0 +1,214 @@
+"""Who occupies which node, and the one ledger that charges it (DESIGN.md §8 snapshot, §9 used capacity).
+
+``place --cluster`` (:func:`webhook.placement.snapshot.build_snapshot`), ``controller --once`` and
+the live controller all ask this module, so a pod counts the same everywhere:
+
+* :func:`occupied_node` — the node a pod holds capacity on: ``spec.nodeName`` (bound), else, for a
+  pod that is NOT gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]`` (released
+  but not bound yet: kube-scheduler can only put it there, DESIGN.md §9); ``None`` for a
+  ``Succeeded``/``Failed`` pod (a terminated pod holds nothing, as in kube-scheduler). A pod that
+  is being deleted (``metadata.deletionTimestamp``) still holds its node until it is gone, as
+  kube-scheduler counts it.
+* :class:`CapacityLedger` — the one capacity charger: the parsed nodes, one charge per pod
+  (``(namespace, name)`` → node and requests) and the engine's :class:`ClusterIndex` per topology,
+  charged incrementally. A charge is *observed* (the pod as the API shows it) or *assumed* (a
+  release this process decided and is sending, as kube-scheduler's ``assume``): an assumed charge
+  survives a still-gated view of its pod until the pod shows its node, is deleted or the release
+  is given up (:meth:`CapacityLedger.forget`).
+
+Pure: no kubernetes import (tests/test_layout.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from webhook.core import gating
+from webhook.core.topology import Topology
+
+if TYPE_CHECKING:  # the snapshot reader charges with occupied_node: no import cycle at run time
+    from webhook.placement.cluster_index import ClusterIndex
+    from webhook.placement.snapshot import Node
+
+#: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+PodRef = tuple[str, str]
+
+
+def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = obj.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def pod_ref(pod: Mapping[str, Any]) -> PodRef:
+    """``(namespace, name)`` of a pod dict (empty strings when missing)."""
+    meta = _section(pod, "metadata")
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def is_terminated(pod: Mapping[str, Any]) -> bool:
+    """True for a pod in phase ``Succeeded`` or ``Failed`` (it holds no capacity)."""
+    return _section(pod, "status").get("phase") in TERMINAL_PHASES
+
+
+def is_deleting(pod: Mapping[str, Any]) -> bool:
+    """True when ``metadata.deletionTimestamp`` is set (the pod still holds its node meanwhile)."""
+    return bool(_section(pod, "metadata").get("deletionTimestamp"))
+
+
+def occupied_node(pod: Mapping[str, Any]) -> str | None:
+    """The node ``pod`` holds capacity on (module docstring): ``spec.nodeName``; else, when the
+    pod is not gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]``; ``None``
+    for a terminated pod, a gated pod and a pod pinned nowhere. Never raises (malformed fields
+    read as absent)."""
+    if is_terminated(pod):
+        return None
+    spec = _section(pod, "spec")
+    node = spec.get("nodeName")
+    if isinstance(node, str) and node:
+        return node
+    if gating.is_gated(pod):
+        return None
+    pinned = _section(spec, "nodeSelector").get(gating.HOSTNAME)
+    return pinned if isinstance(pinned, str) and pinned else None
+
+
+class CapacityLedger:
+    """The one capacity charger (module docstring).
+
+    ``nodes``: parsed :class:`Node` objects, uncharged (``free`` = allocatable). Charges are in the
+    milli-units of :func:`webhook.placement.snapshot.pod_requests_milli`. :meth:`index` returns the
+    engine's :class:`ClusterIndex` of a topology with every charge applied; the index is kept and
+    charged incrementally until the node set changes (:meth:`set_node`, :meth:`remove_node`,
+    :meth:`set_nodes`). Not thread-safe: the caller serializes (the live controller holds one lock
+    around every read and charge, so two gangs never take the same capacity).
+    """
+
+    def __init__(self, nodes: Iterable[Node] = ()):
+        self._nodes: dict[str, Node] = {n.name: n for n in nodes}
+        self._charges: dict[PodRef, tuple[str, Mapping[str, int]]] = {}
+        self._assumed: set[PodRef] = set()
+        self._indexes: dict[str | None, ClusterIndex] = {}
+
+    # ------------------------------------------------------------------ nodes
+    def set_nodes(self, nodes: Iterable[Node]) -> None:
+        """Replace every node (the indexes are rebuilt on the next :meth:`index`)."""
+        self._nodes = {n.name: n for n in nodes}
+        self._indexes.clear()
+
+    def set_node(self, node: Node) -> bool:
+        """Add or replace one node; returns True when the engine's view of it changed."""
+        if self._nodes.get(node.name) == node:
+            return False
+        self._nodes[node.name] = node
+        self._indexes.clear()
+        return True
+
+    def remove_node(self, name: str) -> bool:
+        """Forget node ``name``; returns True when it was known."""
+        if self._nodes.pop(name, None) is None:
+            return False
+        self._indexes.clear()
+        return True
+
+    def has_node(self, name: str) -> bool:
+        """True when node ``name`` is known (parsed and not removed)."""
+        return name in self._nodes
+
+    @property
+    def node_count(self) -> int:
+        """Number of known nodes."""
+        return len(self._nodes)
+
+    # ------------------------------------------------------------------ charges
+    def charged(self, ref: PodRef) -> tuple[str, Mapping[str, int]] | None:
+        """``(node, requests)`` charged for pod ``ref``, or ``None``."""
+        return self._charges.get(ref)
+
+    def is_assumed(self, ref: PodRef) -> bool:
+        """True while ``ref``'s charge is an assumed release not yet seen on the pod."""
+        return ref in self._assumed
+
+    def observe(self, ref: PodRef, node: str | None, requests: Mapping[str, int] | None) -> bool:
+        """Record pod ``ref`` as the API shows it: on ``node`` with ``requests`` (both from
+        :func:`occupied_node` and ``pod_requests_milli``), or occupying nothing (``node`` None).
+        A still-gated view of an assumed pod keeps the assumption. Returns True when capacity
+        was given back (the pod left a node or moved), so gangs waiting for capacity may fit."""
+        if node is None:
+            if ref in self._assumed:
+                return False
+            return self._set(ref, None)
+        self._assumed.discard(ref)
+        return self._set(ref, (node, dict(requests or {})))
+
+    def assume(self, ref: PodRef, node: str, requests: Mapping[str, int]) -> None:
+        """Charge a release this process is about to send (before the patch goes out)."""
+        self._set(ref, (node, dict(requests)))
+        self._assumed.add(ref)
+
+    def forget(self, ref: PodRef) -> bool:
+        """Drop the assumed charge of ``ref`` (its release failed for good); returns True when
+        capacity was given back."""
+        if ref not in self._assumed:
+            return False
+        self._assumed.discard(ref)
+        return self._set(ref, None)
+
+    def remove(self, ref: PodRef) -> bool:
+        """The pod is gone (deleted or terminated): drop its charge, observed or assumed."""
+        self._assumed.discard(ref)
+        return self._set(ref, None)
+
+    def _set(self, ref: PodRef, charge: tuple[str, Mapping[str, int]] | None) -> bool:
+        old = self._charges.get(ref)
+        if old == charge:
+            return False
+        if old is not None:
+            self._apply(old[0], old[1], -1)
+        if charge is None:
+            del self._charges[ref]
+        else:
+            self._charges[ref] = charge
+            self._apply(charge[0], charge[1], 1)
+        return old is not None
+
+    def _apply(self, node: str, requests: Mapping[str, int], sign: int) -> None:
+        for index in self._indexes.values():
+            _charge_index(index, node, requests, sign)
+
+    def give_back(self, charges: Iterable[tuple[str, Mapping[str, int]]], sign: int = -1) -> None:
+        """Temporarily give back (``sign=-1``) or take again (``+1``) ``(node, requests)``
+        pairs in every built index (a half-released gang's own pods while it is placed again);
+        the recorded charges are not changed, so the caller must undo it before returning."""
+        for node, requests in charges:
+            self._apply(node, requests, sign)
+
+    # ------------------------------------------------------------------ the engine's view
+    def index(self, name: str | None, topology: Topology | None) -> ClusterIndex:
+        """The :class:`ClusterIndex` of ``topology`` (``None``: nodes alone) with every charge
+        applied. The same object is returned until the node set changes; do not keep it across
+        charges made by someone else without the caller's lock."""
+        from webhook.placement.cluster_index import ClusterIndex
+
+        index = self._indexes.get(name)
+        if index is None or index.topology != topology:
+            index = ClusterIndex([replace(n, free=dict(n.allocatable)) for n in self._nodes.values()], topology)
+            for node, requests in self._charges.values():
+                _charge_index(index, node, requests, 1)
+            self._indexes[name] = index
+        return index
+
+
+def _charge_index(index: ClusterIndex, node: str, requests: Mapping[str, int], sign: int) -> None:
+    """Take (``sign=1``) or give back (``-1``) ``requests`` on ``node`` in ``index``; resources
+    no node of the index has are not tracked there."""
+    row = index.node_pos.get(node)
+    if row is None:
+        return
+    for resource, value in requests.items():
+        col = index.col.get(resource)
+        if col is not None and value > 0:
+            index.free[row, col] -= sign * value
