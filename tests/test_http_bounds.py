@@ -53,13 +53,16 @@ def post(review_fn=None, body=None):
                                   content_type="application/json")
 
 
-def test_50000_integer_annotations_are_denied_with_a_bounded_answer_counting_every_violation():
+def test_50000_integer_annotations_are_denied_by_the_core_with_a_bounded_answer_counting_every_violation():
+    """The core's answer (``envelope.handle``, as ``segment-webhook review`` runs it); over HTTP the
+    same review is answered from its size alone (tests/test_http_size_bound.py)."""
     annotations = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
-    resp = post(body=pytorchjob_review(annotations))
-    assert resp.status_code == 200
-    assert len(resp.data) <= 64 * KIB
-    answer = resp.get_json()["response"]
+    outcome = envelope.handle(json.dumps(pytorchjob_review(annotations)).encode(), default_catalog(),
+                              AdmissionSettings())
+    assert outcome.http_status == 200
+    assert len(json.dumps(outcome.body, separators=(",", ":"))) <= 64 * KIB
+    answer = outcome.body["response"]
     assert answer["uid"] == "uid-50k" and answer["allowed"] is False
     assert answer["status"]["code"] == 400
     message = answer["status"]["message"]
