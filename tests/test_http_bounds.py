@@ -55,7 +55,7 @@ def post(review_fn=None, body=None):
 
 def test_50000_integer_annotations_are_denied_by_the_core_with_a_bounded_answer_counting_every_violation():
     """The core's answer (``envelope.handle``, as ``segment-webhook review`` runs it); over HTTP the
-    same review is answered from its size alone (tests/test_http_size_bound.py)."""
+    same review is answered from its size alone (below)."""
     annotations = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
     outcome = envelope.handle(json.dumps(pytorchjob_review(annotations)).encode(), default_catalog(),

@@ -36,13 +36,22 @@ MAX_WARNING_CHARS = 120
 
 def annotations_size(annotations: Mapping) -> int:
     """Bytes of ``annotations`` as kube-apiserver counts them: the UTF-8 length of every key and
-    value. A value that is not a string (never sent by kube-apiserver, whose annotations are
+    value. A key or value that is not a string (never sent by kube-apiserver, whose annotations are
     ``map[string]string``) counts as the length of its JSON text."""
     total = 0
     for key, value in annotations.items():
-        total += len(key.encode()) if isinstance(key, str) else len(encode_json(key))
-        total += len(value.encode()) if isinstance(value, str) else len(encode_json(value))
+        total += _text_bytes(key) + _text_bytes(value)
     return total
+
+
+def _text_bytes(value: Any) -> int:
+    """UTF-8 bytes of a string; of the JSON text of anything else (an int's digits without encoding it)."""
+    kind = type(value)
+    if kind is str:
+        return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+    if kind is int:
+        return len(str(value))
+    return len(encode_json(value))
 
 
 def oversized_annotations(obj: Any) -> tuple[str, int] | None:
@@ -78,10 +87,11 @@ def oversized_annotations_warning(path: str, size: int) -> str:
     field (shortened from the left when needed), the size, the limit and the fix, e.g.
     ``metadata.annotations: 300000 bytes > 262144, Kubernetes' limit; not reviewed: remove annotations``."""
     tail = f": {size} bytes > {ANNOTATIONS_LIMIT_BYTES}, Kubernetes' limit; not reviewed: remove annotations"
-    room = MAX_WARNING_CHARS - len(tail)
-    if len(path) > room:
-        path = "…" + path[len(path) - room + 1:]
-    return path + tail
+    parts, shown = path.split("."), path
+    while len(shown) + len(tail) > MAX_WARNING_CHARS and len(parts) > 2:
+        parts.pop(0)
+        shown = "…" + ".".join(parts)
+    return shown + tail
 
 
 def bounded_review(review_fn: Callable[..., Any]) -> Callable[..., Any]:
