@@ -20,9 +20,10 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              p50/max, and how often the idle clients were closed and reconnected.
 ``sigterm``  8 client threads open new connections back to back (TLS handshake, ``GET /healthz``,
              read the answer); 1 s in, the server gets SIGTERM. Printed per outcome: answered 200,
-             refused at connect (the listener is closed: fine), and **accepted, then closed
-             without an answer** (curl's exit 52, "Empty reply from server": the fault), over the
-             whole shutdown. Repeated ``--repeat`` times.
+             refused at connect (the listener is closed: fine), reset during the TLS handshake
+             (connections the kernel had queued on the listener when it closed), and **handshaken,
+             then closed without an answer** (curl's exit 52, "Empty reply from server": the
+             fault), over the whole shutdown. Repeated ``--repeat`` times.
 
     python benchmarks/serving_faults.py heavy 16
     python benchmarks/serving_faults.py idle
@@ -339,7 +340,7 @@ def idle(server: Server, count: int, duration: float) -> dict:
 # ------------------------------------------------------------------------- sigterm
 
 def sigterm(server: Server, clients: int = 8) -> dict:
-    outcomes = {"answered": 0, "refused": 0, "closed_unanswered": 0, "other": 0}
+    outcomes = {"answered": 0, "refused": 0, "reset_in_handshake": 0, "closed_unanswered": 0, "other": 0}
     lock = threading.Lock()
     stop = threading.Event()
     context = server.context()
@@ -355,7 +356,14 @@ def sigterm(server: Server, clients: int = 8) -> dict:
                 continue
             outcome = "other"
             try:
-                with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+                try:
+                    tls = context.wrap_socket(sock, server_hostname="127.0.0.1")
+                except (ssl.SSLError, OSError):
+                    sock.close()
+                    with lock:
+                        outcomes["reset_in_handshake"] += 1
+                    continue
+                with tls:
                     tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                     data = b""
                     while True:
@@ -387,8 +395,9 @@ def sigterm(server: Server, clients: int = 8) -> dict:
     for t in threads:
         t.join(10)
     print(f"SIGTERM -> exit {code} after {took:.2f} s; connections: {outcomes['answered']} answered, "
-          f"{outcomes['refused']} refused at connect, {outcomes['closed_unanswered']} accepted and closed "
-          f"unanswered (curl exit 52), {outcomes['other']} other")
+          f"{outcomes['refused']} refused at connect, {outcomes['reset_in_handshake']} reset in the TLS handshake "
+          f"(left in the listen queue when the listener closed), {outcomes['closed_unanswered']} handshaken and "
+          f"closed unanswered (curl exit 52), {outcomes['other']} other")
     return outcomes
 
 

@@ -171,6 +171,19 @@ class _Connection:
         self.waiter: Any = None
 
 
+class _ListenerName:
+    """What gunicorn's ``handle`` uses of the listening socket, its address, read at the accept
+    (the listener itself is closed at SIGTERM while accepted connections are still served)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: Any):
+        self._name = name
+
+    def getsockname(self) -> Any:
+        return self._name
+
+
 class _RequestHeadDeadline:
     """gunicorn's ``timeout_ctx`` around reading one request head (see the module docstring):
     ``__enter__`` waits, idle, for the request's first byte; then line and headers must arrive
@@ -246,6 +259,9 @@ class WebhookWorker(GeventWorker):
         current = gevent.getcurrent()
         self._connections[current] = conn
         try:
+            # gunicorn asks the listener its name when it reads the first request: after SIGTERM
+            # the listener may be closed by then (EBADF, the connection dropped unanswered).
+            listener = _ListenerName(listener.getsockname())
             self._make_room()
             if isinstance(client, ssl.SSLSocket) and not self._handshake(conn, addr):
                 gunicorn_util.close(client)
@@ -310,9 +326,11 @@ class WebhookWorker(GeventWorker):
                 loop.run_callback(conn.waiter.switch, _EVICTED)
 
     def _wake_idle(self, how: str) -> None:
-        """Wake every idle connection with ``how`` (runs in the hub)."""
-        while self._idle:
-            conn, _ = self._idle.popitem(last=False)
+        """Wake every connection idle now with ``how`` (runs in the hub). Each is woken once: one
+        that starts a new idle wait when woken (a first request after SIGTERM) is not woken again."""
+        waiting = list(self._idle)
+        self._idle.clear()
+        for conn in waiting:
             if conn.waiter is not None:
                 conn.waiter.switch(how)
 
