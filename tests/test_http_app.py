@@ -378,7 +378,7 @@ def test_one_json_log_line_per_review(caplog):
     client, _ = make_app(stub(d))
     with caplog.at_level(logging.INFO, logger="segment_webhook.review"):
         post(client, "/mutate", review_doc(uid="u-log"))
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "segment_webhook.review"]
+    lines = [r.review for r in caplog.records if r.name == "segment_webhook.review" and r.getMessage() == "admission review"]
     assert len(lines) == 1
     rec = lines[0]
     assert {k: rec[k] for k in ("uid", "kind", "namespace", "name", "user", "operation", "decision", "rule")} == {

@@ -98,14 +98,23 @@ def client_error_answer(exc: BaseException) -> bytes | None:
     return None
 
 
+#: Bytes of a request body read before its greenlet lets the others run (see :class:`DeadlineInput`).
+YIELD_EVERY_BYTES = 64 * 1024
+
+
 class DeadlineInput:
     """``wsgi.input`` with a whole-body deadline: every read may wait only for the time left until
     ``deadline`` (``time.monotonic()`` seconds), so a client that sends one byte now and then
     cannot stretch the body past it. A read after the deadline, or one that waits past it, raises
-    ``TimeoutError`` (the app answers 408)."""
+    ``TimeoutError`` (the app answers 408).
+
+    A large body that arrives as fast as it is read never makes its greenlet wait, so it would
+    keep the worker's other connections waiting until its last byte: after every
+    :data:`YIELD_EVERY_BYTES` read, the greenlet lets the others run first (``gevent.sleep(0)``)."""
 
     def __init__(self, stream: Any, deadline: float):
         self._stream, self._deadline = stream, deadline
+        self._unyielded = 0
 
     def _call(self, method: str, *args: Any) -> Any:
         remaining = self._deadline - time.monotonic()
@@ -113,7 +122,12 @@ class DeadlineInput:
             raise TimeoutError("the request body did not arrive before its deadline")
         # One read of n bytes may take many socket reads: the deadline bounds them all.
         with gevent.Timeout(remaining, TimeoutError("the request body did not arrive before its deadline")):
-            return getattr(self._stream, method)(*args)
+            data = getattr(self._stream, method)(*args)
+        self._unyielded += len(data) if isinstance(data, bytes) else YIELD_EVERY_BYTES
+        if self._unyielded >= YIELD_EVERY_BYTES:
+            self._unyielded = 0
+            gevent.sleep(0)
+        return data
 
     def read(self, size: int | None = None) -> bytes:
         return self._call("read", size)
