@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import logging
 
 import jsonpatch
@@ -401,6 +402,7 @@ def test_healthz_and_readyz():
     resp = client.get("/readyz")
     assert resp.status_code == 200
     assert resp.get_json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}
+    assert resp.headers["Segment-Webhook-Worker"] == str(os.getpid())  # the process that answered
 
     client, _ = make_app(stub(Decision(kind="x")), catalog=_Unsynced())
     resp = client.get("/readyz")

@@ -587,7 +587,7 @@ def test_serve_without_the_topology_crd_is_ready_and_answers_as_design_10(server
     server.list_status = [404] * 100_000
     kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
     with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz",
-                       in_a_row=6) as srv:  # both workers synced (new connection each time)
+                       ready_workers=2) as srv:  # both workers answered ready (each names itself)
         ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
         assert ready.status_code == 200
         assert ready.json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}

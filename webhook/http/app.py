@@ -6,7 +6,8 @@ Endpoints:
 * ``POST /validate`` the same checks, never a patch (for a ValidatingWebhookConfiguration).
 * ``GET /healthz``   200 while the process serves requests (liveness).
 * ``GET /readyz``    200 when the topology catalog is synced and the serving certificate is
-  loaded, else 503 with the reason (readiness).
+  loaded, else 503 with the reason (readiness); header ``Segment-Webhook-Worker``: the pid of the
+  worker that answered (each worker has its own catalog).
 * ``GET /metrics``   Prometheus exposition (all workers aggregated under gunicorn).
 
 Transport rules (checked in this order, each answered with a JSON body, never a 5xx):
@@ -38,6 +39,7 @@ apiserver can store fits in a review.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
@@ -48,6 +50,9 @@ from webhook.http import envelope, wsgi_extensions
 from webhook.http.bounds import ANNOTATIONS_LIMIT_BYTES, bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 
+#: Header of every /readyz answer naming the process that answered (its pid): each worker has
+#: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
+WORKER_HEADER = "Segment-Webhook-Worker"
 #: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON_MIMETYPE = "application/json"
@@ -189,6 +194,7 @@ def create_app(
     app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
     counter = metrics
+    worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
     def get_metrics() -> ReviewMetrics:
         nonlocal counter
@@ -277,7 +283,9 @@ def create_app(
                 body["reason"] += f": {last_error}"
         elif not tls:
             body["reason"] = "the serving certificate is not loaded"
-        return _json(body, 200 if body["ready"] else 503)
+        resp = _json(body, 200 if body["ready"] else 503)
+        resp.headers[WORKER_HEADER] = worker_id
+        return resp
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:
