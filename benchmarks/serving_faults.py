@@ -18,6 +18,8 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              eviction), then ``GET /healthz`` and a small review, each on a new connection, every
              0.5 s for ``--duration`` seconds (client timeout 20 s). Printed: answered / timed out,
              p50/max, and how often the idle clients were closed and reconnected.
+``dribble``  a request head, and a request body, sent a byte every 0.5 s: how long until the
+             server answers or closes (serve: 10 s each, its deadlines; at most 30 s).
 ``sigterm``  8 client threads open new connections back to back (TLS handshake, ``GET /healthz``,
              read the answer); 1 s in, the server gets SIGTERM. Printed per outcome: answered 200,
              refused at connect (the listener is closed: fine), reset during the TLS handshake
@@ -29,6 +31,7 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
     python benchmarks/serving_faults.py idle
     python benchmarks/serving_faults.py sigterm --repeat 5
     python benchmarks/serving_faults.py heavy 4 --source /tmp/previous-checkout
+    python benchmarks/serving_faults.py dribble --granian .venv/bin/granian   # the design weighed
 
 Figures are wall-clock latencies on this machine, clients and server sharing its CPUs: run the
 designs to compare one after the other, with nothing else running.
@@ -105,21 +108,50 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """``segment-webhook serve`` from ``source`` on a free loopback port, stderr kept in a file."""
+def granian_app():
+    """The webhook's app as ``serve`` builds it (embedded topology, default settings), for granian
+    (``--granian``: the server with public head-deadline settings weighed in the README)."""
+    from webhook.cli.flags import static_topologies
+    from webhook.core.decision import AdmissionSettings
+    from webhook.http.app import create_app
 
-    def __init__(self, source: str, workers: int, extra: list[str]):
+    catalog, default = static_topologies(None, None)
+    return create_app(catalog, AdmissionSettings(default_topology=default))
+
+
+class Server:
+    """``segment-webhook serve`` from ``source`` on a free loopback port, stderr kept in a file;
+    with ``granian`` (the path of its command), granian serving the same app (:func:`granian_app`)
+    with ``--http1-header-read-timeout 10000`` (the ``--read-timeout`` of serve)."""
+
+    def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None):
         self.dir = tempfile.mkdtemp(prefix="serving-faults-")
         self.port = free_port()
         self.ca = os.path.join(self.dir, "certs", "ca.crt")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
         env.pop("KUBERNETES_SERVICE_HOST", None)
-        env["PYTHONPATH"] = source
+        env["PYTHONPATH"] = f"{source}{os.pathsep}{HERE}"
         self.log = open(os.path.join(self.dir, "stderr.log"), "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{self.port}",
-             "--cert-dir", os.path.join(self.dir, "certs"), "--workers", str(workers), *extra],
-            stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=source)
+        if granian:
+            from cryptography.hazmat.primitives import serialization
+
+            from webhook.http import certs
+
+            certs.write_certificates(certs.generate(), os.path.join(self.dir, "certs"))
+            key_path = os.path.join(self.dir, "certs", "tls.key")
+            with open(key_path, "rb") as fh:  # granian reads PKCS#8 keys only
+                key = serialization.load_pem_private_key(fh.read(), None)
+            with open(key_path, "wb") as fh:
+                fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+            argv = [granian, "--interface", "wsgi", "--factory", "--host", "127.0.0.1", "--port", str(self.port),
+                    "--workers", str(workers), "--ssl-certificate", os.path.join(self.dir, "certs", "tls.crt"),
+                    "--ssl-keyfile", key_path, "--ssl-protocol-min", "tls1.2",
+                    "--http1-header-read-timeout", "10000", "--no-ws", *extra, "serving_faults:granian_app"]
+        else:
+            argv = [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{self.port}",
+                    "--cert-dir", os.path.join(self.dir, "certs"), "--workers", str(workers), *extra]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=source)
         self._wait_ready()
 
     def context(self) -> ssl.SSLContext:
@@ -401,9 +433,61 @@ def sigterm(server: Server, clients: int = 8) -> dict:
     return outcomes
 
 
+# ------------------------------------------------------------------------- dribble
+
+def dribble(server: Server, every: float = 0.5, give_up: float = 30.0) -> dict:
+    """A request head, then a request body, each sent a byte every ``every`` seconds on its own
+    connection: how long until the server answers or closes (``give_up`` at most). serve's
+    deadlines (--read-timeout 10) end both after 10 s, however slow the bytes."""
+    head = b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+    results = {}
+
+    def one(name: str, first: bytes, trickle: bytes) -> None:
+        context = server.context()
+        tls = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=give_up),
+                                  server_hostname="127.0.0.1")
+        tls.sendall(first)
+        tls.setblocking(False)
+        started = time.monotonic()
+        outcome = f"still open after {give_up:.0f} s"
+        for byte in trickle:
+            if time.monotonic() - started > give_up:
+                break
+            try:
+                data = tls.recv(4096)
+                status = data.split(b"\r\n", 1)[0].decode(errors="replace")
+                outcome = f"answered {status!r}" if data else "closed"
+                break
+            except (ssl.SSLWantReadError, BlockingIOError):
+                pass
+            except OSError as exc:
+                outcome = f"closed ({exc.__class__.__name__})"
+                break
+            try:
+                tls.sendall(bytes([byte]))
+            except (ssl.SSLWantWriteError, BlockingIOError):
+                pass
+            except OSError as exc:
+                outcome = f"closed ({exc.__class__.__name__})"
+                break
+            time.sleep(every)
+        results[name] = (time.monotonic() - started, outcome)
+        tls.close()
+
+    threads = [threading.Thread(target=one, args=("head a byte at a time", b"", head + b"x" * 1000)),
+               threading.Thread(target=one, args=("body a byte at a time", head, b"x" * 1000))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(give_up + 30)
+    for name, (seconds, outcome) in results.items():
+        print(f"{name:<24} ({every} s per byte): {outcome} after {seconds:.1f} s")
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm"))
+    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble"))
     parser.add_argument("count", nargs="?", type=int, default=16, help="heavy: senders of the 1.3 MB review")
     parser.add_argument("--source", default=str(HERE.parent), help="checkout whose webhook package is served")
     parser.add_argument("--workers", type=int, default=2)
@@ -411,17 +495,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=2000, help="idle: TLS connections (default 2000)")
     parser.add_argument("--repeat", type=int, default=1, help="sigterm: runs (default 1)")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for serve (repeatable)")
+    parser.add_argument("--granian", metavar="COMMAND", help="serve the same app with granian (its command's path) "
+                                                             "instead of segment-webhook serve")
     args = parser.parse_args(argv)
-    print(f"serving faults: {args.scenario}; source {args.source}; {os.cpu_count()} CPUs, load average "
+    print(f"serving faults: {args.scenario}; {'granian' if args.granian else 'serve'} from {args.source}; "
+          f"{os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}; --workers {args.workers}", flush=True)
     runs = args.repeat if args.scenario == "sigterm" else 1
     for _ in range(runs):
-        server = Server(args.source, args.workers, args.serve_arg)
+        server = Server(args.source, args.workers, args.serve_arg, args.granian)
         try:
             if args.scenario == "heavy":
                 heavy(server, args.count, args.duration)
             elif args.scenario == "idle":
                 idle(server, args.idle, args.duration)
+            elif args.scenario == "dribble":
+                dribble(server)
             else:
                 sigterm(server)
         finally:
