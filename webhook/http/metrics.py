@@ -185,12 +185,22 @@ def default_metrics() -> ReviewMetrics:
         return _default
 
 
+#: ``(second, "YYYY-MM-DDTHH:MM:SS")`` of the last timestamp made: the reviews of one second share
+#: the calendar conversion.
+_last_second: tuple[int, str] = (-1, "")
+
+
 def utc_timestamp(seconds: float) -> str:
     """``seconds`` since the epoch as UTC ``2026-12-01T21:06:00.123Z``: the text of
     ``datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")`` with
     ``Z`` for ``+00:00`` (milliseconds truncated, as ``isoformat`` does)."""
+    global _last_second
     whole, millis = divmod(int(seconds * 1000), 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{millis:03d}Z"
+    cached, prefix = _last_second
+    if cached != whole:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _last_second = (whole, prefix)
+    return f"{prefix}.{millis:03d}Z"
 
 
 def review_fields(outcome: Any, seconds: float) -> dict:
@@ -222,7 +232,9 @@ class ReviewLineFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line = {"time": utc_timestamp(record.created), "msg": record.getMessage()}
-        line.update(getattr(record, REVIEW_FIELDS, None) or {})
+        fields = record.__dict__.get(REVIEW_FIELDS)
+        if fields:
+            line.update(fields)
         try:
             return orjson.dumps(line).decode()
         except TypeError:
@@ -231,6 +243,8 @@ class ReviewLineFormatter(logging.Formatter):
 
 #: The ``LogRecord`` attribute that carries a review's fields (``logging``'s ``extra``).
 REVIEW_FIELDS = "review"
+#: The message of every review record (the line's ``msg``).
+REVIEW_MESSAGE = "admission review"
 
 
 def log_review(outcome: Any, seconds: float) -> None:
@@ -239,7 +253,10 @@ def log_review(outcome: Any, seconds: float) -> None:
     ``serve`` one JSON line on stderr (:func:`configure_review_log`), out before the review's
     answer is returned."""
     if review_log.isEnabledFor(logging.INFO):
-        review_log.info("admission review", extra={REVIEW_FIELDS: review_fields(outcome, seconds)})
+        # makeRecord + handle is Logger.info without looking up the calling source line (no
+        # format of ours prints it): the same filters, handlers and formatter.
+        review_log.handle(review_log.makeRecord(REVIEW_LOGGER, logging.INFO, __file__, 0, REVIEW_MESSAGE, (), None,
+                                                extra={REVIEW_FIELDS: review_fields(outcome, seconds)}))
 
 
 def configure_review_log(stream: Any = None) -> None:
