@@ -20,7 +20,7 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
    connection reset, and a client that announces a large body and sends nothing is closed.
 2. ``Content-Type`` other than ``application/json`` → 415.
 3. A body that does not arrive within its deadline (``read_timeout`` seconds from the end of the
-   request head; a socket read timed out, see ``webhook.http.server``) → 408
+   request head; a read timed out, see ``webhook.http.worker``) → 408
    ``{"error", "field": "body"}`` with ``Connection: close``.
 4. A body the server cannot decode (malformed chunked encoding: bad chunk size, extension or
    terminator, or cut short) → 400 ``{"error", "field": "body"}`` with ``Connection: close``.
@@ -29,8 +29,13 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
 
 Review latency (``segment_webhook_review_duration_seconds``, ``duration_ms`` of the review log) is
 measured from the moment the whole body has been read to the moment the answer is built (decode,
-checks, patch, encode): the time the client takes to send its body or to read the answer is not
-in it.
+checks, patch, encode; for a body over :data:`RUN_APART_BYTES`, the wait for the server's review
+thread too): the time the client takes to send its body or to read the answer is not in it.
+
+Large reviews (issue 20): a body over :data:`RUN_APART_BYTES` is reviewed through the server's
+``run_apart`` (``webhook.http.wsgi_extensions``), so its CPU time does not hold up the worker's
+other connections; a body over 256 KiB whose object carries more annotations than kube-apiserver
+admits is answered from their size alone (``webhook.http.bounds``).
 
 3 MiB is kube-apiserver's own request body limit (``MaxRequestBodyBytes``), so every object the
 apiserver can store fits in a review.

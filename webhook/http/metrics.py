@@ -21,8 +21,9 @@ Metrics (one set per process; under gunicorn every worker writes into
 it lazily: :func:`prepare_multiprocess_dir` must run (in the gunicorn master, before workers
 fork) before anything touches the metrics.
 
-Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
-``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``,
+Review log: one ``logging`` record per review on the ``segment_webhook.review`` logger
+(:func:`log_review`), written under ``serve`` as one JSON line on stderr
+(:class:`ReviewLineFormatter`, orjson), fields ``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``,
 ``namespace``, ``name``, ``user``, ``operation``, ``decision``, ``rule`` (first violated rule or
 null), ``rules``, ``warnings`` (count), ``duration_ms`` (the histogram's measure, in
 milliseconds), ``http_status``. Under ``serve`` each line is on stderr before the review's
