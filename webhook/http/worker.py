@@ -275,7 +275,10 @@ class WebhookWorker(GeventWorker):
         try:
             # gunicorn asks the listener its name when it reads the first request: after SIGTERM
             # the listener may be closed by then (EBADF, the connection dropped unanswered).
-            listener = _ListenerName(listener.getsockname())
+            try:
+                listener = _ListenerName(listener.getsockname())
+            except OSError:  # closed between the accept and now: the connection's own local address
+                listener = _ListenerName(client.getsockname())
             self._make_room()
             if isinstance(client, ssl.SSLSocket) and not self._handshake(conn, addr):
                 gunicorn_util.close(client)
