@@ -20,6 +20,8 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              p50/max, and how often the idle clients were closed and reconnected.
 ``dribble``  a request head, and a request body, sent a byte every 0.5 s: how long until the
              server answers or closes (serve: 10 s each, its deadlines; at most 30 s).
+``keepalive`` one request on a keep-alive connection, then nothing: how long until the server
+             closes it (serve: 120 s, longer than kube-apiserver's 90 s; at most 40 s here).
 ``sigterm``  8 client threads open new connections back to back (TLS handshake, ``GET /healthz``,
              read the answer); 1 s in, the server gets SIGTERM. Printed per outcome: answered 200,
              refused at connect (the listener is closed: fine), reset during the TLS handshake
@@ -485,9 +487,34 @@ def dribble(server: Server, every: float = 0.5, give_up: float = 30.0) -> dict:
     return results
 
 
+# ------------------------------------------------------------------------- keepalive
+
+def keepalive(server: Server, give_up: float = 40.0) -> float | None:
+    """One request on a keep-alive connection, then nothing: seconds until the server closes the
+    connection (None: still open after ``give_up``). kube-apiserver keeps idle connections 90 s
+    and does not retry a POST sent on a connection the server closes meanwhile; serve keeps them
+    120 s."""
+    tls = server.context().wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=give_up),
+                                       server_hostname="127.0.0.1")
+    tls.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while not data.endswith(b"}\n"):
+        data += tls.recv(4096)
+    started = time.monotonic()
+    try:
+        tls.recv(1)
+        closed: float | None = time.monotonic() - started
+        print(f"idle keep-alive connection closed by the server after {closed:.1f} s")
+    except (socket.timeout, TimeoutError):
+        closed = None
+        print(f"idle keep-alive connection still open after {give_up:.0f} s")
+    tls.close()
+    return closed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble"))
+    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive"))
     parser.add_argument("count", nargs="?", type=int, default=16, help="heavy: senders of the 1.3 MB review")
     parser.add_argument("--source", default=str(HERE.parent), help="checkout whose webhook package is served")
     parser.add_argument("--workers", type=int, default=2)
@@ -511,6 +538,8 @@ def main(argv: list[str] | None = None) -> int:
                 idle(server, args.idle, args.duration)
             elif args.scenario == "dribble":
                 dribble(server)
+            elif args.scenario == "keepalive":
+                keepalive(server)
             else:
                 sigterm(server)
         finally:
