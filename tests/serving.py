@@ -48,29 +48,34 @@ def stop(proc: subprocess.Popen, timeout_s: float = 20.0) -> int:
 
 
 def wait_ready(url: str, ca: str, proc: subprocess.Popen, *, path: str = "/healthz",
-               in_a_row: int = 1, deadline_s: float = 30.0) -> None:
-    """Poll ``url + path`` over HTTPS (verified against ``ca``) until it answers 200 ``in_a_row``
-    times on new connections; raises AssertionError if ``proc`` exits or the deadline passes."""
+               workers: int = 1, deadline_s: float = 30.0) -> None:
+    """Poll ``url + path`` over HTTPS (verified against ``ca``) on new connections until
+    ``workers`` distinct workers have answered 200 (the ``Segment-Webhook-Worker`` header of
+    ``/readyz`` names the worker; other paths count any 200 once). Raises AssertionError if
+    ``proc`` exits or the deadline passes (a failure guard, not a measure: the condition is
+    every worker's own answer, never a count of answers in a row)."""
     end = time.monotonic() + deadline_s
-    streak = 0
-    while streak < in_a_row:
+    ready: set[str] = set()
+    while len(ready) < workers:
         if proc.poll() is not None:
             raise AssertionError(f"server exited early with {proc.returncode}")
         try:
-            ok = os.path.exists(ca) and requests.get(
-                url + path, verify=ca, timeout=2, headers={"Connection": "close"}).status_code == 200
+            resp = requests.get(url + path, verify=ca, timeout=2, headers={"Connection": "close"}) \
+                if os.path.exists(ca) else None
         except requests.RequestException:
-            ok = False
-        streak = streak + 1 if ok else 0
+            resp = None
+        if resp is not None and resp.status_code == 200:
+            ready.add(resp.headers.get("Segment-Webhook-Worker", "any"))
         if time.monotonic() > end:
-            raise AssertionError(f"server did not answer 200 on {path} within {deadline_s} s")
-        if not ok:
-            time.sleep(0.1)
+            raise AssertionError(f"{workers - len(ready)} of {workers} workers did not answer 200 on {path} "
+                                 f"within {deadline_s} s")
+        if len(ready) < workers:
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, str] | None = None,
-                  ready_path: str = "/healthz", in_a_row: int = 1) -> Iterator[dict]:
+                  ready_path: str = "/healthz", ready_workers: int = 1) -> Iterator[dict]:
     """Run ``segment-webhook serve --bind 127.0.0.1:<free port> --cert-dir <base>/certs
     --workers 2 *args`` with stderr in ``<base>/stderr.log``.
 
@@ -89,7 +94,7 @@ def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, 
             stdout=subprocess.DEVNULL, stderr=log, env=env if env is not None else clean_env(),
         )
         try:
-            wait_ready(url, ca, proc, path=ready_path, in_a_row=in_a_row)
+            wait_ready(url, ca, proc, path=ready_path, workers=ready_workers)
             yield {"url": url, "port": port, "ca": ca, "proc": proc, "log": log_path, "cert_dir": cert_dir}
         finally:
             stop(proc)

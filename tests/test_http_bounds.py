@@ -53,13 +53,16 @@ def post(review_fn=None, body=None):
                                   content_type="application/json")
 
 
-def test_50000_integer_annotations_are_denied_with_a_bounded_answer_counting_every_violation():
+def test_50000_integer_annotations_are_denied_by_the_core_with_a_bounded_answer_counting_every_violation():
+    """The core's answer (``envelope.handle``, as ``segment-webhook review`` runs it); over HTTP the
+    same review is answered from its size alone (below)."""
     annotations = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
-    resp = post(body=pytorchjob_review(annotations))
-    assert resp.status_code == 200
-    assert len(resp.data) <= 64 * KIB
-    answer = resp.get_json()["response"]
+    outcome = envelope.handle(json.dumps(pytorchjob_review(annotations)).encode(), default_catalog(),
+                              AdmissionSettings())
+    assert outcome.http_status == 200
+    assert len(json.dumps(outcome.body, separators=(",", ":"))) <= 64 * KIB
+    answer = outcome.body["response"]
     assert answer["uid"] == "uid-50k" and answer["allowed"] is False
     assert answer["status"]["code"] == 400
     message = answer["status"]["message"]
@@ -137,3 +140,94 @@ def test_malformed_review_echoing_a_huge_value_is_clipped():
     assert outcome.body["response"]["status"]["code"] == 400
     assert len(json.dumps(outcome.body)) <= 64 * KIB
     assert outcome.body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is ")
+
+
+# ------------------------------------------------------------------ answered from its size alone (issue 20 item 5)
+# kube-apiserver: the annotations of one object total at most 256 KiB = 262,144 bytes of keys and
+# values (k8s.io/apimachinery ValidateAnnotationsSize: TotalAnnotationSizeLimitB = 256 * (1 << 10);
+# "if totalSize > TotalAnnotationSizeLimitB" → Too long).
+
+def pod_review(annotations: dict, uid: str = "uid-pod") -> dict:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "CREATE",
+        "namespace": "team-a", "userInfo": {"username": "alice"},
+        "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "annotations": annotations},
+                   "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+
+
+class Recorder:
+    """A review function that records that it ran and allows."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, request, catalog, settings, *, mutate=True):
+        self.calls += 1
+        return Decision(kind="Pod")
+
+
+def test_the_50000_annotation_review_is_allowed_unpatched_from_its_size_alone():
+    annotations = dict(WORKER_ANNOTATIONS)
+    annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
+    recorder = Recorder()
+    resp = post(recorder, pytorchjob_review(annotations))
+    assert recorder.calls == 0
+    answer = resp.get_json()["response"]
+    assert answer == {"uid": "uid-50k", "allowed": True, "warnings": [
+        "…Worker.template.metadata.annotations: 1127926 bytes > 262144, Kubernetes' limit; not reviewed: "
+        "remove annotations"]}
+    # 1,127,926 = the three segment keys (38 + 27 + 81 bytes) + 50,000 keys "example.com/aN" (13 bytes + the
+    # digits of N) + 50,000 values (the digits of N): 146 + 50,000 × 13 + 2 × 238,890 digits of 0..49,999
+    assert 146 + 50_000 * 13 + 2 * sum(len(str(i)) for i in range(50_000)) == 1127926
+
+
+@pytest.mark.parametrize("value_bytes, reviewed", [(262144 - 15, True), (262145 - 15, False)])
+def test_the_limit_is_262144_bytes_of_keys_and_values(value_bytes, reviewed):
+    """Key ``example.com/big`` (15 bytes) plus its value: 262,144 bytes is kube-apiserver's limit and
+    is reviewed; one byte more is answered from its size."""
+    recorder = Recorder()
+    answer = post(recorder, pod_review({"example.com/big": "x" * value_bytes})).get_json()["response"]
+    assert recorder.calls == (1 if reviewed else 0)
+    assert answer["allowed"] is True
+    if not reviewed:
+        assert answer["warnings"] == ["metadata.annotations: 262145 bytes > 262144, Kubernetes' limit; not reviewed: "
+                                      "remove annotations"]
+
+
+def test_annotation_bytes_are_utf8_bytes_not_characters():
+    """'é' is 2 bytes in UTF-8: 15 + 2 × 131,065 = 262,145 bytes in 131,080 characters."""
+    recorder = Recorder()
+    answer = post(recorder, pod_review({"example.com/big": "é" * 131_065})).get_json()["response"]
+    assert recorder.calls == 0
+    assert answer["warnings"][0].startswith("metadata.annotations: 262145 bytes > 262144")
+
+
+def test_nested_templates_are_measured_and_named_by_their_path():
+    from webhook.http.bounds import oversized_annotations
+
+    big = {"example.com/big": "x" * 262_200}
+    jobset = {"metadata": {"name": "js"}, "spec": {"replicatedJobs": [
+        {"name": "a", "template": {"spec": {"template": {"metadata": {"annotations": {"k": "v"}}}}}},
+        {"name": "b", "template": {"spec": {"template": {"metadata": {"annotations": big}}}}},
+    ]}}
+    assert oversized_annotations(jobset) == ("spec.replicatedJobs[1].template.spec.template.metadata.annotations",
+                                             15 + 262_200)
+    assert oversized_annotations({"metadata": {"annotations": {"k": "v"}}, "spec": {"x": [1, [2, {"y": None}]]}}) is None
+
+
+def test_a_large_review_runs_apart_and_a_small_one_does_not():
+    """Bodies over 32 KiB go to the server's run_apart (webhook.http.wsgi_extensions.RUN_APART)."""
+    ran_apart = []
+
+    def run_apart(function, *args):
+        ran_apart.append(function.__name__)
+        return function(*args)
+
+    app = create_app(default_catalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()),
+                     review_fn=Recorder())
+    client = app.test_client()
+    for annotations in ({"example.com/a": "x"}, {"example.com/a": "x" * 40_000}):
+        resp = client.post("/mutate", data=json.dumps(pod_review(annotations)), content_type="application/json",
+                           environ_base={"segment_webhook.run_apart": run_apart})
+        assert resp.get_json()["response"]["allowed"] is True
+    assert ran_apart == ["_handle"]

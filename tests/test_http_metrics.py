@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+import datetime
 import io
-import json
+import logging
 import os
+import re
 
 import pytest
-from prometheus_client import CollectorRegistry, values
+from prometheus_client import CollectorRegistry
 
 from webhook.http import metrics
-from webhook.http.envelope import Outcome, encode_json
+from webhook.http.envelope import Outcome
 
 
-@pytest.fixture
-def isolated_value_class(monkeypatch):
-    # prepare_multiprocess_dir switches prometheus_client to multiprocess values; undo afterwards
-    monkeypatch.setattr(values, "ValueClass", values.ValueClass)
-
-
-def test_fresh_directory_when_unset(monkeypatch, isolated_value_class):
+def test_fresh_directory_when_unset(monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     path, created = metrics.prepare_multiprocess_dir()
     try:
@@ -30,7 +26,7 @@ def test_fresh_directory_when_unset(monkeypatch, isolated_value_class):
         os.rmdir(path)
 
 
-def test_operator_directory_is_kept_but_stale_files_are_removed(tmp_path, monkeypatch, isolated_value_class):
+def test_operator_directory_is_kept_but_stale_files_are_removed(tmp_path, monkeypatch):
     (tmp_path / "counter_123.db").write_bytes(b"stale")
     (tmp_path / "keep.txt").write_text("not ours")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
@@ -38,7 +34,7 @@ def test_operator_directory_is_kept_but_stale_files_are_removed(tmp_path, monkey
     assert os.listdir(tmp_path) == ["keep.txt"]
 
 
-def test_unusable_directory_names_the_variable(tmp_path, monkeypatch, isolated_value_class):
+def test_unusable_directory_names_the_variable(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(blocker / "sub"))
@@ -61,171 +57,101 @@ def test_label_values_are_bounded(monkeypatch):
     assert "segment_webhook_review_duration_seconds_count 2.0" in text
 
 
-def test_review_record_fields():
-    outcome = Outcome(200, {}, uid="u-1", decision="denied", rules=("immutable-field",), kind="PyTorchJob",
-                      operation="UPDATE", namespace="team-a", name="job", user="alice", warnings=["w"])
-    rec = metrics.review_record(outcome, 0.0123456)
-    assert {k: v for k, v in rec.items() if k != "time"} == {
-        "msg": "admission review", "uid": "u-1", "kind": "PyTorchJob", "namespace": "team-a", "name": "job",
-        "user": "alice", "operation": "UPDATE", "decision": "denied", "rule": "immutable-field",
-        "rules": ["immutable-field"], "warnings": 1, "duration_ms": 12.346, "http_status": 200}
-    assert rec["time"].endswith("Z")
-    json.dumps(rec)
+# ------------------------------------------------------------------ the review log line (README "Metrics and logs")
+
+#: 2026-12-01 21:06:00.1235 UTC as seconds since the epoch (the README example's day).
+CREATED = datetime.datetime(2026, 12, 1, 21, 6, 0, 123500, tzinfo=datetime.timezone.utc).timestamp()
+
+SAMPLE = Outcome(200, {}, uid="u-9", decision="denied", rules=("immutable-field",), kind="Pod", operation="UPDATE",
+                 namespace="ns", name="p", user="bob")
+SAMPLE_LINE = ('{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"u-9","kind":"Pod","namespace":"ns",'
+               '"name":"p","user":"bob","operation":"UPDATE","decision":"denied","rule":"immutable-field",'
+               '"rules":["immutable-field"],"warnings":0,"duration_ms":4.2,"http_status":200}')
 
 
-# ------------------------------------------------------------------ the review log line
-
-def _encoded_record(outcome, seconds):
-    """The reference text of a review log line: the JSON encoding of the record."""
-    return encode_json(metrics.review_record(outcome, seconds))
-
-
-@pytest.fixture
-def fixed_time(monkeypatch):
-    monkeypatch.setattr(metrics, "utc_timestamp", lambda: "2026-12-01T21:06:00.123Z")
+def formatted(outcome, seconds):
+    record = logging.makeLogRecord({"name": metrics.REVIEW_LOGGER, "msg": "admission review", "created": CREATED,
+                                    "review": metrics.review_fields(outcome, seconds)})
+    return metrics.ReviewLineFormatter().format(record)
 
 
-@pytest.mark.parametrize("outcome", [
-    Outcome(200, {}, uid="u-1", decision="allowed", kind="PyTorchJob", operation="CREATE", namespace="team-a",
-            name="job", user="alice", warnings=["w", "v"]),
-    Outcome(200, {}, uid="u-2", decision="denied", rules=("immutable-field", "unknown-level"), kind="Pod",
-            operation="UPDATE", namespace="n", name="p", user="system:serviceaccount:a:b"),
-    Outcome(200, {}, uid="u-3", decision="allowed", rules=("ignored-when-allowed",)),
-    Outcome(400, {}, decision="malformed", rules=("malformed-review",)),
-    Outcome(200, {}, uid='quo"te\\back\nslash\u2028', decision="error", rules=["internal-error"],
-            kind="Wïdget", name="名前", user="\U0001f600\x00\ud800", operation="CONNECT"),
-    # unusual types: the line is then the encoder's text of the record
-    Outcome(200, {}, uid=7, decision="allowed"),
-    Outcome(True, {}, uid="u", decision="allowed"),
-    Outcome(200, {}, uid="u", decision="denied", rules=(1, "x")),
-    Outcome(200, {}, uid="u", decision="allowed", kind=None),
-])
-@pytest.mark.parametrize("seconds", [0.0, 0.0012345, 0.0000625, 2.5, -0.0000001, 3, float("nan"), float("inf"), 5e9])
-def test_review_line_is_the_encoded_record(fixed_time, outcome, seconds):
-    assert metrics.review_line(outcome, seconds) == _encoded_record(outcome, seconds)
+def test_review_line_of_a_denial():
+    assert formatted(SAMPLE, 0.0042) == SAMPLE_LINE
 
 
-def test_review_line_bad_field_fails_as_the_encoder_does(fixed_time):
-    outcome = Outcome(200, {}, uid="u", decision="denied", rules=(object(),))
-    with pytest.raises(TypeError):
-        _encoded_record(outcome, 0.001)
-    with pytest.raises(TypeError):
-        metrics.review_line(outcome, 0.001)
+def test_review_line_of_an_allowed_review_names_no_rule():
+    outcome = Outcome(200, {}, uid="u-1", decision="allowed", rules=("ignored-when-allowed",), kind="PyTorchJob",
+                      operation="CREATE", namespace="team-a", name="job", user="alice", warnings=["w", "v"])
+    assert formatted(outcome, 0.0123456) == (
+        '{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"u-1","kind":"PyTorchJob",'
+        '"namespace":"team-a","name":"job","user":"alice","operation":"CREATE","decision":"allowed","rule":null,'
+        '"rules":[],"warnings":2,"duration_ms":12.346,"http_status":200}')
 
 
-def test_duration_text_is_repr_of_rounded_milliseconds():
-    import random
-    import struct
-
-    rng = random.Random(6)
-    values = [0.0, -0.0, 1e-7, -1e-7, 5e-7, 0.0000625, 0.0005, 0.001, 1.0, 123.4565, 999999999.9999]
-    values += [rng.random() * 10 ** rng.randint(-8, 8) for _ in range(20000)]
-    values += [rng.randint(0, 10 ** 9) / 1e6 + rng.choice((5e-7, -5e-7, 4.99999e-7)) for _ in range(20000)]
-    values += [struct.unpack("d", struct.pack("Q", rng.getrandbits(64)))[0] for _ in range(20000)]
-    checked = 0
-    for value in values:
-        text = metrics._duration_ms_json(value)
-        if text is not None:
-            checked += 1
-            assert text == repr(round(value * 1000.0, 3)), value
-    assert checked > 40000
+def test_review_line_of_a_body_without_uid():
+    assert formatted(Outcome(400, {}, decision="malformed", rules=("malformed-review",)), 0.0005) == (
+        '{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":null,"kind":"","namespace":"",'
+        '"name":"","user":"","operation":"","decision":"malformed","rule":"malformed-review",'
+        '"rules":["malformed-review"],"warnings":0,"duration_ms":0.5,"http_status":400}')
 
 
-def test_utc_timestamp_is_datetime_isoformat_in_milliseconds():
-    import datetime
-    import re
+def test_review_line_keeps_unicode_and_escapes_what_json_must():
+    outcome = Outcome(200, {}, uid='quo"te\\n\n', decision="allowed", name="名前", user="\U0001f600")
+    line = formatted(outcome, 0.001)
+    assert '"uid":"quo\\"te\\\\n\\n"' in line
+    assert '"name":"名前","user":"😀"' in line
 
-    def iso():
-        return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    for _ in range(200):
-        before, stamp, after = iso(), metrics.utc_timestamp(), iso()
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp)
-        assert before <= stamp <= after
+def test_review_line_of_text_orjson_refuses_is_still_written():
+    """A lone surrogate (a client can send ``"\\ud800"`` as a uid): json's escape instead."""
+    line = formatted(Outcome(200, {}, uid="\ud800", decision="allowed"), 0.001)
+    assert line.startswith('{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"\\ud800","kind":""')
 
 
 @pytest.fixture
-def review_handler():
-    """Install a review-log handler as ``configure_review_log`` does, on a stream the test chooses;
-    the logger's previous state is restored afterwards."""
+def review_stream():
+    """The review log on a StringIO, installed as ``configure_review_log`` does; restored afterwards."""
     logger = metrics.review_log
     saved = logger.handlers[:], logger.level, logger.propagate
     logger.handlers.clear()
-
-    def install(stream):
-        metrics.configure_review_log(stream)
-        return logger.handlers[0]
-    yield install
+    stream = io.StringIO()
+    metrics.configure_review_log(stream)
+    yield stream
     logger.handlers[:] = saved[0]
     logger.setLevel(saved[1])
     logger.propagate = saved[2]
 
 
-SAMPLE = Outcome(200, {}, uid="u-9", decision="denied", rules=("immutable-field",), kind="Pod", operation="UPDATE",
-                 namespace="ns", name="p", user="bob")
-
-
-def test_log_review_to_a_file_writes_the_line_bytes(tmp_path, review_handler, fixed_time):
-    with open(tmp_path / "review.log", "w") as stream:
-        review_handler(stream)
-        stream.write("written before\n")  # still buffered: must come out first
-        metrics.log_review(SAMPLE, 0.0042)
-        assert (tmp_path / "review.log").read_bytes() == \
-            b"written before\n" + (_encoded_record(SAMPLE, 0.0042) + "\n").encode()
-        metrics.log_review(SAMPLE, 0.001)
-        stream.write("after\n")
-    lines = (tmp_path / "review.log").read_text().splitlines()
-    assert lines == ["written before", _encoded_record(SAMPLE, 0.0042), _encoded_record(SAMPLE, 0.001), "after"]
-
-
-def test_log_review_without_a_file_descriptor_writes_to_the_stream(review_handler, fixed_time):
-    stream = io.StringIO()
-    review_handler(stream)
+def test_log_review_writes_one_line_through_logging(review_stream):
     metrics.log_review(SAMPLE, 0.0042)
-    assert stream.getvalue() == _encoded_record(SAMPLE, 0.0042) + "\n"
+    metrics.log_review(SAMPLE, 0.0042)
+    lines = review_stream.getvalue().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        assert re.fullmatch(r'\{"time":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z",' + re.escape(SAMPLE_LINE[SAMPLE_LINE.index('"msg"'):]), line)
 
 
-def test_log_review_follows_a_replaced_stream(tmp_path, review_handler, fixed_time):
-    first = open(tmp_path / "first.log", "w")
-    handler = review_handler(first)
-    metrics.log_review(SAMPLE, 0.001)
-    second = io.StringIO()
-    handler.setStream(second)
-    first.close()
-    metrics.log_review(SAMPLE, 0.002)
-    assert (tmp_path / "first.log").read_text() == _encoded_record(SAMPLE, 0.001) + "\n"
-    assert second.getvalue() == _encoded_record(SAMPLE, 0.002) + "\n"
+def test_log_review_to_a_closed_stream_does_not_raise(tmp_path, monkeypatch):
+    logger = metrics.review_log
+    saved = logger.handlers[:], logger.level, logger.propagate
+    logger.handlers.clear()
+    try:
+        stream = open(tmp_path / "review.log", "w")
+        metrics.configure_review_log(stream)
+        reported = []
+        monkeypatch.setattr(logger.handlers[0], "handleError", reported.append)
+        stream.close()
+        metrics.log_review(SAMPLE, 0.001)
+        assert len(reported) == 1 and reported[0].review["uid"] == "u-9"
+    finally:
+        logger.handlers[:] = saved[0]
+        logger.setLevel(saved[1])
+        logger.propagate = saved[2]
 
 
-def test_log_review_to_a_closed_stream_is_reported_not_raised(tmp_path, review_handler, monkeypatch):
-    stream = open(tmp_path / "review.log", "w")
-    handler = review_handler(stream)
-    metrics.log_review(SAMPLE, 0.001)
-    stream.close()
-    reported = []
-    monkeypatch.setattr(handler, "handleError", reported.append)
-    metrics.log_review(SAMPLE, 0.001)
-    assert len(reported) == 1 and reported[0].getMessage().startswith('{"time":')
-
-
-def test_line_descriptor_only_for_ascii_compatible_text_files(tmp_path):
-    with open(tmp_path / "a", "w", encoding="utf-8") as utf8, open(tmp_path / "b", "w", encoding="utf-16") as utf16, \
-            open(tmp_path / "c", "w+") as random_access:
-        assert metrics._line_fd(utf8) == utf8.fileno()
-        assert metrics._line_fd(utf16) is None
-        assert metrics._line_fd(random_access) is None
-    with io.TextIOWrapper(io.FileIO(tmp_path / "d", "w"), write_through=True) as unbuffered:  # python -u
-        assert metrics._line_fd(unbuffered) == unbuffered.fileno()
-    assert metrics._line_fd(io.StringIO()) is None
-
-
-def test_log_review_to_an_unbuffered_file(tmp_path, review_handler, fixed_time):
-    with io.TextIOWrapper(io.FileIO(tmp_path / "review.log", "w"), write_through=True) as stream:
-        review_handler(stream)
-        stream.write("first\n")
-        metrics.log_review(SAMPLE, 0.0042)
-        stream.write("last\n")
-    assert (tmp_path / "review.log").read_text() == f"first\n{_encoded_record(SAMPLE, 0.0042)}\nlast\n"
+def test_utc_timestamp_truncates_to_milliseconds():
+    assert metrics.utc_timestamp(CREATED) == "2026-12-01T21:06:00.123Z"
+    assert metrics.utc_timestamp(0.9999) == "1970-01-01T00:00:00.999Z"
 
 
 def test_the_master_imports_the_multiprocess_module_before_workers_fork(tmp_path):

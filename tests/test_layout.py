@@ -79,10 +79,14 @@ def test_checker_detects_forbidden_imports(source, expected):
     assert forbidden_imports(source) == expected
 
 
-#: The server's framework internals (gunicorn's worker classes, gevent) live in one module
-#: (issue 9 item 7): nothing else in the package imports them.
+#: The server's framework internals (gunicorn's worker classes, gevent) live in the server modules
+#: (issue 9 item 7; issue 20 item 5 split the server by job: the runner and the worker).
 SERVER_FRAMEWORKS = {"gunicorn", "gevent", "greenlet"}
+SERVER_MODULES = ["http/server.py", "http/worker.py"]
 SERVER_MODULE = PACKAGE / "http" / "server.py"
+#: A server's own WSGI environ keys (``gunicorn.socket``, ...): read by the server modules only;
+#: the app gets what it needs from the server as callables (webhook/http/wsgi_extensions.py).
+SERVER_ENVIRON_PREFIXES = ("gunicorn.", "gevent.", "werkzeug.server.")
 
 
 def imported_packages(source: str) -> set[str]:
@@ -105,8 +109,29 @@ def imported_packages(source: str) -> set[str]:
 def test_server_framework_internals_are_confined_to_the_server_module():
     users = sorted(str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                    if imported_packages(p.read_text(encoding="utf-8")) & SERVER_FRAMEWORKS)
-    assert users == ["http/server.py"]
-    assert {"gunicorn", "gevent"} <= imported_packages(SERVER_MODULE.read_text(encoding="utf-8"))
+    assert users == SERVER_MODULES
+    assert {"gunicorn", "gevent"} <= imported_packages((PACKAGE / "http" / "worker.py").read_text(encoding="utf-8"))
+
+
+def server_environ_keys(source: str) -> list[str]:
+    """The code strings of ``source`` (docstrings skipped) that name a server's environ key."""
+    return [s for s in code_strings(source) if s.startswith(SERVER_ENVIRON_PREFIXES)]
+
+
+def test_server_environ_keys_are_read_only_in_the_server_modules():
+    readers = {str(p.relative_to(PACKAGE)): server_environ_keys(p.read_text(encoding="utf-8"))
+               for p in PACKAGE.rglob("*.py")}
+    assert sorted(m for m, keys in readers.items() if keys) == ["http/worker.py"]
+    assert readers["http/worker.py"] == ["gunicorn.socket"]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ('sock = environ.get("gunicorn.socket")', ["gunicorn.socket"]),
+    ('def f(environ):\n    """reads environ["gunicorn.socket"]"""\n    return 1', []),
+    ('key = "segment_webhook.drain"', []),
+])
+def test_environ_key_checker(source, expected):
+    assert server_environ_keys(source) == expected
 
 
 # ----------------------------------------------------------------------------- one description per kind

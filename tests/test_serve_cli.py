@@ -293,8 +293,9 @@ def live_server(tmp_path_factory):
     api = FakeApiServer()
     kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
     try:
-        # 8 ready answers in a row on new connections: every worker has synced its own catalog
-        with running_serve(base, "--kubeconfig", kubeconfig, "--threads", "2", ready_path="/readyz", in_a_row=8) as srv:
+        # both workers answered /readyz 200 (each names itself): every worker has synced its own catalog
+        with running_serve(base, "--kubeconfig", kubeconfig, "--threads", "2", ready_path="/readyz",
+                           ready_workers=2) as srv:
             yield srv["url"], srv["ca"]
     finally:
         api.close()

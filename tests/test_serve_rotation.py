@@ -24,7 +24,7 @@ import requests
 from serving import running_serve
 
 from webhook.http import certs
-from webhook.http.server import CertificateLoadError, CertificateReloader
+from webhook.http.tls import CertificateLoadError, CertificateReloader
 
 
 def fingerprint_of(bundle: certs.CertificateBundle) -> str:

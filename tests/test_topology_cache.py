@@ -588,7 +588,8 @@ def test_serve_without_the_topology_crd_is_ready_and_answers_as_design_10(server
 
     server.list_status = [404] * 100_000
     kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
-    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz") as srv:
+    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env(), ready_path="/readyz",
+                       ready_workers=2) as srv:  # both workers answered ready (each names itself)
         # both workers synced, the condition itself: each worker (its own User-Agent) listed again
         # after a 404, so it has applied the first 404 (the "no CRD" state) before the second list
         eventually(lambda: len({a for a in server.list_agents if server.list_agents.count(a) >= 2}) == 2,

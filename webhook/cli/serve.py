@@ -97,7 +97,8 @@ def _check_cluster_configuration(kubeconfig: str | None) -> None:
 def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     """Check every input of ``serve`` and build (app factory, ServeOptions). Raises UsageError."""
     from webhook.http import certs
-    from webhook.http.server import CertificateLoadError, CertificateReloader, ServeOptions
+    from webhook.http.server import ServeOptions
+    from webhook.http.tls import CertificateLoadError, CertificateReloader
 
     apply_env(args)
     live_config: tuple[str | None] | None = None

@@ -6,7 +6,8 @@ Endpoints:
 * ``POST /validate`` the same checks, never a patch (for a ValidatingWebhookConfiguration).
 * ``GET /healthz``   200 while the process serves requests (liveness).
 * ``GET /readyz``    200 when the topology catalog is synced and the serving certificate is
-  loaded, else 503 with the reason (readiness).
+  loaded, else 503 with the reason (readiness); header ``Segment-Webhook-Worker``: the pid of the
+  worker that answered (each worker has its own catalog).
 * ``GET /metrics``   Prometheus exposition (all workers aggregated under gunicorn).
 
 Transport rules (checked in this order, each answered with a JSON body, never a 5xx):
@@ -19,7 +20,7 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
    connection reset, and a client that announces a large body and sends nothing is closed.
 2. ``Content-Type`` other than ``application/json`` → 415.
 3. A body that does not arrive within its deadline (``read_timeout`` seconds from the end of the
-   request head; a socket read timed out, see ``webhook.http.server``) → 408
+   request head; a read timed out, see ``webhook.http.worker``) → 408
    ``{"error", "field": "body"}`` with ``Connection: close``.
 4. A body the server cannot decode (malformed chunked encoding: bad chunk size, extension or
    terminator, or cut short) → 400 ``{"error", "field": "body"}`` with ``Connection: close``.
@@ -28,8 +29,13 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
 
 Review latency (``segment_webhook_review_duration_seconds``, ``duration_ms`` of the review log) is
 measured from the moment the whole body has been read to the moment the answer is built (decode,
-checks, patch, encode): the time the client takes to send its body or to read the answer is not
-in it.
+checks, patch, encode; for a body over :data:`RUN_APART_BYTES`, the wait for the server's review
+thread too): the time the client takes to send its body or to read the answer is not in it.
+
+Large reviews (issue 20): a body over :data:`RUN_APART_BYTES` is reviewed through the server's
+``run_apart`` (``webhook.http.wsgi_extensions``), so its CPU time does not hold up the worker's
+other connections; a body over 256 KiB whose object carries more annotations than kube-apiserver
+admits is answered from their size alone (``webhook.http.bounds``).
 
 3 MiB is kube-apiserver's own request body limit (``MaxRequestBodyBytes``), so every object the
 apiserver can store fits in a review.
@@ -38,21 +44,32 @@ apiserver can store fits in a review.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from typing import Any, Callable
 
+import orjson
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.wsgi import get_content_length
 
-from webhook.http import envelope
+from webhook.http import envelope, wsgi_extensions
+from webhook.http.bounds import ANNOTATIONS_LIMIT_BYTES, bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 
+#: Header of every /readyz answer naming the process that answered (its pid): each worker has
+#: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
+WORKER_HEADER = "Segment-Webhook-Worker"
 #: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
 MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON_MIMETYPE = "application/json"
 #: After a 413, at most this many bytes of the body are read and dropped (so the client, still
 #: sending, sees the answer); beyond it the connection is simply closed.
 DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
+#: Bodies longer than this (bytes) are reviewed apart (:data:`webhook.http.wsgi_extensions.RUN_APART`,
+#: the worker's review thread), so that their CPU time does not hold up small reviews: the seed's
+#: PyTorchJob review is about 2 KB and takes about 1 ms.
+RUN_APART_BYTES = 32 * 1024
 #: Default for ``create_app(read_timeout=...)``: seconds a 413's body is drained at most.
 DEFAULT_READ_TIMEOUT = 10.0
 
@@ -63,28 +80,9 @@ log = logging.getLogger("segment_webhook.http")
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    """``body`` as compact JSON and a newline, ``Content-Type: application/json``."""
-    return Response((envelope.encode_json(body) + "\n").encode(), status=status, content_type=JSON_MIMETYPE)
-
-
-def _content_length(environ: dict) -> int | None:
-    """``request.content_length`` of the request of ``environ``: a ``CONTENT_LENGTH`` of up to 18
-    ASCII digits without a ``Transfer-Encoding`` header (what a request with a non-chunked body
-    carries) is read here; anything else (absent, chunked, empty, signed, spaced, longer than
-    Python converts, ...) is left to werkzeug's rules (None for a stream, 0 for a value that is
-    not a plain integer)."""
-    value = environ.get("CONTENT_LENGTH")
-    if type(value) is str and len(value) <= 18 and value.isdigit() and value.isascii() \
-            and "HTTP_TRANSFER_ENCODING" not in environ:
-        return int(value)
-    return request.content_length
-
-
-def _is_json(environ: dict) -> bool:
-    """True when the request's media type (``request.mimetype``: lower case, parameters
-    dropped) is ``application/json``; an exact ``CONTENT_TYPE: application/json`` (as
-    kube-apiserver sends) is recognized without parsing the header."""
-    return environ.get("CONTENT_TYPE") == JSON_MIMETYPE or request.mimetype == JSON_MIMETYPE
+    """``body`` as compact JSON (UTF-8, encoded by orjson) and a newline, ``Content-Type:
+    application/json``."""
+    return Response(orjson.dumps(body) + b"\n", status=status, content_type=JSON_MIMETYPE)
 
 
 class BodyTooLarge(Exception):
@@ -97,29 +95,17 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
     sending receives the answer instead of a connection reset. Runs after the answer is written
     (a response ``call_on_close`` callback) on a connection that is closed next.
 
-    Under gunicorn the connection's socket (``gunicorn.socket``) is read directly, each
-    ``recv`` waiting only for the time left: the body reader would wait for whole 64 KiB blocks,
-    which a client sending a byte now and then could stretch far beyond ``seconds``. Elsewhere
-    (tests, other servers) ``wsgi.input`` is read. Never raises.
+    With the server's drain (:data:`webhook.http.wsgi_extensions.DRAIN`, which reads the
+    connection with each wait bounded by the time left) that is called; elsewhere (tests, other
+    servers) ``wsgi.input`` is read. Never raises.
     """
-    sock = environ.get("gunicorn.socket")
-    stream = environ.get("wsgi.input")
+    server_drain = environ.get(wsgi_extensions.DRAIN)
     deadline = time.monotonic() + seconds
     try:
-        if sock is not None and hasattr(sock, "recv") and hasattr(sock, "settimeout"):
-            prior = sock.gettimeout()
-            try:
-                while max_bytes > 0:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return
-                    sock.settimeout(remaining)
-                    chunk = sock.recv(min(max_bytes, 65536))
-                    if not chunk:
-                        return
-                    max_bytes -= len(chunk)
-            finally:
-                sock.settimeout(prior)
+        if callable(server_drain):
+            server_drain(max_bytes, seconds)
+            return
+        stream = environ.get("wsgi.input")
         while stream is not None and max_bytes > 0 and time.monotonic() < deadline:
             chunk = stream.read(min(max_bytes, 65536))
             if not chunk:
@@ -170,6 +156,11 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
         chunks.append(chunk)
 
 
+def _handle(raw: bytes, catalog: Any, settings: Any, mutate: bool, review_fn: Callable[..., Any]) -> envelope.Outcome:
+    """``envelope.handle`` with positional arguments (what ``run_apart`` passes on)."""
+    return envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
+
+
 def _framing_error(exc: BaseException) -> str:
     """The message for a body the server could not decode (a malformed chunked encoding: bad
     chunk size, extension or terminator; a chunked body cut short), e.g. ``InvalidChunkSize``."""
@@ -211,6 +202,7 @@ def create_app(
     app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
     counter = metrics
+    worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
     def get_metrics() -> ReviewMetrics:
         nonlocal counter
@@ -234,10 +226,11 @@ def create_app(
 
     def admit(mutate: bool) -> Response:
         environ = request.environ  # read once: each use of the request proxy costs
-        length = _content_length(environ)
+        length = get_content_length(environ)  # werkzeug's reading, as request.content_length
         if length is not None and length > max_body_bytes:
             return closing(too_large(length), min(length, DRAIN_LIMIT_BYTES))
-        if not _is_json(environ):
+        # kube-apiserver sends exactly "application/json"; anything else is werkzeug's to parse
+        if environ.get("CONTENT_TYPE") != JSON_MIMETYPE and request.mimetype != JSON_MIMETYPE:
             return _json(envelope.error_body(
                 f"Content-Type must be {JSON_MIMETYPE}, got {request.content_type or 'none'!r}",
                 "Content-Type"), 415)
@@ -253,7 +246,15 @@ def create_app(
         except Exception as exc:  # noqa: BLE001 - the server could not decode the body's framing
             return closing(_json(envelope.error_body(_framing_error(exc), "body"), 400))
         started = _clock()  # review latency: body read → answer built (not network time)
-        outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
+        if len(raw) <= RUN_APART_BYTES:
+            outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
+        else:
+            # A large review: bounded by its annotations' size before the core reads it, and run
+            # where its CPU time does not hold up the worker's other connections.
+            run_apart = environ.get(wsgi_extensions.RUN_APART)
+            large_review_fn = bounded_review(review_fn) if len(raw) > ANNOTATIONS_LIMIT_BYTES else review_fn
+            arguments = (raw, catalog, settings, mutate, large_review_fn)
+            outcome = run_apart(_handle, *arguments) if callable(run_apart) else _handle(*arguments)
         resp = _json(outcome.body, outcome.http_status)
         elapsed = _clock() - started
         try:
@@ -291,7 +292,9 @@ def create_app(
                 body["reason"] += f": {last_error}"
         elif not tls:
             body["reason"] = "the serving certificate is not loaded"
-        return _json(body, 200 if body["ready"] else 503)
+        resp = _json(body, 200 if body["ready"] else 503)
+        resp.headers[WORKER_HEADER] = worker_id
+        return resp
 
     @app.get("/metrics")
     def metrics_endpoint() -> Response:

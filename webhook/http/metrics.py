@@ -21,8 +21,9 @@ Metrics (one set per process; under gunicorn every worker writes into
 it lazily: :func:`prepare_multiprocess_dir` must run (in the gunicorn master, before workers
 fork) before anything touches the metrics.
 
-Review log: one JSON line per review on the ``segment_webhook.review`` logger (stderr), fields
-``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``,
+Review log: one ``logging`` record per review on the ``segment_webhook.review`` logger
+(:func:`log_review`), written under ``serve`` as one JSON line on stderr
+(:class:`ReviewLineFormatter`, orjson), fields ``time`` (UTC ISO 8601 with milliseconds, ``2026-12-01T21:06:00.123Z``), ``uid``, ``kind``,
 ``namespace``, ``name``, ``user``, ``operation``, ``decision``, ``rule`` (first violated rule or
 null), ``rules``, ``warnings`` (count), ``duration_ms`` (the histogram's measure, in
 milliseconds), ``http_status``. Under ``serve`` each line is on stderr before the review's
@@ -31,17 +32,16 @@ answer is returned.
 
 from __future__ import annotations
 
-import io
+import json
 import logging
 import os
 import sys
 import tempfile
 import threading
 import time
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
-from webhook.http.envelope import encode_json
+import orjson
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 KNOWN_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "Pod")
@@ -77,10 +77,9 @@ def prepare_multiprocess_dir() -> tuple[str, bool]:
         path = tempfile.mkdtemp(prefix="segment-webhook-metrics-")
         os.environ[MULTIPROC_ENV] = path
         created = True
-    values = sys.modules.get("prometheus_client.values")
-    if values is not None:  # imported too early: switch to the multiprocess value class now
-        values.ValueClass = values.get_value_class()
-    # Imported here, in the master, with the directory set: gunicorn's child_exit hook
+    # prometheus_client chooses its value storage (the multiprocess files) when it is first
+    # imported, from this variable: ``serve`` calls this before anything imports it
+    # (tests/test_http_metrics.py checks that in a fresh process). Imported here, in the master, with the directory set: gunicorn's child_exit hook
     # (mark_process_dead) runs in a SIGCHLD handler, and a first import there can be interrupted
     # by the next worker's SIGCHLD, which then imports the half-imported package (an ImportError
     # that made serve exit 1 on SIGTERM in one CI run).
@@ -187,33 +186,29 @@ def default_metrics() -> ReviewMetrics:
         return _default
 
 
-#: ``(second, "YYYY-MM-DDTHH:MM:SS")`` of the last timestamp made: reviews within the same
-#: second share the calendar conversion.
+#: ``(second, "YYYY-MM-DDTHH:MM:SS")`` of the last timestamp made: the reviews of one second share
+#: the calendar conversion.
 _last_second: tuple[int, str] = (-1, "")
-#: ``.000Z`` ... ``.999Z``: the millisecond tails of a timestamp.
-_MILLISECOND_SUFFIXES = tuple(f".{millis:03d}Z" for millis in range(1000))
 
 
-def utc_timestamp() -> str:
-    """The current UTC time as ``2026-12-01T21:06:00.123Z``: the text of
-    ``datetime.now(timezone.utc).isoformat(timespec="milliseconds")`` with ``Z`` for ``+00:00``
-    (milliseconds truncated, as ``isoformat`` does), from one ``time.time_ns()`` call."""
+def utc_timestamp(seconds: float) -> str:
+    """``seconds`` since the epoch as UTC ``2026-12-01T21:06:00.123Z``: the text of
+    ``datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")`` with
+    ``Z`` for ``+00:00`` (milliseconds truncated, as ``isoformat`` does)."""
     global _last_second
-    second, millis = divmod(time.time_ns() // 1_000_000, 1000)
-    cached_second, prefix = _last_second
-    if cached_second != second:
-        utc = time.gmtime(second)
-        prefix = (f"{utc.tm_year:04d}-{utc.tm_mon:02d}-{utc.tm_mday:02d}"
-                  f"T{utc.tm_hour:02d}:{utc.tm_min:02d}:{utc.tm_sec:02d}")
-        _last_second = (second, prefix)
-    return prefix + _MILLISECOND_SUFFIXES[millis]
+    whole, millis = divmod(int(seconds * 1000), 1000)
+    cached, prefix = _last_second
+    if cached != whole:
+        prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+        _last_second = (whole, prefix)
+    return f"{prefix}.{millis:03d}Z"
 
 
-def review_record(outcome: Any, seconds: float) -> dict:
-    """The JSON log record of one review (fields listed in the module docstring)."""
+def review_fields(outcome: Any, seconds: float) -> dict:
+    """The fields of one review's log line after ``time`` and ``msg`` (listed in the module
+    docstring), in their order."""
+    denied = not outcome.allowed
     return {
-        "time": utc_timestamp(),
-        "msg": "admission review",
         "uid": outcome.uid,
         "kind": outcome.kind,
         "namespace": outcome.namespace,
@@ -221,141 +216,57 @@ def review_record(outcome: Any, seconds: float) -> dict:
         "user": outcome.user,
         "operation": outcome.operation,
         "decision": outcome.decision,
-        "rule": outcome.rules[0] if (outcome.rules and not outcome.allowed) else None,
-        "rules": list(outcome.rules) if not outcome.allowed else [],
+        "rule": outcome.rules[0] if (outcome.rules and denied) else None,
+        "rules": list(outcome.rules) if denied else [],
         "warnings": len(outcome.warnings),
         "duration_ms": round(seconds * 1000.0, 3),
         "http_status": outcome.http_status,
     }
 
 
-def _duration_ms_json(seconds: Any) -> str | None:
-    """The JSON of the record's ``duration_ms``, ``repr(round(seconds * 1000.0, 3))``, from one
-    fixed-point formatting (``round`` and ``repr`` each convert the float once more), or None
-    outside ``(-1e12, 1e12)`` ms or for a value that is not a float (then the caller encodes the
-    record).
+class ReviewLineFormatter(logging.Formatter):
+    """Formats a ``segment_webhook.review`` record as one compact JSON object:
+    ``{"time", "msg", <the record's review fields>}`` (:func:`review_fields`), encoded by orjson.
+    ``time`` is the record's creation time (:func:`utc_timestamp`). Text orjson refuses (a lone
+    surrogate in a client's uid, a value that is not JSON) is encoded by :mod:`json` instead, with
+    non-JSON values as their ``str``: a log line never fails a review."""
 
-    Why it is the same text: ``f"{x:.3f}"`` holds the digits of ``round(x, 3)`` (both are one
-    correctly rounded conversion to 3 decimals); with at most 15 significant digits those
-    digits are the shortest text that reads back as that float, which is what ``repr`` writes
-    (fixed notation between 1e-4 and 1e16), less trailing zeros and with at least one decimal.
-    """
-    millis = seconds * 1000.0
-    if type(millis) is not float or not -1e12 < millis < 1e12:  # NaN fails the comparison too
-        return None
-    text = f"{millis:.3f}".rstrip("0")
-    return text + "0" if text[-1] == "." else text
-
-
-def review_line(outcome: Any, seconds: float) -> str:
-    """The review log line (no newline): the compact JSON text of :func:`review_record`, the
-    same keys in the same order, written out here from the outcome's fields (encoding the
-    record dict costs several times more). Strings are escaped as the JSON encoder escapes
-    them (:func:`json.encoder.encode_basestring_ascii`); a field of another type than usual (a
-    uid that is neither str nor None, a non-str rule, a non-int ``http_status``, ...) makes the
-    line the encoding of the record instead."""
-    status = outcome.http_status
-    duration = _duration_ms_json(seconds)
-    if duration is None or type(status) is not int:
-        return encode_json(review_record(outcome, seconds))
-    uid = outcome.uid
-    rules = () if outcome.allowed else outcome.rules
-    try:
-        uid_json = "null" if uid is None else encode_basestring_ascii(uid)
-        if rules:
-            rule_json, rules_json = encode_basestring_ascii(rules[0]), ",".join(map(encode_basestring_ascii, rules))
-        else:
-            rule_json, rules_json = "null", ""
-        return (f'{{"time":"{utc_timestamp()}","msg":"admission review","uid":{uid_json}'
-                f',"kind":{encode_basestring_ascii(outcome.kind)}'
-                f',"namespace":{encode_basestring_ascii(outcome.namespace)}'
-                f',"name":{encode_basestring_ascii(outcome.name)}'
-                f',"user":{encode_basestring_ascii(outcome.user)}'
-                f',"operation":{encode_basestring_ascii(outcome.operation)}'
-                f',"decision":{encode_basestring_ascii(outcome.decision)}'
-                f',"rule":{rule_json},"rules":[{rules_json}],"warnings":{len(outcome.warnings)}'
-                f',"duration_ms":{duration},"http_status":{status}}}')
-    except TypeError:  # a field that is not a string: let the encoder write (or reject) it
-        return encode_json(review_record(outcome, seconds))
+    def format(self, record: logging.LogRecord) -> str:
+        line = {"time": utc_timestamp(record.created), "msg": record.getMessage()}
+        fields = record.__dict__.get(REVIEW_FIELDS)
+        if fields:
+            line.update(fields)
+        try:
+            return orjson.dumps(line).decode()
+        except TypeError:
+            return json.dumps(line, separators=(",", ":"), default=str)
 
 
-#: Printable ASCII and the newline: a stream whose encoding writes these as ASCII bytes gets
-#: the review line's bytes unchanged (the line is ASCII: the JSON escapes everything else).
-_ASCII_PROBE = "".join(map(chr, range(32, 127))) + "\n"
-
-
-def _line_fd(stream: Any) -> int | None:
-    r"""The file descriptor a review line can be written to directly for ``stream``, or None:
-    only for a text file over a plain buffered writer or an unbuffered file (``sys.stderr``, also
-    under ``PYTHONUNBUFFERED``; ``open(path, "w")``) with an ASCII-compatible encoding, on a
-    system whose line separator is ``\n``. (Not over a read-write buffer: its read-ahead would
-    misplace the next buffered write.) The line then ends with ``\n`` whatever ``newline=`` the
-    stream was opened with (only an explicit ``"\r\n"`` or ``"\r"`` would have differed)."""
-    if os.linesep != "\n" or not isinstance(stream, io.TextIOWrapper) \
-            or type(getattr(stream, "buffer", None)) not in (io.BufferedWriter, io.FileIO):
-        return None
-    try:
-        if _ASCII_PROBE.encode(stream.encoding) != _ASCII_PROBE.encode("ascii"):
-            return None
-        return stream.fileno()
-    except (LookupError, UnicodeError, OSError, ValueError):  # no such codec / no usable fd
-        return None
-
-
-def _write_line(handler: logging.StreamHandler, line: str) -> None:
-    """Write ``line`` and a newline to ``handler``'s stream, the caller holding its lock.
-
-    For a real file (see :func:`_line_fd`) the stream is flushed (what others wrote to it goes
-    first; a closed stream raises here) and the line's bytes go out in one ``os.write`` to its
-    file descriptor (looping only on a short write); otherwise ``stream.write`` + ``flush``.
-    Either way the line is out of the process when this returns.
-    """
-    stream = handler.stream
-    known = getattr(handler, "_segment_webhook_fd", None)
-    if known is None or known[0] is not stream:
-        known = handler._segment_webhook_fd = (stream, _line_fd(stream))  # type: ignore[attr-defined]
-    fd = known[1]
-    if fd is None:
-        stream.write(line + "\n")
-        stream.flush()
-        return
-    stream.flush()
-    data = (line + "\n").encode("ascii")
-    written = os.write(fd, data)
-    while written < len(data):
-        data = data[written:]
-        written = os.write(fd, data)
+#: The ``LogRecord`` attribute that carries a review's fields (``logging``'s ``extra``).
+REVIEW_FIELDS = "review"
+#: The message of every review record (the line's ``msg``).
+REVIEW_MESSAGE = "admission review"
 
 
 def log_review(outcome: Any, seconds: float) -> None:
-    """Write one JSON line for a review on the ``segment_webhook.review`` logger (INFO).
-
-    When the logger has only the handler of :func:`configure_review_log` (as under ``serve``),
-    the line (:func:`review_line`) goes straight to that handler's stream under its lock (see
-    :func:`_write_line`): the same bytes as through ``logging``, without building a
-    ``LogRecord`` per review (a few percent of a review's CPU).
-    """
-    if not review_log.isEnabledFor(logging.INFO):
-        return
-    line = review_line(outcome, seconds)
-    handlers = review_log.handlers
-    if len(handlers) == 1 and getattr(handlers[0], "_segment_webhook", False) and not review_log.filters:
-        handler = handlers[0]
-        with handler.lock:
-            try:
-                _write_line(handler, line)
-            except Exception:  # noqa: BLE001 - as logging does: report, never fail the review
-                handler.handleError(logging.makeLogRecord({"msg": line, "levelno": logging.INFO}))
-        return
-    review_log.info(line)
+    """Log one review on the ``segment_webhook.review`` logger (INFO, message ``admission
+    review``, the fields of :func:`review_fields` as the record's ``review`` attribute): under
+    ``serve`` one JSON line on stderr (:func:`configure_review_log`), out before the review's
+    answer is returned."""
+    if review_log.isEnabledFor(logging.INFO):
+        # makeRecord + handle is Logger.info without looking up the calling source line (no
+        # format of ours prints it): the same filters, handlers and formatter.
+        review_log.handle(review_log.makeRecord(REVIEW_LOGGER, logging.INFO, __file__, 0, REVIEW_MESSAGE, (), None,
+                                                extra={REVIEW_FIELDS: review_fields(outcome, seconds)}))
 
 
 def configure_review_log(stream: Any = None) -> None:
-    """Send the review log to ``stream`` (default stderr) as bare JSON lines, once per process."""
+    """Send the review log to ``stream`` (default stderr) as bare JSON lines
+    (:class:`ReviewLineFormatter`), once per process."""
     if any(getattr(h, "_segment_webhook", False) for h in review_log.handlers):
         return
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(ReviewLineFormatter())
     handler._segment_webhook = True  # type: ignore[attr-defined]
     review_log.addHandler(handler)
     review_log.setLevel(logging.INFO)

@@ -1,0 +1,52 @@
+"""The server's own log lines (certificate reloads, the catalog, envelope errors, closed
+connections): ``[time] [pid] [LEVEL] logger: message``, as gunicorn's error log writes its own.
+
+The review log (one JSON line per review, ``segment_webhook.review``) is not here: it has its own
+handler and format (``webhook.http.metrics``). No server framework here: the worker installs
+:class:`SocketTimeoutAsInfo` on gunicorn's error log (``webhook.http.worker``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+#: Format of the ``segment_webhook.*`` log lines (the review log has its own, bare JSON): time,
+#: process, level, logger, message, as gunicorn's own error log.
+LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
+LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
+
+
+def configure_logging(stream: Any = None, level: int = logging.INFO) -> None:
+    """Send the ``segment_webhook`` loggers (certificate reloads, catalog, envelope errors) to
+    ``stream`` (default stderr) as ``[time] [pid] [LEVEL] logger: message`` lines from ``level``
+    up; once per process (a second call does nothing). The review log (``segment_webhook.review``)
+    keeps its own handler and format."""
+    root = logging.getLogger("segment_webhook")
+    if any(getattr(h, "_segment_webhook", False) for h in root.handlers):
+        return
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
+    handler._segment_webhook = True  # type: ignore[attr-defined]
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
+class SocketTimeoutAsInfo(logging.Filter):
+    """Turns a server's traceback for a socket timeout (gunicorn: "Socket error processing
+    request.", e.g. a client that stopped reading its answer) into one INFO line naming the
+    timeout: a stalled client is expected, not a server error. ``seconds``: the read timeout."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, TimeoutError):
+            record.msg = "closed a connection: the client sent or read nothing for %s s (read timeout)"
+            record.args = (self.seconds,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
