@@ -17,7 +17,7 @@ import jsonpatch
 import pytest
 from conftest import SIZE, TOPO, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 
 PLAIN = AdmissionSettings()

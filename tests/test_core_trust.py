@@ -14,7 +14,7 @@ import jsonpatch
 import pytest
 from conftest import POLICY, SEG_REQ, SIZE, TOPO, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 from webhook.core.review import review
 

@@ -7,7 +7,7 @@ import jsonpatch
 import pytest
 from conftest import WL_REQ, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.gating import gang_key, release_patch
 from webhook.core.review import review
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap
 from webhook.core.topology import Topology, TopologyCatalog
+from webhook.core.warning_rules import say
 
 #: Kinds automatic mode may apply to (DESIGN.md §6); LeaderWorkerSet never.
 NATIVE_KIND = "DistributedWorkload"
@@ -83,10 +85,10 @@ def default_topology(automatic: bool, size: int | None, named: str | None, setti
     if named is not None or not automatic:
         return named, automatic
     if not settings.default_topology:
-        decision.warn("automatic segment placement skipped: no kai.scheduler/topology and no default topology")
+        say(decision, "automatic-no-topology")
         return None, False
     if catalog.get(settings.default_topology) is None:
-        decision.warn(f"automatic segment placement skipped: default topology {quote(settings.default_topology)} not found")
+        say(decision, "automatic-default-topology-missing", name=quote(settings.default_topology))
         return None, False
     return settings.default_topology, True
 
@@ -101,7 +103,7 @@ def level_defaults(automatic: bool, topology: Topology | None, topology_name: st
         return None, None
     if topology is None:
         if not synced:
-            decision.warn(f"automatic segment placement skipped: topology {quote(topology_name)} not loaded yet")
+            say(decision, "automatic-topology-not-loaded", name=quote(topology_name))
         return None, None
 
     def user_set(*names: str) -> bool:

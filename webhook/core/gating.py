@@ -28,6 +28,7 @@ from typing import Any
 from webhook.core import keys
 from webhook.core.messages import quote
 from webhook.core.patching import PatchBuilder, pointer
+from webhook.core.warning_rules import text
 
 #: The scheduling gate the webhook adds and the controller removes (DESIGN.md §9).
 GATE = "segments.dev/placement"
@@ -123,18 +124,18 @@ def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], 
     if not wants_gate(labels, annotations, segment_labels):
         return [], []
     if gang is None:
-        return [], [f"not gated: no gang key ({gang_labels})"]
+        return [], [text("not-gated-no-gang-key", gang_labels=gang_labels)]
     if gang_size(annotations, size_keys) is None:
         written = annotations.get(GANG_SIZE)
         if written is not None:
-            return [], [f"not gated: {GANG_SIZE}={quote(written)} is not a whole number of pods >= 1"]
-        return [], [f"not gated: no {GANG_SIZE} (workload created before --gate-pods?)"]
+            return [], [text("not-gated-bad-gang-size", value=quote(written))]
+        return [], [text("not-gated-no-gang-size")]
     spec = pod.get("spec")
     node_name = spec.get("nodeName") if isinstance(spec, (dict, Mapping)) else None
     if node_name:
         # KEP-3838: a pod created with spec.nodeName may not carry scheduling gates (the API server
         # rejects it); it is bound already, so there is nothing to hand off.
-        return [], [f"not gated: spec.nodeName {quote(node_name)} is set (the pod bypasses the scheduler)"]
+        return [], [text("not-gated-node-name", node=quote(node_name))]
     return gate_operations(pod), []
 
 

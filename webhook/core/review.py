@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds import dispatch
 from webhook.core.topology import TopologyCatalog
 

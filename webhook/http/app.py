@@ -193,7 +193,7 @@ def create_app(
 
     ``catalog``: a ``TopologyCatalog`` (``.synced``, ``.get(name)``, ``.names()``; a live one may
     also have ``.stop()``, called by the server when the worker exits). ``settings``:
-    ``webhook.core.decision.AdmissionSettings``. ``tls_ready``: returns True when the serving
+    ``webhook.core.settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:

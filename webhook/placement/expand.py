@@ -30,7 +30,7 @@ import jsonpatch
 from webhook.core import keys
 from webhook.core.kinds.description import ShapeError
 from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
 from webhook.placement.eligibility import pod_request

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
 from webhook.core.kinds import pod
