@@ -105,7 +105,7 @@ def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: De
     topology = catalog.get(source.value)
     if topology is None:
         rules.check_topology_known(decision, source.field, source.value, False, catalog.synced, catalog.names,
-                                   crd_missing=getattr(catalog, "crd_missing", False))  # optional member, §10
+                                   crd_missing=catalog.crd_missing)  # §10
     return topology
 
 

@@ -45,7 +45,7 @@ class Rule:
     source: str
     summary: str
     code: int
-    check: Callable[..., Any]
+    check: Callable[..., bool | None]
 
 
 #: Rule id → :class:`Rule`, in the order of the README's rejection table.

@@ -134,7 +134,7 @@ class TopologyCatalog(Protocol):
     a live cache after its first successful list). Only a synced catalog lets the webhook deny
     an unknown topology name (DESIGN.md §5).
 
-    ``crd_missing`` (optional; absent means False) is True when the cluster has no Topology CRD
+    ``crd_missing`` is True when the cluster has no Topology CRD
     (the list answered 404): a known state, so ``synced`` is True and there are no topologies;
     the unknown-topology denial then says how to install the CRD (DESIGN.md §10).
     """

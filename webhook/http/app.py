@@ -44,6 +44,8 @@ from typing import Any, Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from webhook.core.settings import AdmissionSettings
+from webhook.core.topology import TopologyCatalog
 from webhook.http import envelope
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 
@@ -180,12 +182,12 @@ def _framing_error(exc: BaseException) -> str:
 
 
 def create_app(
-    catalog: Any,
-    settings: Any,
+    catalog: TopologyCatalog,
+    settings: AdmissionSettings,
     *,
     tls_ready: Callable[[], bool] | None = None,
     metrics: ReviewMetrics | None = None,
-    review_fn: Callable[..., Any] | None = None,
+    review_fn: envelope.ReviewFunction | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Flask:
