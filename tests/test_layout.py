@@ -214,3 +214,46 @@ def test_no_module_imports_the_old_home_of_decision():
              if ".git" not in p.parts and p != PACKAGE / "core" / "decision.py" and re.search(r"webhook\.core\.decision\b|from webhook\.core import decision",
                                                      p.read_text(encoding="utf-8", errors="replace"))]
     assert users == []
+
+
+# ---------------------------------------------------------------- one exception base
+#: Builtin (or library) exception classes a project exception may also derive from.
+EXCEPTION_BASES = {"BaseException", "Exception", "ValueError", "RuntimeError", "TypeError", "KeyError", "OSError",
+                   "StopIteration", "YAMLError"}
+#: gunicorn reads a StopIteration from the worker's handler as "close this keep-alive connection"
+#: (http/server.py, issue 20 item 5 replaces it); it is control flow for gunicorn, not an error.
+NOT_ERRORS = {"_CloseConnection"}
+
+
+def exception_classes() -> dict[str, list[str]]:
+    """``module:Class`` → its base names, for every class of the package that is an exception
+    (derives, through classes of the package, from a name in :data:`EXCEPTION_BASES`)."""
+    bases: dict[str, list[str]] = {}
+    where: dict[str, str] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                names = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+                bases[node.name] = names
+                where[node.name] = str(path.relative_to(PACKAGE))
+
+    def is_exception(name: str, seen: frozenset = frozenset()) -> bool:
+        if name in EXCEPTION_BASES:
+            return True
+        return name in bases and name not in seen and any(is_exception(b, seen | {name}) for b in bases[name])
+
+    return {f"{where[n]}:{n}": b for n, b in bases.items() if n != "SegmentWebhookError" and is_exception(n)}
+
+
+def test_every_exception_derives_from_the_one_base():
+    classes = exception_classes()
+    assert len(classes) >= 19  # issue 20: 19 classes in 16 modules had no common base
+    loose = [name for name, base_names in classes.items()
+             if name.rsplit(":", 1)[1] not in NOT_ERRORS and not _derives_from_base(base_names, classes)]
+    assert loose == []
+
+
+def _derives_from_base(base_names: list[str], classes: dict[str, list[str]]) -> bool:
+    by_name = {key.rsplit(":", 1)[1]: value for key, value in classes.items()}
+    return any(b == "SegmentWebhookError" or (b in by_name and _derives_from_base(by_name[b], classes))
+               for b in base_names)

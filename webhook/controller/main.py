@@ -30,6 +30,7 @@ from webhook.controller.decision import ParseCache, PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
+from webhook.errors import EXIT_DENIED, SegmentWebhookError
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ def read_workloads(path: str) -> list[Mapping[str, Any]]:
         raise SnapshotError(str(exc)) from None
 
 
-class WorkloadDenied(Exception):
+class WorkloadDenied(SegmentWebhookError):
     """A ``--workload`` the webhook denies (the message is the webhook's)."""
+
+    exit_code = EXIT_DENIED
 
 
 def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),

@@ -17,6 +17,7 @@ from typing import Protocol
 import yaml
 
 from webhook.core.yamltext import TextTimestampLoader
+from webhook.errors import SegmentWebhookError
 
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
@@ -55,7 +56,7 @@ def is_dns_subdomain(name: object) -> bool:
     return isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(name) is not None
 
 
-class TopologyError(ValueError):
+class TopologyError(SegmentWebhookError, ValueError):
     """A Topology object or file is malformed; the message names the object and field."""
 
 

@@ -48,6 +48,7 @@ from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.http import envelope
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
+from webhook.errors import SegmentWebhookError
 
 #: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
 MAX_BODY_BYTES = 3 * 1024 * 1024
@@ -89,7 +90,7 @@ def _is_json(environ: dict) -> bool:
     return environ.get("CONTENT_TYPE") == JSON_MIMETYPE or request.mimetype == JSON_MIMETYPE
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(SegmentWebhookError):
     """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
 
 
@@ -133,7 +134,7 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
         log.debug("draining an oversized body stopped", exc_info=True)
 
 
-class BodyIncomplete(Exception):
+class BodyIncomplete(SegmentWebhookError):
     """The client sent fewer body bytes than its ``Content-Length`` and closed: not a review."""
 
 

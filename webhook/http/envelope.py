@@ -40,6 +40,7 @@ from webhook.core.admission import AdmissionHandler, AdmissionRequest, Admission
 from webhook.core.messages import json_type, quote
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -83,7 +84,7 @@ JSON_OBJECT = (dict, Mapping)
 ReviewFunction = AdmissionHandler
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(SegmentWebhookError, ValueError):
     """A request body that is not a usable AdmissionReview v1.
 
     ``field``: the path of the offending member (``body``, ``apiVersion``, ``request.uid``, ...).

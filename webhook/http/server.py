@@ -51,13 +51,14 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as gunicorn_errors
 
 from webhook.http.metrics import mark_process_dead
+from webhook.errors import SegmentWebhookError
 
 WSGIApplication = Callable[..., Any]
 
 log = logging.getLogger("segment_webhook.server")
 
 
-class CertificateLoadError(ValueError):
+class CertificateLoadError(SegmentWebhookError, ValueError):
     """The serving certificate/key cannot be read or do not form a pair (message names the files)."""
 
 

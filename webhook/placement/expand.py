@@ -37,12 +37,13 @@ from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli
+from webhook.errors import SegmentWebhookError
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
 SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}
 
 
-class ExpandError(ValueError):
+class ExpandError(SegmentWebhookError, ValueError):
     """The workload manifest cannot be expanded (bad shape or unsupported kind): exit 2."""
 
 

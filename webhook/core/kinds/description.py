@@ -28,9 +28,10 @@ from webhook.core.admission import AdmissionHandler
 from webhook.core.messages import quote
 from webhook.core.reading import INT32_MAX
 from webhook.core.segments import parse_plain_decimal
+from webhook.errors import SegmentWebhookError
 
 
-class ShapeError(ValueError):
+class ShapeError(SegmentWebhookError, ValueError):
     """A workload manifest that cannot be expanded into pods; the message names the field
     (``spec.pytorchReplicaSpecs.Worker: expected an object``)."""
 
