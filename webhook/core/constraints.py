@@ -10,7 +10,6 @@ the :class:`Decision` so they are reported together.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
@@ -37,7 +36,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     topology_source = placement.topology
     size = resolve_size(inp, decision)
     if size is not None:
-        size = replace(size, valid=_checked_size(inp, size, decision))
+        size = SegmentSize(size.raw, size.field, size.origin, size.requested, _checked_size(inp, size, decision))
     if size is None and (placement.seg_required or placement.seg_preferred):
         say(decision, "segment-levels-without-size")
 

@@ -11,8 +11,8 @@ the segment size by the precedence of §3 (annotation over LWS ``subGroupSize``;
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from webhook.core import keys
 from webhook.core.warning_rules import say
@@ -25,6 +25,12 @@ from webhook.core.topology import Topology
 
 #: Where a segment size was read: the annotation (template, else root), or a spec field.
 ORIGIN_ANNOTATION = "annotation"
+#: No further keys (the default of :attr:`SegmentInputs.extra_worker_keys`; read-only).
+NO_KEYS: Mapping[str, str] = MappingProxyType({})
+
+# The value objects below are typing.NamedTuple classes: immutable like a frozen dataclass, and
+# built by one tuple construction instead of one object.__setattr__ per field (a frozen dataclass
+# of these sizes cost 8% more bytecodes per PyTorchJob review; benchmarks/instructions.py).
 
 
 class KindSizeRule(Protocol):
@@ -37,8 +43,7 @@ class KindSizeRule(Protocol):
     def __call__(self, size: "SegmentSize", decision: Decision) -> bool: ...
 
 
-@dataclass(frozen=True)
-class SegmentInputs:
+class SegmentInputs(NamedTuple):
     """What a kind handler knows about one workload, for :func:`webhook.core.constraints.resolve`.
 
     ``kind``: the workload kind (``PyTorchJob``, ``LeaderWorkerSet``, ``JobSet``, …).
@@ -86,7 +91,7 @@ class SegmentInputs:
     leader_policy: str = keys.POLICY_LEADER_WORKER
     leader_policy_field: str | None = None
     lws_validates_size: bool = False
-    extra_worker_keys: Mapping[str, str] = field(default_factory=dict)
+    extra_worker_keys: Mapping[str, str] = NO_KEYS
     size_rule: KindSizeRule | None = None
     running_size: int | None = None
 
@@ -96,8 +101,7 @@ class SegmentInputs:
         return (self.spec_size_field or "spec").rsplit(".", 1)[-1]
 
 
-@dataclass(frozen=True)
-class SegmentSize:
+class SegmentSize(NamedTuple):
     """The segment size one object asks for (DESIGN.md §3, §4.3), built once by :func:`resolve_size`.
 
     ``raw``: as written (``"04"`` for an annotation, ``4`` for a spec field, the unreadable value
@@ -115,8 +119,7 @@ class SegmentSize:
     valid: int | None = None
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     """The resolved keys of one workload (DESIGN.md §4) and what automatic mode adds (§6), built
     once by :func:`webhook.core.constraints.resolve` and never changed afterwards.
 
@@ -147,7 +150,7 @@ class Resolution:
     auto_workload_preferred: str | None = None
     leader_policy: str | None = None
     leader_policy_field: str | None = None
-    inputs: SegmentInputs | None = field(default=None, compare=False, repr=False)
+    inputs: SegmentInputs | None = None
 
     @property
     def segmented(self) -> bool:
@@ -183,9 +186,9 @@ class Resolution:
                 and not self.topology_is_default:
             return self
         if not self.topology_is_default:
-            return replace(self, auto_segment_preferred=None, auto_workload_preferred=None)
-        return replace(self, auto_segment_preferred=None, auto_workload_preferred=None, topology_name=None,
-                       topology=None, topology_is_default=False, size_in_force=None)
+            return self._replace(auto_segment_preferred=None, auto_workload_preferred=None)
+        return self._replace(auto_segment_preferred=None, auto_workload_preferred=None, topology_name=None,
+                             topology=None, topology_is_default=False, size_in_force=None)
 
     def worker_keys(self) -> dict[str, str]:
         """Owned keys to write on the worker PodTemplateSpec (DESIGN.md §2): the resolved topology
@@ -240,8 +243,7 @@ class Resolution:
         ]
 
 
-@dataclass(frozen=True)
-class PlacementKeys:
+class PlacementKeys(NamedTuple):
     """The placement keys of one workload as the user set them (§4.2), read by :func:`resolve_keys`:
     ``topology``: the topology name's source (template, else root); ``seg_*``: the segment levels
     (template, else root); ``wl_*``: the workload levels (root only)."""
