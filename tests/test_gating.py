@@ -8,7 +8,8 @@ import pytest
 from conftest import WL_REQ, load_example, make_request
 
 from webhook.core.settings import AdmissionSettings
-from webhook.core.gating import gang_key, release_patch
+from webhook.core.gating import release_patch
+from webhook.core.kinds.registry import gang_key
 from webhook.core.review import review
 
 GATING = AdmissionSettings(gate_pods=True)

@@ -163,11 +163,6 @@ class Resolution(NamedTuple):
         return self.size.requested if self.size is not None else None
 
     @property
-    def valid_size(self) -> int | None:
-        """The requested size when it passes the range rules of §5, else ``None``."""
-        return self.size.valid if self.size is not None else None
-
-    @property
     def segment_required(self) -> str | None:
         """Effective segment required level."""
         return self.seg_required.value if self.seg_required else None

@@ -71,10 +71,6 @@ class Topology:
     name: str
     levels: tuple[str, ...]
 
-    def has_level(self, level: str) -> bool:
-        """True when ``level`` is one of this topology's node-label keys."""
-        return level in self.levels
-
     def depth(self, level: str) -> int:
         """Position of ``level``: 0 for the broadest. Raises ``KeyError`` if unknown."""
         try:
@@ -86,10 +82,6 @@ class Topology:
     def lowest_level(self) -> str:
         """The narrowest level (DESIGN.md §6 automatic segment placement uses it)."""
         return self.levels[-1]
-
-    def is_broader(self, level: str, than: str) -> bool:
-        """True when ``level`` is strictly broader (closer to the root) than ``than``."""
-        return self.depth(level) < self.depth(than)
 
     @classmethod
     def from_object(cls, obj: Mapping) -> "Topology":
