@@ -304,7 +304,7 @@ def test_container_command_and_env_are_accepted_by_the_cli(base):
     assert ours <= known, f"unknown variables: {sorted(ours - known)}"
     env = {e["name"]: e["value"] for e in container["env"]}
     flags.apply_env(args, env)  # raises UsageError for a bad value
-    assert args.workers == 2 and args.threads == 8
+    assert args.workers == 2 and args.threads is None  # serve --threads was removed (README "Running the webhook")
 
 
 @needs_kubectl
