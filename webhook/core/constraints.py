@@ -10,6 +10,7 @@ the :class:`Decision` so they are reported together.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
@@ -33,60 +34,71 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     topology": a warning, no segment keys written).
     """
     placement = resolve_keys(inp, decision)
-    topology_source = placement.topology
-    size = resolve_size(inp, decision)
-    if size is not None:
-        size = SegmentSize(size.raw, size.field, size.origin, size.requested, _checked_size(inp, size, decision))
-    if size is None and (placement.seg_required or placement.seg_preferred):
+    topology_source, seg_required, seg_preferred, wl_required, wl_preferred = placement
+    asked_size = resolve_size(inp, decision)
+    size = valid = requested = None
+    if asked_size is not None:
+        raw, field_path, origin, requested = asked_size
+        valid = _checked_size(inp, raw, field_path, origin, requested, decision)
+        size = SegmentSize._make((raw, field_path, origin, requested, valid))
+    elif seg_required or seg_preferred:
         say(decision, "segment-levels-without-size")
 
     # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
     # size rule) does not also look like the automatic defaults being removed (§5 like with like).
-    requested = size.requested if size is not None else None
     asked = requested if requested is not None and requested > 1 and inp.worker is not None else None
     name, auto = automatic.default_topology(inp.automatic, asked, topology_source.value if topology_source else None,
                                             settings, catalog, decision)
-    topology, conflict = _check_topology(inp, placement, topology_source, catalog, decision)
+    topology, conflict = _check_topology(inp, wl_required, wl_preferred, topology_source, catalog, decision)
     if topology is None and topology_source is None and name is not None:
         topology = catalog.get(name)  # the automatic default, checked to exist
     _check_levels(inp, placement, name, topology, conflict, decision)
     auto_segment, auto_workload = automatic.level_defaults(auto, topology, name, catalog.synced, inp.root, inp.worker,
                                                            decision)
 
-    in_force = size.valid if size is not None else None
+    in_force = valid
     if in_force is not None and name is None:
         say(decision, "segments-without-topology")
         in_force = None
-    if size is not None and size.valid is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
+    if valid is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
         in_force = None
-    return Resolution(
-        size=size, size_in_force=in_force,
-        topology_name=name, topology_field=topology_source_field(inp, topology_source), topology=topology,
-        topology_is_default=topology_source is None and name is not None,
-        seg_required=placement.seg_required, seg_preferred=placement.seg_preferred,
-        wl_required=placement.wl_required, wl_preferred=placement.wl_preferred,
-        auto_segment_preferred=auto_segment, auto_workload_preferred=auto_workload,
-        leader_policy=inp.leader_policy if inp.leader_policy_field is not None else None,
-        leader_policy_field=inp.leader_policy_field, inputs=inp)
+    return Resolution._make((  # in field order (see Resolution; positional: cheaper than 15 keywords)
+        size,  # size
+        in_force,  # size_in_force
+        name,  # topology_name
+        topology_source_field(inp, topology_source),  # topology_field
+        topology,  # topology
+        topology_source is None and name is not None,  # topology_is_default
+        seg_required,  # seg_required
+        seg_preferred,  # seg_preferred
+        wl_required,  # wl_required
+        wl_preferred,  # wl_preferred
+        auto_segment,  # auto_segment_preferred
+        auto_workload,  # auto_workload_preferred
+        inp.leader_policy if inp.leader_policy_field is not None else None,  # leader_policy
+        inp.leader_policy_field,  # leader_policy_field
+        inp,  # inputs
+    ))
 
 
-def _checked_size(inp: SegmentInputs, size: SegmentSize, decision: Decision) -> int | None:
-    """The requested size when it passes the range rules of §5, else ``None``. On an UPDATE that
-    keeps a running workload's size (``inp.running_size``), the size rule's fix names only changes
-    the webhook admits (§5 "UPDATE compares like with like")."""
-    requested = size.requested
+def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, requested: int | None,
+                  decision: Decision) -> int | None:
+    """The ``requested`` size (written ``raw`` at ``field_path``; ``origin`` as
+    :attr:`SegmentSize.origin`) when it passes the range rules of §5, else ``None``. On an UPDATE
+    that keeps a running workload's size (``inp.running_size``), the size rule's fix names only
+    changes the webhook admits (§5 "UPDATE compares like with like")."""
     if inp.worker is None:
         say(decision, "no-worker-template", kind=inp.kind)
         return None
     if requested is None:
         return None
-    args = (decision, requested, size.field, size.raw)
-    if not rules.check_size_at_least_2(*args, size.origin):
+    args = (decision, requested, field_path, raw)
+    if not rules.check_size_at_least_2(*args, origin):
         return None
     if inp.pods is None:
         return requested
     update_of = inp.kind if inp.running_size is not None and inp.running_size == requested else None
-    if not (rules.check_size_within_pods(*args, size.origin, inp.pods, inp.pods_field, inp.pods_noun,
+    if not (rules.check_size_within_pods(*args, origin, inp.pods, inp.pods_field, inp.pods_noun,
                                          update_of=update_of)
             and rules.check_segment_count(*args, inp.pods, inp.pods_noun, group_size=inp.group_size,
                                           policy=inp.leader_policy, lws_validates=inp.lws_validates_size)):
@@ -108,8 +120,8 @@ def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: De
     return topology
 
 
-def _check_topology(inp: SegmentInputs, placement: PlacementKeys, source: Sourced | None, catalog: TopologyCatalog,
-                    decision: Decision) -> tuple[Topology | None, bool]:
+def _check_topology(inp: SegmentInputs, wl_required: Sourced | None, wl_preferred: Sourced | None,
+                    source: Sourced | None, catalog: TopologyCatalog, decision: Decision) -> tuple[Topology | None, bool]:
     """The resolved topology name, a root name the template overrides (still checked, §5) and the
     ``conflicting-topology`` rule. Returns ``(topology or None, conflict)``."""
     topology = _check_topology_name(source, catalog, decision) if source is not None else None
@@ -117,7 +129,7 @@ def _check_topology(inp: SegmentInputs, placement: PlacementKeys, source: Source
     conflict = root_topology is not None and source is not None and root_topology.value != source.value
     if conflict:
         _check_topology_name(root_topology, catalog, decision)
-        workload_levels = [(s.field, s.value) for s in (placement.wl_required, placement.wl_preferred) if s is not None]
+        workload_levels = [(s.field, s.value) for s in (wl_required, wl_preferred) if s is not None]
         rules.check_one_topology(decision, workload_levels, root_topology.value, (source.field, source.value))
     if inp.worker is not None:
         _check_shadowed_root_keys(inp, topology, conflict, decision)
@@ -167,8 +179,9 @@ def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: s
                   conflict: bool, decision: Decision) -> None:
     """§5: placement levels need a topology name, are levels of it, and nest (preferred within
     required of the same scope; segment required within workload required)."""
-    scoped = [(s, scope) for s, scope in ((placement.wl_required, "workload"), (placement.wl_preferred, "workload"),
-                                          (placement.seg_required, "segment"), (placement.seg_preferred, "segment"))
+    _, seg_required, seg_preferred, wl_required, wl_preferred = placement
+    scoped = [(s, scope) for s, scope in ((wl_required, "workload"), (wl_preferred, "workload"),
+                                          (seg_required, "segment"), (seg_preferred, "segment"))
               if s is not None and not (conflict and scope == "workload")]  # conflicting: denied already
     if not scoped:
         return
@@ -185,13 +198,13 @@ def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: s
     def comparable(first: Sourced | None, second: Sourced | None) -> bool:
         return first is not None and second is not None and first in valid and second in valid
 
-    for required, preferred in ((placement.wl_required, placement.wl_preferred), (placement.seg_required, placement.seg_preferred)):
+    for required, preferred in ((wl_required, wl_preferred), (seg_required, seg_preferred)):
         if comparable(required, preferred):
             rules.check_preferred_within_required(decision, (preferred.field, preferred.value),
                                                   (required.field, required.value), topology.depth)
-    if comparable(placement.seg_required, placement.wl_required):
-        rules.check_segment_within_workload(decision, (placement.seg_required.field, placement.seg_required.value),
-                                            (placement.wl_required.field, placement.wl_required.value), topology.depth)
+    if comparable(seg_required, wl_required):
+        rules.check_segment_within_workload(decision, (seg_required.field, seg_required.value),
+                                            (wl_required.field, wl_required.value), topology.depth)
 
 
 def check_annotation_keys(maps: list[AnnotationMap], decision: Decision) -> None:

@@ -11,7 +11,7 @@ the segment size by the precedence of §3 (annotation over LWS ``subGroupSize``;
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from webhook.core import keys
@@ -25,12 +25,11 @@ from webhook.core.topology import Topology
 
 #: Where a segment size was read: the annotation (template, else root), or a spec field.
 ORIGIN_ANNOTATION = "annotation"
-#: No further keys (the default of :attr:`SegmentInputs.extra_worker_keys`; read-only).
-NO_KEYS: Mapping[str, str] = MappingProxyType({})
 
-# The value objects below are typing.NamedTuple classes: immutable like a frozen dataclass, and
-# built by one tuple construction instead of one object.__setattr__ per field (a frozen dataclass
-# of these sizes cost 8% more bytecodes per PyTorchJob review; benchmarks/instructions.py).
+# What resolve() builds (SegmentSize, Resolution) is a typing.NamedTuple: immutable
+# like a frozen dataclass, whose construction costs one object.__setattr__ call per field (a frozen
+# Resolution made a PyTorchJob review 25% dearer in the core, benchmarks/instructions.py). They are
+# built with positional arguments: a class called with 15 keywords costs about 2.5 times as much.
 
 
 class KindSizeRule(Protocol):
@@ -43,7 +42,8 @@ class KindSizeRule(Protocol):
     def __call__(self, size: "SegmentSize", decision: Decision) -> bool: ...
 
 
-class SegmentInputs(NamedTuple):
+@dataclass
+class SegmentInputs:
     """What a kind handler knows about one workload, for :func:`webhook.core.constraints.resolve`.
 
     ``kind``: the workload kind (``PyTorchJob``, ``LeaderWorkerSet``, ``JobSet``, …).
@@ -91,7 +91,7 @@ class SegmentInputs(NamedTuple):
     leader_policy: str = keys.POLICY_LEADER_WORKER
     leader_policy_field: str | None = None
     lws_validates_size: bool = False
-    extra_worker_keys: Mapping[str, str] = NO_KEYS
+    extra_worker_keys: Mapping[str, str] | None = None
     size_rule: KindSizeRule | None = None
     running_size: int | None = None
 
@@ -189,18 +189,21 @@ class Resolution(NamedTuple):
         """Owned keys to write on the worker PodTemplateSpec (DESIGN.md §2): the resolved topology
         name, segment size and segment placement levels (+ the kind's ``extra_worker_keys``, e.g.
         the LWS leader policy). Empty when not segmented."""
-        if not self.segmented:
+        size, name, required, preferred, inputs = (self.size_in_force, self.topology_name, self.seg_required,
+                                                   self.seg_preferred, self.inputs)
+        if size is None:
             return {}
         out: dict[str, str] = {}
-        if self.topology_name is not None:
-            out[keys.TOPOLOGY] = self.topology_name
-        out[keys.SEGMENT_SIZE] = str(self.size_in_force)
-        if self.segment_required is not None:
-            out[keys.SEGMENT_REQUIRED] = self.segment_required
-        if self.segment_preferred is not None:
-            out[keys.SEGMENT_PREFERRED] = self.segment_preferred
-        if self.inputs is not None:
-            out.update(self.inputs.extra_worker_keys)
+        if name is not None:
+            out[keys.TOPOLOGY] = name
+        out[keys.SEGMENT_SIZE] = str(size)
+        if required is not None:
+            out[keys.SEGMENT_REQUIRED] = required.value
+        preferred = preferred.value if preferred is not None else self.auto_segment_preferred
+        if preferred is not None:
+            out[keys.SEGMENT_PREFERRED] = preferred
+        if inputs is not None and inputs.extra_worker_keys:
+            out.update(inputs.extra_worker_keys)
         return out
 
     def root_keys(self, root: AnnotationMap) -> dict[str, str]:
@@ -238,18 +241,6 @@ class Resolution(NamedTuple):
         ]
 
 
-class PlacementKeys(NamedTuple):
-    """The placement keys of one workload as the user set them (§4.2), read by :func:`resolve_keys`:
-    ``topology``: the topology name's source (template, else root); ``seg_*``: the segment levels
-    (template, else root); ``wl_*``: the workload levels (root only)."""
-
-    topology: Sourced | None
-    seg_required: Sourced | None
-    seg_preferred: Sourced | None
-    wl_required: Sourced | None
-    wl_preferred: Sourced | None
-
-
 def pick(root: AnnotationMap, worker: AnnotationMap | None, key: str) -> Sourced | None:
     """§4.1 / §4.2: the worker template's value, else the root's, else ``None``."""
     if worker is not None and key in worker.values:
@@ -257,24 +248,35 @@ def pick(root: AnnotationMap, worker: AnnotationMap | None, key: str) -> Sourced
     return root.get(key)
 
 
+#: The placement keys of one workload as the user set them (§4.2), :func:`resolve_keys`:
+#: ``(topology name, segment required, segment preferred, workload required, workload preferred)``,
+#: each a :class:`~webhook.core.reading.Sourced` or ``None`` (a plain tuple: unpacked at once).
+PlacementKeys = tuple[Sourced | None, Sourced | None, Sourced | None, Sourced | None, Sourced | None]
+
+
 def resolve_keys(inp: SegmentInputs, decision: Decision) -> PlacementKeys:
-    """The placement keys of §4.2 (template value, else root value). Workload-level keys on the
+    """The placement keys of §4.2 (:data:`PlacementKeys`: the topology name and segment levels from
+    the template, else the root; the workload levels from the root). Workload-level keys on the
     worker template are ignored with a warning (``workload-key-on-template``)."""
     if inp.worker is not None:
         for key in keys.WORKLOAD_PLACEMENT_KEYS:
             if key in inp.worker.values:
                 say(decision, "workload-key-on-template", key=key)
-    return PlacementKeys(topology=pick(inp.root, inp.worker, keys.TOPOLOGY),
-                         seg_required=pick(inp.root, inp.worker, keys.SEGMENT_REQUIRED),
-                         seg_preferred=pick(inp.root, inp.worker, keys.SEGMENT_PREFERRED),
-                         wl_required=inp.root.get(keys.TOPOLOGY_REQUIRED),
-                         wl_preferred=inp.root.get(keys.TOPOLOGY_PREFERRED))
+    return (pick(inp.root, inp.worker, keys.TOPOLOGY), pick(inp.root, inp.worker, keys.SEGMENT_REQUIRED),
+            pick(inp.root, inp.worker, keys.SEGMENT_PREFERRED), inp.root.get(keys.TOPOLOGY_REQUIRED),
+            inp.root.get(keys.TOPOLOGY_PREFERRED))
 
 
-def resolve_size(inp: SegmentInputs, decision: Decision) -> SegmentSize | None:
-    """§3 / §4.3: the segment size the object asks for and where it was read (``valid`` not yet
-    checked: :func:`webhook.core.constraints.resolve` does). Records the not-integer denial and
-    the precedence warnings. Returns ``None`` when the object sets no segment size at all."""
+#: What :func:`resolve_size` reads: ``(raw, field, origin, requested)`` of a :class:`SegmentSize`
+#: whose ``valid`` is not checked yet (a plain tuple: :func:`webhook.core.constraints.resolve`
+#: builds the one SegmentSize once the range rules said whether it is valid).
+AskedSize = tuple[Any, str, str, int | None]
+
+
+def resolve_size(inp: SegmentInputs, decision: Decision) -> AskedSize | None:
+    """§3 / §4.3: the segment size the object asks for and where it was read (:data:`AskedSize`).
+    Records the not-integer denial and the precedence warnings. Returns ``None`` when the object
+    sets no segment size at all."""
     ann = pick(inp.root, inp.worker, keys.SEGMENT_SIZE)
     spec_size = inp.spec_size
     spec_field = inp.spec_size_field or "spec"
@@ -282,18 +284,18 @@ def resolve_size(inp: SegmentInputs, decision: Decision) -> SegmentSize | None:
         if ann is not None and parse_plain_decimal(ann.value) != spec_size:
             say(decision, "segment-size-disagrees-with-spec", value=quote(ann.value),
                          spec_field=inp.spec_size_name, spec_size=spec_size)
-        return SegmentSize(raw=spec_size, field=spec_field, origin=inp.spec_size_name, requested=spec_size)
+        return spec_size, spec_field, inp.spec_size_name, spec_size
     if spec_size is None and inp.spec_size_written is not None and (inp.spec_size_wins or ann is None):
         # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
-        return SegmentSize(raw=inp.spec_size_written, field=spec_field, origin=inp.spec_size_name)
+        return inp.spec_size_written, spec_field, inp.spec_size_name, None
     if ann is None:
         return None
     size = parse_plain_decimal(ann.value)
     if not check_size_is_integer(decision, ann.field, ann.value, size):
-        return SegmentSize(raw=ann.value, field=ann.field, origin=ORIGIN_ANNOTATION)
+        return ann.value, ann.field, ORIGIN_ANNOTATION, None
     if ann.value != str(size) and size < SATURATION:  # a saturated value is denied by the range rules
         say(decision, "segment-size-not-canonical", value=quote(ann.value), canonical=quote(str(size)))
-    return SegmentSize(raw=ann.value, field=ann.field, origin=ORIGIN_ANNOTATION, requested=size)
+    return ann.value, ann.field, ORIGIN_ANNOTATION, size
 
 
 def topology_source_field(inp: SegmentInputs, source: Sourced | None) -> str | None:

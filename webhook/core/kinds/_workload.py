@@ -29,6 +29,24 @@ from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import TopologyCatalog
 
 
+@dataclass(frozen=True)
+class ReaderEdits:
+    """The edits that give every reader of an object one answer (DESIGN.md §3, LWS): KAI's
+    pod-grouper reads ``subGroupSize`` first, then the root annotation; the webhook's resolved size
+    is written there too. ``spec_values``: ``(JSON Pointer parts, value)`` the patch sets (LWS
+    ``subGroupSize``); ``root_annotations``: root annotations the patch sets (LWS root
+    ``segment-size``); ``overwritten_inputs``: the field paths of segment inputs the patch sets to
+    the resolved value, so a different value there on UPDATE is not a change."""
+
+    spec_values: tuple[tuple[tuple[str, ...], Any], ...] = ()
+    root_annotations: Mapping[str, str] = field(default_factory=dict)
+    overwritten_inputs: frozenset[str] = frozenset()
+
+
+#: No reader edits (every kind but LWS).
+NO_READER_EDITS = ReaderEdits()
+
+
 @dataclass
 class Plan:
     """What one workload object resolves to.
@@ -59,7 +77,7 @@ class Plan:
     master: AnnotationMap | None = None
     templates: list[AnnotationMap] = field(default_factory=list)
     always_ours: bool = False
-    reader_edits: "ReaderEdits" = field(default_factory=lambda: NO_READER_EDITS)
+    reader_edits: ReaderEdits = NO_READER_EDITS
     #: pods per gang and further templates of the gang (LWS leader), for ``--gate-pods`` (§9)
     gang_size: int | None = None
     gang_templates: list[AnnotationMap] = field(default_factory=list)
@@ -111,24 +129,6 @@ class Plan:
         (:meth:`Resolution.without_defaults`): what a stored object says by itself."""
         return replace(self, resolution=self.resolution.without_defaults(),
                        units=[(name, unit.without_defaults()) for name, unit in self.units])
-
-
-@dataclass(frozen=True)
-class ReaderEdits:
-    """The edits that give every reader of an object one answer (DESIGN.md §3, LWS): KAI's
-    pod-grouper reads ``subGroupSize`` first, then the root annotation; the webhook's resolved size
-    is written there too. ``spec_values``: ``(JSON Pointer parts, value)`` the patch sets (LWS
-    ``subGroupSize``); ``root_annotations``: root annotations the patch sets (LWS root
-    ``segment-size``); ``overwritten_inputs``: the field paths of segment inputs the patch sets to
-    the resolved value, so a different value there on UPDATE is not a change."""
-
-    spec_values: tuple[tuple[tuple[str, ...], Any], ...] = ()
-    root_annotations: Mapping[str, str] = field(default_factory=dict)
-    overwritten_inputs: frozenset[str] = frozenset()
-
-
-#: No reader edits (every kind but LWS).
-NO_READER_EDITS = ReaderEdits()
 
 
 @dataclass(frozen=True)
