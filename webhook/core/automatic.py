@@ -116,9 +116,10 @@ def level_defaults(automatic: bool, topology: Topology | None, topology_name: st
 
 
 def update_defaults(stored_plain: Any, stored_with_defaults: Any) -> Defaults:
-    """§6 on UPDATE: which defaults to apply to the new object, from two analyses of the stored
-    object (``analyse(old, defaults=OFF)`` and ``analyse(old, defaults=ANY_REQUESTER)``, each a
-    ``Plan`` or ``None``).
+    """§6 on UPDATE: which defaults to apply to the new object, from the ONE analysis of the stored
+    object with every default automatic mode would add (``stored_with_defaults``: a ``Plan`` of
+    ``analyse(old, update=STORED)``, or ``None`` when malformed) and that plan as the stored object
+    says it by itself (``stored_plain``: its ``Plan.without_defaults()``, or ``None``).
 
     * the stored object asks for no segment size: adding one (while suspended) is like a CREATE;
     * it asks for one but names no topology, so no segments were in force (DESIGN.md §5
