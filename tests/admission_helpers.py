@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonpatch
 from conftest import SIZE, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 
 PLAIN = AdmissionSettings()

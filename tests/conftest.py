@@ -76,6 +76,10 @@ class UnsyncedCatalog:
     def synced(self) -> bool:
         return False
 
+    @property
+    def crd_missing(self) -> bool:
+        return False
+
     def get(self, name: str) -> Topology | None:
         return self._inner.get(name)
 

@@ -9,7 +9,7 @@ import pytest
 from admission_helpers import LWT, W_ANN, lws, run, tp4
 from conftest import SEG_REQ, SIZE, TOPO
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 
 RACK = "cloud.provider.com/topology-rack"

@@ -8,7 +8,7 @@ from conftest import make_request
 from hypothesis import given, settings
 from test_core_segments import lws_groups, lws_subgroup_index_oracle
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog

@@ -27,7 +27,7 @@ from conftest import SIZE, TOPO, make_request
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.keys import KAI_KEYS
 from webhook.core.topology import default_catalog

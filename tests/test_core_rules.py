@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.rules import RULES
 from webhook.core.topology import StaticTopologyCatalog, Topology
@@ -168,36 +168,77 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     assert decision.message == readme_rejections()[rule_id]
 
 
-def readme_warnings() -> dict[str, str]:
-    """warning id → text column of the README's table "Warnings of the §3b kinds"."""
+def readme_warnings() -> dict[str, tuple[str, str, str]]:
+    """warning id → (source, when, text template) of the README's table "Every warning a user can meet"."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Warnings of the §3b kinds", 1)[1].split("\n###", 1)[0]
-    table = section.split("| warning | source | when | text", 1)[1].split("\n\n", 1)[0]
+    section = text.split("### Every warning a user can meet", 1)[1].split("\n###", 1)[0]
+    table = section.split("| warning | source | when | text |", 1)[1].split("\n\n", 1)[0]
     rows = {}
     for line in table.splitlines()[2:]:
         cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        rows[cells[0].strip("`")] = (cells[1], cells[3].strip("`"))
+        rows[cells[0].strip("`")] = (cells[1], cells[2], cells[3].strip("`"))
     return rows
 
 
 def test_readme_warning_table_and_registry_list_the_same_warnings():
-    from webhook.core.rules import WARNINGS
+    from webhook.core.warning_rules import WARNINGS
 
-    rows = readme_warnings()
-    assert sorted(rows) == sorted(WARNINGS)
-    for warning_id, (source, _) in rows.items():
-        assert WARNINGS[warning_id].source == source and WARNINGS[warning_id].check.__doc__
+    expected = {w.id: (w.source, w.summary, w.template) for w in WARNINGS.values()}
+    table = "\n".join(f"| `{i}` | {s} | {when} | `{t}` |" for i, (s, when, t) in expected.items())
+    assert readme_warnings() == expected, f"README table should read:\n{table}"
+    for rule in WARNINGS.values():
+        assert re.fullmatch(r"DESIGN\.md §\d+(\.\d+)?b?|README: decisions", rule.source), rule.id
+
+
+def _template_pattern(template: str) -> re.Pattern:
+    """A registered template as a regular expression: each ``{field}`` stands for any text."""
+    parts = re.split(r"\{\w+\}", template)
+    return re.compile(".*".join(re.escape(p) for p in parts), re.S)
+
+
+def _registered(text: str) -> list[str]:
+    from webhook.core.warning_rules import WARNINGS
+
+    return [w.id for w in WARNINGS.values() if _template_pattern(w.template).fullmatch(text)]
+
+
+def test_every_warning_the_readme_shows_is_a_registered_template():
+    # the warning column of the table "warnings (allowed)" and every `Warning: ...` line of the README
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = text.split("| example | warnings (allowed) |", 1)[1].split("\n\n", 1)[0]
+    shown = [line.rsplit(" | ", 1)[1].strip(" |`") for line in table.splitlines()[2:]]
+    shown += re.findall(r"^Warning: (.+)$", text, flags=re.M)
+    assert len(shown) >= 20
+    unregistered = [t for t in shown if not _registered(t) and not t.startswith(("Warning", "PlacementInfeasible"))]
+    assert unregistered == []
+
+
+def test_a_text_no_template_makes_is_not_taken_for_a_registered_warning():
+    # the pattern matcher the README check relies on must be able to say no
+    assert _registered("10 Worker replicas / segment size 4: last segment has 2 pods") == ["partial-last-segment"]
+    assert _registered("10 Worker replicas / segment size 4: the last segment has 2 pods") == []
+
+
+def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():
+    from webhook.core.admission_decision import Decision
+    from webhook.core.warning_rules import say, text
+
+    with pytest.raises(KeyError):
+        say(Decision(kind="PyTorchJob"), "no-such-warning")
+    with pytest.raises(KeyError):
+        text("partial-last-segment", pods="10 Worker replicas", size=4)  # no rest
 
 
 def test_the_readme_warning_texts_are_what_review_says():
-    # each row's text is the warning the webhook gives the row's example (the README's sample manifests)
+    # the §3b texts the README quotes are the warnings the webhook gives the README's sample manifests
     from test_kinds_mpijob import mpijob, run as run_mpijob
 
     from test_kinds_jobset import jobset, run as run_jobset
     from test_kinds_ray import pod as ray_pod, run as run_ray
 
-    said = {"kai-does-not-enforce": run_mpijob(mpijob()).warnings,
-            "jobset-segments-straddle-jobs": run_jobset(jobset(size="6")).warnings,
-            "pod-without-index": run_ray(ray_pod(None)).warnings}
-    for warning_id, (_, text) in readme_warnings().items():
-        assert text in said[warning_id], warning_id
+    assert "KAI keeps MPIJob PodGroups flat: it does not enforce these MPIJob segments; --gate-pods does" \
+        in run_mpijob(mpijob()).warnings
+    assert "replicatedJob workers: segment size 6 and parallelism 4 do not divide each other; segments straddle Jobs" \
+        in run_jobset(jobset(size="6")).warnings
+    assert ("pod has no ray.io/worker-group-replica-index (KubeRay < 1.6?): no segment label; --gate-pods forms "
+            "segments at placement") in run_ray(ray_pod(None)).warnings

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import CRDS, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import default_catalog
 

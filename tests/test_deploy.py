@@ -304,7 +304,7 @@ def test_container_command_and_env_are_accepted_by_the_cli(base):
     assert ours <= known, f"unknown variables: {sorted(ours - known)}"
     env = {e["name"]: e["value"] for e in container["env"]}
     flags.apply_env(args, env)  # raises UsageError for a bad value
-    assert args.workers == 2 and args.threads == 8
+    assert args.workers == 2 and args.threads is None  # serve --threads was removed (README "Running the webhook")
 
 
 @needs_kubectl
@@ -773,7 +773,7 @@ def _pruning_schema(node):
 def test_webhook_patch_of_the_native_example_fits_the_crd(dw_schema):
     """The webhook's automatic placement (DESIGN.md §6, native kind) writes annotations the CRD
     keeps: the patched object validates with pruning made strict."""
-    from webhook.core.decision import AdmissionSettings
+    from webhook.core.settings import AdmissionSettings
     from webhook.core.review import review
     from webhook.core.topology import default_catalog
 

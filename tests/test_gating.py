@@ -7,8 +7,9 @@ import jsonpatch
 import pytest
 from conftest import WL_REQ, load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
-from webhook.core.gating import gang_key, release_patch
+from webhook.core.settings import AdmissionSettings
+from webhook.core.gating import release_patch
+from webhook.core.kinds.registry import gang_key
 from webhook.core.review import review
 
 GATING = AdmissionSettings(gate_pods=True)

@@ -1,7 +1,7 @@
 """Flask app + AdmissionReview envelope (webhook.http.app, webhook.http.envelope), in-process.
 
 Transport rules are checked with a stub domain function (the contract types of
-webhook.core.decision); the domain answers with the real core (webhook.core.review).
+webhook.core.admission_decision); the domain answers with the real core (webhook.core.review).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import jsonpatch
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.http import envelope
 from webhook.http.app import MAX_BODY_BYTES, create_app

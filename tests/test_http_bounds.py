@@ -12,7 +12,8 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http import envelope
 from webhook.http.app import create_app

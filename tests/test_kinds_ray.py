@@ -20,7 +20,7 @@ from conftest import SEG_REQ, SIZE, TOPO, make_request
 
 from controller_checks import kep3838_violations
 from webhook.controller.decision import decide
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics
@@ -368,7 +368,7 @@ def test_any_body_gets_a_well_formed_answer(client, body, path):
 @pytest.fixture(scope="module")
 def https_server(tmp_path_factory):
     base = tmp_path_factory.mktemp("prop")
-    with running_serve(base, "--workers", "1", "--threads", "2", "--platform-user", "platform") as srv, \
+    with running_serve(base, "--workers", "1", "--platform-user", "platform") as srv, \
             requests.Session() as session:
         yield srv["url"], srv["ca"], session
 

@@ -336,7 +336,7 @@ def test_bind_outside_the_port_range_says_the_range(capsys):
 
 
 def test_admission_review_without_api_version_says_missing_not_none():
-    from webhook.core.decision import AdmissionSettings
+    from webhook.core.settings import AdmissionSettings
     from webhook.core.topology import default_catalog
     from webhook.http import envelope
 
@@ -447,3 +447,31 @@ def test_yaml_output_keeps_non_ascii_text_readable(tmp_path, capsys):
     code, out, err = run(capsys, "-f", path, "-o", "yaml")
     assert code == 0, err
     assert "  name: jöb\n" in out and "    note: загрузка 🚀\n" in out
+
+
+# ---------------------------------------------------------------- exit statuses come from the error class
+
+def test_an_error_escaping_a_command_exits_with_its_own_exit_code(monkeypatch, capsys):
+    # webhook.cli.main prints any SegmentWebhookError a command raises and exits with the class's
+    # exit_code (webhook/errors.py): 1 denied, 2 bad input, 70 a bug; no per-command table
+    from webhook.cli import review as review_command
+    from webhook.controller.main import WorkloadDenied
+    from webhook.manifests import ManifestError
+    from webhook.placement.verify import PlacementBug
+
+    for raised, code in ((WorkloadDenied("w.yaml: denied by the webhook: no"), 1),
+                         (ManifestError("m.yaml", "no Kubernetes object found"), 2),
+                         (PlacementBug("placement engine broke the workload required level (bug)"), 70)):
+        def command(args, raised=raised):
+            raise raised
+
+        monkeypatch.setattr(review_command, "run", command)
+        assert main(["review", "-f", "-"]) == code
+        assert capsys.readouterr().err == f"segment-webhook review: error: {raised}\n"
+
+
+def test_a_missing_manifest_exits_2_naming_the_file(tmp_path, capsys):
+    missing = tmp_path / "missing.yaml"
+    assert main(["review", "-f", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"segment-webhook review: error: {missing}: ")

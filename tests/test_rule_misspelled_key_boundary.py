@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import load_example, make_request
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 
 

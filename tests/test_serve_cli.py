@@ -51,7 +51,7 @@ def write_topologies(path, *docs):
 def test_defaults(tmp_path):
     factory, options = prepare("--cert-dir", str(tmp_path / "c"))
     assert options.bind == "0.0.0.0:8443"
-    assert (options.workers, options.threads, options.read_timeout) == (2, 8, 10.0)
+    assert (options.workers, options.read_timeout) == (2, 10.0)
     s = settings_of(factory)
     assert s.default_topology == "cluster-topology"     # the embedded default is the only topology
     assert s.platform_users == frozenset() and s.platform_groups == frozenset()
@@ -64,11 +64,10 @@ def test_environment_variables(tmp_path, monkeypatch):
     monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_USER", "runai, system:serviceaccount:runai:workload-controller")
     monkeypatch.setenv("SEGMENT_WEBHOOK_PLATFORM_GROUP", "platform")
     monkeypatch.setenv("SEGMENT_WEBHOOK_WORKERS", "3")
-    monkeypatch.setenv("SEGMENT_WEBHOOK_THREADS", "16")
     monkeypatch.setenv("SEGMENT_WEBHOOK_READ_TIMEOUT", "2.5")
     factory, options = prepare()
     assert options.bind == "127.0.0.1:9443"
-    assert (options.workers, options.threads, options.read_timeout) == (3, 16, 2.5)
+    assert (options.workers, options.read_timeout) == (3, 2.5)
     assert os.path.isfile(tmp_path / "env-certs" / "tls.crt")
     s = settings_of(factory)
     assert s.platform_users == frozenset({"runai", "system:serviceaccount:runai:workload-controller"})
@@ -103,7 +102,8 @@ def test_topology_files_and_default_topology(tmp_path):
     "argv, env, needle",
     [
         (["--workers", "0"], {}, "argument --workers: 0 is out of range 1..64"),
-        (["--threads", "many"], {}, "argument --threads: 'many' is not a whole number"),
+        (["--threads", "4"], {}, "--threads was removed: serve runs gunicorn's gevent worker, one greenlet per "
+                                 "connection, so no thread count applies; remove it (--workers sets the processes)"),
         (["--bind", "8443"], {}, "argument --bind: '8443' is not HOST:PORT"),
         ([], {"SEGMENT_WEBHOOK_WORKERS": "x"}, "SEGMENT_WEBHOOK_WORKERS='x': 'x' is not a whole number"),
         ([], {"SEGMENT_WEBHOOK_BIND": "localhost:99999"}, "SEGMENT_WEBHOOK_BIND='localhost:99999'"),
@@ -187,9 +187,19 @@ def test_help_lists_every_environment_variable(capsys):
     out = capsys.readouterr().out
     for var in ("SEGMENT_WEBHOOK_BIND", "SEGMENT_WEBHOOK_CERT_DIR", "SEGMENT_WEBHOOK_TOPOLOGY_FILE",
                 "SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY", "SEGMENT_WEBHOOK_PLATFORM_USER", "SEGMENT_WEBHOOK_PLATFORM_GROUP",
-                "SEGMENT_WEBHOOK_KUBECONFIG", "SEGMENT_WEBHOOK_WORKERS", "SEGMENT_WEBHOOK_THREADS",
-                "SEGMENT_WEBHOOK_READ_TIMEOUT"):
+                "SEGMENT_WEBHOOK_KUBECONFIG", "SEGMENT_WEBHOOK_WORKERS", "SEGMENT_WEBHOOK_READ_TIMEOUT"):
         assert var in out.replace("\n", "").replace(" ", "")
+    assert "--threads" not in out  # removed: refused with a fix, never listed
+
+
+def test_a_leftover_threads_variable_is_ignored_with_a_notice(tmp_path, monkeypatch, capsys):
+    # a rollout that still sets SEGMENT_WEBHOOK_THREADS starts, and is told to drop it
+    monkeypatch.setenv("SEGMENT_WEBHOOK_THREADS", "16")
+    _, options = prepare("--cert-dir", str(tmp_path / "c"))
+    assert options.workers == 2
+    assert ("segment-webhook serve: SEGMENT_WEBHOOK_THREADS is ignored: serve runs gunicorn's gevent worker, one "
+            "greenlet per connection, so no thread count applies; remove it (--workers sets the processes)"
+            ) in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ live catalog (--kubeconfig)
@@ -294,7 +304,7 @@ def live_server(tmp_path_factory):
     kubeconfig = write_kubeconfig(base / "kubeconfig", api.url)
     try:
         # both workers answered /readyz 200 (each names itself): every worker has synced its own catalog
-        with running_serve(base, "--kubeconfig", kubeconfig, "--threads", "2", ready_path="/readyz",
+        with running_serve(base, "--kubeconfig", kubeconfig, ready_path="/readyz",
                            ready_workers=2) as srv:
             yield srv["url"], srv["ca"]
     finally:

@@ -42,7 +42,7 @@ SERVER = textwrap.dedent(
 
     cert_dir = sys.argv[2]
     run(factory, ServeOptions(bind=sys.argv[1], certfile=os.path.join(cert_dir, "tls.crt"),
-                              keyfile=os.path.join(cert_dir, "tls.key"), workers=1, threads=4,
+                              keyfile=os.path.join(cert_dir, "tls.key"), workers=1,
                               graceful_timeout=10))
     """
 )

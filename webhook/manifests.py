@@ -23,11 +23,12 @@ import yaml
 
 from webhook.core.messages import json_type, key_text, quote
 from webhook.core.yamltext import TextTimestampLoader
+from webhook.errors import SegmentWebhookError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-class DuplicateKeyError(yaml.YAMLError):
+class DuplicateKeyError(SegmentWebhookError, yaml.YAMLError):
     """A mapping that holds one key twice (``key``; 1-based ``line`` of the second one and
     ``first_line`` of the first, ``0`` when unknown). kubectl rejects such a file ("mapping key
     ... already defined"); PyYAML and :mod:`json` would keep the last value silently."""
@@ -82,7 +83,7 @@ _NESTING_LIMIT_PROBLEM = "exceeded maximum nesting depth"
 STDIN = "-"
 
 
-class ManifestError(ValueError):
+class ManifestError(SegmentWebhookError, ValueError):
     """An unreadable or unusable manifest file.
 
     ``source``: the file name (``-`` for stdin); ``str(error)`` is ``"<source>: <message>"``.

@@ -2,7 +2,10 @@
 
 One module per sub-command in this package, listed in :data:`COMMAND_MODULES`; each has a
 ``register(subparsers)`` function that adds its parser and sets ``func`` (a callable taking
-the parsed ``argparse.Namespace`` and returning the exit code). Exit codes: 0 success, 1 denied / not placed, 2 bad usage or unreadable input.
+the parsed ``argparse.Namespace`` and returning the exit code). Exit codes (:mod:`webhook.errors`):
+0 success, 1 denied / not placed, 2 bad usage or unreadable input, 70 a bug of this project. A
+command may let any :class:`~webhook.errors.SegmentWebhookError` escape: :func:`main` prints it as
+``segment-webhook <command>: error: <message>`` and exits with the error's own ``exit_code``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import importlib
 import sys
 
 from webhook import __version__
+from webhook.cli.flags import error
 from webhook.cli.output import BROKEN_PIPE_EXIT, silence_stdout  # 141 = 128 + SIGPIPE; one output helper
+from webhook.errors import SegmentWebhookError
 
 #: Modules that provide ``register(subparsers)``; order is the order in ``--help``. Shared flags,
 #: converters and ``SEGMENT_WEBHOOK_*`` handling: :mod:`webhook.cli.flags`.
@@ -51,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
+    except SegmentWebhookError as exc:
+        return error(args.command, exc)
     except BrokenPipeError:
         # The reader went away (``review -f list.yaml | head -5``): stop quietly, as Unix tools do
         # on SIGPIPE, and point stdout at /dev/null so the interpreter's final flush is silent.

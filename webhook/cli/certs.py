@@ -9,19 +9,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from webhook.cli.flags import DEFAULT_CERT_DIR, UsageError, add_env_flag, apply_env, env_note, error, positive_int
+from webhook.cli.flags import DEFAULT_CERT_DIR, add_env_flag, apply_env, env_note, positive_int
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``certs`` command: exit 0 written, 2 bad flag or unwritable directory."""
+    """The ``certs`` command: exit 0 written; a bad flag or an unwritable directory raises
+    :class:`~webhook.cli.flags.UsageError` / :class:`~webhook.http.certs.CertificateError` (exit 2,
+    printed by :func:`webhook.cli.main`)."""
     from webhook.http import certs
 
-    try:
-        apply_env(args)
-        bundle = certs.renew(args.out, args.service, args.namespace, args.days, new_ca=args.new_ca)
-        paths = certs.write_certificates(bundle, args.out)
-    except (UsageError, certs.CertificateError) as exc:
-        return error("certs", str(exc))
+    apply_env(args)
+    bundle = certs.renew(args.out, args.service, args.namespace, args.days, new_ca=args.new_ca)
+    paths = certs.write_certificates(bundle, args.out)
     ca_note = ("kept the CA in " + paths["ca"] if bundle.reused_ca
                else f"made a new CA ({certs.CA_DAYS} days) in {paths['ca']} and {paths['ca_key']}")
     bundle_note = ("the new CA and the CA it replaces: keep both until the rollout finished"

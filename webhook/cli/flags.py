@@ -13,6 +13,8 @@ topology was loaded from files or the embedded default, that one; else none.
 
 from __future__ import annotations
 
+from webhook.errors import EXIT_USAGE, SegmentWebhookError
+
 import argparse
 import os
 import re
@@ -25,14 +27,16 @@ DEFAULT_CERT_DIR = "certs"
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-class UsageError(ValueError):
+class UsageError(SegmentWebhookError, ValueError):
     """A bad flag or input file; the message names the flag (exit status 2)."""
 
 
-def error(command: str, message: str) -> int:
-    """Print ``segment-webhook <command>: error: <message>`` to stderr; return exit code 2."""
-    print(f"segment-webhook {command}: error: {message}", file=sys.stderr)
-    return 2
+def error(command: str, problem: str | SegmentWebhookError) -> int:
+    """Print ``segment-webhook <command>: error: <problem>`` to stderr and return the exit status:
+    the error's own :attr:`~webhook.errors.SegmentWebhookError.exit_code`, or
+    :data:`~webhook.errors.EXIT_USAGE` (2) for a message."""
+    print(f"segment-webhook {command}: error: {problem}", file=sys.stderr)
+    return problem.exit_code if isinstance(problem, SegmentWebhookError) else EXIT_USAGE
 
 
 def env_note(example: str) -> str:
@@ -221,7 +225,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
                        gate_pods: bool = False, segment_env: bool = False) -> Any:
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b)."""
-    from webhook.core.decision import AdmissionSettings
+    from webhook.core.settings import AdmissionSettings
 
     return AdmissionSettings(
         platform_users=frozenset(u for u in users or () if u),

@@ -28,7 +28,7 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
+from webhook.cli.flags import add_topology_flags, admission_settings, error, static_topologies
 from webhook.cli.output import write_output
 from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects
 
@@ -96,12 +96,9 @@ def run(args: argparse.Namespace) -> int:
     def fail(message: str) -> int:
         return error("review", message)
 
-    try:
-        catalog, default = static_topologies(args.topology_file, args.default_topology)
-        objects = read_objects(args.filename)
-        old_objects = read_objects(args.old) if args.old else None
-    except (UsageError, ManifestError) as exc:
-        return fail(str(exc))
+    catalog, default = static_topologies(args.topology_file, args.default_topology)  # UsageError: exit 2 (main)
+    objects = read_objects(args.filename)  # ManifestError: exit 2 (main)
+    old_objects = read_objects(args.old) if args.old else None
     if args.operation == "UPDATE":
         if old_objects is None:
             return fail("--operation UPDATE needs --old OLD_MANIFEST (the object as stored before the update)")

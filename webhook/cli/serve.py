@@ -32,6 +32,7 @@ from webhook.cli.flags import (
     admission_settings,
     apply_env,
     bind_address,
+    env_name,
     env_note,
     error,
     positive_int,
@@ -39,15 +40,12 @@ from webhook.cli.flags import (
     static_topologies,
 )
 
-DEFAULT_BIND = "0.0.0.0:8443"
-DEFAULT_WORKERS = 2
-#: --threads is accepted and ignored since serve runs gunicorn's gevent worker (a greenlet per
-#: connection; webhook.http.server): existing SEGMENT_WEBHOOK_THREADS settings still start.
-DEFAULT_THREADS = 8
-#: Deadline in seconds of a TLS handshake, of a request head once it started and of a request
-#: body, and the longest wait of one send of an answer: kube-apiserver gives a webhook call at
-#: most 30 s (timeoutSeconds, ours 5).
-DEFAULT_READ_TIMEOUT = 10.0
+#: Why ``--threads`` is gone (it was accepted and ignored): serve runs gunicorn's gevent worker,
+#: one greenlet per connection (:mod:`webhook.http.server`), so no thread count applies. The flag
+#: is refused with this fix (exit 2); a leftover ``SEGMENT_WEBHOOK_THREADS`` only gets a notice, so
+#: a rollout that still sets it starts.
+THREADS_REMOVED = ("--threads was removed: serve runs gunicorn's gevent worker, one greenlet per connection, so "
+                   "no thread count applies; remove it (--workers sets the processes)")
 
 
 def check_bindable(bind: str) -> None:
@@ -100,6 +98,11 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     from webhook.http.server import ServeOptions
     from webhook.http.tls import CertificateLoadError, CertificateReloader
 
+    if args.threads is not None:
+        raise UsageError(THREADS_REMOVED)
+    if os.environ.get(env_name("--threads")):
+        print(f"segment-webhook serve: {env_name('--threads')} is ignored: {THREADS_REMOVED.split(': ', 1)[1]}",
+              file=sys.stderr)
     apply_env(args)
     live_config: tuple[str | None] | None = None
     if args.topology_file:
@@ -149,7 +152,7 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
         return create_app(worker_catalog, settings, tls_ready=reloader.ready, read_timeout=args.read_timeout)
 
     options = ServeOptions(bind=args.bind, reloader=reloader, certfile=reloader.certfile, keyfile=reloader.keyfile,
-                           workers=args.workers, threads=args.threads, read_timeout=args.read_timeout)
+                           workers=args.workers, read_timeout=args.read_timeout)
     return app_factory, options
 
 
@@ -162,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         check_bindable(options.bind)
         metrics_dir, created = metrics.prepare_multiprocess_dir()
     except (UsageError, ValueError) as exc:
-        return error("serve", str(exc))
+        return error("serve", exc)
     metrics.configure_review_log()
 
     def on_exit(arbiter: Any) -> None:
@@ -175,7 +178,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``serve`` to the ``segment-webhook`` command line."""
+    """Add ``serve`` to the ``segment-webhook`` command line. The defaults of ``--bind``, ``--workers``
+    and ``--read-timeout`` are :class:`webhook.http.server.ServeOptions`' own (their one home)."""
+    from webhook.http.server import ServeOptions
+
+    defaults = ServeOptions()
     serve = subparsers.add_parser(
         "serve",
         help="run the admission webhook (HTTPS, gunicorn)",
@@ -183,7 +190,7 @@ def register(subparsers: Any) -> None:
                     "TLS 1.2+. Topologies come from --topology-file, else from the cluster (--kubeconfig or "
                     "in-cluster), else the embedded default 'cluster-topology'. " + env_note("SEGMENT_WEBHOOK_CERT_DIR"),
     )
-    add_env_flag(serve, "--bind", default=DEFAULT_BIND, type=bind_address, metavar="HOST:PORT",
+    add_env_flag(serve, "--bind", default=defaults.bind, type=bind_address, metavar="HOST:PORT",
                  help="address to listen on")
     add_env_flag(serve, "--cert-dir", default=DEFAULT_CERT_DIR, metavar="DIR",
                  help="directory with tls.crt and tls.key (generated with a CA when both are missing); "
@@ -198,12 +205,10 @@ def register(subparsers: Any) -> None:
                  help="give every container of a segmented pod KAI_SEGMENT_INDEX (downward API on the "
                       "kai.scheduler/segment-index label) and KAI_SEGMENT_SIZE; names a container sets are "
                       "left alone (DESIGN.md §3b)")
-    add_env_flag(serve, "--workers", default=DEFAULT_WORKERS, type=positive_int(64), metavar="N",
+    add_env_flag(serve, "--workers", default=defaults.workers, type=positive_int(64), metavar="N",
                  help="gunicorn worker processes, 1..64")
-    add_env_flag(serve, "--threads", default=DEFAULT_THREADS, type=positive_int(256), metavar="N",
-                 help="ignored (kept so existing settings still start): serve runs gunicorn's gevent worker, "
-                      "one greenlet per connection, so slow or idle clients hold no thread; 1..256")
-    add_env_flag(serve, "--read-timeout", default=DEFAULT_READ_TIMEOUT, type=seconds(0.1, 300), metavar="SECONDS",
+    serve.add_argument("--threads", dest="threads", default=None, help=argparse.SUPPRESS)  # THREADS_REMOVED
+    add_env_flag(serve, "--read-timeout", default=defaults.read_timeout, type=seconds(0.1, 300), metavar="SECONDS",
                  help="deadline of a TLS handshake, of a request's line and headers once they started, and "
                       "of its body, and the longest wait of one write of an answer, 0.1..300; a body that "
                       "misses it is answered 408, a handshake or head is dropped; the connection is closed")

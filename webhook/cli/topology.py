@@ -27,12 +27,13 @@ from webhook.core.messages import quote
 from webhook.core.topology import (TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError,
                                    is_valid_label_key)
 from webhook.manifests import ManifestError, load_objects
+from webhook.errors import SegmentWebhookError
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
 
 
-class InputError(ValueError):
+class InputError(SegmentWebhookError, ValueError):
     """Unusable input (file, cluster); the message names the file, object and field (exit 2)."""
 
 
@@ -219,7 +220,7 @@ def run_infer(args: argparse.Namespace) -> int:
         try:
             nodes = read_nodes(args.filename) if args.filename else list_cluster_nodes(args.kubeconfig)
         except InputError as exc:
-            return error("topology infer", str(exc))
+            return error("topology infer", exc)
         result = topology_infer.infer(nodes, args.label, args.name)
     report = topology_infer.render_report(result)
     if not result.topologies:
@@ -238,7 +239,7 @@ def run_check(args: argparse.Namespace) -> int:
             topologies = read_topologies(args.filename)
             nodes = read_nodes(args.nodes)
         except InputError as exc:
-            return error("topology check", str(exc))
+            return error("topology check", exc)
         findings = [f for topo in topologies for f in topology_infer.check(topo.levels, nodes, topo.name)]
     if args.output == "json":
         text = json.dumps({"topologies": [t.name for t in topologies], "nodes": len(nodes),

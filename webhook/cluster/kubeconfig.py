@@ -3,13 +3,15 @@ from the pod's in-cluster service account. Shared by the live Topology catalog a
 
 from __future__ import annotations
 
+from webhook.errors import SegmentWebhookError
+
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
 
 
-class KubeconfigError(ValueError):
+class KubeconfigError(SegmentWebhookError, ValueError):
     """No usable configuration: the message names the source that failed (the kubeconfig path, or
     the in-cluster service account) and what is wrong with it."""
 

@@ -57,6 +57,7 @@ from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Share
 
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
+from webhook.errors import SegmentWebhookError
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +114,7 @@ def _shutdown(response: Any) -> None:
         pass
 
 
-class TopologyCacheError(RuntimeError):
+class TopologyCacheError(SegmentWebhookError, RuntimeError):
     """The cache cannot be set up (no usable kubeconfig / in-cluster configuration).
 
     The message names the source that failed (the kubeconfig path, or the in-cluster service

@@ -30,6 +30,7 @@ from webhook.controller.decision import ParseCache, PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
+from webhook.errors import EXIT_DENIED, SegmentWebhookError
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ def read_workloads(path: str) -> list[Mapping[str, Any]]:
         raise SnapshotError(str(exc)) from None
 
 
-class WorkloadDenied(Exception):
+class WorkloadDenied(SegmentWebhookError):
     """A ``--workload`` the webhook denies (the message is the webhook's)."""
+
+    exit_code = EXIT_DENIED
 
 
 def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
@@ -84,7 +87,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         default_topology = next(iter(topologies))
     catalog = StaticTopologyCatalog(list(topologies.values()))
     if workload_paths:
-        from webhook.core.decision import AdmissionSettings
+        from webhook.core.settings import AdmissionSettings
         from webhook.placement.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)

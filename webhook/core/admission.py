@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 from webhook.core.messages import quote
+
+if TYPE_CHECKING:  # the types of the seam; imported at run time they would make a cycle
+    from webhook.core.admission_decision import Decision
+    from webhook.core.settings import AdmissionSettings
+    from webhook.core.topology import TopologyCatalog
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 AUTHENTICATED_GROUP = "system:authenticated"
@@ -80,6 +85,54 @@ class AdmissionRequest(_RequiredRequestMembers, total=False):
     namespace: str
     dryRun: bool
     options: dict[str, Any]
+
+
+class AdmissionStatus(TypedDict):
+    """``response.status`` of a denial (``metav1.Status``): ``code`` 400 / 403 / 500, ``reason`` its
+    StatusReason (``BadRequest`` / ``Forbidden`` / ``InternalError``), ``message`` for the user."""
+
+    code: int
+    reason: str
+    message: str
+
+
+class _RequiredResponseMembers(TypedDict):
+    uid: str
+    allowed: bool
+
+
+class AdmissionResponse(_RequiredResponseMembers, total=False):
+    """``response`` of an AdmissionReview v1 answer (``k8s.io/api/admission/v1`` AdmissionResponse):
+    ``patchType`` is ``JSONPatch`` and ``patch`` base64 of the RFC 6902 operations' JSON, both only
+    when allowed with a non-empty patch; ``warnings`` only when non-empty; ``status`` only on denial.
+    Built by :func:`webhook.http.envelope.review_response` alone."""
+
+    patchType: Literal["JSONPatch"]
+    patch: str
+    warnings: list[str]
+    status: AdmissionStatus
+
+
+class AdmissionReviewResponse(TypedDict):
+    """The AdmissionReview v1 document a webhook answers: ``apiVersion`` ``admission.k8s.io/v1``,
+    ``kind`` ``AdmissionReview`` and the :class:`AdmissionResponse`."""
+
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
+
+
+class AdmissionHandler(Protocol):
+    """The one handler signature of the admission seams (cf. controller-runtime's
+    ``admission.Handler``): the transport calls the core's entry point
+    (:func:`webhook.core.review.review`) through it, and the dispatcher each kind's handler
+    (:data:`webhook.core.kinds.HANDLERS`). ``request``: the ``request`` member of an AdmissionReview
+    v1 (:class:`AdmissionRequest`; a handler never trusts its shape and answers a malformed one with
+    a 400 denial); ``mutate``: False for ``/validate`` (same checks, never a patch). Returns the
+    :class:`~webhook.core.admission_decision.Decision`; never raises for JSON-shaped input."""
+
+    def __call__(self, request: AdmissionRequest | Mapping[str, Any], catalog: TopologyCatalog,
+                 settings: AdmissionSettings, *, mutate: bool = True) -> Decision: ...
 
 
 class AdmissionReview(TypedDict):

@@ -18,10 +18,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap
 from webhook.core.topology import Topology, TopologyCatalog
+from webhook.core.warning_rules import say
 
 #: Kinds automatic mode may apply to (DESIGN.md §6); LeaderWorkerSet never.
 NATIVE_KIND = "DistributedWorkload"
@@ -83,10 +85,10 @@ def default_topology(automatic: bool, size: int | None, named: str | None, setti
     if named is not None or not automatic:
         return named, automatic
     if not settings.default_topology:
-        decision.warn("automatic segment placement skipped: no kai.scheduler/topology and no default topology")
+        say(decision, "automatic-no-topology")
         return None, False
     if catalog.get(settings.default_topology) is None:
-        decision.warn(f"automatic segment placement skipped: default topology {quote(settings.default_topology)} not found")
+        say(decision, "automatic-default-topology-missing", name=quote(settings.default_topology))
         return None, False
     return settings.default_topology, True
 
@@ -101,7 +103,7 @@ def level_defaults(automatic: bool, topology: Topology | None, topology_name: st
         return None, None
     if topology is None:
         if not synced:
-            decision.warn(f"automatic segment placement skipped: topology {quote(topology_name)} not loaded yet")
+            say(decision, "automatic-topology-not-loaded", name=quote(topology_name))
         return None, None
 
     def user_set(*names: str) -> bool:
@@ -114,9 +116,10 @@ def level_defaults(automatic: bool, topology: Topology | None, topology_name: st
 
 
 def update_defaults(stored_plain: Any, stored_with_defaults: Any) -> Defaults:
-    """§6 on UPDATE: which defaults to apply to the new object, from two analyses of the stored
-    object (``analyse(old, defaults=OFF)`` and ``analyse(old, defaults=ANY_REQUESTER)``, each a
-    ``Plan`` or ``None``).
+    """§6 on UPDATE: which defaults to apply to the new object, from the ONE analysis of the stored
+    object with every default automatic mode would add (``stored_with_defaults``: a ``Plan`` of
+    ``analyse(old, update=STORED)``, or ``None`` when malformed) and that plan as the stored object
+    says it by itself (``stored_plain``: its ``Plan.without_defaults()``, or ``None``).
 
     * the stored object asks for no segment size: adding one (while suspended) is like a CREATE;
     * it asks for one but names no topology, so no segments were in force (DESIGN.md §5

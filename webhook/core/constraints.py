@@ -10,71 +10,103 @@ the :class:`Decision` so they are reported together.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from webhook.core import automatic, keys, rules
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, Sourced
-from webhook.core.resolution import Resolution, SegmentInputs, resolve_keys, resolve_size, topology_source_field
+from webhook.core.resolution import (PlacementKeys, Resolution, SegmentInputs, SegmentSize, resolve_keys, resolve_size,
+                                     topology_source_field)
+from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import Topology, TopologyCatalog
 
 
 def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSettings, decision: Decision) -> Resolution:
-    """Resolve and validate one workload's keys (DESIGN.md §4, §5, §6).
+    """Resolve and validate one workload's keys (DESIGN.md §4, §5, §6), and the kind's own size
+    rule (``inp.size_rule``) last.
 
     Records every violation of §5 and the warnings in ``decision``. Never raises for validated
-    annotation maps. Returns the :class:`Resolution`; its ``size`` is ``None`` when the object is
-    not segmented, is denied, or names no topology (§5 "Segments without a topology": a warning,
-    no segment keys written).
+    annotation maps. Returns the frozen :class:`Resolution`; its ``size_in_force`` is ``None`` when
+    the object is not segmented, is denied, or names no topology (§5 "Segments without a
+    topology": a warning, no segment keys written).
     """
-    res = Resolution(spec_size=inp.spec_size, spec_size_field=inp.spec_size_field, inputs=inp)
-    topology_source = resolve_keys(inp, res, decision)
-    size_given = resolve_size(inp, res, decision)
-    size = res.valid_size = _checked_size(inp, res, size_given, decision)
-    if not size_given and (res.seg_required or res.seg_preferred):
-        decision.warn(f"segment placement ignored: no {keys.SEGMENT_SIZE} is set")
+    placement = resolve_keys(inp, decision)
+    topology_source, seg_required, seg_preferred, wl_required, wl_preferred = placement
+    asked_size = resolve_size(inp, decision)
+    size = valid = requested = None
+    if asked_size is not None:
+        raw, field_path, origin, requested = asked_size
+        valid = _checked_size(inp, raw, field_path, origin, requested, decision)
+        size = SegmentSize._make((raw, field_path, origin, requested, valid))
+    elif seg_required or seg_preferred:
+        say(decision, "segment-levels-without-size")
 
     # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
     # size rule) does not also look like the automatic defaults being removed (§5 like with like).
-    asked = res.requested_size if res.requested_size is not None and res.requested_size > 1 and inp.worker is not None else None
+    asked = requested if requested is not None and requested > 1 and inp.worker is not None else None
     name, auto = automatic.default_topology(inp.automatic, asked, topology_source.value if topology_source else None,
                                             settings, catalog, decision)
-    topology, conflict = _check_topology(inp, res, topology_source, catalog, decision)
+    topology, conflict = _check_topology(inp, wl_required, wl_preferred, topology_source, catalog, decision)
     if topology is None and topology_source is None and name is not None:
         topology = catalog.get(name)  # the automatic default, checked to exist
-    res.topology_name, res.topology_field, res.topology = name, topology_source_field(inp, topology_source), topology
-    _check_levels(inp, res, conflict, decision)
-    res.auto_segment_preferred, res.auto_workload_preferred = automatic.level_defaults(
-        auto, topology, name, catalog.synced, inp.root, inp.worker, decision)
+    _check_levels(inp, placement, name, topology, conflict, decision)
+    auto_segment, auto_workload = automatic.level_defaults(auto, topology, name, catalog.synced, inp.root, inp.worker,
+                                                           decision)
 
-    if size is not None and name is None:
-        decision.warn(f"{keys.SEGMENT_SIZE} ignored: KAI needs {keys.TOPOLOGY} for segments; set it in metadata.annotations")
-        size = None
-    res.size = size
-    return res
+    in_force = valid
+    if in_force is not None and name is None:
+        say(decision, "segments-without-topology")
+        in_force = None
+    if valid is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
+        in_force = None
+    return Resolution._make((  # in field order (see Resolution; positional: cheaper than 15 keywords)
+        size,  # size
+        in_force,  # size_in_force
+        name,  # topology_name
+        topology_source_field(inp, topology_source),  # topology_field
+        topology,  # topology
+        topology_source is None and name is not None,  # topology_is_default
+        seg_required,  # seg_required
+        seg_preferred,  # seg_preferred
+        wl_required,  # wl_required
+        wl_preferred,  # wl_preferred
+        auto_segment,  # auto_segment_preferred
+        auto_workload,  # auto_workload_preferred
+        inp.leader_policy if inp.leader_policy_field is not None else None,  # leader_policy
+        inp.leader_policy_field,  # leader_policy_field
+        inp,  # inputs
+    ))
 
 
-def _checked_size(inp: SegmentInputs, res: Resolution, size_given: bool, decision: Decision) -> int | None:
-    """The requested size when it passes the range rules of §5, else ``None``."""
-    size = res.requested_size
-    if inp.worker is None and size_given:
-        decision.warn(f"{inp.kind} has no worker template: {keys.SEGMENT_SIZE} ignored")
+def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, requested: int | None,
+                  decision: Decision) -> int | None:
+    """The ``requested`` size (written ``raw`` at ``field_path``; ``origin`` as
+    :attr:`SegmentSize.origin`) when it passes the range rules of §5, else ``None``. On an UPDATE
+    that keeps a running workload's size (``inp.running_size``), the size rule's fix names only
+    changes the webhook admits (§5 "UPDATE compares like with like")."""
+    if inp.worker is None:
+        say(decision, "no-worker-template", kind=inp.kind)
         return None
-    if size is None or res.size_field is None:
+    if requested is None:
         return None
-    args = (decision, size, res.size_field, res.size_raw)
-    if not rules.check_size_at_least_2(*args, res.size_origin):
+    args = (decision, requested, field_path, raw)
+    if not rules.check_size_at_least_2(*args, origin):
         return None
     if inp.pods is None:
-        return size
-    if not (rules.check_size_within_pods(*args, res.size_origin, inp.pods, inp.pods_field, inp.pods_noun)
+        return requested
+    update_of = inp.kind if inp.running_size is not None and inp.running_size == requested else None
+    if not (rules.check_size_within_pods(*args, origin, inp.pods, inp.pods_field, inp.pods_noun,
+                                         update_of=update_of)
             and rules.check_segment_count(*args, inp.pods, inp.pods_noun, group_size=inp.group_size,
                                           policy=inp.leader_policy, lws_validates=inp.lws_validates_size)):
         return None
-    if inp.warn_partial and inp.pods % size:
-        decision.warn(f"{inp.pods} {inp.pods_noun} / segment size {size}: last segment has {inp.pods % size} pods")
-    return size
+    if inp.warn_partial and inp.pods % requested:
+        say(decision, "partial-last-segment", pods=f"{inp.pods} {inp.pods_noun}", size=requested,
+            rest=inp.pods % requested)
+    return requested
 
 
 def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: Decision) -> Topology | None:
@@ -84,12 +116,12 @@ def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: De
     topology = catalog.get(source.value)
     if topology is None:
         rules.check_topology_known(decision, source.field, source.value, False, catalog.synced, catalog.names,
-                                   crd_missing=getattr(catalog, "crd_missing", False))  # optional member, §10
+                                   crd_missing=catalog.crd_missing)  # §10
     return topology
 
 
-def _check_topology(inp: SegmentInputs, res: Resolution, source: Sourced | None, catalog: TopologyCatalog,
-                    decision: Decision) -> tuple[Topology | None, bool]:
+def _check_topology(inp: SegmentInputs, wl_required: Sourced | None, wl_preferred: Sourced | None,
+                    source: Sourced | None, catalog: TopologyCatalog, decision: Decision) -> tuple[Topology | None, bool]:
     """The resolved topology name, a root name the template overrides (still checked, §5) and the
     ``conflicting-topology`` rule. Returns ``(topology or None, conflict)``."""
     topology = _check_topology_name(source, catalog, decision) if source is not None else None
@@ -97,7 +129,7 @@ def _check_topology(inp: SegmentInputs, res: Resolution, source: Sourced | None,
     conflict = root_topology is not None and source is not None and root_topology.value != source.value
     if conflict:
         _check_topology_name(root_topology, catalog, decision)
-        workload_levels = [(s.field, s.value) for s in (res.wl_required, res.wl_preferred) if s is not None]
+        workload_levels = [(s.field, s.value) for s in (wl_required, wl_preferred) if s is not None]
         rules.check_one_topology(decision, workload_levels, root_topology.value, (source.field, source.value))
     if inp.worker is not None:
         _check_shadowed_root_keys(inp, topology, conflict, decision)
@@ -119,7 +151,8 @@ def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, top
             if inp.spec_size_wins and inp.spec_size is not None:
                 # native: the spec field is the size, annotations are only warned about (§3), also
                 # when the webhook's own template value shadows the root one (a reinvocation)
-                decision.warn(f"root {key}={quote(shadowed.value)} ignored: {inp.spec_size_name}={inp.spec_size} wins")
+                say(decision, "root-key-ignored-spec-wins", key=key, value=quote(shadowed.value),
+                    spec_field=inp.spec_size_name, spec_size=inp.spec_size)
                 continue
             if not rules.check_size_is_integer(decision, shadowed.field, shadowed.value,
                                                parse_plain_decimal(shadowed.value), winner=winner.value):
@@ -128,10 +161,10 @@ def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, top
                 continue
         elif not _check_level(shadowed, None if topology_conflict else topology, decision):
             continue
-        decision.warn(f"root {key}={quote(shadowed.value)} overridden by template")
+        say(decision, "root-key-overridden", key=key, value=quote(shadowed.value))
     topo_root, topo_worker = root.values.get(keys.TOPOLOGY), worker.values.get(keys.TOPOLOGY)
     if topo_root is not None and topo_worker is not None and topo_root != topo_worker:
-        decision.warn(f"root {keys.TOPOLOGY}={quote(topo_root)} overridden by template")
+        say(decision, "root-key-overridden", key=keys.TOPOLOGY, value=quote(topo_root))
 
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
@@ -142,21 +175,22 @@ def _check_level(level: Sourced, topology: Topology | None, decision: Decision) 
     return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology.name, levels)
 
 
-def _check_levels(inp: SegmentInputs, res: Resolution, conflict: bool, decision: Decision) -> None:
+def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: str | None, topology: Topology | None,
+                  conflict: bool, decision: Decision) -> None:
     """§5: placement levels need a topology name, are levels of it, and nest (preferred within
     required of the same scope; segment required within workload required)."""
-    scoped = [(s, scope) for s, scope in ((res.wl_required, "workload"), (res.wl_preferred, "workload"),
-                                          (res.seg_required, "segment"), (res.seg_preferred, "segment"))
+    _, seg_required, seg_preferred, wl_required, wl_preferred = placement
+    scoped = [(s, scope) for s, scope in ((wl_required, "workload"), (wl_preferred, "workload"),
+                                          (seg_required, "segment"), (seg_preferred, "segment"))
               if s is not None and not (conflict and scope == "workload")]  # conflicting: denied already
     if not scoped:
         return
-    if res.topology_name is None:  # the rule's inputs are built only when it can be violated
+    if topology_name is None:  # the rule's inputs are built only when it can be violated
         where = f"{inp.worker.field} or metadata.annotations" if inp.worker is not None else "metadata.annotations"
         rules.check_placement_has_topology(decision, [(s.field, s.value) for s, _ in scoped], None, where)
         for level, _ in scoped:
             _check_level(level, None, decision)
         return
-    topology = res.topology
     valid = [level for level, _ in scoped if _check_level(level, topology, decision)]
     if topology is None:
         return  # unknown topology: the levels cannot be compared
@@ -164,13 +198,13 @@ def _check_levels(inp: SegmentInputs, res: Resolution, conflict: bool, decision:
     def comparable(first: Sourced | None, second: Sourced | None) -> bool:
         return first is not None and second is not None and first in valid and second in valid
 
-    for required, preferred in ((res.wl_required, res.wl_preferred), (res.seg_required, res.seg_preferred)):
+    for required, preferred in ((wl_required, wl_preferred), (seg_required, seg_preferred)):
         if comparable(required, preferred):
             rules.check_preferred_within_required(decision, (preferred.field, preferred.value),
                                                   (required.field, required.value), topology.depth)
-    if comparable(res.seg_required, res.wl_required):
-        rules.check_segment_within_workload(decision, (res.seg_required.field, res.seg_required.value),
-                                            (res.wl_required.field, res.wl_required.value), topology.depth)
+    if comparable(seg_required, wl_required):
+        rules.check_segment_within_workload(decision, (seg_required.field, seg_required.value),
+                                            (wl_required.field, wl_required.value), topology.depth)
 
 
 def check_annotation_keys(maps: list[AnnotationMap], decision: Decision) -> None:

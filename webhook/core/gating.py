@@ -12,7 +12,7 @@ With ``serve --gate-pods`` (``AdmissionSettings.gate_pods``):
   gang from its pods alone, so every pod must carry these facts.
 * **Pod CREATE** appends ``{name: segments.dev/placement}`` to ``spec.schedulingGates`` of a pod
   that the webhook segments or that carries a gang key of this module (gates can only be added at
-  CREATE, KEP-3838), when the pod's gang can be known: a gang key (:func:`gang_key`) and a gang
+  CREATE, KEP-3838), when the pod's gang can be known: a gang key (:func:`webhook.core.kinds.registry.gang_key`) and a gang
   size (:func:`gang_size`). A pod whose gang cannot be known is NOT gated (nothing could ever
   release it) and gets a warning instead. Adding the gate is idempotent.
 
@@ -27,7 +27,8 @@ from typing import Any
 
 from webhook.core import keys
 from webhook.core.messages import quote
-from webhook.core.patching import PatchBuilder, pointer
+from webhook.core.patching import pointer
+from webhook.core.warning_rules import text
 
 #: The scheduling gate the webhook adds and the controller removes (DESIGN.md §9).
 GATE = "segments.dev/placement"
@@ -56,22 +57,6 @@ def gang_template_annotations(size: int, topology: str | None, required: str | N
         if value is not None:
             out[key] = value
     return out
-
-
-def write_gang(builder: PatchBuilder, containers: Sequence[Sequence[str]], annotations: Mapping[str, str]) -> None:
-    """Add ``annotations`` to every PodTemplateSpec at ``containers`` (path parts, e.g.
-    ``("spec", "pytorchReplicaSpecs", "Worker", "template")``) through ``builder``."""
-    for container in containers:
-        builder.set_entries(container, "annotations", annotations)
-
-
-def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
-    """The gang a pod belongs to (DESIGN.md §9), from its own labels, or ``None``:
-    :func:`webhook.core.kinds.registry.gang_key` (each kind's description says its gang labels:
-    ``"<namespace>/<job-name>"``, ``"<namespace>/<lws-name>/<group-index>"``)."""
-    from webhook.core.kinds import registry  # the kinds import this module: resolved at call time
-
-    return registry.gang_key(namespace, labels)
 
 
 def gang_size(annotations: Mapping[str, str], fallbacks: Sequence[str] = ()) -> int | None:
@@ -123,18 +108,18 @@ def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], 
     if not wants_gate(labels, annotations, segment_labels):
         return [], []
     if gang is None:
-        return [], [f"not gated: no gang key ({gang_labels})"]
+        return [], [text("not-gated-no-gang-key", gang_labels=gang_labels)]
     if gang_size(annotations, size_keys) is None:
         written = annotations.get(GANG_SIZE)
         if written is not None:
-            return [], [f"not gated: {GANG_SIZE}={quote(written)} is not a whole number of pods >= 1"]
-        return [], [f"not gated: no {GANG_SIZE} (workload created before --gate-pods?)"]
+            return [], [text("not-gated-bad-gang-size", value=quote(written))]
+        return [], [text("not-gated-no-gang-size")]
     spec = pod.get("spec")
     node_name = spec.get("nodeName") if isinstance(spec, (dict, Mapping)) else None
     if node_name:
         # KEP-3838: a pod created with spec.nodeName may not carry scheduling gates (the API server
         # rejects it); it is bound already, so there is nothing to hand off.
-        return [], [f"not gated: spec.nodeName {quote(node_name)} is set (the pod bypasses the scheduler)"]
+        return [], [text("not-gated-node-name", node=quote(node_name))]
     return gate_operations(pod), []
 
 

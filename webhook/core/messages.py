@@ -7,6 +7,8 @@ JSON ``null`` never appears: an absent value is said in words.
 
 from __future__ import annotations
 
+from webhook.errors import SegmentWebhookError
+
 import base64
 import heapq
 import json
@@ -54,7 +56,7 @@ def quote(value: Any, limit: int = QUOTE_LIMIT) -> str:
     return text if yaml_type is None else f"{text} ({yaml_type})"
 
 
-class _NotJSON(Exception):
+class _NotJSON(SegmentWebhookError):
     """A value no YAML loader makes (:func:`quote` says ``a value that is not JSON``)."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from webhook.core.decision import Decision
+from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field, key_text
 from webhook.core.rules import malformed, violate
 

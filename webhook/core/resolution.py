@@ -10,11 +10,13 @@ the segment size by the precedence of §3 (annotation over LWS ``subGroupSize``;
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 from webhook.core import keys
-from webhook.core.decision import Decision
+from webhook.core.warning_rules import say
+from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote
 from webhook.core.reading import AnnotationMap, Sourced
 from webhook.core.rules import check_size_is_integer
@@ -24,12 +26,27 @@ from webhook.core.topology import Topology
 #: Where a segment size was read: the annotation (template, else root), or a spec field.
 ORIGIN_ANNOTATION = "annotation"
 
+# What resolve() builds (SegmentSize, Resolution) is a typing.NamedTuple: immutable
+# like a frozen dataclass, whose construction costs one object.__setattr__ call per field (a frozen
+# Resolution made a PyTorchJob review 25% dearer in the core, benchmarks/instructions.py). They are
+# built with positional arguments: a class called with 15 keywords costs about 2.5 times as much.
+
+
+class KindSizeRule(Protocol):
+    """A kind's own rule on a segment size that passed the range rules of §5 (LWS: the sizes LWS
+    accepts, §3; Ray: whole multi-host replicas, §3b), run by
+    :func:`webhook.core.constraints.resolve` after its own rules, so its denials and warnings come
+    after theirs. Records its denials and warnings in ``decision``; returns True when the size
+    stays in force."""
+
+    def __call__(self, size: "SegmentSize", decision: Decision) -> bool: ...
+
 
 @dataclass
 class SegmentInputs:
     """What a kind handler knows about one workload, for :func:`webhook.core.constraints.resolve`.
 
-    ``kind``: ``PyTorchJob`` / ``LeaderWorkerSet`` / ``DistributedWorkload``.
+    ``kind``: the workload kind (``PyTorchJob``, ``LeaderWorkerSet``, ``JobSet``, …).
     ``root``: the workload's ``metadata.annotations``.
     ``worker``: the worker PodTemplateSpec's annotations, ``None`` when the workload has no
     worker template (then nothing is segmented).
@@ -45,9 +62,17 @@ class SegmentInputs:
     ``automatic``: automatic segment placement applies to this object and requester (§6, decided
     by :func:`webhook.core.automatic.applies`).
     ``warn_partial``: warn when the last segment is partial (training kinds; LWS warns itself).
-    ``group_size`` / ``leader_policy`` / ``lws_validates_size``: LWS only, the group size R (its
-    segments are counted as the pod index rule assigns them, DESIGN.md §7), the leader policy, and
-    whether the object sets ``subGroupSize`` (LWS then accepts only sizes dividing R or R - 1, §3).
+    ``group_size`` / ``leader_policy`` / ``leader_policy_field`` / ``lws_validates_size``: LWS only,
+    the group size R (its segments are counted as the pod index rule assigns them, DESIGN.md §7),
+    the leader policy and its field (``None`` for the other kinds: no policy), and whether the object
+    sets ``subGroupSize`` (LWS then accepts only sizes dividing R or R - 1, §3).
+    ``extra_worker_keys``: further owned keys the worker template receives when segmented (LWS
+    leader policy, JobSet ``job-parallelism``, Ray ``num-of-hosts``; DESIGN.md §2, §3b).
+    ``size_rule``: the kind's own rule on a valid size (:class:`KindSizeRule`), or ``None``.
+    ``running_size``: on an UPDATE that keeps a running workload (neither side suspended), the
+    segment size the stored object asks for; ``None`` on CREATE. When the new object asks for the
+    same size, the size rule's fix names only changes the webhook admits (§5 "UPDATE compares like
+    with like", :func:`webhook.core.rules.scale_fix`).
     """
 
     kind: str
@@ -64,7 +89,11 @@ class SegmentInputs:
     warn_partial: bool = True
     group_size: int | None = None
     leader_policy: str = keys.POLICY_LEADER_WORKER
+    leader_policy_field: str | None = None
     lws_validates_size: bool = False
+    extra_worker_keys: Mapping[str, str] | None = None
+    size_rule: KindSizeRule | None = None
+    running_size: int | None = None
 
     @property
     def spec_size_name(self) -> str:
@@ -72,56 +101,66 @@ class SegmentInputs:
         return (self.spec_size_field or "spec").rsplit(".", 1)[-1]
 
 
-@dataclass
-class Resolution:
-    """The resolved keys of one workload (DESIGN.md §4) and what automatic mode adds (§6).
+class SegmentSize(NamedTuple):
+    """The segment size one object asks for (DESIGN.md §3, §4.3), built once by :func:`resolve_size`.
 
-    ``requested_size``: the segment size the object asks for (parsed, before the range rules),
-    ``None`` when it sets none or it is not an integer; UPDATE compares it (§5 "like with like").
-    ``valid_size``: the requested size when it passes the range rules of §5 (with or without a
-    topology). ``size``: the segment size in force: valid (> 1, within the pods) AND with a topology name
-    (§5 "Segments without a topology"); ``None`` means no segment keys are written.
-    ``size_field`` / ``size_raw`` / ``size_origin``: where the size was read, as written, and
-    :data:`ORIGIN_ANNOTATION` or the spec field's name.
-    ``topology_name`` / ``topology_field`` / ``topology``: the resolved name (template, else root,
-    else the automatic default), where it was read, its Topology when the catalog knows it.
-    ``seg_*`` / ``wl_*``: the segment / workload placement levels the user set. ``auto_*``: values
-    automatic mode adds. ``extra_worker_keys``: further owned template keys (LWS leader policy).
-    ``leader_policy`` / ``leader_policy_field``: the LWS leader policy and its field.
-    ``spec_updates``: spec fields the patch sets (``(JSON Pointer parts, value)``: LWS
-    ``subGroupSize``, §3). ``root_updates``: root annotations the patch sets besides the
-    automatic ones (LWS root ``segment-size``, §3).
+    ``raw``: as written (``"04"`` for an annotation, ``4`` for a spec field, the unreadable value
+    of a spec field its reader denied). ``field``: the field path it was read from. ``origin``:
+    :data:`ORIGIN_ANNOTATION`, or the spec field's name (``subGroupSize``, ``workersPerSegment``).
+    ``requested``: the parsed size, ``None`` when it is not an integer (denied by its own rule);
+    UPDATE compares it (§5 "like with like"). ``valid``: ``requested`` when it passes the range
+    rules of §5 (at least 2, within the segmented pods, at most 10,000 segments), else ``None``.
     """
 
-    requested_size: int | None = None
-    valid_size: int | None = None
-    size: int | None = None
-    size_field: str | None = None
-    size_raw: Any = None
-    size_origin: str = ORIGIN_ANNOTATION
+    raw: Any
+    field: str
+    origin: str
+    requested: int | None = None
+    valid: int | None = None
+
+
+class Resolution(NamedTuple):
+    """The resolved keys of one workload (DESIGN.md §4) and what automatic mode adds (§6), built
+    once by :func:`webhook.core.constraints.resolve` and never changed afterwards.
+
+    ``size``: the :class:`SegmentSize` the object asks for, ``None`` when it sets none.
+    ``size_in_force``: the segment size in force: valid, kept by the kind's own rule, AND with a
+    topology name (§5 "Segments without a topology"); ``None`` means no segment keys are written.
+    ``topology_name`` / ``topology_field`` / ``topology``: the resolved name (template, else root,
+    else the automatic default), where it was read (or will be written), its Topology when the
+    catalog knows it; ``topology_is_default``: the name is automatic mode's default (§6), not the
+    user's. ``seg_*`` / ``wl_*``: the segment / workload placement levels the user set.
+    ``auto_*``: values automatic mode adds. ``leader_policy`` / ``leader_policy_field``: the LWS
+    leader policy and its field (``None`` for the other kinds). ``inputs``: what it was resolved
+    from (``None`` for the empty resolution of a kind of units, whose units are resolved each on
+    their own).
+    """
+
+    size: SegmentSize | None = None
+    size_in_force: int | None = None
     topology_name: str | None = None
     topology_field: str | None = None
     topology: Topology | None = None
+    topology_is_default: bool = False
     seg_required: Sourced | None = None
     seg_preferred: Sourced | None = None
     wl_required: Sourced | None = None
     wl_preferred: Sourced | None = None
     auto_segment_preferred: str | None = None
     auto_workload_preferred: str | None = None
-    extra_worker_keys: dict[str, str] = field(default_factory=dict)
     leader_policy: str | None = None
     leader_policy_field: str | None = None
-    spec_size: int | None = None
-    spec_size_field: str | None = None
-    spec_updates: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
-    root_updates: dict[str, str] = field(default_factory=dict)
-    #: the inputs this was resolved from (set by :func:`webhook.core.constraints.resolve`)
-    inputs: SegmentInputs | None = field(default=None, compare=False, repr=False)
+    inputs: SegmentInputs | None = None
 
     @property
     def segmented(self) -> bool:
         """True when segments are in force (a valid size and a topology name)."""
-        return self.size is not None
+        return self.size_in_force is not None
+
+    @property
+    def requested_size(self) -> int | None:
+        """The segment size the object asks for (parsed), ``None`` when none or not an integer."""
+        return self.size.requested if self.size is not None else None
 
     @property
     def segment_required(self) -> str | None:
@@ -133,28 +172,45 @@ class Resolution:
         """Effective segment preferred level (the user's, else the automatic one)."""
         return self.seg_preferred.value if self.seg_preferred else self.auto_segment_preferred
 
+    def without_defaults(self) -> "Resolution":
+        """This resolution as if automatic mode were off (§6): no automatic levels, no default
+        topology name (and then no segments in force, §5 "Segments without a topology"). What the
+        stored object of an UPDATE says by itself, from the one analysis that also tells whether
+        it carries its defaults (:func:`webhook.core.automatic.update_defaults`)."""
+        if self.auto_segment_preferred is None and self.auto_workload_preferred is None \
+                and not self.topology_is_default:
+            return self
+        if not self.topology_is_default:
+            return self._replace(auto_segment_preferred=None, auto_workload_preferred=None)
+        return self._replace(auto_segment_preferred=None, auto_workload_preferred=None, topology_name=None,
+                             topology=None, topology_is_default=False, size_in_force=None)
+
     def worker_keys(self) -> dict[str, str]:
         """Owned keys to write on the worker PodTemplateSpec (DESIGN.md §2): the resolved topology
-        name, segment size and segment placement levels (+ ``extra_worker_keys``, e.g. the LWS
-        leader policy). Empty when not segmented."""
-        if not self.segmented:
+        name, segment size and segment placement levels (+ the kind's ``extra_worker_keys``, e.g.
+        the LWS leader policy). Empty when not segmented."""
+        size, name, required, preferred, inputs = (self.size_in_force, self.topology_name, self.seg_required,
+                                                   self.seg_preferred, self.inputs)
+        if size is None:
             return {}
         out: dict[str, str] = {}
-        if self.topology_name is not None:
-            out[keys.TOPOLOGY] = self.topology_name
-        out[keys.SEGMENT_SIZE] = str(self.size)
-        if self.segment_required is not None:
-            out[keys.SEGMENT_REQUIRED] = self.segment_required
-        if self.segment_preferred is not None:
-            out[keys.SEGMENT_PREFERRED] = self.segment_preferred
-        out.update(self.extra_worker_keys)
+        if name is not None:
+            out[keys.TOPOLOGY] = name
+        out[keys.SEGMENT_SIZE] = str(size)
+        if required is not None:
+            out[keys.SEGMENT_REQUIRED] = required.value
+        preferred = preferred.value if preferred is not None else self.auto_segment_preferred
+        if preferred is not None:
+            out[keys.SEGMENT_PREFERRED] = preferred
+        if inputs is not None and inputs.extra_worker_keys:
+            out.update(inputs.extra_worker_keys)
         return out
 
     def root_keys(self, root: AnnotationMap) -> dict[str, str]:
-        """Owned keys to write on the workload root ``metadata.annotations``: the automatic
+        """Owned keys automatic mode writes on the workload root ``metadata.annotations``: the
         workload preferred level, plus the topology name when the root names none (so the root's
-        workload-level constraint is complete on its own), plus :attr:`root_updates`."""
-        out = dict(self.root_updates) if self.segmented else {}
+        workload-level constraint is complete on its own). Empty without automatic mode."""
+        out: dict[str, str] = {}
         if self.auto_workload_preferred is not None:
             if keys.TOPOLOGY not in root.values and self.topology_name is not None:
                 out[keys.TOPOLOGY] = self.topology_name
@@ -172,16 +228,16 @@ class Resolution:
         def value(v: Any) -> Any:
             return UNSET if v is None else v
 
-        size_asked = self.requested_size is not None or self.size_raw is not None
+        size = self.size
         return [
-            ("segment size", keys.SEGMENT_SIZE, self.size_field, value(self.requested_size)),
+            ("segment size", keys.SEGMENT_SIZE, size.field if size else None, value(self.requested_size)),
             ("topology name", keys.TOPOLOGY, self.topology_field, value(self.topology_name)),
             ("segment required level", keys.SEGMENT_REQUIRED,
              self.seg_required.field if self.seg_required else None, value(self.segment_required)),
             ("segment preferred level", keys.SEGMENT_PREFERRED,
              self.seg_preferred.field if self.seg_preferred else None, value(self.segment_preferred)),
             ("segment leader policy", keys.SEGMENT_LEADER_POLICY, self.leader_policy_field,
-             value(self.leader_policy if size_asked else None)),
+             value(self.leader_policy if size is not None else None)),
         ]
 
 
@@ -192,46 +248,54 @@ def pick(root: AnnotationMap, worker: AnnotationMap | None, key: str) -> Sourced
     return root.get(key)
 
 
-def resolve_keys(inp: SegmentInputs, res: Resolution, decision: Decision) -> Sourced | None:
-    """Fill the placement levels of ``res`` (§4.2) and return the topology name's source (template,
-    else root). Workload-level keys on the worker template are ignored with a warning."""
-    res.seg_required = pick(inp.root, inp.worker, keys.SEGMENT_REQUIRED)
-    res.seg_preferred = pick(inp.root, inp.worker, keys.SEGMENT_PREFERRED)
-    res.wl_required = inp.root.get(keys.TOPOLOGY_REQUIRED)
-    res.wl_preferred = inp.root.get(keys.TOPOLOGY_PREFERRED)
+#: The placement keys of one workload as the user set them (§4.2), :func:`resolve_keys`:
+#: ``(topology name, segment required, segment preferred, workload required, workload preferred)``,
+#: each a :class:`~webhook.core.reading.Sourced` or ``None`` (a plain tuple: unpacked at once).
+PlacementKeys = tuple[Sourced | None, Sourced | None, Sourced | None, Sourced | None, Sourced | None]
+
+
+def resolve_keys(inp: SegmentInputs, decision: Decision) -> PlacementKeys:
+    """The placement keys of §4.2 (:data:`PlacementKeys`: the topology name and segment levels from
+    the template, else the root; the workload levels from the root). Workload-level keys on the
+    worker template are ignored with a warning (``workload-key-on-template``)."""
     if inp.worker is not None:
         for key in keys.WORKLOAD_PLACEMENT_KEYS:
             if key in inp.worker.values:
-                decision.warn(f"{key} on the worker template is ignored; set it in metadata.annotations")
-    return pick(inp.root, inp.worker, keys.TOPOLOGY)
+                say(decision, "workload-key-on-template", key=key)
+    return (pick(inp.root, inp.worker, keys.TOPOLOGY), pick(inp.root, inp.worker, keys.SEGMENT_REQUIRED),
+            pick(inp.root, inp.worker, keys.SEGMENT_PREFERRED), inp.root.get(keys.TOPOLOGY_REQUIRED),
+            inp.root.get(keys.TOPOLOGY_PREFERRED))
 
 
-def resolve_size(inp: SegmentInputs, res: Resolution, decision: Decision) -> bool:
-    """§3 / §4.3: the segment size and where it was read. Sets ``res.requested_size``,
-    ``size_field``, ``size_raw`` and ``size_origin``; records the not-integer denial and the
-    precedence warnings. Returns True when the object sets a segment size at all."""
+#: What :func:`resolve_size` reads: ``(raw, field, origin, requested)`` of a :class:`SegmentSize`
+#: whose ``valid`` is not checked yet (a plain tuple: :func:`webhook.core.constraints.resolve`
+#: builds the one SegmentSize once the range rules said whether it is valid).
+AskedSize = tuple[Any, str, str, int | None]
+
+
+def resolve_size(inp: SegmentInputs, decision: Decision) -> AskedSize | None:
+    """§3 / §4.3: the segment size the object asks for and where it was read (:data:`AskedSize`).
+    Records the not-integer denial and the precedence warnings. Returns ``None`` when the object
+    sets no segment size at all."""
     ann = pick(inp.root, inp.worker, keys.SEGMENT_SIZE)
     spec_size = inp.spec_size
+    spec_field = inp.spec_size_field or "spec"
     if spec_size is not None and (inp.spec_size_wins or ann is None):
-        res.size_field, res.size_raw, res.size_origin = inp.spec_size_field or "spec", spec_size, inp.spec_size_name
-        res.requested_size = spec_size
         if ann is not None and parse_plain_decimal(ann.value) != spec_size:
-            decision.warn(f"{keys.SEGMENT_SIZE}={quote(ann.value)} disagrees with {inp.spec_size_name}={spec_size}; overwritten")
-        return True
+            say(decision, "segment-size-disagrees-with-spec", value=quote(ann.value),
+                         spec_field=inp.spec_size_name, spec_size=spec_size)
+        return spec_size, spec_field, inp.spec_size_name, spec_size
     if spec_size is None and inp.spec_size_written is not None and (inp.spec_size_wins or ann is None):
         # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
-        res.size_field, res.size_raw, res.size_origin = inp.spec_size_field or "spec", inp.spec_size_written, inp.spec_size_name
-        return True
+        return inp.spec_size_written, spec_field, inp.spec_size_name, None
     if ann is None:
-        return False
-    res.size_field, res.size_raw, res.size_origin = ann.field, ann.value, ORIGIN_ANNOTATION
+        return None
     size = parse_plain_decimal(ann.value)
     if not check_size_is_integer(decision, ann.field, ann.value, size):
-        return True
-    res.requested_size = size
+        return ann.value, ann.field, ORIGIN_ANNOTATION, None
     if ann.value != str(size) and size < SATURATION:  # a saturated value is denied by the range rules
-        decision.warn(f"{keys.SEGMENT_SIZE}={quote(ann.value)} written as {quote(str(size))}")
-    return True
+        say(decision, "segment-size-not-canonical", value=quote(ann.value), canonical=quote(str(size)))
+    return ann.value, ann.field, ORIGIN_ANNOTATION, size
 
 
 def topology_source_field(inp: SegmentInputs, source: Sourced | None) -> str | None:

@@ -9,19 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission import AdmissionRequest
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds import dispatch
 from webhook.core.topology import TopologyCatalog
 
 
 def review(
-    request: Mapping[str, Any],
+    request: AdmissionRequest | Mapping[str, Any],
     catalog: TopologyCatalog,
     settings: AdmissionSettings,
     *,
     mutate: bool = True,
 ) -> Decision:
-    """Admit one AdmissionReview v1 ``request`` (the ``request`` member, as a dict).
+    """Admit one AdmissionReview v1 ``request`` (the ``request`` member, as a dict). The core's one
+    entry point, an :class:`~webhook.core.admission.AdmissionHandler`.
 
     Dispatches on ``request.kind`` (group/version/kind) to the handler of that workload kind
     (``webhook.core.kinds.*``). ``mutate=False`` runs the same checks without building a patch

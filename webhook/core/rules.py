@@ -24,9 +24,10 @@ from typing import Any
 from rapidfuzz.distance import Levenshtein
 
 from webhook.core import keys
-from webhook.core.decision import Decision
+from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
+from webhook.core.warning_rules import say
 from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
 
 
@@ -44,7 +45,7 @@ class Rule:
     source: str
     summary: str
     code: int
-    check: Callable[..., Any]
+    check: Callable[..., bool | None]
 
 
 #: Rule id → :class:`Rule`, in the order of the README's rejection table.
@@ -255,8 +256,7 @@ def check_lws_startup_policy(decision: Decision, policy: Any, size: int, gate_po
     if policy != "LeaderReady":
         return True
     if not gate_pods:
-        decision.warn("startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
-                      "use startupPolicy: LeaderCreated")
+        say(decision, "lws-leader-ready-segments")
         return True
     violate(decision, "lws-leader-ready-segments", "spec.startupPolicy", policy,
             f"under LeaderReady the leader is created alone: KAI cannot group it into a segment of {size} "
@@ -357,7 +357,7 @@ def check_topology_known(decision: Decision, field_path: str, name: str, found: 
         violate(decision, "unknown-topology", field_path, name, "no Topology has this name",
                 f"use one of: {', '.join(names)}" if names else "create the Topology first")
     else:
-        decision.warn(f"topology {quote(name)} not loaded yet; levels not checked")
+        say(decision, "topology-not-loaded", name=quote(name))
     return False
 
 
@@ -460,9 +460,9 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
         elif key.startswith(keys.KAI_PREFIX) and key not in keys.KAI_KEYS and key not in keys.WEBHOOK_KEYS:
             unknown.append(key)
     for key in unknown[:_MOST_UNKNOWN_WARNINGS]:
-        decision.warn(f"unknown key {key} ignored: KAI does not read it")
+        say(decision, "unknown-kai-key", key=key)
     if len(unknown) > _MOST_UNKNOWN_WARNINGS:
-        decision.warn(f"{len(unknown) - _MOST_UNKNOWN_WARNINGS} more unknown kai.scheduler/ keys in {map_field} ignored")
+        say(decision, "more-unknown-kai-keys", count=len(unknown) - _MOST_UNKNOWN_WARNINGS, map_field=map_field)
     return ok
 
 
@@ -498,65 +498,3 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False
-
-
-# --------------------------------------------------------------------------------------------
-# warnings of the §3b kinds (allowed; kubectl prints them as "Warning: ...")
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class WarningRule:
-    """One warning the webhook gives on an object it allows: a stable ``id``, its ``source``
-    (a DESIGN.md section), a one-line ``summary`` for docs, and the one function that says it.
-    The README's table "Warnings of the §3b kinds" lists exactly these ids."""
-
-    id: str
-    source: str
-    summary: str
-    check: Callable[..., Any]
-
-
-#: Warning id → :class:`WarningRule`, in the order of the README's table.
-WARNINGS: dict[str, WarningRule] = {}
-
-
-def warning_rule(warning_id: str, source: str, summary: str) -> Callable[[Callable], Callable]:
-    """Decorator registering ``check`` as THE function that gives warning ``warning_id``.
-    Raises ``ValueError`` when the id is registered twice (a programming error)."""
-
-    def register(check: Callable) -> Callable:
-        if warning_id in WARNINGS:
-            raise ValueError(f"warning {warning_id} registered twice")
-        WARNINGS[warning_id] = WarningRule(warning_id, source, summary, check)
-        return check
-
-    return register
-
-
-@warning_rule("kai-does-not-enforce", "DESIGN.md §3b",
-              "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does")
-def warn_kai_does_not_enforce(decision: Decision, kind: str, why: str) -> None:
-    """DESIGN.md §3b: KAI enforces segments only for PyTorchJob, LWS and a JobSet with
-    ``S == parallelism``; every other case of §3b's table gets this warning, naming ``kind`` and
-    ``why`` (what KAI does instead, e.g. ``keeps MPIJob PodGroups flat``)."""
-    decision.warn(f"KAI {why}: it does not enforce these {kind} segments; --gate-pods does")
-
-
-@warning_rule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
-              "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)")
-def warn_jobset_straddle(decision: Decision, replicated_job: str, size: int, parallelism: int) -> None:
-    """DESIGN.md §3b: a JobSet segment of ``size`` pods in a replicatedJob whose Jobs run
-    ``parallelism`` pods each, when neither divides the other: some segments hold the end of one Job
-    and the start of the next (allowed, warned)."""
-    decision.warn(f"replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not divide "
-                  "each other; segments straddle Jobs")
-
-
-@warning_rule("pod-without-index", "DESIGN.md §3b",
-              "a pod of a segmented group without its index labels (KubeRay < 1.6): no segment label")
-def warn_pod_without_index(label: str) -> str:
-    """DESIGN.md §3b "Pods without an index": the pod CREATE warning (returned, as the pod handler
-    returns its warnings) for a pod of a segmented group that lacks ``label`` (KubeRay before 1.6,
-    or ``RayMultiHostIndexing`` off); never a denial. Under ``--gate-pods`` the controller forms its
-    segments at placement time."""
-    return f"pod has no {label} (KubeRay < 1.6?): no segment label; --gate-pods forms segments at placement"

@@ -17,6 +17,7 @@ from typing import Protocol
 import yaml
 
 from webhook.core.yamltext import TextTimestampLoader
+from webhook.errors import SegmentWebhookError
 
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
@@ -55,7 +56,7 @@ def is_dns_subdomain(name: object) -> bool:
     return isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(name) is not None
 
 
-class TopologyError(ValueError):
+class TopologyError(SegmentWebhookError, ValueError):
     """A Topology object or file is malformed; the message names the object and field."""
 
 
@@ -70,10 +71,6 @@ class Topology:
     name: str
     levels: tuple[str, ...]
 
-    def has_level(self, level: str) -> bool:
-        """True when ``level`` is one of this topology's node-label keys."""
-        return level in self.levels
-
     def depth(self, level: str) -> int:
         """Position of ``level``: 0 for the broadest. Raises ``KeyError`` if unknown."""
         try:
@@ -85,10 +82,6 @@ class Topology:
     def lowest_level(self) -> str:
         """The narrowest level (DESIGN.md §6 automatic segment placement uses it)."""
         return self.levels[-1]
-
-    def is_broader(self, level: str, than: str) -> bool:
-        """True when ``level`` is strictly broader (closer to the root) than ``than``."""
-        return self.depth(level) < self.depth(than)
 
     @classmethod
     def from_object(cls, obj: Mapping) -> "Topology":
@@ -134,7 +127,7 @@ class TopologyCatalog(Protocol):
     a live cache after its first successful list). Only a synced catalog lets the webhook deny
     an unknown topology name (DESIGN.md §5).
 
-    ``crd_missing`` (optional; absent means False) is True when the cluster has no Topology CRD
+    ``crd_missing`` is True when the cluster has no Topology CRD
     (the list answered 404): a known state, so ``synced`` is True and there are no topologies;
     the unknown-topology denial then says how to install the CRD (DESIGN.md §10).
     """

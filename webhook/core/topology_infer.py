@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 
 from webhook.core.messages import json_type, quote
+from webhook.errors import SegmentWebhookError
 
 HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -94,7 +95,7 @@ HOSTNAME_DIFFERS = "hostname-differs-from-node-name"
 NO_TOPOLOGY = "no-topology-labels"
 
 
-class NodeLabelError(ValueError):
+class NodeLabelError(SegmentWebhookError, ValueError):
     """A Node object whose name or labels cannot be read; the message names the node and field."""
 
 

@@ -53,9 +53,12 @@ from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
+from webhook.core.settings import AdmissionSettings
+from webhook.core.topology import TopologyCatalog
 from webhook.http import envelope, wsgi_extensions
 from webhook.http.bounds import ANNOTATIONS_LIMIT_BYTES, bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
+from webhook.errors import SegmentWebhookError
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -85,7 +88,7 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body) + b"\n", status=status, content_type=JSON_MIMETYPE)
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(SegmentWebhookError):
     """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
 
 
@@ -117,7 +120,7 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
         log.debug("draining an oversized body stopped", exc_info=True)
 
 
-class BodyIncomplete(Exception):
+class BodyIncomplete(SegmentWebhookError):
     """The client sent fewer body bytes than its ``Content-Length`` and closed: not a review."""
 
 
@@ -171,12 +174,12 @@ def _framing_error(exc: BaseException) -> str:
 
 
 def create_app(
-    catalog: Any,
-    settings: Any,
+    catalog: TopologyCatalog,
+    settings: AdmissionSettings,
     *,
     tls_ready: Callable[[], bool] | None = None,
     metrics: ReviewMetrics | None = None,
-    review_fn: Callable[..., Any] | None = None,
+    review_fn: envelope.ReviewFunction | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> Flask:
@@ -184,7 +187,7 @@ def create_app(
 
     ``catalog``: a ``TopologyCatalog`` (``.synced``, ``.get(name)``, ``.names()``; a live one may
     also have ``.stop()``, called by the server when the worker exits). ``settings``:
-    ``webhook.core.decision.AdmissionSettings``. ``tls_ready``: returns True when the serving
+    ``webhook.core.settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:

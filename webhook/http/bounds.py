@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Callable
 
-from webhook.core.decision import Decision
+from webhook.core.admission_decision import Decision
 from webhook.http.envelope import encode_json
 
 #: kube-apiserver's limit on the total size of one object's annotations, in bytes (keys + values;

@@ -27,6 +27,8 @@ A new CA is valid for :data:`CA_DAYS` days, a serving certificate for ``days``.
 
 from __future__ import annotations
 
+from webhook.errors import SegmentWebhookError
+
 import datetime as _dt
 import ipaddress
 import os
@@ -56,7 +58,7 @@ CA_DAYS = 3650
 _BACKDATE = _dt.timedelta(minutes=5)
 
 
-class CertificateError(ValueError):
+class CertificateError(SegmentWebhookError, ValueError):
     """Bad input to certificate generation (names the argument) or an unwritable directory."""
 
 

@@ -31,12 +31,16 @@ import base64
 import json
 import logging
 from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, cast
 
 import orjson
 
+from webhook.core.admission import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
 from webhook.core.messages import json_type, quote
+from webhook.core.settings import AdmissionSettings
+from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 ADMISSION_KIND = "AdmissionReview"
@@ -75,10 +79,12 @@ log = logging.getLogger("segment_webhook.envelope")
 #: ``dict`` first: a decoded object is an exact dict, found without the ``Mapping`` ABC check.
 JSON_OBJECT = (dict, Mapping)
 
-ReviewFunction = Callable[..., Any]
+#: The domain entry point the transport calls (``webhook.core.review.review`` unless a test or
+#: benchmark passes another): :class:`webhook.core.admission.AdmissionHandler`.
+ReviewFunction = AdmissionHandler
 
 
-class EnvelopeError(ValueError):
+class EnvelopeError(SegmentWebhookError, ValueError):
     """A request body that is not a usable AdmissionReview v1.
 
     ``field``: the path of the offending member (``body``, ``apiVersion``, ``request.uid``, ...).
@@ -106,7 +112,7 @@ class Outcome:
     """
 
     http_status: int
-    body: dict
+    body: AdmissionReviewResponse | dict[str, str]
     uid: str | None = None
     decision: str = DECISION_MALFORMED
     rules: tuple[str, ...] = ()
@@ -199,8 +205,9 @@ def _all_strings(values: list) -> bool:
     return True
 
 
-def parse_review(body: Any) -> dict:
-    """Check a decoded AdmissionReview v1 body and return its ``request`` member.
+def parse_review(body: Any) -> AdmissionRequest:
+    """Check a decoded AdmissionReview v1 body and return its ``request`` member (a new dict,
+    checked member by member to be the :class:`~webhook.core.admission.AdmissionRequest` below).
 
     Checks (each failure raises :class:`EnvelopeError` naming the field): the body is an object;
     ``request`` is an object with a non-empty string ``uid``; ``apiVersion`` is
@@ -267,7 +274,7 @@ def parse_review(body: Any) -> dict:
         groups = user_info.get("groups")
         if groups is not None and not (isinstance(groups, list) and _all_strings(groups)):
             raise _malformed(uid, "request.userInfo.groups", "must be a list of strings")
-    return dict(request)
+    return cast(AdmissionRequest, dict(request))
 
 
 def _is_value(parent: Mapping, key: str) -> str:
@@ -289,8 +296,10 @@ def review_response(
     warnings: list[str] | None = None,
     code: int | None = None,
     message: str | None = None,
-) -> dict:
-    """Build an AdmissionReview v1 response document.
+) -> AdmissionReviewResponse:
+    """Build an AdmissionReview v1 response document (the one builder of
+    :class:`~webhook.core.admission.AdmissionReviewResponse`; cf. controller-runtime's
+    ``Allowed`` / ``Denied`` / ``Patched`` constructors, which all end in one response type).
 
     ``patch`` (RFC 6902 operations) is sent as ``patchType: JSONPatch`` + base64 of its JSON only
     when non-empty and ``allowed``. ``warnings`` is sent only when non-empty. ``status: {code,
@@ -299,7 +308,7 @@ def review_response(
     kubectl prints ``Error from server (Forbidden): …`` only when the status has one (without,
     ``Error from server: …``; seen on the real apiserver, tests/test_cluster_admission.py).
     """
-    response: dict[str, Any] = {"uid": uid, "allowed": bool(allowed)}
+    response: AdmissionResponse = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(encode_json(patch).encode()).decode("ascii")
@@ -352,8 +361,8 @@ def _default_review() -> ReviewFunction:
 
 def handle(
     raw: bytes | str | Mapping,
-    catalog: Any,
-    settings: Any,
+    catalog: TopologyCatalog,
+    settings: AdmissionSettings,
     *,
     mutate: bool = True,
     review_fn: ReviewFunction | None = None,

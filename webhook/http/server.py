@@ -43,8 +43,7 @@ class ServeOptions:
 
     ``bind``: ``HOST:PORT``. ``certfile``/``keyfile``: PEM paths; both None = plain HTTP (for
     benchmarks only; kube-apiserver requires TLS). ``reloader``: the :class:`CertificateReloader`
-    to use (built from certfile/keyfile when None). ``workers``: processes. ``threads``: not used
-    by the gevent worker (kept for the command line's ``--threads``, which is ignored). ``graceful_timeout``: seconds in-flight requests get after SIGTERM.
+    to use (built from certfile/keyfile when None). ``workers``: processes. ``graceful_timeout``: seconds in-flight requests get after SIGTERM.
     ``keepalive``: seconds an idle keep-alive connection is kept; 120 is longer than the 90 s
     after which kube-apiserver's HTTP client (Go ``IdleConnTimeout``) drops idle connections itself,
     so the server never closes a connection the apiserver is about to reuse for a POST it would
@@ -62,7 +61,6 @@ class ServeOptions:
     keyfile: str | None = None
     reloader: CertificateReloader | None = None
     workers: int = 2
-    threads: int = 8
     read_timeout: float = 10.0
     graceful_timeout: int = 30
     keepalive: int = 120

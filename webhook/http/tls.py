@@ -22,10 +22,12 @@ import ssl
 import threading
 from typing import Any
 
+from webhook.errors import SegmentWebhookError
+
 log = logging.getLogger("segment_webhook.server")
 
 
-class CertificateLoadError(ValueError):
+class CertificateLoadError(SegmentWebhookError, ValueError):
     """The serving certificate/key cannot be read or do not form a pair (message names the files)."""
 
 

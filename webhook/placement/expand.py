@@ -33,19 +33,20 @@ from webhook.core import keys
 from webhook.core.kinds import trainingruntime
 from webhook.core.kinds.description import ShapeError
 from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli
+from webhook.errors import SegmentWebhookError
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
 SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}
 
 
-class ExpandError(ValueError):
+class ExpandError(SegmentWebhookError, ValueError):
     """The workload manifest cannot be expanded (bad shape or unsupported kind): exit 2."""
 
 

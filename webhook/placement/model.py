@@ -7,13 +7,15 @@ Gang, PodRequest, Placement``).
 
 from __future__ import annotations
 
+from webhook.errors import SegmentWebhookError
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 HOSTNAME = "kubernetes.io/hostname"
 
 
-class PlacementError(ValueError):
+class PlacementError(SegmentWebhookError, ValueError):
     """The gang itself is malformed for placement (a level the topology does not have, a bad
     node affinity operator); the message names the field, the value and the fix."""
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from webhook.core.decision import AdmissionSettings
+from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog, default_catalog

@@ -14,6 +14,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from webhook.core.messages import json_type, quote
+from webhook.errors import SegmentWebhookError
 
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {
@@ -29,7 +30,7 @@ _QUANTITY_RE = re.compile(
 MAX_MILLI = 2**62
 
 
-class QuantityError(ValueError):
+class QuantityError(SegmentWebhookError, ValueError):
     """A value is not a Kubernetes quantity (or a negative one where Kubernetes forbids it); the
     message quotes the value as JSON."""
 

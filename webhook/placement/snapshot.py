@@ -23,13 +23,14 @@ from webhook.core.messages import json_type, quote
 from webhook.placement.occupancy import occupied_node
 from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
                                         to_milli)
+from webhook.errors import SegmentWebhookError
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110
 _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 
-class SnapshotError(ValueError):
+class SnapshotError(SegmentWebhookError, ValueError):
     """Bad snapshot input; the message names the file, the object and the field."""
 
 

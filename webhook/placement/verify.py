@@ -13,10 +13,13 @@ import numpy as np
 
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import Gang
+from webhook.errors import EXIT_BUG, SegmentWebhookError
 
 
-class PlacementBug(RuntimeError):
+class PlacementBug(SegmentWebhookError, RuntimeError):
     """The engine produced a placement that breaks a hard rule (a bug; please report it)."""
+
+    exit_code = EXIT_BUG
 
 
 def verify(index: ClusterIndex, gang: Gang, assignment: dict[str, int], required: int, segment_required: int) -> None:

@@ -10,17 +10,20 @@ share.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.admission import AdmissionHandler
 from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
 from webhook.core.kinds import pod
 from webhook.core.kinds.registry import DESCRIPTIONS
 from webhook.core.topology import TopologyCatalog
 
-Handler = Callable[..., Decision]
+#: The kind handler's signature: :class:`webhook.core.admission.AdmissionHandler`.
+Handler = AdmissionHandler
 
 #: (API group, kind) → handler: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`,
 #: then Pod. The core group is "".

@@ -10,21 +10,41 @@ root, further templates such as the LWS leader template, and spec fields such as
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
 
-from webhook.core import gating, keys, rules
+from webhook.core import gating, keys
 from webhook.core.automatic import Defaults, update_defaults
 from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.admission_decision import Decision, Violation
+from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.resolution import Resolution
 from webhook.core.rules import check_unchanged, malformed
+from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import TopologyCatalog
+
+
+@dataclass(frozen=True)
+class ReaderEdits:
+    """The edits that give every reader of an object one answer (DESIGN.md §3, LWS): KAI's
+    pod-grouper reads ``subGroupSize`` first, then the root annotation; the webhook's resolved size
+    is written there too. ``spec_values``: ``(JSON Pointer parts, value)`` the patch sets (LWS
+    ``subGroupSize``); ``root_annotations``: root annotations the patch sets (LWS root
+    ``segment-size``); ``overwritten_inputs``: the field paths of segment inputs the patch sets to
+    the resolved value, so a different value there on UPDATE is not a change."""
+
+    spec_values: tuple[tuple[tuple[str, ...], Any], ...] = ()
+    root_annotations: Mapping[str, str] = field(default_factory=dict)
+    overwritten_inputs: frozenset[str] = frozenset()
+
+
+#: No reader edits (every kind but LWS).
+NO_READER_EDITS = ReaderEdits()
 
 
 @dataclass
@@ -45,9 +65,8 @@ class Plan:
     ``templates``: every PodTemplateSpec annotation map of the object (for the opt-in and
     misspelled-key rules); ``always_ours``: the kind is this project's own (native), so the
     opt-in rule does not apply.
-    ``overwritten_inputs``: segment inputs the patch sets to the resolved value (LWS
-    ``subGroupSize`` and root ``segment-size``, DESIGN.md §3); a different value there on UPDATE
-    is not a change, since the patch puts the resolved value back.
+    ``reader_edits``: what the patch sets so that every reader of the object sees the resolved
+    size (LWS "one answer for every reader", DESIGN.md §3), :class:`ReaderEdits`.
     """
 
     resolution: Resolution
@@ -58,7 +77,7 @@ class Plan:
     master: AnnotationMap | None = None
     templates: list[AnnotationMap] = field(default_factory=list)
     always_ours: bool = False
-    overwritten_inputs: frozenset[str] = frozenset()
+    reader_edits: ReaderEdits = NO_READER_EDITS
     #: pods per gang and further templates of the gang (LWS leader), for ``--gate-pods`` (§9)
     gang_size: int | None = None
     gang_templates: list[AnnotationMap] = field(default_factory=list)
@@ -91,47 +110,114 @@ class Plan:
                 for key in (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                     if key in amap.values:
                         out[key_field(amap.field, key)] = amap.values[key]
-        res = self.resolution
-        if res.spec_size is not None and res.spec_size_field:
-            out[res.spec_size_field] = res.spec_size
+        inputs = self.resolution.inputs
+        if inputs is not None and inputs.spec_size is not None and inputs.spec_size_field:
+            out[inputs.spec_size_field] = inputs.spec_size
         return out
+
+    def root_keys(self) -> dict[str, str]:
+        """Owned keys the patch sets on the workload root: the reader edits' root annotations (LWS
+        root ``segment-size``, §3) and automatic mode's (§6)."""
+        return {**self.reader_edits.root_annotations, **self.resolution.root_keys(self.root)}
 
     def owned_keys(self) -> tuple[dict[str, str], dict[str, str]]:
         """(worker template keys, root keys) this plan makes the webhook own (DESIGN.md §2)."""
-        return self.resolution.worker_keys(), self.resolution.root_keys(self.root)
+        return self.resolution.worker_keys(), self.root_keys()
+
+    def without_defaults(self) -> "Plan":
+        """This plan with every resolution as if automatic mode were off
+        (:meth:`Resolution.without_defaults`): what a stored object says by itself."""
+        return replace(self, resolution=self.resolution.without_defaults(),
+                       units=[(name, unit.without_defaults()) for name, unit in self.units])
 
 
-#: ``analyse(obj, request, catalog, settings, decision, *, defaults=Defaults.AS_CREATE) -> Plan | None``
-Analyse = Callable[..., "Plan | None"]
+@dataclass(frozen=True)
+class UpdateContext:
+    """What the analysis of an object needs to know about the request it is part of.
+
+    ``defaults``: when automatic placement applies (§6; :func:`webhook.core.automatic.update_defaults`
+    on UPDATE); ``stored``: on UPDATE, the stored object's plan as it is written (no defaults
+    added), else ``None``.
+    """
+
+    defaults: Defaults = Defaults.AS_CREATE
+    stored: Plan | None = None
+
+    def running_size(self, unit: str | None = None, *, suspended: bool = False) -> int | None:
+        """The segment size the stored object asks for, when this request updates a running
+        workload (§5: neither the stored nor the new object is suspended, ``suspended`` being the
+        new one's); ``unit``: the unit's name in a kind of units (JobSet replicatedJob, Ray group).
+        ``None`` on CREATE, for a unit the stored object lacks, or while suspended."""
+        stored = self.stored
+        if stored is None or stored.suspended or suspended:
+            return None
+        if unit is not None:
+            stored = dict(stored.units).get(unit)
+        return stored.resolution.requested_size if stored is not None else None
 
 
-def _check_immutable(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
-    """§5 "UPDATE compares like with like": the segment inputs each side resolves (the size the
-    object asks for, not whether it still fits the replicas: a scale that makes it too large is
-    the size rule's). A side whose value is denied already (not an integer) is not compared. A
-    stored object whose size was written but is not valid (``"abc"``, a string
-    ``workersPerSegment``) resolves none, and the message says what it had."""
-    denied = {v.field for v in decision.violations}
+#: The context of a CREATE (and of a stored object's own analysis: :data:`STORED`).
+CREATE = UpdateContext()
+#: How the stored object of an UPDATE is analysed: once, with every default automatic mode would
+#: add, so :func:`webhook.core.automatic.update_defaults` can tell whether it carries them all.
+STORED = UpdateContext(defaults=Defaults.ANY_REQUESTER)
+
+
+class Analyse(Protocol):
+    """A workload kind's analysis (one per kind module): read, resolve and validate ``obj``,
+    recording violations and warnings in ``decision``. Returns the :class:`Plan`, or ``None`` when
+    the object is too malformed to resolve (400 denials recorded)."""
+
+    def __call__(self, obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
+                 settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None: ...
+
+
+def check_update(stored: Plan, new: Plan, *, kind: str, denied_fields: Iterable[str] = ()) -> list[Violation]:
+    """§5 "UPDATE compares like with like": the ``immutable-field`` violations of an UPDATE of a
+    running workload, from the ``stored`` object's plan as written (:meth:`Plan.without_defaults`)
+    and the ``new`` one's; for a kind of units (JobSet), each unit with the stored unit of the same
+    name. ``denied_fields``: field paths denied already by the new object's analysis (a value
+    denied there is not compared again). Returns the violations, in order; records nothing.
+
+    Two comparisons per pair: what each side resolves (:meth:`Resolution.segment_view`: the size
+    asked for, not whether it still fits the replicas, a scale below the size is the size rule's),
+    then every segment input both sides state (:meth:`Plan.segment_inputs`), which catches a root
+    key the template shadows. (The size rule's UPDATE fix is given by the new object's analysis
+    itself: :meth:`UpdateContext.running_size`.)"""
+    found = Decision(kind=kind)
+    denied = set(denied_fields)
+    for new_part, old_part in _pairs(new, stored):
+        _compare_resolved(kind, new_part, old_part, denied, found)
+        denied.update(v.field for v in found.violations)
+        _compare_inputs(kind, new_part, old_part, denied, found)
+        denied.update(v.field for v in found.violations)
+    return found.violations
+
+
+def _compare_resolved(kind: str, plan: Plan, old_plan: Plan, denied: set[str], found: Decision) -> None:
+    """The resolved view of each side (:meth:`Resolution.segment_view`). A side whose value is
+    denied already (not an integer) is not compared. A stored object whose size was written but is
+    not valid (``"abc"``, a string ``workersPerSegment``) resolves none, and the message says what
+    it had."""
     owner = plan.worker.field if plan.worker is not None else plan.root.field
-    old_view = old_plan.resolution.segment_view()
+    new_res, old_res = plan.resolution, old_plan.resolution
     defaults_only = _automatic_only(plan)
     # No topology name on the stored object: no segments were in force there (§5 "Segments
     # without a topology"), so automatic defaults the UPDATE adds change nothing in force.
-    none_in_force = old_plan.resolution.topology_name is None
+    none_in_force = old_res.topology_name is None
     size_changed = False
-    for (what, key, field_path, new), (_, _, old_field, old) in zip(plan.resolution.segment_view(), old_view):
+    for (what, key, field_path, new), (_, _, old_field, old) in zip(new_res.segment_view(), old_res.segment_view()):
         if field_path in denied or ((size_changed or none_in_force) and what in defaults_only):
             continue  # an automatic default follows the segment size, denied already
-        if what == "segment size" and new is UNSET and plan.resolution.size_raw is not None:
+        if what == "segment size" and new is UNSET and new_res.size is not None:
             continue  # asked for, but not an integer: denied by its own rule
         path = field_path or old_field or key_field(owner, key)
         shown, old_written = None, UNSET
         if what == "segment size":  # as written: "4" for an annotation, 4 for a spec field
-            shown = (UNSET if new is UNSET else plan.resolution.size_raw,
-                     UNSET if old is UNSET else old_plan.resolution.size_raw)
-            if old is UNSET and old_plan.resolution.size_raw is not None:
-                old_written = old_plan.resolution.size_raw
-        unchanged = check_unchanged(decision, what, path, new, old, kind, shown=shown, old_written=old_written)
+            shown = (UNSET if new is UNSET else new_res.size.raw, UNSET if old is UNSET else old_res.size.raw)
+            if old is UNSET and old_res.size is not None:
+                old_written = old_res.size.raw
+        unchanged = check_unchanged(found, what, path, new, old, kind, shown=shown, old_written=old_written)
         size_changed = size_changed or (what == "segment size" and not unchanged)
 
 
@@ -148,43 +234,24 @@ def _automatic_only(plan: Plan) -> set[str]:
     return out
 
 
-def _refix_scale_below_size(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
-    """§5: an UPDATE that keeps the segment size but scales the replicas below it is denied by
-    the size rule; its fix must not suggest another segment size (that would be an immutable
-    change, denied in turn). Re-record that violation, in place, with the UPDATE fix of
-    :func:`webhook.core.rules.scale_fix`."""
-    res, inp = plan.resolution, plan.resolution.inputs
-    if inp is None or inp.pods is None or res.requested_size is None or res.size_field is None:
-        return
-    if res.requested_size != old_plan.resolution.requested_size:
-        return
-    for position, violation in enumerate(decision.violations):
-        if violation.rule != "segment-size-exceeds-replicas" or f"({inp.pods_field})" not in violation.message:
-            continue  # another rule, or another unit's pods (JobSet replicatedJobs)
-        again = Decision(kind=kind)
-        rules.check_size_within_pods(again, res.requested_size, res.size_field, res.size_raw, res.size_origin,
-                                     inp.pods, inp.pods_field, inp.pods_noun, update_of=kind)
-        decision.violations[position:position + 1] = again.violations
-
-
-def _check_inputs(kind: str, plan: Plan, old_plan: Plan, decision: Decision) -> None:
+def _compare_inputs(kind: str, plan: Plan, old_plan: Plan, denied: set[str], found: Decision) -> None:
     """Deny (``immutable-field``) a segment input present in both objects that resolves to another
     value (a segment size compared as its number: ``"04"`` and ``"4"`` are the same), unless that
-    field was denied already or the patch overwrites it with the resolved value.
-    Catches changes the resolved view cannot see: a root key shadowed by the template. A removed
-    input is not a change here: the resolved view decides."""
-    denied = {v.field for v in decision.violations}
+    field was denied already or the patch overwrites it with the resolved value. A removed input is
+    not a change here: the resolved view decides."""
     old_inputs = old_plan.segment_inputs()
+    overwritten = plan.reader_edits.overwritten_inputs
     for path, new in plan.segment_inputs().items():
-        if path in denied or path in plan.overwritten_inputs or path not in old_inputs:
+        if path in denied or path in overwritten or path not in old_inputs:
             continue
         if _resolved_input(path, new) == _resolved_input(path, old_inputs[path]):
             continue  # like with like: "04" and "4" are both segment size 4
-        check_unchanged(decision, "segment setting", path, new, old_inputs[path], kind)
+        if not check_unchanged(found, "segment setting", path, new, old_inputs[path], kind):
+            denied.add(path)
 
 
 def _resolved_input(path: str, value: Any) -> Any:
-    """What one segment input resolves to, for :func:`_check_inputs`: a segment-size annotation
+    """What one segment input resolves to, for :func:`_compare_inputs`: a segment-size annotation
     that is a plain decimal integer is its number (``"04"`` → 4); every other value as written."""
     if path.endswith(key_field("", keys.SEGMENT_SIZE)):
         size = parse_plain_decimal(value)
@@ -199,7 +266,7 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     leader) and the Master template's ``subgroup-name`` label. One place to hook further template
     keys into."""
     res = plan.resolution
-    out: list[tuple[tuple[str, ...], str, dict[str, str]]] = [((), "annotations", res.root_keys(plan.root))]
+    out: list[tuple[tuple[str, ...], str, dict[str, str]]] = [((), "annotations", plan.root_keys())]
     if plan.worker is not None:
         out.append((plan.worker.container, "annotations", res.worker_keys()))
     for template, wanted in plan.other_templates:
@@ -227,13 +294,12 @@ def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]
 
 def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) -> list[dict]:
     """The RFC 6902 patch of one admitted workload: :func:`template_entries` (and ``extra``
-    entries of the same shape) and the spec fields of ``plan.resolution.spec_updates`` (LWS
-    ``subGroupSize``)."""
+    entries of the same shape) and the spec fields of ``plan.reader_edits`` (LWS ``subGroupSize``)."""
     builder = PatchBuilder(obj)
     for container, map_name, entries in [*template_entries(plan), *extra]:
         builder.set_entries(container, map_name, entries)
     for part in [plan] + [unit for _, unit in plan.units]:
-        for parts, value in part.resolution.spec_updates:
+        for parts, value in part.reader_edits.spec_values:
             builder.set_value(parts, value)
     return builder.build() + plan.extra_ops
 
@@ -263,8 +329,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     * Misspelled keys (§5) are denied on every workload, whatever else it carries.
     * Opt-in (§5): a PyTorchJob or LWS whose maps carry no placement key (and, on UPDATE, whose
       stored object carries none either) is not the webhook's: allowed, empty patch, no warning.
-    * UPDATE compares what each side asks for (:func:`_check_immutable`, :func:`_check_inputs`)
-      unless either object is a suspended PyTorchJob. Automatic defaults (§6) follow
+    * UPDATE compares what each side asks for (:func:`check_update`) unless either object is a
+      suspended PyTorchJob. Automatic defaults (§6) follow
       :func:`webhook.core.automatic.update_defaults`.
 
     DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
@@ -277,33 +343,33 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if not isinstance(obj, (dict, Mapping)):
         malformed(decision, "request.object", obj if obj is not None else UNSET, f"a {kind} object")
         return decision
-    old_plan = None
-    defaults = Defaults.AS_CREATE
+    stored = None
+    update = CREATE
     old = request.get("oldObject") if operation == "UPDATE" else None
     if isinstance(old, (dict, Mapping)):
-        # The stored object's own problems are not this request's: scratch decisions.
-        old_plan = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.OFF)
-        old_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), defaults=Defaults.ANY_REQUESTER)
-        defaults = update_defaults(old_plan, old_with_defaults)
+        # The stored object's own problems are not this request's: a scratch decision. Analysed
+        # once, with every default automatic mode would add; what it says by itself is that plan
+        # without them.
+        stored_with_defaults = analyse(old, request, catalog, settings, Decision(kind=kind), update=STORED)
+        stored = stored_with_defaults.without_defaults() if stored_with_defaults is not None else None
+        update = UpdateContext(defaults=update_defaults(stored, stored_with_defaults), stored=stored)
     scratch = Decision(kind=kind)
     check_object_meta(obj, scratch)
-    plan = analyse(obj, request, catalog, settings, scratch, defaults=defaults)
+    plan = analyse(obj, request, catalog, settings, scratch, update=update)
     if plan is None:  # malformed: 400 denials naming the fields, if the object is meant to be ours
         return scratch if plan_is_ours(kind, obj) else decision
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
     ours = plan.always_ours or opted_in(maps) or (
-        old_plan is not None and opted_in(old_plan.annotation_maps()))
+        stored is not None and opted_in(stored.annotation_maps()))
     if not ours:
         return decision
     if scratch.warnings:
         decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
     decision.violations.extend(scratch.violations)
-    if old_plan is not None and not (plan.suspended or old_plan.suspended):
-        for new_part, old_part in _pairs(plan, old_plan):
-            _refix_scale_below_size(kind, new_part, old_part, decision)
-            _check_immutable(kind, new_part, old_part, decision)
-            _check_inputs(kind, new_part, old_part, decision)
+    if stored is not None and not (plan.suspended or stored.suspended):
+        decision.violations.extend(check_update(stored, plan, kind=kind,
+                                                denied_fields=[v.field for v in decision.violations]))
         if plan.units:  # a root key all units inherit is reported once
             unique: dict[tuple[str, str, str], Any] = {}
             for violation in decision.violations:
@@ -322,4 +388,4 @@ def warn_ignored_segment_keys(template: AnnotationMap | None, why: str, decision
         return
     for key in keys.SEGMENT_KEYS:
         if key in template.values:
-            decision.warn(f"{key} on {why} ignored (never segmented)")
+            say(decision, "segment-key-on-unsegmented-template", key=key, template=why)

@@ -24,12 +24,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.core.admission import AdmissionHandler
 from webhook.core.messages import quote
 from webhook.core.reading import INT32_MAX
 from webhook.core.segments import parse_plain_decimal
+from webhook.errors import SegmentWebhookError
 
 
-class ShapeError(ValueError):
+class ShapeError(SegmentWebhookError, ValueError):
     """A workload manifest that cannot be expanded into pods; the message names the field
     (``spec.pytorchReplicaSpecs.Worker: expected an object``)."""
 
@@ -136,7 +138,7 @@ class KindDescription:
     version: str
     kind: str
     resource: str
-    review: Callable[..., Any]
+    review: AdmissionHandler
     expected_pods: Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
     controller_pods: Callable[[Mapping[str, Any], PodCap], "list[ControllerPod]"]
     pods: PodRules

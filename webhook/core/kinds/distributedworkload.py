@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import automatic, keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, lenient_count, pod_template,
                                             replicas)
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
@@ -52,7 +52,7 @@ def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, require
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one DistributedWorkload object. Returns ``None`` when it is
     too malformed to resolve (400 denials already recorded)."""
     root = read_annotations(obj, "", (), decision)
@@ -102,7 +102,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size_field="spec.workersPerSegment",
         spec_size_wins=True,
         spec_size_written=spec.get("workersPerSegment") if per_segment is None else None,
-        automatic=automatic.applies(KIND, request, settings, defaults, supported=supported),
+        automatic=automatic.applies(KIND, request, settings, update.defaults, supported=supported),
+        running_size=update.running_size(),
     )
     gang = workers + (master is not None) if isinstance(workers, int) else None  # gang size, §9
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master,

@@ -26,18 +26,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
                                             lenient_count, name_and_namespace, pod_int, pod_template, replicas,
                                             shown)
 from webhook.core.messages import UNSET
 from webhook.core.reading import get_int, get_mapping, read_annotations
 from webhook.core.resolution import Resolution, SegmentInputs
-from webhook.core.rules import malformed, warn_jobset_straddle, warn_kai_does_not_enforce
+from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say, text
 
 KIND = "JobSet"
 GROUP = "jobset.x-k8s.io"
@@ -48,7 +49,7 @@ JOB_PARALLELISM = "segments.dev/job-parallelism"
 
 
 def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSettings,
-          decision: Decision) -> tuple[str, Plan] | None:
+          decision: Decision, update: UpdateContext) -> tuple[str, Plan] | None:
     """Read, resolve and validate replicatedJob ``k``; ``None`` when malformed (400 recorded)."""
     field = f"spec.{RJOBS}[{k}]"
     if not isinstance(rj, (dict, Mapping)):
@@ -75,13 +76,14 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
     if worker is None:
         return None
     pods = count * parallelism if isinstance(count, int) and isinstance(parallelism, int) else None
+    whole_jobs = isinstance(parallelism, int) and parallelism >= 1
     inputs = SegmentInputs(kind=KIND, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × parallelism",
-                           pods_noun=f"pods of replicatedJob {name}")
+                           pods_noun=f"pods of replicatedJob {name}", running_size=update.running_size(name),
+                           extra_worker_keys={JOB_PARALLELISM: str(parallelism)} if whole_jobs else {})
     res = resolve(inputs, catalog, settings, decision)
     unit = Plan(resolution=res, root=root, worker=worker, templates=[job_meta], gang_size=pods)
-    if res.segmented and isinstance(parallelism, int) and parallelism >= 1:
-        size = res.size
-        res.extra_worker_keys[JOB_PARALLELISM] = str(parallelism)
+    if res.segmented and whole_jobs:
+        size = res.size_in_force
         if size == parallelism:  # one Job = one segment: KAI's per-Job keys (§3b)
             per_job = {keys.TOPOLOGY: res.topology_name}
             if res.segment_required is not None:
@@ -91,16 +93,16 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
             unit.other_templates.append((job_meta, per_job))
         else:
             if parallelism % size and size % parallelism:
-                warn_jobset_straddle(decision, name, size, parallelism)
-            warn_kai_does_not_enforce(decision, KIND, f"enforces JobSet segments only of size = parallelism ({parallelism})")
+                say(decision, "jobset-segments-straddle-jobs", replicated_job=name, size=size, parallelism=parallelism)
+            say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces JobSet segments only of size = parallelism ({parallelism})")
     return name, unit
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one JobSet: one unit per replicatedJob. Returns ``None`` when
-    too malformed to resolve (400 denials recorded). ``defaults``: accepted for the shared flow;
-    automatic placement never applies to JobSet (§6)."""
+    too malformed to resolve (400 denials recorded). ``update``: the request's
+    :class:`UpdateContext`; automatic placement never applies to JobSet (§6)."""
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     if root is None or spec is None:
@@ -111,7 +113,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         return None
     units = []
     for k, rj in enumerate(rjobs):
-        unit = _unit(root, rj, k, catalog, settings, decision)
+        unit = _unit(root, rj, k, catalog, settings, decision, update)
         if unit is None:
             return None
         units.append(unit)
@@ -145,14 +147,16 @@ class JobSetPods(PodRules):
             raw = labels.get(key, annotations.get(key))
             values[key] = pod_int(raw)
             if values[key] is None:
-                return {}, [f"pod label {key}{shown(raw)} missing or not an int32; no segment label"]
+                return {}, [text("pod-label-unreadable", label=key, shown=shown(raw), expected="missing or not an int32")]
         raw_p = annotations.get(JOB_PARALLELISM)
         parallelism = pod_int(raw_p)
         if parallelism is None or parallelism < 1:
-            return {}, [f"pod annotation {JOB_PARALLELISM}{shown(raw_p)} missing or not an int32 >= 1; no segment label"]
+            return {}, [text("pod-annotation-unreadable", annotation=JOB_PARALLELISM, shown=shown(raw_p),
+                             expected="missing or not an int32 >= 1")]
         completion = values[keys.JOB_COMPLETION_INDEX]
         if completion >= parallelism:
-            return {}, [f"pod completion index {completion} is not below parallelism {parallelism}; no segment label"]
+            return {}, [text("pod-index-out-of-range", index=f"completion index {completion}",
+                             problem=f"not below parallelism {parallelism}")]
         index = values[keys.JOBSET_JOB_INDEX] * parallelism + completion
         return {keys.SEGMENT_INDEX: str(index // size)}, []
 

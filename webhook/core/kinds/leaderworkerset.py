@@ -35,20 +35,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, Plan, ReaderEdits, UpdateContext, review_workload
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
                                             lenient_count, name_and_namespace, pod_int, pod_template, replicas,
                                             shown)
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
-from webhook.core.resolution import ORIGIN_ANNOTATION, Resolution, SegmentInputs
+from webhook.core.resolution import ORIGIN_ANNOTATION, KindSizeRule, Resolution, SegmentInputs, SegmentSize
 from webhook.core.rules import (check_leader_excluded_divisibility, check_lws_accepts_subgroup_size,
                                 check_lws_startup_policy, malformed)
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say, text
 
 KIND = "LeaderWorkerSet"
 GROUP = "leaderworkerset.x-k8s.io"
@@ -57,68 +58,83 @@ SGP = f"{LWT}.subGroupPolicy"
 SUB_GROUP_SIZE_PARTS = ("spec", "leaderWorkerTemplate", "subGroupPolicy", "subGroupSize")
 
 
-def _leader_plan(leader, res, policy: str, decision: Decision) -> dict[str, str]:
-    """Owned keys for the leaderTemplate and the warnings about its user values."""
-    worker_keys = res.worker_keys()
+def _leader_plan(leader: AnnotationMap, res: Resolution | None, policy: str, decision: Decision) -> dict[str, str]:
+    """Owned keys for the leaderTemplate and the warnings about its user values; ``res``: the
+    resolution when segments are in force, else ``None``."""
+    worker_keys = res.worker_keys() if res is not None else {}
     if not worker_keys:
         for key in keys.SEGMENT_KEYS:
             if key in leader.values:
-                decision.warn(f"{key} on the leaderTemplate ignored: the workerTemplate decides segments")
+                say(decision, "lws-leader-template-key-unsegmented", key=key)
         return {}
     if policy == keys.POLICY_LEADER_WORKER:
         for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
             if key in leader.values and leader.values[key] != worker_keys.get(key):
-                decision.warn(f"leaderTemplate {key} differs from workerTemplate; worker value wins")
+                say(decision, "lws-leader-template-differs", key=key)
         return worker_keys
     for key in keys.SEGMENT_KEYS:
         if key in leader.values:
-            decision.warn(f"{key} on the leaderTemplate ignored: leader excluded from segments")
+            say(decision, "lws-leader-excluded-segment-key", key=key)
     wanted = {keys.SEGMENT_LEADER_POLICY: policy}
     if res.topology_name is not None:
         if keys.TOPOLOGY in leader.values and leader.values[keys.TOPOLOGY] != res.topology_name:
-            decision.warn(f"leaderTemplate {keys.TOPOLOGY} differs from workerTemplate; worker value wins")
+            say(decision, "lws-leader-template-differs", key=keys.TOPOLOGY)
         wanted = {keys.TOPOLOGY: res.topology_name, **wanted}
     return wanted
 
 
-def _one_answer(res: Resolution, root: AnnotationMap, group_size: int, excluded: bool, sub_size: int | None,
-                decision: Decision) -> frozenset[str]:
-    """DESIGN.md §3 and the LWS rules of §5 for a valid resolved size: deny a size LWS rejects,
-    else make ``subGroupSize`` and the root annotation say the resolved size (when segments are in
-    force). Returns the input fields the patch overwrites."""
-    size = res.valid_size
-    if excluded:
-        if not check_leader_excluded_divisibility(decision, size, res.size_field, res.size_raw, group_size, f"{LWT}.size"):
-            return frozenset()
-    elif sub_size is not None:
-        if not check_lws_accepts_subgroup_size(decision, size, res.size_field, res.size_raw, group_size, sub_size):
-            return frozenset()
-    elif group_size % size and (group_size - 1) % size:
-        decision.warn(f"size {group_size} / segment size {size}: last segment has {group_size % size} pods")
-    if not res.segmented or res.size_origin != ORIGIN_ANNOTATION:
-        return frozenset()
+def _size_rule(group_size: int, excluded: bool, sub_size: int | None) -> KindSizeRule:
+    """The LWS rules of DESIGN.md §3 and §5 on a valid segment size (run by
+    :func:`webhook.core.constraints.resolve` after the range rules): under LeaderExcluded, size - 1
+    splits into whole segments; when the object sets ``subGroupSize``, the size is one LWS accepts
+    for it (the patch writes it there); otherwise a partial last segment of a group is a warning.
+    Returns True when the size passes them."""
+
+    def lws_accepts(size: SegmentSize, decision: Decision) -> bool:
+        valid = size.valid
+        if excluded:
+            return check_leader_excluded_divisibility(decision, valid, size.field, size.raw, group_size, f"{LWT}.size")
+        if sub_size is not None:
+            return check_lws_accepts_subgroup_size(decision, valid, size.field, size.raw, group_size, sub_size)
+        if group_size % valid and (group_size - 1) % valid:
+            say(decision, "lws-partial-group", group_size=group_size, size=valid, rest=group_size % valid)
+        return True
+
+    return lws_accepts
+
+
+def _one_answer(res: Resolution, root: AnnotationMap, sub_size: int | None, decision: Decision) -> ReaderEdits:
+    """DESIGN.md §3 "One answer for every reader": when segments are in force from the annotation,
+    make ``subGroupSize`` and the root annotation say the resolved size (with a warning where they
+    said another). Returns the edits, :data:`NO_READER_EDITS` when there are none."""
+    if not res.segmented or res.size.origin != ORIGIN_ANNOTATION:
+        return NO_READER_EDITS
+    size = res.size_in_force
     overwritten = set()
+    spec_values: tuple[tuple[tuple[str, ...], Any], ...] = ()
+    root_annotations: dict[str, str] = {}
     if sub_size is not None:
         overwritten.add(f"{SGP}.subGroupSize")
         if sub_size != size:
-            res.spec_updates.append((SUB_GROUP_SIZE_PARTS, size))
-            decision.warn(f"subGroupSize {sub_size} set to {size} ({keys.SEGMENT_SIZE} wins)")
+            spec_values = ((SUB_GROUP_SIZE_PARTS, size),)
+            say(decision, "lws-subgroup-size-set", sub_group_size=sub_size, size=size)
     root_size = root.get(keys.SEGMENT_SIZE)
-    if root_size is not None and root_size.field != res.size_field:
+    if root_size is not None and root_size.field != res.size.field:
         overwritten.add(root_size.field)
         if root_size.value != str(size):
-            res.root_updates[keys.SEGMENT_SIZE] = str(size)
-            decision.warn(f"root {keys.SEGMENT_SIZE}={quote(root_size.value)} set to {quote(str(size))} (workerTemplate wins)")
+            root_annotations[keys.SEGMENT_SIZE] = str(size)
+            say(decision, "lws-root-size-set", value=quote(root_size.value), size=quote(str(size)))
     elif root_size is not None and root_size.value != str(size):  # the root value is the one in force: canonical
-        res.root_updates[keys.SEGMENT_SIZE] = str(size)
-    return frozenset(overwritten)
+        root_annotations[keys.SEGMENT_SIZE] = str(size)
+    return ReaderEdits(spec_values=spec_values, root_annotations=root_annotations,
+                       overwritten_inputs=frozenset(overwritten))
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
-    """Read, resolve and validate one LeaderWorkerSet object (adds the LeaderExcluded
-    divisibility rule of DESIGN.md §5). Returns ``None`` when too malformed to resolve.
-    ``defaults`` is accepted for the shared flow; automatic placement never applies to LWS (§6)."""
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
+    """Read, resolve and validate one LeaderWorkerSet object (adds the LWS size rules of DESIGN.md
+    §3 and §5, and the reader edits of §3). Returns ``None`` when too malformed to resolve.
+    ``update``: the request's :class:`UpdateContext`; automatic placement never applies to LWS (§6)."""
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     lwt = get_mapping(spec, "leaderWorkerTemplate", "spec", decision, required=True) if spec is not None else None
@@ -158,26 +174,28 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         warn_partial=False,
         group_size=group_size,
         leader_policy=policy,
+        leader_policy_field=f"{SGP}.subGroupPolicyType",
         lws_validates_size=sub_size is not None,
+        extra_worker_keys={keys.SEGMENT_LEADER_POLICY: policy},
+        size_rule=_size_rule(group_size, excluded, sub_size) if group_size is not None else None,
+        running_size=update.running_size(),
     )
     res = resolve(inputs, catalog, settings, decision)
-    res.leader_policy, res.leader_policy_field = policy, f"{SGP}.subGroupPolicyType"
-    overwritten: frozenset[str] = frozenset()
-    if res.valid_size is not None and group_size is not None:
-        overwritten = _one_answer(res, root, group_size, excluded, sub_size, decision)
-        if not decision.allowed:
-            res.size = None
-    if res.segmented:
-        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size, settings.gate_pods)  # §3b
-        res.extra_worker_keys[keys.SEGMENT_LEADER_POLICY] = policy
+    edits = _one_answer(res, root, sub_size, decision) if group_size is not None else NO_READER_EDITS
+    # An LWS whose object is denied for any reason has no segments in force for what follows (the
+    # startup-policy rule, the leaderTemplate's keys and warnings); its reader edits stand, so an
+    # UPDATE does not count an input the patch would overwrite as a change.
+    segmented = res.segmented and decision.allowed
+    if segmented:
+        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size_in_force, settings.gate_pods)  # §3b
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
-            decision.warn(f"{keys.SEGMENT_LEADER_POLICY}={quote(current)} replaced by subGroupPolicyType {policy}")
-    plan = Plan(resolution=res, root=root, worker=worker, overwritten_inputs=overwritten,
+            say(decision, "lws-leader-policy-replaced", value=quote(current), policy=policy)
+    plan = Plan(resolution=res, root=root, worker=worker, reader_edits=edits,
                 templates=[leader] if leader is not None else [],
                 gang_size=group_size, gang_templates=[leader] if leader is not None else [])  # one gang per group, §9
     if leader is not None:
-        wanted = _leader_plan(leader, res, policy, decision)
+        wanted = _leader_plan(leader, res if segmented else None, policy, decision)
         if wanted:
             plan.other_templates.append((leader, wanted))
     return plan
@@ -226,20 +244,23 @@ class LeaderWorkerSetPods(PodRules):
         """The segment of worker ``w`` of a group of R (:func:`webhook.core.segments.lws_segment`)."""
         policy = self._policy(annotations)
         if policy not in keys.LEADER_POLICIES:
-            return {}, [f"pod leader policy {quote(policy)} unknown; no segment label"]
+            return {}, [text("pod-leader-policy-unknown", policy=quote(policy))]
         raw_w = labels.get(keys.LWS_WORKER_INDEX)
         worker = pod_int(raw_w)
         if worker is None:
-            return {}, [f"pod label {keys.LWS_WORKER_INDEX}{shown(raw_w)} missing or not an int32; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.LWS_WORKER_INDEX, shown=shown(raw_w),
+                             expected="missing or not an int32")]
         if worker == 0:
             segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
         else:
             raw_r = annotations.get(keys.LWS_SIZE)
             group = pod_int(raw_r)
             if group is None or group < 1:
-                return {}, [f"pod annotation {keys.LWS_SIZE}{shown(raw_r)} missing or not an int32; no segment label"]
+                return {}, [text("pod-annotation-unreadable", annotation=keys.LWS_SIZE, shown=shown(raw_r),
+                                 expected="missing or not an int32")]
             if worker >= group:
-                return {}, [f"pod worker-index {worker} is outside a group of {group} pods; no segment label"]
+                return {}, [text("pod-index-out-of-range", index=f"worker-index {worker}",
+                                 problem=f"outside a group of {group} pods")]
             segment = lws_segment(worker, group, size, policy)
         name = lws_subgroup_name(segment, leader=worker == 0, policy=policy)
         if segment is None:

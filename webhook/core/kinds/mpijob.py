@@ -22,18 +22,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
                                             name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
                                             shown)
 from webhook.core.reading import get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
-from webhook.core.rules import malformed, warn_kai_does_not_enforce
+from webhook.core.rules import malformed
 from webhook.core.segments import training_segment
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say, text
 
 KIND = "MPIJob"
 GROUP = "kubeflow.org"
@@ -70,15 +71,15 @@ def _launcher_keys(launcher, worker_keys: dict[str, str], decision: Decision) ->
     warnings about user values there that differ (the Worker template wins)."""
     for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
         if key in launcher.values and launcher.values[key] != worker_keys.get(key):
-            decision.warn(f"Launcher template {key} differs from the Worker template; Worker value wins")
+            say(decision, "mpijob-launcher-template-differs", key=key)
     return worker_keys
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one MPIJob object. Returns ``None`` when too malformed to
-    resolve (400 denials recorded in ``decision``). ``defaults``: accepted for the shared flow;
-    automatic placement never applies to MPIJob (§6)."""
+    resolve (400 denials recorded in ``decision``). ``update``: the request's
+    :class:`UpdateContext`; automatic placement never applies to MPIJob (§6)."""
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     specs = get_mapping(spec, SPECS, "spec", decision, required=True) if spec is not None else None
@@ -109,10 +110,11 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         kind=KIND, root=root, worker=worker, pods=pods,
         pods_field=f"spec.{SPECS}.{wkey or 'Worker'}.replicas",
         pods_noun="MPI workers (the launcher included)" if launcher_counts else "Worker replicas",
+        running_size=update.running_size(),
     )
     res = resolve(inputs, catalog, settings, decision)
     if res.segmented:
-        warn_kai_does_not_enforce(decision, KIND, "keeps MPIJob PodGroups flat")  # §3b
+        say(decision, "kai-does-not-enforce", kind=KIND, why="keeps MPIJob PodGroups flat")  # §3b
     plan = Plan(resolution=res, root=root, worker=worker, templates=[launcher] if launcher is not None else [],
                 gang_size=pods if isinstance(pods, int) else None,
                 gang_templates=[launcher] if launcher_counts else [])
@@ -147,11 +149,12 @@ class MPIJobPods(PodRules):
         """Segment ``replica-index // size`` of a worker or launcher-as-worker."""
         role = labels.get(keys.KF_JOB_ROLE)
         if role not in (ROLE_LAUNCHER, ROLE_WORKER):
-            return {}, [f"pod label {keys.KF_JOB_ROLE}{shown(role)} is not launcher/worker; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.KF_JOB_ROLE, shown=shown(role), expected="is not launcher/worker")]
         raw_i = labels.get(keys.KF_REPLICA_INDEX)
         index = pod_int(raw_i)
         if index is None:
-            return {}, [f"pod label {keys.KF_REPLICA_INDEX}{shown(raw_i)} missing or not an int32; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_INDEX, shown=shown(raw_i),
+                             expected="missing or not an int32")]
         return {keys.SEGMENT_INDEX: str(training_segment(index, size))}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:

@@ -36,8 +36,10 @@ from webhook.core.kinds.description import pod_int
 from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
 from webhook.core.messages import UNSET, quote
 from webhook.core.reading import check_object_meta, read_string_map
-from webhook.core.rules import malformed, warn_pod_without_index
-from webhook.core.decision import AdmissionSettings, Decision
+from webhook.core.rules import malformed
+from webhook.core.warning_rules import text as warning_text
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
 from webhook.core.patching import PatchBuilder
 from webhook.core.topology import TopologyCatalog
 
@@ -62,14 +64,14 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
         # Not the webhook's (DESIGN.md §5 "Opt-in"), or segments without a topology, which KAI
         # ignores ("Segments without a topology"): no segment label.
         if keys.SEGMENT_SIZE in annotations:
-            return {}, [f"pod has {keys.SEGMENT_SIZE} but no {keys.TOPOLOGY}; no segment label"]
+            return {}, [warning_text("pod-size-without-topology")]
         return {}, []
     rules = pod_rules(labels)
     if raw_size is None:
         return rules.unsized(labels, annotations), []
     size = pod_int(raw_size)
     if size is None or size < 1:
-        return {}, [f"pod {size_key}={quote(raw_size)} is not an int32 >= 1; no segment label"]
+        return {}, [warning_text("pod-size-not-int", key=size_key, value=quote(raw_size))]
     return rules.segment(labels, annotations, size)
 
 
@@ -117,7 +119,8 @@ ENV_INDEX, ENV_SIZE = "KAI_SEGMENT_INDEX", "KAI_SEGMENT_SIZE"
 def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
     """True when the pod is a member of a segment: it gets its segment index now, or it is a pod
     without index labels whose segment the controller forms and labels at release (§3b)."""
-    return keys.SEGMENT_INDEX in wanted or any(w == warn_pod_without_index(k) for w in warnings for k in _INDEX_LABELS)
+    return keys.SEGMENT_INDEX in wanted or any(w == warning_text("pod-without-index", label=k) for w in warnings
+                                                 for k in _INDEX_LABELS)
 
 
 #: index labels whose absence the pod rules report with the ``pod-without-index`` warning

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import automatic, keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
                                             name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
                                             shown)
@@ -24,6 +24,7 @@ from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
 from webhook.core.segments import training_segment, training_subgroup_name
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import text
 
 KIND = "PyTorchJob"
 GROUP = "kubeflow.org"
@@ -58,7 +59,7 @@ def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decisio
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one PyTorchJob object. Returns ``None`` when it is too
     malformed to resolve (400 denials already recorded in ``decision``)."""
     root = read_annotations(obj, "", (), decision)
@@ -89,7 +90,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=replicas,
         pods_field=f"spec.{SPECS}.{wkey or 'Worker'}.replicas",
         pods_noun="Worker replicas",
-        automatic=automatic.applies(KIND, request, settings, defaults),
+        automatic=automatic.applies(KIND, request, settings, update.defaults),
+        running_size=update.running_size(suspended=suspended),
     )
     others = []
     for rkey in specs:
@@ -135,11 +137,13 @@ class TrainingOperatorPods(PodRules):
         if role == "master":
             return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
         if role != "worker":
-            return {}, [f"pod label {keys.KF_REPLICA_TYPE}{shown(rtype)} is missing or not worker/master; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_TYPE, shown=shown(rtype),
+                             expected="is missing or not worker/master")]
         raw_i = labels.get(keys.KF_REPLICA_INDEX)
         index = pod_int(raw_i)
         if index is None:
-            return {}, [f"pod label {keys.KF_REPLICA_INDEX}{shown(raw_i)} missing or not an int32; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_INDEX, shown=shown(raw_i),
+                             expected="missing or not an int32")]
         segment = training_segment(index, size)
         return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
 

@@ -26,18 +26,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload, warn_ignored_segment_keys
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
                                             lenient_count, name_and_namespace, pod_int, pod_template, replicas,
                                             shown)
 from webhook.core.messages import UNSET
 from webhook.core.reading import get_int, get_mapping, read_annotations
-from webhook.core.resolution import Resolution, SegmentInputs
-from webhook.core.rules import check_ray_whole_replicas, malformed, warn_kai_does_not_enforce, warn_pod_without_index
+from webhook.core.resolution import Resolution, SegmentInputs, SegmentSize
+from webhook.core.rules import check_ray_whole_replicas, malformed
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say, text
 
 GROUP = "ray.io"
 VERSION = "v1"
@@ -53,7 +54,7 @@ def _field(parts: tuple[str, ...]) -> str:
 
 
 def _unit(kind: str, root, group: Any, k: int, prefix: tuple[str, ...], catalog: TopologyCatalog,
-          settings: AdmissionSettings, decision: Decision) -> tuple[str, Plan] | None:
+          settings: AdmissionSettings, decision: Decision, update: UpdateContext) -> tuple[str, Plan] | None:
     """Read, resolve and validate worker group ``k``; ``None`` when malformed (400 recorded)."""
     field = f"{_field(prefix + (GROUPS,))}[{k}]"
     if not isinstance(group, (dict, Mapping)):
@@ -72,15 +73,17 @@ def _unit(kind: str, root, group: Any, k: int, prefix: tuple[str, ...], catalog:
     if worker is None:
         return None
     pods = count * hosts if isinstance(count, int) and isinstance(hosts, int) else None
+    whole_replicas = None
+    if isinstance(hosts, int):
+        def whole_replicas(size: SegmentSize, decision: Decision) -> bool:
+            return check_ray_whole_replicas(decision, size.valid, size.field, size.raw, hosts, f"{field}.numOfHosts")
     inputs = SegmentInputs(kind=kind, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × numOfHosts",
-                           pods_noun=f"pods of worker group {name}")
+                           pods_noun=f"pods of worker group {name}", running_size=update.running_size(name),
+                           extra_worker_keys={NUM_OF_HOSTS: str(hosts)} if isinstance(hosts, int) else {},
+                           size_rule=whole_replicas)
     res = resolve(inputs, catalog, settings, decision)
-    if res.valid_size is not None and isinstance(hosts, int) and \
-            not check_ray_whole_replicas(decision, res.valid_size, res.size_field, res.size_raw, hosts, f"{field}.numOfHosts"):
-        res.size = None
     if res.segmented and isinstance(hosts, int):
-        res.extra_worker_keys[NUM_OF_HOSTS] = str(hosts)
-        warn_kai_does_not_enforce(decision, kind, "groups Ray pods by worker group")
+        say(decision, "kai-does-not-enforce", kind=kind, why="groups Ray pods by worker group")
     return name, Plan(resolution=res, root=root, worker=worker, gang_size=pods)
 
 
@@ -104,7 +107,7 @@ def _analyser(kind: str):
     prefix = CLUSTER_SPEC[kind]
 
     def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-                settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+                settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
         """Read, resolve and validate one object of this Ray kind: one unit per worker group (none
         for a RayJob without ``rayClusterSpec``, which runs on an existing cluster). ``None`` when
         too malformed to resolve (400 recorded); automatic placement never applies (§6)."""
@@ -129,7 +132,7 @@ def _analyser(kind: str):
             return None
         units = []
         for k, group in enumerate(groups):
-            unit = _unit(kind, root, group, k, prefix, catalog, settings, decision)
+            unit = _unit(kind, root, group, k, prefix, catalog, settings, decision, update)
             if unit is None:
                 return None
             units.append(unit)
@@ -171,20 +174,21 @@ class RayPods(PodRules):
         raw_h = annotations.get(NUM_OF_HOSTS)
         hosts = pod_int(raw_h)
         if hosts is None or hosts < 1:
-            return {}, [f"pod annotation {NUM_OF_HOSTS}{shown(raw_h)} missing or not an int32 >= 1; no segment label"]
+            return {}, [text("pod-annotation-unreadable", annotation=NUM_OF_HOSTS, shown=shown(raw_h),
+                             expected="missing or not an int32 >= 1")]
         raw_r = labels.get(keys.RAY_REPLICA_INDEX)
         if raw_r is None:
-            return {}, [warn_pod_without_index(keys.RAY_REPLICA_INDEX)]
+            return {}, [text("pod-without-index", label=keys.RAY_REPLICA_INDEX)]
         replica = pod_int(raw_r)
         if replica is None:
-            return {}, [f"pod label {keys.RAY_REPLICA_INDEX}{shown(raw_r)} not an int32; no segment label"]
+            return {}, [text("pod-label-unreadable", label=keys.RAY_REPLICA_INDEX, shown=shown(raw_r), expected="not an int32")]
         host = 0
         if hosts > 1:
             raw_host = labels.get(keys.RAY_HOST_INDEX)
             host = pod_int(raw_host)
             if host is None or host >= hosts:
-                return {}, [f"pod label {keys.RAY_HOST_INDEX}{shown(raw_host)} missing or not below numOfHosts {hosts}; "
-                            "no segment label"]
+                return {}, [text("pod-label-unreadable", label=keys.RAY_HOST_INDEX, shown=shown(raw_host),
+                                 expected=f"missing or not below numOfHosts {hosts}")]
         return {keys.SEGMENT_INDEX: str((replica * hosts + host) // size)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:

@@ -57,7 +57,7 @@ def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
 
 
 def gang_labels_text(labels: Mapping[str, str]) -> str:
-    """The gang labels a pod with ``labels`` lacks, for the "not gated: no gang key" warning: its
+    """The gang labels a pod with ``labels`` lacks, for the ``not-gated-no-gang-key`` warning: its
     family's (``ray.io/cluster + ray.io/group``); for a pod no other family owns, the training
     operator's or LWS's (``label training.kubeflow.org/job-name, or leaderworkerset.sigs.k8s.io/name
     + group-index``)."""

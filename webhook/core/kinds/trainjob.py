@@ -26,17 +26,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import gating, keys
-from webhook.core.automatic import Defaults
 from webhook.core.constraints import resolve
-from webhook.core.decision import AdmissionSettings, Decision
-from webhook.core.kinds._workload import Plan, review_workload
+from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
 from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
 from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
-from webhook.core.rules import malformed, warn_kai_does_not_enforce
+from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say, text
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
@@ -77,7 +78,7 @@ def _entry_pod_annotations(entry: Any, rjob: str) -> dict[str, str]:
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
-            settings: AdmissionSettings, decision: Decision, *, defaults: Defaults = Defaults.AS_CREATE) -> Plan | None:
+            settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one TrainJob; the patch is its own ``runtimePatches`` entry
     (``Plan.extra_ops``). Returns ``None`` when too malformed to resolve (400 recorded)."""
     root = read_annotations(obj, "", (), decision)
@@ -97,24 +98,25 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     worker = AnnotationMap(f"{where}.template.spec.template.metadata.annotations", (),
                            _entry_pod_annotations(entry, rjob) if entry else {})
     inputs = SegmentInputs(kind=KIND, root=root, worker=AnnotationMap(worker.field, (), {}), pods=nodes,
-                           pods_field="spec.trainer.numNodes", pods_noun="trainer nodes")
+                           pods_field="spec.trainer.numNodes", pods_noun="trainer nodes",
+                           running_size=update.running_size())
     res = resolve(inputs, catalog, settings, decision)
     pod_keys: dict[str, str] = {}
     job_keys: dict[str, str] = {}
     if res.segmented:
         pod_keys = res.worker_keys()
         if nodes is None:
-            decision.warn("spec.trainer.numNodes not set: the runtime's node count decides; segment size not checked")
+            say(decision, "trainjob-num-nodes-unset")
         else:
             pod_keys[JOB_PARALLELISM] = str(nodes)
-        if nodes is not None and res.size == nodes:  # one Job = one segment: KAI's per-Job keys (§3b)
+        if nodes is not None and res.size_in_force == nodes:  # one Job = one segment: KAI's per-Job keys (§3b)
             job_keys = {keys.TOPOLOGY: res.topology_name}
             if res.segment_required is not None:
                 job_keys[keys.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
                 job_keys[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
         else:
-            warn_kai_does_not_enforce(decision, KIND, f"enforces only size = numNodes ({nodes})"
+            say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces only size = numNodes ({nodes})"
                                       if nodes is not None else "enforces only size = numNodes")
     wl_required = res.wl_required.value if res.wl_required else None
     wl_preferred = res.wl_preferred.value if res.wl_preferred else None

@@ -1,4 +1,6 @@
-"""Outcome types shared by every handler: violations, decisions and admission settings."""
+"""The answer to one AdmissionReview request: :class:`Decision` (allowed, patch, warnings) and the
+:class:`Violation` s that deny it. Every handler of :mod:`webhook.core.kinds` returns a Decision;
+the transport (:mod:`webhook.http.envelope`) turns it into an AdmissionResponse."""
 
 from __future__ import annotations
 
@@ -18,25 +20,6 @@ MAX_VIOLATION_CHARS = 600
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass(frozen=True)
-class AdmissionSettings:
-    """Operator configuration that changes what the webhook does (DESIGN.md §4.1, §6).
-
-    ``platform_users`` / ``platform_groups``: identities from ``request.userInfo`` whose
-    PyTorchJobs get automatic segment placement. ``default_topology``: topology name used when
-    automatic mode applies and the manifest names none. ``gate_pods``: ``serve --gate-pods``
-    (DESIGN.md §9): gate gang pods at CREATE and write the gang facts on workload templates.
-    ``segment_env``: ``serve --segment-env`` (DESIGN.md §3b "Segment facts in the pod"): the
-    containers of a segmented pod get ``KAI_SEGMENT_INDEX`` and ``KAI_SEGMENT_SIZE``.
-    """
-
-    platform_users: frozenset[str] = frozenset()
-    platform_groups: frozenset[str] = frozenset()
-    default_topology: str | None = None
-    gate_pods: bool = False
-    segment_env: bool = False
 
 
 @dataclass(frozen=True)
