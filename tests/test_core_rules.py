@@ -197,9 +197,26 @@ def _template_pattern(template: str) -> re.Pattern:
 
 
 def _registered(text: str) -> list[str]:
+    """The ids of the templates ``text`` is an instance of. A text ending in "…" was clipped at
+    120 characters (DESIGN.md §5): it is an instance when the clipped end plus the rest of the
+    template's last literal part completes it."""
     from webhook.core.warning_rules import WARNINGS
 
-    return [w.id for w in WARNINGS.values() if _template_pattern(w.template).fullmatch(text)]
+    if not text.endswith("…"):
+        return [w.id for w in WARNINGS.values() if _template_pattern(w.template).fullmatch(text)]
+    head = text[:-1]
+    matches = []
+    for warning in WARNINGS.values():
+        tail = re.split(r"\{\w+\}", warning.template)[-1]
+        pattern = _template_pattern(warning.template)
+        if any(pattern.fullmatch(head + tail[cut:]) for cut in range(len(tail) + 1)):
+            matches.append(warning.id)
+    return matches
+
+
+#: ``segment-webhook place`` prefixes each warning with the object it is about ("JobSet llama-ft: ").
+PLACE_OBJECT_PREFIX = re.compile(r"^(?:PyTorchJob|LeaderWorkerSet|DistributedWorkload|JobSet|TrainJob|RayCluster|RayJob|"
+                                 r"RayService|MPIJob|Pod) [a-z0-9.-]+: ")
 
 
 def test_every_warning_the_readme_shows_is_a_registered_template():
@@ -207,7 +224,7 @@ def test_every_warning_the_readme_shows_is_a_registered_template():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     table = text.split("| example | warnings (allowed) |", 1)[1].split("\n\n", 1)[0]
     shown = [line.rsplit(" | ", 1)[1].strip(" |`") for line in table.splitlines()[2:]]
-    shown += re.findall(r"^Warning: (.+)$", text, flags=re.M)
+    shown += [PLACE_OBJECT_PREFIX.sub("", line) for line in re.findall(r"^Warning: (.+)$", text, flags=re.M)]
     assert len(shown) >= 20
     unregistered = [t for t in shown if not _registered(t) and not t.startswith(("Warning", "PlacementInfeasible"))]
     assert unregistered == []
@@ -217,6 +234,10 @@ def test_a_text_no_template_makes_is_not_taken_for_a_registered_warning():
     # the pattern matcher the README check relies on must be able to say no
     assert _registered("10 Worker replicas / segment size 4: last segment has 2 pods") == ["partial-last-segment"]
     assert _registered("10 Worker replicas / segment size 4: the last segment has 2 pods") == []
+    # a clipped text is completed by its template's end, not by a text that differs before the cut
+    # (templates ending in a field match any clipped text of their head, so only membership is checked)
+    assert "partial-last-segment" in _registered("10 Worker replicas / segment size 4: last segment has 2 p…")
+    assert "partial-last-segment" not in _registered("10 Worker replicas / segment size 4: last segment has 2 x…")
 
 
 def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():

@@ -261,9 +261,9 @@ def test_the_old_home_of_decision_is_gone():
 #: Builtin (or library) exception classes a project exception may also derive from.
 EXCEPTION_BASES = {"BaseException", "Exception", "ValueError", "RuntimeError", "TypeError", "KeyError", "OSError",
                    "StopIteration", "YAMLError"}
-#: gunicorn reads a StopIteration from the worker's handler as "close this keep-alive connection"
-#: (http/server.py, issue 20 item 5 replaces it); it is control flow for gunicorn, not an error.
-NOT_ERRORS = {"_CloseConnection"}
+#: Control-flow signals, not errors: they never leave their module (a connection closed, the
+#: controller's work queue shut down, leadership given up on stop), so no exit code applies.
+NOT_ERRORS = {"_CloseConnection", "ShutDown", "_Stopping"}
 
 
 def exception_classes() -> dict[str, list[str]]:

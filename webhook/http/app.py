@@ -159,7 +159,8 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _handle(raw: bytes, catalog: Any, settings: Any, mutate: bool, review_fn: Callable[..., Any]) -> envelope.Outcome:
+def _handle(raw: bytes, catalog: TopologyCatalog, settings: AdmissionSettings, mutate: bool,
+            review_fn: envelope.ReviewFunction) -> envelope.Outcome:
     """``envelope.handle`` with positional arguments (what ``run_apart`` passes on)."""
     return envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
 
