@@ -237,7 +237,7 @@ def test_a_text_no_template_makes_is_not_taken_for_a_registered_warning():
     # a clipped text is completed by its template's end, not by a text that differs before the cut
     # (templates ending in a field match any clipped text of their head, so only membership is checked)
     assert "partial-last-segment" in _registered("10 Worker replicas / segment size 4: last segment has 2 p…")
-    assert "partial-last-segment" not in _registered("10 Worker replicas / segment size 4: last segment has 2 x…")
+    assert "partial-last-segment" not in _registered("10 Worker replicas / segment size 4: first segment has 2 p…")
 
 
 def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():
