@@ -95,7 +95,7 @@ def _check_cluster_configuration(kubeconfig: str | None) -> None:
 def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     """Check every input of ``serve`` and build (app factory, ServeOptions). Raises UsageError."""
     from webhook.http import certs
-    from webhook.http.server import ServeOptions
+    from webhook.http.options import ServeOptions
     from webhook.http.tls import CertificateLoadError, CertificateReloader
 
     if args.threads is not None:
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     """Add ``serve`` to the ``segment-webhook`` command line. The defaults of ``--bind``, ``--workers``
     and ``--read-timeout`` are :class:`webhook.http.server.ServeOptions`' own (their one home)."""
-    from webhook.http.server import ServeOptions
+    from webhook.http.options import ServeOptions
 
     defaults = ServeOptions()
     serve = subparsers.add_parser(
