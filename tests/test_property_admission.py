@@ -253,13 +253,19 @@ clean_workloads = st.one_of(
 def valid_reviews(draw):
     """Well-formed envelopes around (mostly) structured objects: CREATE, or UPDATE with oldObject."""
     obj = draw(st.one_of(clean_workloads, clean_workloads, workloads))
+    return _review_of(draw, obj, st.one_of(st.just(obj), clean_workloads, workloads))
+
+
+def _review_of(draw, obj: dict, stored) -> dict:
+    """An AdmissionReview of ``obj``: CREATE twice as often as UPDATE, whose ``oldObject`` is drawn
+    from the strategy ``stored``."""
     operation = draw(st.sampled_from(["CREATE", "CREATE", "UPDATE"]))
     request = {"uid": str(draw(st.uuids())), "kind": gvk_of(obj), "operation": operation, "object": obj,
                "namespace": "team-a",
                "userInfo": {"username": draw(st.sampled_from(["kubectl-user", "platform"])),
                             "groups": ["system:authenticated"]}}
     if operation == "UPDATE":
-        request["oldObject"] = draw(st.one_of(st.just(obj), clean_workloads, workloads))
+        request["oldObject"] = draw(stored)
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
 
 
@@ -459,14 +465,7 @@ def admissible_reviews(draw):
     """CREATE of :func:`admissible_workloads`, or UPDATE of one onto itself (the webhook reinvoked,
     or a re-apply of the same manifest)."""
     obj = draw(admissible_workloads())
-    operation = draw(st.sampled_from(["CREATE", "CREATE", "UPDATE"]))
-    request = {"uid": str(draw(st.uuids())), "kind": gvk_of(obj), "operation": operation, "object": obj,
-               "namespace": "team-a",
-               "userInfo": {"username": draw(st.sampled_from(["kubectl-user", "platform"])),
-                            "groups": ["system:authenticated"]}}
-    if operation == "UPDATE":
-        request["oldObject"] = obj
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    return _review_of(draw, obj, st.just(obj))
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
