@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from webhook.http import metrics
-from webhook.http.envelope import Outcome
+from webhook.http.envelope import ReviewOutcome
 
 
 def test_fresh_directory_when_unset(monkeypatch):
@@ -46,8 +46,8 @@ def test_unusable_directory_names_the_variable(tmp_path, monkeypatch):
 def test_label_values_are_bounded(monkeypatch):
     monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
     m = metrics.ReviewMetrics(CollectorRegistry())
-    m.observe(Outcome(200, {}, uid="u", decision="allowed", kind="Widget-" + "x" * 50, operation="EXPLODE"), 0.001)
-    m.observe(Outcome(200, {}, uid="u", decision="denied", kind="PyTorchJob", operation="CREATE",
+    m.observe(ReviewOutcome(200, {}, uid="u", decision="allowed", kind="Widget-" + "x" * 50, operation="EXPLODE"), 0.001)
+    m.observe(ReviewOutcome(200, {}, uid="u", decision="denied", kind="PyTorchJob", operation="CREATE",
                       rules=("segment-size-not-integer", "unknown-level")), 0.002)
     assert m.reviews.labels(kind="other", operation="unknown", decision="allowed")._value.get() == 1
     assert m.reviews.labels(kind="PyTorchJob", operation="CREATE", decision="denied")._value.get() == 1
@@ -62,7 +62,7 @@ def test_label_values_are_bounded(monkeypatch):
 #: 2026-12-01 21:06:00.1235 UTC as seconds since the epoch (the README example's day).
 CREATED = datetime.datetime(2026, 12, 1, 21, 6, 0, 123500, tzinfo=datetime.timezone.utc).timestamp()
 
-SAMPLE = Outcome(200, {}, uid="u-9", decision="denied", rules=("immutable-field",), kind="Pod", operation="UPDATE",
+SAMPLE = ReviewOutcome(200, {}, uid="u-9", decision="denied", rules=("immutable-field",), kind="Pod", operation="UPDATE",
                  namespace="ns", name="p", user="bob")
 SAMPLE_LINE = ('{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"u-9","kind":"Pod","namespace":"ns",'
                '"name":"p","user":"bob","operation":"UPDATE","decision":"denied","rule":"immutable-field",'
@@ -80,7 +80,7 @@ def test_review_line_of_a_denial():
 
 
 def test_review_line_of_an_allowed_review_names_no_rule():
-    outcome = Outcome(200, {}, uid="u-1", decision="allowed", rules=("ignored-when-allowed",), kind="PyTorchJob",
+    outcome = ReviewOutcome(200, {}, uid="u-1", decision="allowed", rules=("ignored-when-allowed",), kind="PyTorchJob",
                       operation="CREATE", namespace="team-a", name="job", user="alice", warnings=["w", "v"])
     assert formatted(outcome, 0.0123456) == (
         '{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"u-1","kind":"PyTorchJob",'
@@ -89,14 +89,14 @@ def test_review_line_of_an_allowed_review_names_no_rule():
 
 
 def test_review_line_of_a_body_without_uid():
-    assert formatted(Outcome(400, {}, decision="malformed", rules=("malformed-review",)), 0.0005) == (
+    assert formatted(ReviewOutcome(400, {}, decision="malformed", rules=("malformed-review",)), 0.0005) == (
         '{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":null,"kind":"","namespace":"",'
         '"name":"","user":"","operation":"","decision":"malformed","rule":"malformed-review",'
         '"rules":["malformed-review"],"warnings":0,"duration_ms":0.5,"http_status":400}')
 
 
 def test_review_line_keeps_unicode_and_escapes_what_json_must():
-    outcome = Outcome(200, {}, uid='quo"te\\n\n', decision="allowed", name="名前", user="\U0001f600")
+    outcome = ReviewOutcome(200, {}, uid='quo"te\\n\n', decision="allowed", name="名前", user="\U0001f600")
     line = formatted(outcome, 0.001)
     assert '"uid":"quo\\"te\\\\n\\n"' in line
     assert '"name":"名前","user":"😀"' in line
@@ -104,7 +104,7 @@ def test_review_line_keeps_unicode_and_escapes_what_json_must():
 
 def test_review_line_of_text_orjson_refuses_is_still_written():
     """A lone surrogate (a client can send ``"\\ud800"`` as a uid): json's escape instead."""
-    line = formatted(Outcome(200, {}, uid="\ud800", decision="allowed"), 0.001)
+    line = formatted(ReviewOutcome(200, {}, uid="\ud800", decision="allowed"), 0.001)
     assert line.startswith('{"time":"2026-12-01T21:06:00.123Z","msg":"admission review","uid":"\\ud800","kind":""')
 
 

@@ -160,7 +160,7 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
 
 
 def _handle(raw: bytes, catalog: TopologyCatalog, settings: AdmissionSettings, mutate: bool,
-            review_fn: envelope.ReviewFunction) -> envelope.Outcome:
+            review_fn: envelope.ReviewFunction) -> envelope.ReviewOutcome:
     """``envelope.handle`` with positional arguments (what ``run_apart`` passes on)."""
     return envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
 

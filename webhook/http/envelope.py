@@ -100,7 +100,7 @@ class EnvelopeError(SegmentWebhookError, ValueError):
 
 
 @dataclass
-class Outcome:
+class ReviewOutcome:
     """Result of one :func:`handle` call: what to send and what to log/count.
 
     ``http_status``: 200 for every AdmissionReview answer, 400 for a body without a usable uid.
@@ -366,7 +366,7 @@ def handle(
     *,
     mutate: bool = True,
     review_fn: ReviewFunction | None = None,
-) -> Outcome:
+) -> ReviewOutcome:
     """Answer one AdmissionReview: decode, check, run the domain core, encode.
 
     ``raw``: the request body (bytes/str of JSON, or an already decoded dict). ``catalog``: a
@@ -381,8 +381,8 @@ def handle(
         request = parse_review(body)
     except EnvelopeError as exc:
         if exc.uid is None:
-            return Outcome(400, error_body(exc.message, exc.field), message=exc.message, rules=(RULE_MALFORMED,))
-        outcome = Outcome(
+            return ReviewOutcome(400, error_body(exc.message, exc.field), message=exc.message, rules=(RULE_MALFORMED,))
+        outcome = ReviewOutcome(
             200,
             review_response(exc.uid, allowed=False, code=400, message=exc.message),
             uid=exc.uid, rules=(RULE_MALFORMED,), message=exc.message,
@@ -391,7 +391,7 @@ def handle(
         return outcome
 
     uid = request["uid"]
-    outcome = Outcome(200, {}, uid=uid)
+    outcome = ReviewOutcome(200, {}, uid=uid)
     _describe(outcome, request)
     try:
         fn = review_fn or _default_review()
@@ -434,7 +434,7 @@ def handle(
     return outcome
 
 
-def _describe(outcome: Outcome, request: Any) -> None:
+def _describe(outcome: ReviewOutcome, request: Any) -> None:
     """Fill kind/operation/namespace/name/user of ``outcome`` from a (possibly malformed) request."""
     if not isinstance(request, JSON_OBJECT):
         return

@@ -136,7 +136,7 @@ class ReviewMetrics:
         self._review_children: dict[tuple[str, str, str], Any] = {}
 
     def observe(self, outcome: Any, seconds: float) -> None:
-        """Count one answered review. ``outcome``: a :class:`webhook.http.envelope.Outcome`;
+        """Count one answered review. ``outcome``: a :class:`webhook.http.envelope.ReviewOutcome`;
         ``seconds``: time taken to answer it.
 
         The labelled children are kept in a dict (one lookup per review instead of

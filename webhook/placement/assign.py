@@ -53,7 +53,7 @@ class Budget:
 
 
 @dataclass
-class Outcome:
+class SearchResult:
     """Phase 3 result for one workload domain: ``key`` and ``assignment`` (pod key → node
     position in the index) of the best placement found, ``None`` when none; ``complete``:
     the search ended without the budget cutting it (so ``key`` is optimal in the domain)."""
@@ -272,11 +272,11 @@ class Search:
         return order[np.sort(first)].tolist()
 
     # -- search --------------------------------------------------------------------------------
-    def run(self) -> Outcome:
+    def run(self) -> SearchResult:
         self._dfs(0)
         if self.best is None:
-            return Outcome(None, None, not self.aborted)
-        return Outcome(self.best_key, self.best, not self.aborted)
+            return SearchResult(None, None, not self.aborted)
+        return SearchResult(self.best_key, self.best, not self.aborted)
 
     def _dfs(self, i: int) -> None:
         if self.budget.work <= 0:
@@ -394,7 +394,7 @@ class Search:
 
 
 def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple,
-                incumbent: tuple | None, budget: Budget, *, first_leaf: bool = False) -> Outcome:
+                incumbent: tuple | None, budget: Budget, *, first_leaf: bool = False) -> SearchResult:
     """Phase 3 for one workload domain: the best placement whose keys beat ``incumbent``
     (``None``: any placement), searched as the module docstring says, within ``budget``.
     ``first_leaf``: stop at the first placement found (the greedy answer; ``complete`` is then
