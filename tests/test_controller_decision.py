@@ -221,6 +221,20 @@ def test_segment_larger_than_any_rack_can_never_fit_and_names_the_smallest_chang
         "nvidia.com/gpu)")
 
 
+def test_when_no_segment_of_2_fits_a_rack_the_change_is_a_broader_segment_level_never_size_1():
+    """Racks of 1 node of 8 GPUs hold 1 eight-GPU worker: a segment of 2 never fits a rack, and a
+    segment of 1 is denied (DESIGN.md §5, segment-size-too-small), so the smallest change is the
+    next broader segment level, the block (found in a new-user trial: it advised size 1)."""
+    job = segment_of_8_eight_gpu_workers()
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]["kai.scheduler/segment-size"] = "2"
+    result = decide(cluster(racks=8, per_rack=1, gpus=8), gang_pods(job), [TOPOLOGY])
+    [waiting] = result.waiting
+    assert waiting.kind == NEVER_FITS
+    assert waiting.change == ("kai.scheduler/segment-topology-required-placement: cloud.provider.com/topology-block (was "
+                              "cloud.provider.com/topology-rack; a cloud.provider.com/topology-rack domain holds at "
+                              "most 1 such pod, less than a segment of 2)")
+
+
 def test_gang_that_fits_an_empty_cluster_waits_for_capacity_naming_resource_and_domain():
     hog = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hog", "namespace": "x"},
            "spec": {"nodeName": "zone-a-r1-n1", "containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}]},

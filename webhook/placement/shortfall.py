@@ -5,7 +5,8 @@
   engine run on ``ClusterIndex.alloc`` instead of ``free``). Waiting cannot help; the text gives
   the engine's reason on the empty cluster and the smallest change to the workload that would fit
   there: the largest segment size (``kai.scheduler/segment-size``) whose segments fit a domain of
-  the segment required level, else the narrowest broader workload required level.
+  the segment required level (at least 2: a segment of 1 is denied), else the narrowest broader
+  segment required level, else the narrowest broader workload required level.
 * **Waiting for capacity**: it would fit on the empty cluster; the text names the resource and the
   domain it waits for — the domain of the required level (the workload's, else the segment's,
   else the whole cluster) with room for the most pods of the gang's most common shape now, and the
@@ -140,10 +141,25 @@ def _smallest_change(index: ClusterIndex, gang: Gang, place) -> str:
         depth = index.depth_of(gang.segment_required)
         slots = _slots(index, _shape(gang), index.alloc)
         largest = int(np.add.reduceat(slots, index.starts[depth]).max()) if index.n else 0
-        for smaller in range(min(size - 1, largest), 0, -1):
+        # a segment has at least 2 pods (DESIGN.md §5, rule segment-size-too-small): never advise 1
+        for smaller in range(min(size - 1, largest), 1, -1):
             if place_on_empty(index, _resegmented(gang, smaller), place).placed:
                 return f"{keys.SEGMENT_SIZE}: {smaller} (was {size}; a {gang.segment_required} domain holds " \
-                       f"at most {largest} such pods)"
+                       f"at most {largest} such {'pod' if largest == 1 else 'pods'})"
+        # no segment size of 2 or more fits a domain of the segment level: a broader segment level
+        # ... never broader than the workload's required level (a segment lies within the workload's domain)
+        outermost = index.depth_of(gang.workload_required) or 1
+        for broader in range(depth - 1, outermost - 1, -1):
+            level = index.levels[broader - 1]
+            try:
+                fits = place_on_empty(index, replace(gang, segment_required=level, segment_preferred=None),
+                                      place).placed
+            except PlacementError:
+                continue
+            if fits:
+                return f"{keys.SEGMENT_REQUIRED}: {level} (was {gang.segment_required}; a " \
+                       f"{gang.segment_required} domain holds at most {largest} such " \
+                       f"{'pod' if largest == 1 else 'pods'}, less than a segment of 2)"
     if gang.workload_required:
         depth = index.depth_of(gang.workload_required)
         for broader in range(depth - 1, -1, -1):
