@@ -507,3 +507,15 @@ def test_body_with_a_number_of_more_than_4300_digits_is_a_400_without_python_int
     assert resp.status_code == 400
     assert resp.get_json() == {"error": "request body holds a number of more than 4300 digits; no Kubernetes field "
                                         "takes one", "field": "body"}
+
+
+def test_a_lone_surrogate_the_answer_echoes_is_answered_not_500():
+    # JSON allows "\ud800" (a lone UTF-16 surrogate); orjson refuses to encode it, so the answer
+    # that echoes the uid is encoded as JSON escapes instead (new-user trial: HTTP 500)
+    client, _ = make_app()  # the real review
+    body = json.dumps(review_doc(uid="\ud800")).encode()
+    assert b"\\ud800" in body
+    resp = client.post("/mutate", data=body, content_type=JSON)
+    assert resp.status_code == 200
+    assert json.loads(resp.data)["response"]["uid"] == "\ud800"
+    assert json.loads(resp.data)["response"]["allowed"] is True
