@@ -10,10 +10,12 @@ domain core time in proportion to the annotations (issue 20: 50,000 annotations,
 
 Decision (DESIGN.md §5 "never deny what did not opt in"; the size alone says nothing about opt-in):
 such a review is **allowed without a patch**, with one warning naming the field, its size, the limit
-and the fix (:func:`oversized_annotations_warning`). Nothing unsafe is admitted: kube-apiserver
-rejects the object itself ("metadata.annotations: Too long: must have at most 262144 bytes"), and
-the pods of a template that big. The review's log line and metrics count it as ``allowed`` with one
-warning.
+and the fix (:func:`oversized_annotations_warning`). kube-apiserver rejects the object
+when the map is its own ("metadata.annotations: Too long: may not be more than 262144 bytes"), and
+every pod of a template that big; a template's map inside a custom resource is not validated by
+kube-apiserver, so such a workload is stored unreviewed (its pods can never be created; a bad
+placement key in it is not denied: README, "Serving"). The review's log line and metrics count it
+as ``allowed`` with one warning.
 
 Only a body longer than :data:`ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
 least as long as the UTF-8 bytes it decodes to), so smaller reviews never pay for the check.
