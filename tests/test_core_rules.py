@@ -263,3 +263,13 @@ def test_the_readme_warning_texts_are_what_review_says():
         in run_jobset(jobset(size="6")).warnings
     assert ("pod has no ray.io/worker-group-replica-index (KubeRay < 1.6?): no segment label; --gate-pods forms "
             "segments at placement") in run_ray(ray_pod(None)).warnings
+
+
+@pytest.mark.parametrize("raw", ["99999999999999999999", "3000000000"])
+def test_a_segment_size_beyond_any_replica_count_is_not_fixed_by_raising_the_replicas(raw):
+    # replicas are int32 (at most 2147483647): "raise replicas to at least 3000000000" cannot be
+    # done, so the fix names only the segment size (new-user trial)
+    catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+    decision = review(make_request(tp4(**{SIZE: raw})), catalog, PLAIN)
+    assert [v.rule for v in decision.violations] == ["segment-size-exceeds-replicas"]
+    assert decision.message.endswith("(rule segment-size-exceeds-replicas); fix: use a segment size between 2 and 16.")

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field, key_text
-from webhook.core.rules import malformed, violate
+from webhook.core.rules import INT32_MAX, malformed, violate
 
 # --------------------------------------------------------------------------------------------
 # message helpers
@@ -65,9 +65,9 @@ def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision
     return None
 
 
-#: Largest value of an ``int32`` field: PyTorchJob ``replicas`` and LWS ``size`` are int32 in their
-#: CRDs (``shared/crds``), and kube-apiserver checks that schema only after mutating admission.
-INT32_MAX = 2**31 - 1
+#: ``INT32_MAX`` (from rules): the largest value of an ``int32`` field: PyTorchJob ``replicas`` and
+#: LWS ``size`` are int32 in their CRDs (``shared/crds``), and kube-apiserver checks that schema
+#: only after mutating admission.
 
 
 def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *, default: int | None,

@@ -48,6 +48,10 @@ class Rule:
     check: Callable[..., bool | None]
 
 
+#: The largest replica count any workload kind accepts (Kubernetes int32 fields); read by
+#: :mod:`webhook.core.reading` as every count's maximum.
+INT32_MAX = 2**31 - 1
+
 #: Rule id → :class:`Rule`, in the order of the README's rejection table.
 RULES: dict[str, Rule] = {}
 
@@ -142,6 +146,10 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
         return True
     if update_of is not None:
         fix = scale_fix(update_of, size, pods_field)
+    elif size > INT32_MAX and pods >= 2:  # no replica count reaches it (replicas are int32)
+        fix = f"use a segment size between 2 and {pods}" if pods > 2 else "use a segment size of 2"
+    elif size > INT32_MAX:
+        fix = _size_fix(origin, field_path)
     elif pods > 2:
         fix = f"use a segment size between 2 and {pods}, or raise {pods_field} to at least {size}"
     elif pods == 2:
