@@ -460,6 +460,15 @@ def test_from_kubeconfig_errors_name_the_source(tmp_path, monkeypatch):
         LiveTopologyCatalog.from_kubeconfig(str(not_a_kubeconfig))
     assert str(info.value) == (f"cannot load kubeconfig {str(not_a_kubeconfig)!r}: "
                                "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+    # not YAML at all: the parser's problem and line, not a traceback (new-user trial: controller
+    # printed one; serve lost the problem text)
+    not_yaml = tmp_path / "broken.yaml"
+    not_yaml.write_text("not: [valid\n")
+    with pytest.raises(TopologyCacheError) as info:
+        LiveTopologyCatalog.from_kubeconfig(str(not_yaml))
+    assert str(info.value).startswith(f"cannot load kubeconfig {str(not_yaml)!r}: not valid YAML: while parsing a "
+                                      "flow sequence")
+    assert "line 1, column 6 expected ',' or ']'" in str(info.value)
 
 
 def test_backoff_doubles_to_the_cap_and_resets():

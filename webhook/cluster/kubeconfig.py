@@ -3,10 +3,11 @@ from the pod's in-cluster service account. Shared by the live Topology catalog a
 
 from __future__ import annotations
 
-from webhook.errors import SegmentWebhookError
-
+import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
+
+from webhook.errors import SegmentWebhookError
 
 IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
 
@@ -29,12 +30,16 @@ def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
             k8s_config.load_incluster_config(client_configuration=configuration)
         else:
             k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-    except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError) as exc:
+    except (k8s_config.ConfigException, OSError, TypeError, ValueError, AttributeError, yaml.YAMLError) as exc:
         source = IN_CLUSTER_SOURCE if path is None else f"kubeconfig {path!r}"
         # The client's own message for a file that is not a kubeconfig mapping is a Python
         # internal one ("'str' object does not support item assignment"): say what is wrong.
-        why = (str(exc) if isinstance(exc, (k8s_config.ConfigException, OSError))
-               else "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+        if isinstance(exc, yaml.YAMLError):  # the file is not YAML: the parser's problem and line
+            why = "not valid YAML: " + " ".join(str(exc).split())
+        elif isinstance(exc, (k8s_config.ConfigException, OSError)):
+            why = str(exc)
+        else:
+            why = "not a kubeconfig (a YAML mapping with clusters, users and contexts)"
         raise KubeconfigError(f"cannot load {source}: {why}") from exc
     return k8s_client.ApiClient(configuration)
 
