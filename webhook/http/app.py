@@ -43,6 +43,7 @@ apiserver can store fits in a review.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -166,12 +167,6 @@ def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _handle(raw: bytes, catalog: TopologyCatalog, settings: AdmissionSettings, mutate: bool,
-            review_fn: envelope.ReviewFunction) -> envelope.ReviewOutcome:
-    """``envelope.handle`` with positional arguments (what ``run_apart`` passes on)."""
-    return envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
-
-
 def _framing_error(exc: BaseException) -> str:
     """The message for a body the server could not decode (a malformed chunked encoding: bad
     chunk size, extension or terminator; a chunked body cut short), e.g. ``InvalidChunkSize``."""
@@ -264,8 +259,8 @@ def create_app(
             # where its CPU time does not hold up the worker's other connections.
             run_apart = environ.get(wsgi_extensions.RUN_APART)
             large_review_fn = bounded_review(review_fn) if len(raw) > ANNOTATIONS_LIMIT_BYTES else review_fn
-            arguments = (raw, catalog, settings, mutate, large_review_fn)
-            outcome = run_apart(_handle, *arguments) if callable(run_apart) else _handle(*arguments)
+            handle = functools.partial(envelope.handle, raw, catalog, settings, mutate=mutate, review_fn=large_review_fn)
+            outcome = run_apart(handle) if callable(run_apart) else handle()
         resp = _json(outcome.body, outcome.http_status)
         elapsed = _clock() - started
         try:
