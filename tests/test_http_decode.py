@@ -120,3 +120,41 @@ def test_values_are_literal():
     assert envelope.decode_json(b'{"s": "\\ud800"}') == {"s": "\ud800"}
     with pytest.raises(envelope.EnvelopeError, match="NaN is not valid JSON"):
         envelope.decode_json(b'{"x": NaN}')
+
+
+# ------------------------------------------------------------------ envelope.patch_json: orjson where it equals json
+
+def json_patch_text(value) -> bytes:
+    """The reference: json's compact, ASCII text (what ``response.patch`` decoded from base64 was
+    before orjson encoded it)."""
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+float_free_leaves = (st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+                     | st.text(max_size=20))
+float_free_values = st.recursive(float_free_leaves, lambda inner: st.lists(inner, max_size=4)
+                                 | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@given(float_free_values)
+def test_a_patch_without_floats_is_json_text_byte_for_byte(value):
+    """Non-ASCII text, control characters, lone surrogates, integers beyond 64 bits: all as json."""
+    assert envelope.patch_json(value) == json_patch_text(value)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_a_patch_with_floats_reads_back_as_the_same_value(value):
+    assert typed(json.loads(envelope.patch_json(value))) == typed(json.loads(json_patch_text(value)))
+    assert envelope.patch_json(value).isascii()
+
+
+def test_patch_json_literal_cases():
+    patch = [{"op": "add", "path": "/metadata/labels/kai.scheduler~1segment-index", "value": "0"}]
+    assert envelope.patch_json(patch) == (
+        b'[{"op":"add","path":"/metadata/labels/kai.scheduler~1segment-index","value":"0"}]')
+    assert envelope.patch_json([{"value": "名\x01"}]) == b'[{"value":"\\u540d\\u0001"}]'
+    assert envelope.patch_json([2**64]) == b"[18446744073709551616]"
+    assert envelope.patch_json([{"value": "\ud800"}]) == b'[{"value":"\\ud800"}]'
+    assert envelope.patch_json([{1: "x"}]) == b'[{"1":"x"}]'

@@ -44,6 +44,7 @@ apiserver can store fits in a review.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 import os
@@ -52,6 +53,7 @@ from typing import Any, Callable
 
 import orjson
 from flask import Flask, Response, request
+from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
@@ -176,6 +178,36 @@ def _framing_error(exc: BaseException) -> str:
             "send it with Content-Length or a valid chunked encoding")
 
 
+class SessionFree(SessionInterface):
+    """Flask's session interface for an app that keeps no sessions: every request gets the same
+    empty, read-only :class:`flask.sessions.NullSession` (writing to it raises, as with Flask's
+    own null session), so no signing serializer is looked up, no session object built and nothing
+    saved per request (Flask's documented extension point, ``Flask.session_interface``)."""
+
+    def __init__(self) -> None:
+        self._session = NullSession()
+
+    def open_session(self, app: Flask, request: Any) -> NullSession:
+        """The shared null session."""
+        return self._session
+
+    def save_session(self, app: Flask, session: Any, response: Response) -> None:
+        """Nothing to save."""
+
+
+class WebhookFlask(Flask):
+    """The webhook's Flask app: Flask with the parts a webhook does not use turned off through
+    Flask's documented overrides: no sessions (:class:`SessionFree`), and every view a plain
+    function (``ensure_sync`` returns it as it is, without asking on each request whether it is a
+    coroutine; ``create_app`` registers only plain ``def`` views, and refuses anything else)."""
+
+    session_interface = SessionFree()
+
+    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``func`` itself: every view of this app is a plain function."""
+        return func
+
+
 def create_app(
     catalog: TopologyCatalog,
     settings: AdmissionSettings,
@@ -203,7 +235,7 @@ def create_app(
     """
     if review_fn is None:
         review_fn = envelope._default_review()  # ImportError here: a broken install fails at start
-    app = Flask("segment_webhook")
+    app = WebhookFlask("segment_webhook")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
@@ -317,4 +349,7 @@ def create_app(
     def http_error(exc: HTTPException) -> Response:
         return _json({"error": exc.description, "code": exc.code}, exc.code or 400)
 
+    coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
+    if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
+        raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
     return app

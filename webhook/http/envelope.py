@@ -288,6 +288,25 @@ def _is_value(parent: Mapping, key: str) -> str:
 STATUS_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
 
 
+def patch_json(patch: list) -> bytes:
+    """The JSON text of a JSONPatch, as sent (base64) in ``response.patch``: compact, ASCII, the
+    bytes of ``encode_json(patch).encode()``.
+
+    Encoded by :mod:`orjson` (a PyTorchJob's patch about 20 times faster than :mod:`json`); its
+    text is :mod:`json`'s byte for byte when it is ASCII and holds no float (orjson writes other
+    characters as UTF-8 where json escapes them, and refuses integers beyond 64 bits, lone
+    surrogates and keys that are not strings: all of those go to :mod:`json`). A float, which no
+    patch of the webhook's own carries, is spelled the shortest way that reads back as the same
+    number (``1e16`` for json's ``1e+16``): kube-apiserver decodes the same patch.
+    ``tests/test_http_decode.py`` checks the two encoders against each other.
+    """
+    try:
+        encoded = orjson.dumps(patch)
+    except TypeError:
+        return encode_json(patch).encode()
+    return encoded if encoded.isascii() else encode_json(patch).encode()
+
+
 def review_response(
     uid: str,
     *,
@@ -311,7 +330,7 @@ def review_response(
     response: AdmissionResponse = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(encode_json(patch).encode()).decode("ascii")
+        response["patch"] = base64.b64encode(patch_json(patch)).decode("ascii")
     if warnings:
         response["warnings"] = bounded_warnings(warnings)
     if not allowed:

@@ -43,6 +43,8 @@ from typing import Any
 
 import orjson
 
+from webhook.http.envelope import DECISION_ALLOWED
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 KNOWN_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "Pod")
 KNOWN_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
@@ -205,10 +207,15 @@ def utc_timestamp(seconds: float) -> str:
 
 
 def review_fields(outcome: Any, seconds: float) -> dict:
-    """The fields of one review's log line after ``time`` and ``msg`` (listed in the module
-    docstring), in their order."""
-    denied = not outcome.allowed
+    """One review's log line as a dict, in its order (the fields listed in the module docstring):
+    ``time`` (None here: :class:`ReviewLineFormatter` fills it in from the record's creation
+    time), ``msg`` (:data:`REVIEW_MESSAGE`), then ``uid`` … ``http_status``. ``outcome``: a
+    :class:`webhook.http.envelope.ReviewOutcome`; ``seconds``: the review's latency."""
+    denied = outcome.decision != DECISION_ALLOWED
+    rules = outcome.rules
     return {
+        "time": None,
+        "msg": REVIEW_MESSAGE,
         "uid": outcome.uid,
         "kind": outcome.kind,
         "namespace": outcome.namespace,
@@ -216,8 +223,8 @@ def review_fields(outcome: Any, seconds: float) -> dict:
         "user": outcome.user,
         "operation": outcome.operation,
         "decision": outcome.decision,
-        "rule": outcome.rules[0] if (outcome.rules and denied) else None,
-        "rules": list(outcome.rules) if denied else [],
+        "rule": rules[0] if (rules and denied) else None,
+        "rules": list(rules) if denied else [],
         "warnings": len(outcome.warnings),
         "duration_ms": round(seconds * 1000.0, 3),
         "http_status": outcome.http_status,
@@ -225,24 +232,28 @@ def review_fields(outcome: Any, seconds: float) -> dict:
 
 
 class ReviewLineFormatter(logging.Formatter):
-    """Formats a ``segment_webhook.review`` record as one compact JSON object:
-    ``{"time", "msg", <the record's review fields>}`` (:func:`review_fields`), encoded by orjson.
-    ``time`` is the record's creation time (:func:`utc_timestamp`). Text orjson refuses (a lone
-    surrogate in a client's uid, a value that is not JSON) is encoded by :mod:`json` instead, with
-    non-JSON values as their ``str``: a log line never fails a review."""
+    """Formats a ``segment_webhook.review`` record as one compact JSON object, encoded by orjson:
+    the record's review fields (:func:`review_fields`, the record attribute :data:`REVIEW_FIELDS`)
+    with ``time`` set to the record's creation time (:func:`utc_timestamp`) and ``msg`` to its
+    message; a record without them is ``{"time", "msg"}``. Like :class:`logging.Formatter`, which
+    stores ``message`` and ``asctime`` on the record, this sets ``time`` and ``msg`` in the
+    record's own dict (no copy per line). Text orjson refuses (a lone surrogate in a client's uid,
+    a value that is not JSON) is encoded by :mod:`json` instead, with non-JSON values as their
+    ``str``: a log line never fails a review."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = {"time": utc_timestamp(record.created), "msg": record.getMessage()}
-        fields = record.__dict__.get(REVIEW_FIELDS)
-        if fields:
-            line.update(fields)
+        line = record.__dict__.get(REVIEW_FIELDS)
+        if line is None:
+            line = {"time": None, "msg": None}
+        line["time"] = utc_timestamp(record.created)
+        line["msg"] = record.getMessage()
         try:
             return orjson.dumps(line).decode()
         except TypeError:
             return json.dumps(line, separators=(",", ":"), default=str)
 
 
-#: The ``LogRecord`` attribute that carries a review's fields (``logging``'s ``extra``).
+#: The ``LogRecord`` attribute that carries a review's fields (:func:`review_fields`).
 REVIEW_FIELDS = "review"
 #: The message of every review record (the line's ``msg``).
 REVIEW_MESSAGE = "admission review"
@@ -255,9 +266,11 @@ def log_review(outcome: Any, seconds: float) -> None:
     answer is returned."""
     if review_log.isEnabledFor(logging.INFO):
         # makeRecord + handle is Logger.info without looking up the calling source line (no
-        # format of ours prints it): the same filters, handlers and formatter.
-        review_log.handle(review_log.makeRecord(REVIEW_LOGGER, logging.INFO, __file__, 0, REVIEW_MESSAGE, (), None,
-                                                extra={REVIEW_FIELDS: review_fields(outcome, seconds)}))
+        # format of ours prints it): the same filters, handlers and formatter. The fields are set
+        # as the record's attribute, as ``extra`` would, without its check for clashing names.
+        record = review_log.makeRecord(REVIEW_LOGGER, logging.INFO, __file__, 0, REVIEW_MESSAGE, (), None)
+        record.review = review_fields(outcome, seconds)
+        review_log.handle(record)
 
 
 def configure_review_log(stream: Any = None) -> None:
