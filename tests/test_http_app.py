@@ -519,3 +519,42 @@ def test_a_lone_surrogate_the_answer_echoes_is_answered_not_500():
     assert resp.status_code == 200
     assert json.loads(resp.data)["response"]["uid"] == "\ud800"
     assert json.loads(resp.data)["response"]["allowed"] is True
+
+
+def test_the_app_keeps_no_sessions_and_serves_only_plain_views():
+    """``WebhookFlask``: one shared, read-only null session (writing raises, as Flask's own null
+    session does), and a coroutine view is refused when the app is built, not served unrun."""
+    from flask.sessions import NullSession
+
+    from webhook.http.app import WebhookFlask
+
+    client, _ = make_app()
+    app = client.application
+    assert isinstance(app, WebhookFlask)
+    with app.test_request_context("/healthz"):
+        from flask import session
+
+        assert isinstance(session._get_current_object(), NullSession)
+        with pytest.raises(RuntimeError):
+            session["user"] = "x"
+    assert client.get("/healthz").status_code == 200
+
+
+def test_a_coroutine_view_is_refused_when_the_app_is_built(monkeypatch):
+    import flask
+
+    real_post = flask.Flask.post
+
+    def post_as_coroutine(self, rule, **options):
+        register = real_post(self, rule, **options)
+
+        def decorator(view):
+            async def coroutine_view():
+                return view()
+            coroutine_view.__name__ = view.__name__
+            return register(coroutine_view)
+        return decorator
+
+    monkeypatch.setattr(flask.Flask, "post", post_as_coroutine)
+    with pytest.raises(TypeError, match=r"views \['mutate', 'validate'\] are coroutines"):
+        make_app()

@@ -49,7 +49,7 @@ import json
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import orjson
 from flask import Flask, Response, request
@@ -178,6 +178,10 @@ def _framing_error(exc: BaseException) -> str:
             "send it with Content-Length or a valid chunked encoding")
 
 
+#: A view function of the app (a plain ``def``; see :class:`WebhookFlask`).
+View = TypeVar("View", bound=Callable[..., object])
+
+
 class SessionFree(SessionInterface):
     """Flask's session interface for an app that keeps no sessions: every request gets the same
     empty, read-only :class:`flask.sessions.NullSession` (writing to it raises, as with Flask's
@@ -203,7 +207,7 @@ class WebhookFlask(Flask):
 
     session_interface = SessionFree()
 
-    def ensure_sync(self, func: Callable[..., Any]) -> Callable[..., Any]:
+    def ensure_sync(self, func: View) -> View:
         """``func`` itself: every view of this app is a plain function."""
         return func
 
