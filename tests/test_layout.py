@@ -223,7 +223,7 @@ def test_seam_checker_finds_loose_types(source, expected):
     assert untyped_seams(source) == expected
 
 
-@pytest.mark.parametrize("relative", ["core", "http/envelope.py", "http/app.py"])
+@pytest.mark.parametrize("relative", ["core", "http/envelope.py", "http/app.py", "http/bounds.py"])
 def test_the_admission_seams_are_typed(relative):
     target = PACKAGE / relative
     paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]

@@ -324,7 +324,7 @@ def create_app(
     @app.get("/readyz")
     def readyz() -> Response:
         """Readiness: catalog synced and serving certificate loaded."""
-        synced = bool(getattr(catalog, "synced", False))
+        synced = bool(catalog.synced)
         tls = True if tls_ready is None else bool(tls_ready())
         body = {"ready": synced and tls, "topologiesSynced": synced, "certificateLoaded": tls}
         if not synced:

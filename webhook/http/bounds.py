@@ -24,9 +24,12 @@ least as long as the UTF-8 bytes it decodes to), so smaller reviews never pay fo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import Any
 
+from webhook.core.admission import AdmissionHandler, AdmissionRequest
 from webhook.core.admission_decision import Decision
+from webhook.core.settings import AdmissionSettings
+from webhook.core.topology import TopologyCatalog
 from webhook.http.envelope import encode_json
 
 #: kube-apiserver's limit on the total size of one object's annotations, in bytes (keys + values;
@@ -96,12 +99,14 @@ def oversized_annotations_warning(path: str, size: int) -> str:
     return shown + tail
 
 
-def bounded_review(review_fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``review_fn`` (``review(request, catalog, settings, *, mutate) -> Decision``) behind the
+def bounded_review(review_fn: AdmissionHandler) -> AdmissionHandler:
+    """``review_fn`` (the core's entry point, ``review(request, catalog, settings, *, mutate) ->
+    Decision``) behind the
     size bound: a request whose ``object`` has an annotation map over the limit is allowed without
     a patch, with :func:`oversized_annotations_warning`, and ``review_fn`` is not called."""
 
-    def review(request: Mapping, catalog: Any, settings: Any, *, mutate: bool = True) -> Any:
+    def review(request: AdmissionRequest, catalog: TopologyCatalog, settings: AdmissionSettings, *,
+               mutate: bool = True) -> Decision:
         found = oversized_annotations(request.get("object"))
         if found is None:
             return review_fn(request, catalog, settings, mutate=mutate)
