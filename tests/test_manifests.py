@@ -31,7 +31,7 @@ def test_yaml_stream_with_empty_documents():
 
 
 @pytest.mark.parametrize("text, message", [
-    ("a: [b\n", "not valid YAML or JSON: "),
+    ("a: [b\n", "line 2, column 1: not valid YAML: "),
     ("kind: Pod\nx: " + "9" * 5000 + "\n", "a number has more than 4300 digits"),
     ("[" * 5000 + "]" * 5000, "nested too deeply to be a Kubernetes object"),
 ])
@@ -40,6 +40,88 @@ def test_parse_errors_name_the_file(text, message):
         manifests.parse_documents(text, "bad.yaml")
     assert caught.value.source == "bad.yaml"
     assert str(caught.value).startswith("bad.yaml: " + message)
+
+
+# ------------------------------------------------------------------ syntax errors: line, column, problem, fix
+# (new-user trial: the messages quoted PyYAML's `in "<unicode string>", line 3, column 1` marks and
+# its internal context lines)
+
+GENERAL_FIX = ("the keys of one mapping start in the same column, the items ('- ') of one list too, and a value "
+               "holding ': ' or ' #' is quoted")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("apiVersion: v1\nkind: Pod\nmetadata\n  name: x\n",
+     "line 4, column 7: not valid YAML: could not find expected ':' (for the key that starts at line 3, column 1)\n"
+     "fix: line 3 is read as a key but has no ':' after it: add ': ' after the key, or, when the line continues "
+     "the value above it, indent it under that value or quote the value"),
+    ('kind: Pod\nmetadata: {name: "p}\n',
+     "line 3, column 1: not valid YAML: found unexpected end of stream (in the quoted text that starts at line 2, "
+     "column 18)\nfix: close the quote that opens at line 2, column 18 with the same quote character"),
+    ("kind: Pod\nspec: {containers: [{name: c}\n",
+     "line 3, column 1: not valid YAML: did not find expected ',' or ']' (in the [ ] list that starts at line 2, "
+     "column 20)\nfix: close the [ at line 2, column 20 with ], and separate its items with commas"),
+    ("kind: Pod\nmetadata:\n  name: p\n labels: {}\n",
+     f"line 4, column 2: not valid YAML: did not find expected key (in the mapping that starts at line 1, column 1)\n"
+     f"fix: check the indentation and quoting at line 4: {GENERAL_FIX}"),
+    ("kind: Pod\nmetadata: {name: p}\ncommand: echo a: b\n",
+     "line 3, column 16: not valid YAML: mapping values are not allowed in this context\n"
+     "fix: quote the value at line 3 if it holds ': ', or move a nested key to a line of its own, indented under "
+     "a key that has no value"),
+    ("kind: Pod\nmetadata:\n\tname: p\n",
+     "line 3, column 1: not valid YAML: found character that cannot start any token\n"
+     "fix: line 3 has a tab character; YAML indentation must use spaces, so replace the tab with spaces"),
+    ("kind: Pod\nimage: @latest\n",
+     "line 2, column 8: not valid YAML: found character that cannot start any token\n"
+     "fix: quote the value at line 2: a plain value cannot start with @ or `"),
+    ("kind: Pod\nname: *p\n",
+     "line 2, column 7: not valid YAML: found undefined alias\n"
+     "fix: define the anchor (&name) before the alias (*name) at line 2, or quote the value if the * belongs to it"),
+    ("kind: Pod\nname: !p x\n",
+     "line 2, column 7: not valid YAML: could not determine a constructor for the tag '!p'\n"
+     "fix: remove the tag (!...) at line 2, or quote the value if the ! belongs to it"),
+    # a control character after a two-byte character: the column counts characters, not bytes
+    ("kind: Pod\nname: é\x00\n",
+     "line 2, column 8: not valid YAML: character #x0000: control characters are not allowed\n"
+     "fix: remove the character at line 2, column 8; a manifest is text (is this a binary file?)"),
+    # JSON text is worded as JSON (kubectl reads a text starting with { as JSON) ...
+    ('{"kind": "Pod",\n "metadata": {"name": "p"}\n "spec": {}}\n',
+     "line 3, column 2: not valid JSON: Expecting ',' delimiter\n"
+     "fix: check the JSON at line 3: a comma between items and none after the last, every key and string in "
+     "double quotes, every { and [ closed"),
+    ('[{"kind": "Pod"}\n {"kind": "Node"}]\n',
+     "line 2, column 2: not valid JSON: Expecting ',' delimiter\n"
+     "fix: check the JSON at line 2: a comma between items and none after the last, every key and string in "
+     "double quotes, every { and [ closed"),
+    # ... unless YAML read further: a YAML flow mapping
+    ("{kind: Pod, metadata: {name: p}\n",
+     "line 2, column 1: not valid YAML: did not find expected ',' or '}' (in the { } mapping that starts at line 1, "
+     "column 1)\nfix: close the { at line 1, column 1 with }, and separate its items with commas"),
+])
+def test_syntax_errors_name_line_column_problem_and_fix(text, message):
+    with pytest.raises(ManifestError) as caught:
+        manifests.parse_documents(text, "pod.yaml")
+    assert str(caught.value) == f"pod.yaml: {message}"
+    assert "<unicode string>" not in str(caught.value) and "while " not in str(caught.value)
+
+
+def test_not_utf8_names_the_byte_its_line_and_column_in_the_whole_file(tmp_path):
+    # the byte is placed in the whole file, not in the chunk the text reader decoded
+    path = tmp_path / "pod.yaml"
+    path.write_bytes(b"kind: Pod\r\n" + b"# padding\n" * 2000 + b"name: caf\xe9\n")
+    with pytest.raises(ManifestError) as caught:
+        manifests.load_documents(str(path))
+    assert str(caught.value) == (
+        f"{path}: not UTF-8 text: byte 0xe9 at line 2002, column 10 (invalid continuation byte)\n"
+        "fix: give a YAML or JSON manifest saved as UTF-8 (is this a binary file, or text saved as Latin-1 or "
+        "UTF-16?)")
+
+
+def test_line_ends_are_read_as_text_mode_reads_them(tmp_path):
+    path = tmp_path / "pod.yaml"
+    path.write_bytes(b"kind: Pod\r\nmetadata:\r  name: p\r\n")
+    assert manifests.read_text(str(path)) == "kind: Pod\nmetadata:\n  name: p\n"
+    assert manifests.load_documents(str(path)) == [{"kind": "Pod", "metadata": {"name": "p"}}]
 
 
 @pytest.mark.parametrize("docs, message", [

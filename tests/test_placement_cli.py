@@ -167,17 +167,32 @@ def test_place_and_gen_cluster_error_prefix(tmp_path, capsys):
                                        "cannot write: No such file or directory\n")
 
 
+def test_place_workload_syntax_error_names_file_line_column_and_fix(gen_cluster, tmp_path, capsys):
+    # new-user trial: the message quoted PyYAML's internals ("while scanning a simple key", "<unicode string>")
+    path = tmp_path / "bad.yaml"
+    path.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: j\n spec: {}\n")
+    assert main(["place", "-f", str(path), "--cluster", gen_cluster]) == 2
+    assert capsys.readouterr().err == (
+        f"segment-webhook place: error: {path}: line 5, column 2: not valid YAML: did not find expected key (in the "
+        "mapping that starts at line 1, column 1)\n"
+        "fix: check the indentation and quoting at line 5: the keys of one mapping start in the same column, the "
+        "items ('- ') of one list too, and a value holding ': ' or ' #' is quoted\n")
+
+
 def _bad_cluster(tmp_path, what):
     if what == "directory":
         return tmp_path, f"{tmp_path}: cannot read: Is a directory"
     path = tmp_path / "c.yaml"
     if what == "binary":
         path.write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")
-        return path, f"{path}: not UTF-8 text: 'utf-8' codec can't decode byte 0xff in position 8: invalid start byte"
+        return path, (f"{path}: not UTF-8 text: byte 0xff at line 1, column 9 (invalid start byte)\n"
+                      "fix: give a YAML or JSON manifest saved as UTF-8 (is this a binary file, or text saved as "
+                      "Latin-1 or UTF-16?)")
     if what == "nul":
         path.write_bytes(b"a\x00b: c\n")
-        return path, (f"{path}: not valid YAML or JSON: unacceptable character #x0000: control characters are not "
-                      "allowed\n  in \"<unicode string>\", position 1")
+        return path, (f"{path}: line 1, column 2: not valid YAML: character #x0000: control characters are not "
+                      "allowed\nfix: remove the character at line 1, column 2; a manifest is text (is this a binary "
+                      "file?)")
     if what == "scalar":
         path.write_text("hello\n")
         return path, f'{path}: document 1: expected a Kubernetes object, got a string "hello"'

@@ -143,7 +143,8 @@ def test_infer_without_topology_labels_exits_1(tmp_path, capsys):
      'document 1: Node "n1": metadata.labels["a"] = 7: a label value must be a string'),
     ("kind: Node\nmetadata: {}\n", "document 1: Node has no metadata.name"),
     ("kind: Node\nmetadata: {name: n1}\n---\nkind: Node\nmetadata: {name: n1}\n", 'Node "n1" is listed twice'),
-    ("a: [\n", "not valid YAML or JSON"),
+    ("a: [\n", "nodes.yaml: line 2, column 1: not valid YAML: did not find expected node content\n"
+                "fix: give the value expected at line 2, column 1, and close every [ or { opened before it\n"),
 ])
 def test_infer_bad_input_exits_2_naming_the_file(tmp_path, capsys, content, message):
     path = tmp_path / "nodes.yaml"

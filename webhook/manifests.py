@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from webhook.core.messages import json_type, key_text, quote
-from webhook.core.yamltext import TextTimestampLoader
+from webhook.core.yamltext import TextTimestampLoader, yaml_error_text
 from webhook.errors import SegmentWebhookError
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -95,17 +95,37 @@ class ManifestError(SegmentWebhookError, ValueError):
 
 
 def read_text(path: str) -> str:
-    """The UTF-8 text of ``path`` (``-`` = stdin). Raises :class:`ManifestError`
-    (``cannot read: <reason>``, ``not UTF-8 text: <detail>``)."""
+    """The UTF-8 text of ``path`` (``-`` = stdin), with line ends read as Python's text mode reads
+    them (``\r\n`` and ``\r`` become ``\n``). Raises :class:`ManifestError`: ``cannot read:
+    <reason>``; ``not UTF-8 text: byte 0xNN at line L, column C (<reason>)`` with a fix
+    (:func:`_not_utf8_message`), the byte counted in the whole file."""
     try:
         if path == STDIN:
-            return sys.stdin.read()
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+            stdin_bytes = getattr(sys.stdin, "buffer", None)
+            if stdin_bytes is None:  # a text stream put in place of stdin (tests): already decoded
+                return sys.stdin.read()
+            data = stdin_bytes.read()
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
     except OSError as exc:
         raise ManifestError(path, f"cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ManifestError(path, f"not UTF-8 text: {exc}") from None
+        raise ManifestError(path, _not_utf8_message(data, exc)) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _not_utf8_message(data: bytes, exc: UnicodeDecodeError) -> str:
+    """``not UTF-8 text: byte 0xNN at line L, column C (<codec reason>)`` and a fix, for the file
+    bytes ``data`` whose decoding failed with ``exc`` (its ``start`` is an offset in ``data``)."""
+    before = data[: exc.start].decode("utf-8")
+    line_start = before.rfind("\n") + 1
+    line, column = before.count("\n") + 1, len(before) - line_start + 1
+    return (f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column} ({exc.reason})\n"
+            "fix: give a YAML or JSON manifest saved as UTF-8 (is this a binary file, or text saved as "
+            "Latin-1 or UTF-16?)")
 
 
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -192,17 +212,19 @@ def parse_documents(text: str, source: str, *, json_duplicates: bool = True) -> 
     ``object_pairs_hook`` costs about a quarter of ``place``'s snapshot load; YAML is always
     checked, at about 2%). Raises
     :class:`ManifestError` naming ``source``: ``line N: mapping key "K" already defined at line
-    M`` (JSON: ``line N: object has the key "K" twice``) with a fix, ``not valid YAML or JSON``,
-    ``a number has more than 4300 digits`` (Python's integer conversion limit), ``nested too
-    deeply to be a Kubernetes object``."""
+    M`` (JSON: ``line N: object has the key "K" twice``) with a fix; ``line L, column C: not valid
+    YAML: <problem>`` or ``... not valid JSON: <problem>`` with a ``fix:`` line
+    (:func:`syntax_error_message`); ``a number has more than 4300 digits`` (Python's integer
+    conversion limit); ``nested too deeply to be a Kubernetes object``."""
+    json_error: json.JSONDecodeError | None = None
     try:
         if _is_json(text):
             try:
                 if not json_duplicates:
                     return [json.loads(text)]
                 return [json.loads(text, object_pairs_hook=_unique_pairs)]
-            except json.JSONDecodeError:
-                pass  # e.g. a YAML flow mapping ``{a: 1}`` or a stream: read it as YAML
+            except json.JSONDecodeError as exc:
+                json_error = exc  # e.g. a YAML flow mapping ``{a: 1}`` or a stream: read it as YAML
             except DuplicateKeyError:
                 raise ManifestError(source, _duplicate_message(_json_duplicate_line(text), True)) from None
         return list(yaml.load_all(text, Loader=_Loader))
@@ -213,25 +235,30 @@ def parse_documents(text: str, source: str, *, json_duplicates: bool = True) -> 
     except yaml.YAMLError as exc:
         if _NESTING_LIMIT_PROBLEM in str(getattr(exc, "problem", "") or ""):
             raise ManifestError(source, NESTED_TOO_DEEPLY) from None
-        raise ManifestError(source, f"not valid YAML or JSON: {exc}{_tab_fix(text, exc)}") from None
+        raise ManifestError(source, syntax_error_message(text, exc, json_error)) from None
     except RecursionError:
         raise ManifestError(source, NESTED_TOO_DEEPLY) from None
     except ValueError:  # an integer of more than 4,300 digits (Python's conversion limit)
         raise ManifestError(source, "a number has more than 4300 digits") from None
 
 
-def _tab_fix(text: str, exc: yaml.YAMLError) -> str:
-    """A fix for the commonest YAML mistake PyYAML words obscurely: a tab where YAML allows only
-    spaces (YAML 1.1/1.2 forbid tabs in indentation). Empty when the error is not at a tab."""
-    mark = getattr(exc, "problem_mark", None)
-    if mark is None:
-        return ""
-    lines = text.splitlines()
-    line = lines[mark.line] if 0 <= mark.line < len(lines) else ""
-    if "\t" not in line[: mark.column + 1]:
-        return ""
-    return (f"\nfix: line {mark.line + 1} has a tab character; YAML indentation must use spaces, "
-            "so replace the tab with spaces")
+#: What to check in JSON text at the line of its error (the mistakes :mod:`json` reports).
+_JSON_FIX = ("a comma between items and none after the last, every key and string in double quotes, "
+             "every { and [ closed")
+
+
+def syntax_error_message(text: str, yaml_error: yaml.YAMLError, json_error: json.JSONDecodeError | None) -> str:
+    """The message for ``text`` that is neither valid YAML (``yaml_error``) nor, when it looks like
+    JSON (starts with ``{`` or ``[``), valid JSON (``json_error``): ``line L, column C: not valid
+    JSON: <json's problem>`` and ``fix: check the JSON at line L: ...`` when JSON read at least as
+    far as YAML did (the text is meant as JSON), else
+    :func:`webhook.core.yamltext.yaml_error_text` (a YAML flow mapping such as ``{a: 1``)."""
+    mark = getattr(yaml_error, "problem_mark", None)
+    yaml_reached = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
+    if json_error is not None and (json_error.lineno, json_error.colno) >= yaml_reached:
+        return (f"line {json_error.lineno}, column {json_error.colno}: not valid JSON: {json_error.msg}\n"
+                f"fix: check the JSON at line {json_error.lineno}: {_JSON_FIX}")
+    return yaml_error_text(yaml_error, text)
 
 
 def deeper_than(value: Any, limit: int) -> bool:

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import yaml
 
-from webhook.core.yamltext import TextTimestampLoader
+from webhook.core.yamltext import TextTimestampLoader, yaml_error_text
 from webhook.errors import SegmentWebhookError
 
 TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
@@ -193,7 +193,7 @@ def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
     try:
         docs = list(yaml.load_all(text, Loader=TextTimestampLoader))  # timestamps as text, as kubectl reads them
     except yaml.YAMLError as exc:
-        raise TopologyError(f"{source}: not valid YAML: {exc}") from exc
+        raise TopologyError(f"{source}: {yaml_error_text(exc, text)}") from exc
     except ValueError as exc:  # an integer of more than 4,300 digits (Python's conversion limit)
         raise TopologyError(f"{source}: a number has more than 4300 digits") from exc
     try:
