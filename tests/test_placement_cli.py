@@ -179,6 +179,20 @@ def test_place_workload_syntax_error_names_file_line_column_and_fix(gen_cluster,
         "items ('- ') of one list too, and a value holding ': ' or ' #' is quoted\n")
 
 
+@pytest.mark.parametrize("argv, leftover", [
+    (["place", "--bogus", "-f", "w.yaml", "--cluster", "c.yaml"], "--bogus"),
+    (["place", "-f", "w.yaml", "--cluster", "c.yaml", "--bogus", "extra"], "--bogus extra"),
+])
+def test_an_unknown_flag_is_the_sub_commands_error_with_its_usage(capsys, argv, leftover):
+    # new-user trial: argparse printed the top-level usage and "segment-webhook: error: ..."
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.startswith("usage: segment-webhook place [-h] -f FILE --cluster FILE")
+    assert err.endswith(f"segment-webhook place: error: unrecognized arguments: {leftover}\n")
+
+
 def _bad_cluster(tmp_path, what):
     if what == "directory":
         return tmp_path, f"{tmp_path}: cannot read: Is a directory"

@@ -155,6 +155,21 @@ def test_infer_bad_input_exits_2_naming_the_file(tmp_path, capsys, content, mess
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, command", [
+    (["topology", "infer", "-f", "nodes.yaml", "--bogus"], "topology infer"),
+    (["topology", "check", "-f", "t.yaml", "--nodes", "nodes.yaml", "--bogus"], "topology check"),
+    (["topology", "--bogus", "infer", "-f", "nodes.yaml"], "topology"),
+])
+def test_an_unknown_flag_is_the_nested_sub_commands_error_with_its_usage(capsys, argv, command):
+    # new-user trial: argparse printed the top-level usage and "segment-webhook: error: ..."
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.startswith(f"usage: segment-webhook {command} [-h]")
+    assert err.endswith(f"segment-webhook {command}: error: unrecognized arguments: --bogus\n")
+
+
 def test_infer_missing_file_and_bad_flags_exit_2(tmp_path, capsys):
     assert main(["topology", "infer", "-f", str(tmp_path / "absent.yaml")]) == 2
     assert "absent.yaml: cannot read: No such file or directory" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any
 
 from webhook import __version__
 from webhook.cli.flags import error
@@ -32,16 +33,31 @@ COMMAND_MODULES = (
 )
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of a sub-command (``place``, ``topology infer``): an argument it does not know is
+    its own error, printed with its own usage (``segment-webhook place: error: unrecognized
+    arguments: --bogus``, exit 2). argparse parses a sub-command with ``parse_known_args`` and
+    leaves what it did not recognise to the top-level parser, which printed the top-level usage
+    and ``segment-webhook: error: ...`` instead (new-user trial)."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+        """``argparse.ArgumentParser.parse_known_args``, then :meth:`error` (usage, message, exit 2)
+        when an argument is left over."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every sub-command registered."""
+    """The full argument parser with every sub-command registered (each a :class:`CommandParser`,
+    nested ones too: ``add_subparsers`` makes its parsers of the class of the parser it is called on)."""
     parser = argparse.ArgumentParser(
         prog="segment-webhook",
         description="Segment-based topology-aware placement: admission webhook and placement engine.",
     )
     parser.add_argument("--version", action="version", version=f"segment-webhook {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CommandParser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
