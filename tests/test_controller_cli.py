@@ -358,3 +358,15 @@ def test_place_and_the_dry_run_say_can_never_fit_with_the_smallest_change(tmp_pa
     code, out, err = once([nodes], [], None, "yaml", workload_paths=[str(job)])
     assert (code, err) == (0, "")
     assert list(yaml.safe_load_all(out)) == [{"gang": "team-a/job-a", "waiting": NEVER_FITS_TEXT}]
+
+
+def test_a_bad_workload_of_a_file_of_several_is_named_by_its_document(tmp_path):
+    # as `place -f`: with more than one workload object, the document tells which one
+    bad = pytorchjob("job-d")
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["tolerations"] = "x"
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all([pytorchjob("job-c"), bad]))
+    code, out, err = once([dump(tmp_path, cluster())], [], None, "yaml", workload_paths=[str(path)])
+    assert (code, out) == (2, "")
+    assert err == (f"segment-webhook controller: error: {path}: document 2: Pod job-d-worker-0: "
+                   "spec.pytorchReplicaSpecs.Worker.template.spec.tolerations must be an array of objects, not a string\n")

@@ -343,3 +343,60 @@ def test_merge_patch_follows_strategic_merge_for_the_fields_a_runtime_patch_may_
                        {"name": "sidecar", "image": "s"}],
         "serviceAccountName": "t"}
     assert base["nodeSelector"] == {"a": "1", "b": "2"}  # the inputs are not changed
+
+
+# ------------------------------------------------------------------ errors name the file and the document
+# (new-user trial: `place -f trainjob.yaml -f runtime.yaml` named the TrainJob's file for an error in
+# the runtime, and listed two workloads of two files as "document 1" and "document 1")
+
+def _without(err):
+    """stderr without the webhook's warnings."""
+    return "".join(line for line in err.splitlines(keepends=True) if not line.startswith("Warning: "))
+
+
+def _broken_pod_template(tj, rt):
+    rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["tolerations"] = "x"
+
+
+@pytest.mark.parametrize("change, in_runtime, message", [
+    (lambda tj, rt: rt["spec"]["template"]["spec"].update(replicatedJobs=[]), True,
+     "ClusterTrainingRuntime torch-distributed: spec.template.spec.replicatedJobs: missing or empty; the runtime "
+     "has no Jobs to run"),
+    (_broken_pod_template, True,
+     "Pod llama-ft-node-0-0: ClusterTrainingRuntime torch-distributed: spec.template.spec.replicatedJobs[0].template."
+     "spec.template.spec.tolerations must be an array of objects, not a string"),
+    (lambda tj, rt: rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"].pop("template"), True,
+     "ClusterTrainingRuntime torch-distributed: spec.template.spec.replicatedJobs[0].template.spec.template.spec: "
+     "the pod template has no spec"),
+    (lambda tj, rt: tj["metadata"]["annotations"].update({"segments.dev/trainer-job": "trainer"}), False,
+     "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[name=trainer] (manager "
+     "segments.dev/segment-webhook): the ClusterTrainingRuntime torch-distributed has no replicatedJob \"trainer\" "
+     "(it has node); fix: name one of its replicatedJobs (for the webhook's entry: the TrainJob annotation "
+     "segments.dev/trainer-job)"),
+    # merged over the runtime's container, but written in the TrainJob: its field, its file
+    (lambda tj, rt: tj["spec"]["trainer"]["resourcesPerNode"]["limits"].update({"nvidia.com/gpu": "lots"}), False,
+     'spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: "lots" is not a Kubernetes quantity (examples: '
+     '"500m", "2", "64Gi", "1e3")'),
+])
+def test_an_error_names_the_file_and_document_of_the_object_it_is_in(tmp_path, capsys, rack_cluster, change,
+                                                                       in_runtime, message):
+    tj, rt = trainjob(), runtime()
+    change(tj, rt)
+    tj_path, rt_path = write(tmp_path, "tj.yaml", tj), write(tmp_path, "rt.yaml", rt)
+    code, _, err = place(capsys, tj_path, rt_path, cluster=rack_cluster)
+    assert code == 2
+    assert _without(err) == f"segment-webhook place: error: {rt_path if in_runtime else tj_path}: document 1: {message}\n"
+    both = write(tmp_path, "both.yaml", tj, rt)  # one file: the document tells them apart
+    code, _, err = place(capsys, both, cluster=rack_cluster)
+    assert code == 2
+    assert _without(err) == f"segment-webhook place: error: {both}: document {2 if in_runtime else 1}: {message}\n"
+
+
+def test_two_workloads_of_two_files_are_each_named_by_file_and_document(tmp_path, capsys, rack_cluster):
+    job = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"}, "spec": {}}
+    tj_path, other = write(tmp_path, "tj.yaml", trainjob()), write(tmp_path, "other.yaml", runtime(), job)
+    code, _, err = place(capsys, tj_path, other, cluster=rack_cluster)
+    assert code == 2
+    assert err == (f"segment-webhook place: error: {tj_path}, {other}: expected exactly one workload object, found 2 "
+                   f"({tj_path}: document 1: TrainJob llama-ft; {other}: document 2: JobSet js)\n")
+

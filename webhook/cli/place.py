@@ -18,7 +18,7 @@ import yaml
 
 from webhook.cli.flags import UsageError, add_topology_flags, error
 from webhook.cli.output import write_output
-from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime
+from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime, runtime_label
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.engine import Placement, PlacementError
 from webhook.placement.expand import ExpandError
@@ -48,12 +48,24 @@ def register(subparsers: Any) -> None:
 
 @dataclass
 class PlaceInput:
-    """What the ``-f`` files hold: the one ``workload`` object, the file it is in (``path``), and
-    the training ``runtimes`` given with it (for a TrainJob)."""
+    """What the ``-f`` files hold: the one ``workload`` object and ``source``, where it was read;
+    the training ``runtimes`` given with it (for a TrainJob) and, in the same order,
+    ``runtime_sources``. A source is the file name followed by ``: document N`` (the
+    :func:`webhook.manifests.flatten` location) when the files hold more than one object, the file
+    name alone for the one object of one file."""
 
     workload: dict
-    path: str
+    source: str
     runtimes: list[dict] = field(default_factory=list)
+    runtime_sources: list[str] = field(default_factory=list)
+
+    def source_of(self, runtime: Any = None) -> str:
+        """Where ``runtime`` (one of :attr:`runtimes`, the same object) was read; the workload's
+        :attr:`source` for ``None``."""
+        for given, source in zip(self.runtimes, self.runtime_sources):
+            if given is runtime:
+                return source
+        return self.source
 
 
 def load_workload(paths: str | list[str]) -> PlaceInput:
@@ -61,27 +73,26 @@ def load_workload(paths: str | list[str]) -> PlaceInput:
     flattened as ``controller -f`` reads them): exactly one workload, plus any number of
     ClusterTrainingRuntime / TrainingRuntime documents when the workload is a TrainJob.
 
-    Raises :class:`ManifestError` naming the file: no workload or more than one, or a runtime
-    given with a workload that is not a TrainJob (it would be ignored)."""
+    Raises :class:`ManifestError` naming the file and the document: no workload or more than one
+    (each one found listed by its document, and its file when there are several files), or a
+    runtime given with a workload that is not a TrainJob (it would be ignored)."""
     paths = [paths] if isinstance(paths, str) else list(paths)
-    workloads: list[tuple[str, str, dict]] = []
-    runtimes: list[tuple[str, str, dict]] = []
-    for path in paths:
-        for location, obj in load_objects(path):
-            (runtimes if is_runtime(obj) else workloads).append((path, location, dict(obj)))
+    located = [(path, location, dict(obj)) for path in paths for location, obj in load_objects(path)]
+    sources = [f"{path}: {location}" if len(located) > 1 else path for path, location, _ in located]
+    workloads = [(source, location, obj) for source, (_, location, obj) in zip(sources, located) if not is_runtime(obj)]
+    runtimes = [(source, obj) for source, (_, _, obj) in zip(sources, located) if is_runtime(obj)]
     if len(workloads) != 1:
         where = paths[0] if len(paths) == 1 else ", ".join(paths)
-        found = "; ".join(f"{location}: {obj.get('kind')} {(obj.get('metadata') or {}).get('name')}"
-                          for _, location, obj in workloads[:5])
+        found = "; ".join(f"{location if len(paths) == 1 else source}: {obj.get('kind')} "
+                          f"{(obj.get('metadata') or {}).get('name')}" for source, location, obj in workloads[:5])
         raise ManifestError(where, f"expected exactly one workload object, found {len(workloads)}"
                                    + (f" ({found}{' …' if len(workloads) > 5 else ''})" if len(workloads) > 1 else ""))
-    path, _, workload = workloads[0]
+    source, _, workload = workloads[0]
     if runtimes and workload.get("kind") != TRAINJOB:
-        rpath, location, runtime = runtimes[0]
-        raise ManifestError(rpath, f"{location}: {runtime.get('kind')} {(runtime.get('metadata') or {}).get('name')}: "
-                                   f"a training runtime is read only with a TrainJob, and the workload is a "
-                                   f"{workload.get('kind')}; fix: leave the runtime out")
-    return PlaceInput(workload, path, [obj for _, _, obj in runtimes])
+        rsource, runtime = runtimes[0]
+        raise ManifestError(rsource, f"{runtime_label(runtime)}: a training runtime is read only with a TrainJob, "
+                                     f"and the workload is a {workload.get('kind')}; fix: leave the runtime out")
+    return PlaceInput(workload, source, [obj for _, obj in runtimes], [where for where, _ in runtimes])
 
 
 def render_table(result: dict) -> str:
@@ -124,8 +135,8 @@ def run(args: argparse.Namespace) -> int:
                              default_topology=args.default_topology, runtimes=given.runtimes)
     except (SnapshotError, ManifestError, PlacementError, UsageError) as exc:
         return error("place", str(exc))
-    except ExpandError as exc:  # a problem of the workload file: name it
-        return error("place", f"{given.path}: {exc}")
+    except ExpandError as exc:  # a problem of the workload's file, or of its runtime's: name it
+        return error("place", f"{given.source_of(exc.runtime)}: {exc}")
     for w in out.warnings:  # each distinct warning once, with its count
         print(f"Warning: {w}", file=sys.stderr)  # as kubectl and `review` print them
     result = out.document

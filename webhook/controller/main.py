@@ -35,12 +35,12 @@ from webhook.errors import EXIT_DENIED, SegmentWebhookError
 log = logging.getLogger(__name__)
 
 
-def read_workloads(path: str) -> list[Mapping[str, Any]]:
-    """The objects of the workload file ``path`` (``List`` items flattened), read by
-    :mod:`webhook.manifests` like every other command. Raises :class:`SnapshotError` naming the
-    file when it cannot be read or parsed."""
+def read_workloads(path: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """The ``(location, object)`` pairs of the workload file ``path`` (``List`` items flattened;
+    ``location`` is ``document N``), read by :mod:`webhook.manifests` like every other command.
+    Raises :class:`SnapshotError` naming the file when it cannot be read or parsed."""
     try:
-        return [obj for _, obj in load_objects(path)]
+        return load_objects(path)
     except ManifestError as exc:
         raise SnapshotError(str(exc)) from None
 
@@ -91,17 +91,20 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         from webhook.placement.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
-        for path in workload_paths:
-            workloads = read_workloads(path)
+        workload_files = [(path, read_workloads(path)) for path in workload_paths]
+        # as ``place -f``: an error names the document too when the files hold more than one object
+        several = sum(len(workloads) for _, workloads in workload_files) > 1
+        for path, workloads in workload_files:
             if not workloads:  # an empty file is bad input, as for ``place -f``
                 raise SnapshotError(f"{path}: expected at least one workload object, found none")
-            for workload in workloads:
+            for location, workload in workloads:
+                source = f"{path}: {location}" if several else path
                 try:
                     exp = expand(workload, catalog, settings)
                 except ExpandError as exc:
-                    raise SnapshotError(f"{path}: {exc}") from None
+                    raise SnapshotError(f"{source}: {exc}") from None
                 if exp.denied:
-                    raise WorkloadDenied(f"{path}: denied by the webhook: {exp.message}")
+                    raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
                 pods.extend(exp.pods)
     result = decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology,
                     cache=cache)

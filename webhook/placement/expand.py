@@ -39,7 +39,7 @@ from webhook.core.topology import TopologyCatalog
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
-from webhook.placement.snapshot import pod_requests_milli
+from webhook.placement.snapshot import pod_requests_milli, resource_requirements
 from webhook.errors import SegmentWebhookError
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
@@ -47,7 +47,16 @@ SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}
 
 
 class ExpandError(SegmentWebhookError, ValueError):
-    """The workload manifest cannot be expanded (bad shape or unsupported kind): exit 2."""
+    """The workload manifest cannot be expanded (bad shape or unsupported kind): exit 2.
+
+    ``runtime``: the ClusterTrainingRuntime / TrainingRuntime document (one of the ``runtimes``
+    given to :func:`expand`, the same object) whose own fields the message names, so a caller that
+    read it from another file than the TrainJob names that file; ``None`` when the message is about
+    the workload."""
+
+    def __init__(self, message: str, runtime: Mapping | None = None) -> None:
+        super().__init__(message)
+        self.runtime = runtime
 
 
 @dataclass
@@ -218,19 +227,24 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         return exp
     exp.workload = patched
     if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's
+        _check_trainer_resources(patched)
         try:
             jobset = trainingruntime.jobset_for(patched, runtime)
         except ShapeError as exc:
-            raise ExpandError(str(exc)) from None
+            about_runtime = str(exc).startswith(trainingruntime.runtime_label(runtime) + ": ")
+            raise ExpandError(str(exc), runtime if about_runtime else None) from None
         _precheck_pod_count(jobset, "JobSet")
         patched = _admit(jobset, "JobSet", catalog, settings, user, groups, exp)
         if patched is None:
             return exp
         exp.expanded_kind = kind = "JobSet"
-    pods = _controller_pods(patched, kind)
-    if runtime is not None:  # name the runtime's field, not the JobSet's that exists in no file
-        where = f"{runtime.get('kind')} {(runtime.get('metadata') or {}).get('name')}: spec.template."
-        pods = [(g, pod, where + path) for g, pod, path in pods]
+    # name the runtime's field, not the JobSet's that exists in no file
+    in_runtime = f"{trainingruntime.runtime_label(runtime)}: spec.template." if runtime is not None else ""
+    try:
+        pods = _controller_pods(patched, kind)
+    except ExpandError as exc:
+        raise ExpandError(in_runtime + str(exc), runtime) from None
+    pods = [(g, pod, in_runtime + path) for g, pod, path in pods]
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
     by_group: dict[int, list[dict]] = {}
     templates: dict[str, str] = {}
@@ -250,8 +264,27 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     exp.topology = topo or settings.default_topology
     for g in sorted(by_group):
         name = f"{meta['name']}" + (f" group {g}" if BY_KIND[kind].per_group else "")
-        exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
+        try:
+            exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
+        except ExpandError as exc:  # a TrainJob's pod templates are its runtime's
+            raise ExpandError(str(exc), runtime) from None
     return exp
+
+
+def _check_trainer_resources(trainjob: Mapping) -> None:
+    """Raise :class:`ExpandError` naming ``spec.trainer.resourcesPerNode.<limits|requests>[<name>]``
+    of the TrainJob when a value there is not a Kubernetes quantity. The Trainer merges it over the
+    resources of the runtime's container ``node``, where the pod check would name the runtime's
+    field (and file) for a value written in the TrainJob."""
+    spec = trainjob.get("spec")
+    trainer = spec.get("trainer") if isinstance(spec, Mapping) else None
+    per_node = trainer.get("resourcesPerNode") if isinstance(trainer, Mapping) else None
+    if per_node is None:
+        return
+    try:
+        resource_requirements(per_node, "spec.trainer.resourcesPerNode")
+    except QuantityError as exc:
+        raise ExpandError(str(exc)) from None
 
 
 def pod_role(labels: Mapping[str, str]) -> str:

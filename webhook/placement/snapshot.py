@@ -15,7 +15,7 @@ import gc
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from webhook import manifests
 from webhook.core.topology import Topology, TopologyError
@@ -69,23 +69,30 @@ def _fail(source: str, obj: str, msg: str) -> SnapshotError:
 
 
 def _requests_of(container: Mapping, where: str) -> dict[str, Fraction]:
-    """A container's effective requests: ``requests``, and a ``limits`` entry with no request
-    counts as the request (Kubernetes defaulting)."""
+    """A container's effective requests (:func:`resource_requirements` of its ``resources``)."""
     if not isinstance(container, Mapping):
         raise QuantityError(f"{where}: expected a container object")
-    res = container.get("resources") or {}
-    if not isinstance(res, Mapping):
-        raise QuantityError(f"{where}.resources: expected an object")
+    return resource_requirements(container.get("resources") or {}, f"{where}.resources")
+
+
+def resource_requirements(resources: Any, where: str) -> dict[str, Fraction]:
+    """The effective requests of a ``ResourceRequirements`` object ``resources`` found at the field
+    path ``where``: ``requests``, and a ``limits`` entry with no request counts as the request
+    (Kubernetes defaulting). Returns exact :class:`Fraction` values per resource. Raises
+    :class:`QuantityError` naming the field (``<where>.limits[nvidia.com/gpu]: "lots" is not a
+    Kubernetes quantity ...``, ``<where>: expected an object``)."""
+    if not isinstance(resources, Mapping):
+        raise QuantityError(f"{where}: expected an object")
     out: dict[str, Fraction] = {}
     for part in ("limits", "requests"):  # requests override limits
-        values = res.get(part) or {}
+        values = resources.get(part) or {}
         if not isinstance(values, Mapping):
-            raise QuantityError(f"{where}.resources.{part}: expected an object")
+            raise QuantityError(f"{where}.{part}: expected an object")
         for name, raw in values.items():
             try:
                 out[str(name)] = non_negative_quantity(raw)
             except QuantityError as exc:
-                raise QuantityError(f"{where}.resources.{part}[{name}]: {exc}") from None
+                raise QuantityError(f"{where}.{part}[{name}]: {exc}") from None
     return out
 
 

@@ -88,6 +88,15 @@ class RuntimeRef:
         return f"{self.kind} {self.name}" + (f" in namespace {self.namespace}" if self.namespace else "")
 
 
+def runtime_label(runtime: Mapping[str, Any]) -> str:
+    """How every message names ``runtime``: ``<kind> <metadata.name>`` (``ClusterTrainingRuntime
+    torch-distributed``). A :class:`ShapeError` of :func:`jobset_for` about a field of the runtime
+    itself starts with this label and ``": "``; one about a field of the TrainJob starts with that
+    field (``spec.runtimePatches[0]...``), so a caller that read the two from different files names
+    the right one (:func:`webhook.placement.expand.expand`)."""
+    return f"{runtime.get('kind')} {(runtime.get('metadata') or {}).get('name')}"
+
+
 def is_runtime(obj: Mapping[str, Any]) -> bool:
     """True when ``obj`` is a ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (``trainer.kubeflow.org``)."""
     api = obj.get("apiVersion")
@@ -132,7 +141,7 @@ def find_runtime(trainjob: Mapping[str, Any], runtimes: Sequence[Mapping[str, An
     if len(found) > 1:
         raise ShapeError(f"spec.runtimeRef: {len(found)} documents are the {ref}; give it once")
     if not found:
-        given = ", ".join(f"{r.get('kind')} {(r.get('metadata') or {}).get('name')}" for r in runtimes) or "none"
+        given = ", ".join(runtime_label(r) for r in runtimes) or "none"
         raise ShapeError(f"spec.runtimeRef: a TrainJob's pod templates are its runtime's, the {ref}, which is not among "
                          f"the documents given (runtimes given: {given}); fix: {HOW_TO_PASS}")
     return found[0]
@@ -191,11 +200,10 @@ def _count(value: Any, where: str, default: int = 1) -> int:
 def jobset_for(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict:
     """The JobSet (``jobset.x-k8s.io/v1alpha2``) the Trainer builds for ``trainjob`` from ``runtime``
     (its admitted object: the webhook's own ``runtimePatches`` entry included), by the rules of the
-    module docstring. Returns a new object. Raises :class:`ShapeError` naming the document and
-    field: a runtime without ``spec.template.spec.replicatedJobs``, a ``runtimePatches`` entry
+    module docstring. Returns a new object. Raises :class:`ShapeError` naming the document
+    (:func:`runtime_label` for the runtime's fields) and field: a runtime without ``spec.template.spec.replicatedJobs``, a ``runtimePatches`` entry
     naming a replicatedJob the runtime lacks, or a malformed count."""
-    kind, rname = runtime.get("kind"), (runtime.get("metadata") or {}).get("name")
-    where = f"{kind} {rname}"
+    where = runtime_label(runtime)
     rspec = _mapping(runtime.get("spec"), f"{where}: spec")
     template = _mapping(rspec.get("template"), f"{where}: spec.template")
     meta = _mapping(template.get("metadata"), f"{where}: spec.template.metadata")
