@@ -174,11 +174,101 @@ def test_half_a_certificate_pair_exits_2(tmp_path, capsys):
     assert not (tmp_path / "tls.key").exists()  # never overwrites a mounted Secret
 
 
-def test_unusable_certificate_exits_2(tmp_path, capsys):
-    (tmp_path / "tls.crt").write_text("not a certificate")
-    (tmp_path / "tls.key").write_text("not a key")
-    assert main(["serve", "--cert-dir", str(tmp_path)]) == 2
-    assert "cannot load the serving certificate" in capsys.readouterr().err
+PAIR_FIX = ("fix: give a PEM certificate and the unencrypted private key it was issued for (as `segment-webhook "
+            "certs --out DIR` writes them), or remove both and serve generates a pair")
+
+
+def _pair(directory, cert, key):
+    directory.mkdir(exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert)
+    (directory / "tls.key").write_bytes(key)
+    return directory / "tls.crt", directory / "tls.key"
+
+
+def _encrypted(key_pem):
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.BestAvailableEncryption(b"secret"))
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda one, other: (b"not a certificate", one.key_pem), "{crt} is not a PEM certificate (-----BEGIN CERTIFICATE-----)"),
+    (lambda one, other: (one.cert_pem, b"not a key"), "{key} is not a PEM private key (-----BEGIN PRIVATE KEY-----)"),
+    (lambda one, other: (one.cert_pem, other.key_pem), "{key} is not the private key of {crt}"),
+    (lambda one, other: (one.cert_pem, _encrypted(one.key_pem)),
+     "{key} is an encrypted private key, and serve reads only unencrypted ones"),
+])
+def test_a_pair_that_does_not_load_says_which_file_is_wrong_and_the_fix(tmp_path, capsys, make, problem):
+    # new-user trial: the message ended in the TLS library's "[SSL] PEM lib (_ssl.c:3905)"
+    from webhook.http import certs
+
+    crt, key = _pair(tmp_path / "c", *make(certs.generate(), certs.generate()))
+    assert main(["serve", "--cert-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err == (f"segment-webhook serve: error: --cert-dir: cannot load the serving certificate {crt} with key {key}: "
+                   f"{problem.format(crt=crt, key=key)}; {PAIR_FIX}")
+
+
+def test_an_unreadable_key_is_named_with_the_systems_reason(tmp_path, monkeypatch, capsys):
+    # tests run as root here, where a mode of 000 does not stop a read: the reads fail instead
+    import builtins
+    import ssl
+
+    from webhook.http import certs
+
+    crt, key = _pair(tmp_path / "c", certs.generate().cert_pem, certs.generate().key_pem)
+
+    def refused(*_args, **_kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    def open_refusing_the_key(path, *args, **kwargs):
+        if str(path) == str(key):
+            raise PermissionError(13, "Permission denied", str(path))
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_cert_chain", refused)
+    monkeypatch.setattr(serve_command, "open", open_refusing_the_key, raising=False)
+    assert main(["serve", "--cert-dir", str(tmp_path / "c")]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"segment-webhook serve: error: --cert-dir: cannot load the serving certificate {crt} with key {key}: "
+        f"cannot read {key}: Permission denied; fix: make it readable by the user serve runs as")
+
+
+SERVE_WRITES = "it would hold the tls.crt, tls.key and ca.crt serve generates when both are missing"
+SERVE_DIR_FIX = ("fix: set --cert-dir (SEGMENT_WEBHOOK_CERT_DIR) to a directory serve can write, or to one that holds "
+                 "tls.crt and tls.key")
+CERTS_WRITES = "it would hold tls.crt, tls.key, ca.crt, ca.key and ca-bundle.crt"
+CERTS_DIR_FIX = "fix: set --out (SEGMENT_WEBHOOK_OUT) to a directory you can write"
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/1"), reason="needs /proc")
+@pytest.mark.parametrize("argv, writes, fix", [
+    (["serve", "--cert-dir", "/proc/1"], SERVE_WRITES, SERVE_DIR_FIX),
+    (["certs", "--out", "/proc/1"], CERTS_WRITES, CERTS_DIR_FIX),
+])
+def test_a_directory_that_takes_no_files_is_named_with_what_was_tried_and_the_fix(capsys, argv, writes, fix):
+    # new-user trial: "cannot write certificates to '/proc/1': No such file or directory"
+    command, flag = argv[0], argv[1]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith(f"segment-webhook {command}: error: {flag} /proc/1: cannot create a file in the directory "
+                          f"({writes}): ")
+    assert err.endswith(f"; {fix}")  # the reason between is the system's: as root "No such file or directory ..."
+
+
+@pytest.mark.parametrize("argv, writes, fix", [
+    (["serve", "--cert-dir"], SERVE_WRITES, SERVE_DIR_FIX),
+    (["certs", "--out"], CERTS_WRITES, CERTS_DIR_FIX),
+])
+def test_a_file_given_as_the_certificate_directory_is_named(tmp_path, capsys, argv, writes, fix):
+    path = tmp_path / "certs.yaml"
+    path.write_text("x")
+    assert main([*argv, str(path)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"segment-webhook {argv[0]}: error: {argv[1]} {path}: is a file, not a directory ({writes}); {fix}")
+    assert path.read_text() == "x"  # untouched
 
 
 def test_help_lists_every_environment_variable(capsys):

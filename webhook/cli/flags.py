@@ -16,9 +16,11 @@ from __future__ import annotations
 from webhook.errors import EXIT_USAGE, SegmentWebhookError
 
 import argparse
+import errno
 import os
 import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -178,6 +180,42 @@ def bind_address(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r}: port {int(port)} is outside the TCP port range 1-65535 "
                                          "(e.g. 0.0.0.0:8443)")
     return text
+
+
+def check_not_a_file(directory: str, flag: str, writes: str, fix: str) -> None:
+    """Raise :class:`UsageError` (``<flag> <directory>: is a file, not a directory (it would hold
+    <writes>); fix: <fix>``) when ``directory`` exists and is not a directory. Changes nothing: the
+    check a command makes before it reads the directory (``certs`` reads the CA kept there)."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"{flag} {directory}: is a file, not a directory (it would hold {writes}); fix: {fix}")
+
+
+def check_writable_directory(directory: str, flag: str, writes: str, fix: str) -> None:
+    """Check, before anything is written, that files can be created in ``directory`` (the value
+    of ``flag``): it is created when missing (mode 0700, as :func:`webhook.http.certs.write_certificates`
+    does), then a temporary file is created in it and removed. ``writes`` says what the command
+    writes there (``tls.crt, tls.key and ca.crt``), ``fix`` what to do instead.
+
+    Raises :class:`UsageError` naming the flag and directory, what was tried, the system's reason
+    and the fix: ``--cert-dir /proc/1: cannot create a file in /proc/1 (serve writes tls.crt ...
+    there): No such file or directory (...); fix: ...``. Without this check the writer's own error
+    said only ``cannot write certificates to '/proc/1': No such file or directory`` (new-user trial)."""
+    check_not_a_file(directory, flag, writes, fix)
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{flag} {directory}: cannot create the directory (it would hold {writes}): "
+                         f"{exc.strerror or exc}; fix: {fix}") from None
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".segment-webhook-write-check.", dir=directory)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        # /proc and /sys answer "No such file or directory" for a directory that exists
+        why = (" (the directory exists, but its file system takes no new files, as /proc and /sys)"
+               if exc.errno == errno.ENOENT else "")
+        raise UsageError(f"{flag} {directory}: cannot create a file in the directory (it would hold {writes}): "
+                         f"{exc.strerror or exc}{why}; fix: {fix}") from None
 
 
 def add_topology_flags(parser: argparse.ArgumentParser, *, env: bool) -> None:

@@ -32,6 +32,7 @@ from webhook.cli.flags import (
     admission_settings,
     apply_env,
     bind_address,
+    check_writable_directory,
     env_name,
     env_note,
     error,
@@ -66,6 +67,45 @@ def check_bindable(bind: str) -> None:
         except OSError as exc:
             reason = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc)).lower()
             raise UsageError(f"--bind {bind}: {reason}") from None
+
+
+#: The fix of a serving pair that does not load (:func:`certificate_pair_problem`).
+PAIR_FIX = ("fix: give a PEM certificate and the unencrypted private key it was issued for (as `segment-webhook "
+            "certs --out DIR` writes them), or remove both and serve generates a pair")
+
+
+def certificate_pair_problem(certfile: str, keyfile: str) -> str | None:
+    """Why ``certfile`` and ``keyfile`` are not a serving pair, in words, with the fix: a file that
+    cannot be read (the system's reason), a certificate that is not PEM, a key that is not PEM or is
+    encrypted, a key that is not the certificate's. ``None`` when they read as a pair (then the TLS
+    library's own message is all there is). The TLS library's words for most of these were its
+    internals (``[SSL] PEM lib (_ssl.c:3905)``, ``[Errno 13] Permission denied``; new-user trial)."""
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    contents = {}
+    for path in (certfile, keyfile):
+        try:
+            with open(path, "rb") as fh:
+                contents[path] = fh.read()
+        except OSError as exc:
+            return f"cannot read {path}: {exc.strerror or exc}; fix: make it readable by the user serve runs as"
+    try:
+        certificate = x509.load_pem_x509_certificates(contents[certfile])[0]
+    except ValueError:
+        return f"{certfile} is not a PEM certificate (-----BEGIN CERTIFICATE-----); {PAIR_FIX}"
+    try:
+        key = serialization.load_pem_private_key(contents[keyfile], password=None)
+    except TypeError:  # the library's word for a key that needs a password
+        return f"{keyfile} is an encrypted private key, and serve reads only unencrypted ones; {PAIR_FIX}"
+    except (ValueError, UnsupportedAlgorithm):  # not PEM, or a key type the library does not know
+        return f"{keyfile} is not a PEM private key (-----BEGIN PRIVATE KEY-----); {PAIR_FIX}"
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if key.public_key().public_bytes(serialization.Encoding.DER, public) != \
+            certificate.public_key().public_bytes(serialization.Encoding.DER, public):
+        return f"{keyfile} is not the private key of {certfile}; {PAIR_FIX}"
+    return None
 
 
 def _live_catalog_class() -> Any:
@@ -127,6 +167,11 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     cert_dir = args.cert_dir
     present = [n for n in (certs.CERT_FILE, certs.KEY_FILE) if os.path.isfile(os.path.join(cert_dir, n))]
     if not present:
+        check_writable_directory(
+            cert_dir, "--cert-dir",
+            f"the {certs.CERT_FILE}, {certs.KEY_FILE} and {certs.CA_FILE} serve generates when both are missing",
+            f"set --cert-dir ({env_name('--cert-dir')}) to a directory serve can write, or to one that holds "
+            f"{certs.CERT_FILE} and {certs.KEY_FILE}")
         try:
             paths = certs.write_certificates(certs.generate(), cert_dir)
         except certs.CertificateError as exc:
@@ -140,7 +185,11 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     try:
         reloader.load()
     except CertificateLoadError as exc:
-        raise UsageError(f"--cert-dir: {exc}") from None
+        problem = certificate_pair_problem(reloader.certfile, reloader.keyfile)
+        if problem is None:  # the files read as a pair, yet the TLS library refused them: its words
+            raise UsageError(f"--cert-dir: {exc}") from None
+        raise UsageError(f"--cert-dir: cannot load the serving certificate {reloader.certfile} with key "
+                         f"{reloader.keyfile}: {problem}") from None
 
     def app_factory() -> Any:
         from webhook.http.app import create_app
