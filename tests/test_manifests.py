@@ -161,6 +161,30 @@ def test_topology_files_skip_other_kinds_and_name_the_file_of_a_bad_topology(tmp
     assert str(caught.value).startswith(f"{bad}: ")
 
 
+@pytest.mark.parametrize("text, message", [
+    # new-user trial: serve and review said "t.yaml: expected a Kubernetes object, got [1]", without the
+    # document or the fix that place gives for the same file
+    ("- 1\n", 'document 1: expected a Kubernetes object, got an array [1] (objects in a bare array? put them in a '
+               'List: {"apiVersion": "v1", "kind": "List", "items": [...]})'),
+    ("kind: Node\nmetadata: {name: n}\n---\nkind: Topology\napiVersion: kai.scheduler/v1alpha1\nmetadata: {name: t}\n"
+     "spec: {levels: []}\n", 'document 2: Topology "t": spec.levels must be a non-empty list'),
+])
+def test_topology_file_errors_name_the_file_and_document_as_place_does(tmp_path, text, message):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(ManifestError) as caught:
+        manifests.load_topology_files([str(path)])
+    assert str(caught.value) == f"{path}: {message}"
+
+
+def test_a_raw_topology_list_is_read_as_place_reads_it(tmp_path):
+    # the API's TopologyList carries no kind on its items (as kubectl get --raw gives it)
+    path = tmp_path / "t.yaml"
+    path.write_text("apiVersion: kai.scheduler/v1alpha1\nkind: TopologyList\nitems:\n- apiVersion: kai.scheduler/v1alpha1\n"
+                    "  metadata: {name: t}\n  spec: {levels: [{nodeLabel: topology.kubernetes.io/zone}]}\n")
+    assert manifests.load_topology_files([str(path)]).names() == ["t"]
+
+
 def test_deeper_than():
     assert manifests.deeper_than({"a": [1]}, 1) is True
     assert manifests.deeper_than({"a": [1]}, 2) is False

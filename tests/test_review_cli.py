@@ -340,6 +340,15 @@ def test_a_json_syntax_error_names_file_line_column_and_fix(tmp_path, capsys):
                    "string in double quotes, every { and [ closed\n")
 
 
+def test_a_topology_file_that_is_a_bare_list_is_named_with_its_document_and_fix(tmp_path, capsys):
+    topologies = write(tmp_path, "t.yaml", "- 1\n")
+    code, _, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--topology-file", topologies)
+    assert code == 2
+    assert err == (f"segment-webhook review: error: --topology-file: {topologies}: document 1: expected a Kubernetes "
+                   'object, got an array [1] (objects in a bare array? put them in a List: {"apiVersion": "v1", '
+                   '"kind": "List", "items": [...]})\n')
+
+
 def test_yaml_with_a_tab_gets_a_fix(tmp_path, capsys):
     code, _, err = run(capsys, "-f", write(tmp_path, "tab.yaml", "apiVersion: v1\nkind: Pod\nmetadata:\n\tname: x\n"))
     assert code == 2

@@ -332,22 +332,27 @@ def load_objects(path: str, *, json_duplicates: bool = True) -> list[tuple[str, 
 
 
 def load_topology_files(paths: Iterable[str]) -> Any:
-    """The ``StaticTopologyCatalog`` of the Topology objects in ``paths`` (other kinds skipped).
+    """The ``StaticTopologyCatalog`` of the Topology objects in ``paths`` (other kinds skipped),
+    read as ``place --topology-file`` reads them (:func:`load_objects`: ``List`` and typed
+    ``TopologyList`` items flattened, each object named by its ``document N``).
 
-    Raises :class:`ManifestError` naming the file for unreadable input and malformed Topologies
-    (the rule is ``webhook.core.topology.Topology.from_object``'s).
+    Raises :class:`ManifestError` naming the file (and the document) for unreadable input, a
+    document that is not an object, and a malformed Topology (the rule is
+    ``webhook.core.topology.Topology.from_object``'s).
     """
-    from webhook.core.topology import StaticTopologyCatalog, TopologyError, topologies_from_documents
+    from webhook.core.topology import TOPOLOGY_KIND, StaticTopologyCatalog, Topology, TopologyError
 
     topologies: dict[str, Any] = {}
     where: dict[str, str] = {}
     for path in paths:
-        documents = load_documents(path)
-        try:
-            found = topologies_from_documents(documents)
-        except TopologyError as exc:
-            raise ManifestError(path, str(exc)) from None
-        for topo in found:  # as place --cluster: one name, one set of levels (an identical copy is fine)
+        for here, obj in load_objects(path):
+            if obj.get("kind") != TOPOLOGY_KIND:
+                continue
+            try:
+                topo = Topology.from_object(obj)
+            except TopologyError as exc:
+                raise ManifestError(path, f"{here}: {exc}") from None
+            # as place --cluster: one name, one set of levels (an identical copy is fine)
             if topo.name in topologies and topologies[topo.name] != topo:
                 raise ManifestError(path, f"Topology {quote(topo.name)} is defined twice with different levels "
                                           f"(also in {where[topo.name]}: {', '.join(topologies[topo.name].levels)}; "
