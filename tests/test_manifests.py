@@ -80,6 +80,14 @@ GENERAL_FIX = ("the keys of one mapping start in the same column, the items ('- 
     ("kind: Pod\nname: !p x\n",
      "line 2, column 7: not valid YAML: could not determine a constructor for the tag '!p'\n"
      "fix: remove the tag (!...) at line 2, or quote the value if the ! belongs to it"),
+    ("kind: Pod\nsize: &size 4\nmetadata:\n  <<: *size\n",
+     "line 2, column 7: not valid YAML: expected a mapping or list of mappings for merging, but found scalar (in the "
+     "mapping that starts at line 4, column 3)\nfix: a merge key (<<) takes a mapping, or a list of mappings, and the "
+     "value at line 2 is not one: merge a mapping's anchor, or write the keys out"),
+    ("kind: Pod\n? [a, b]\n: 1\n",
+     "line 2, column 3: not valid YAML: found unhashable key (in the mapping that starts at line 1, column 1)\n"
+     "fix: write the key at line 2 as a plain string (a key of a Kubernetes object is a string, never a list or a "
+     "mapping)"),
     # a control character after a two-byte character: the column counts characters, not bytes
     ("kind: Pod\nname: é\x00\n",
      "line 2, column 8: not valid YAML: character #x0000: control characters are not allowed\n"

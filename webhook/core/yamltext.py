@@ -127,6 +127,12 @@ def _yaml_fix(problem: str, context: str, mark: Any, start: Any, text: str) -> s
         return f"quote the value at line {line}: a plain value cannot start with @ or `"
     if problem.startswith("could not determine a constructor for the tag"):
         return f"remove the tag (!...) at line {line}, or quote the value if the ! belongs to it"
+    if problem.startswith("expected a mapping or list of mappings for merging"):
+        return (f"a merge key (<<) takes a mapping, or a list of mappings, and the value at line {line} is not one: "
+                "merge a mapping's anchor, or write the keys out")
+    if problem.startswith("found unhashable key"):
+        return (f"write the key at line {line} as a plain string (a key of a Kubernetes object is a string, "
+                "never a list or a mapping)")
     if problem.startswith("found undefined alias"):
         return (f"define the anchor (&name) before the alias (*name) at line {line}, or quote the value if the * "
                 "belongs to it")
