@@ -320,24 +320,22 @@ def test_a_kind_the_webhook_does_not_handle_gets_a_note(tmp_path, capsys):
                    "RayService (ray.io), TrainJob (trainer.kubeflow.org), Pod); the deployed webhook never sees it, so it is allowed unchanged\n")
 
 
-def test_a_yaml_syntax_error_names_file_line_column_and_fix(tmp_path, capsys):
+@pytest.mark.parametrize("name, text, message", [
     # new-user trial: the message quoted PyYAML's `in "<unicode string>", line 3, column 1` marks
-    path = write(tmp_path, "bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata\n  name: x\n")
+    ("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata\n  name: x\n",
+     "line 4, column 7: not valid YAML: could not find expected ':' (for the key that starts at line 3, column 1)\n"
+     "fix: line 3 is read as a key but has no ':' after it: add ': ' after the key, or, when the line continues the "
+     "value above it, indent it under that value or quote the value"),
+    ("pod.json", '{"apiVersion": "v1", "kind": "Pod",\n "metadata": {"name": "p"\n}\n',
+     "line 4, column 1: not valid JSON: Expecting ',' delimiter\n"
+     "fix: check the JSON at line 4: a comma between items and none after the last, every key and string in double "
+     "quotes, every { and [ closed"),
+])
+def test_a_syntax_error_names_file_line_column_and_fix(tmp_path, capsys, name, text, message):
+    path = write(tmp_path, name, text)
     code, out, err = run(capsys, "-f", path)
     assert (code, out) == (2, "")
-    assert err == (f"segment-webhook review: error: {path}: line 4, column 7: not valid YAML: could not find expected "
-                   "':' (for the key that starts at line 3, column 1)\n"
-                   "fix: line 3 is read as a key but has no ':' after it: add ': ' after the key, or, when the line "
-                   "continues the value above it, indent it under that value or quote the value\n")
-
-
-def test_a_json_syntax_error_names_file_line_column_and_fix(tmp_path, capsys):
-    path = write(tmp_path, "pod.json", '{"apiVersion": "v1", "kind": "Pod",\n "metadata": {"name": "p"\n}\n')
-    code, _, err = run(capsys, "-f", path)
-    assert code == 2
-    assert err == (f"segment-webhook review: error: {path}: line 4, column 1: not valid JSON: Expecting ',' delimiter\n"
-                   "fix: check the JSON at line 4: a comma between items and none after the last, every key and "
-                   "string in double quotes, every { and [ closed\n")
+    assert err == f"segment-webhook review: error: {path}: {message}\n"
 
 
 def test_a_topology_file_that_is_a_bare_list_is_named_with_its_document_and_fix(tmp_path, capsys):

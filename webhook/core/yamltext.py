@@ -101,6 +101,27 @@ _GENERAL_FIX = ("the keys of one mapping start in the same column, the items ('-
                 "and a value holding ': ' or ' #' is quoted")
 
 
+#: The fix of a problem (PyYAML's text starts with the first member), at ``{line}`` / ``{at}``
+#: (``line L, column C``) of the problem; a problem not listed gets the indentation and quoting check.
+_PROBLEM_FIXES = (
+    ("mapping values are not allowed",
+     "quote the value at line {line} if it holds ': ', or move a nested key to a line of its own, indented under a "
+     "key that has no value"),
+    ("did not find expected node content", "give the value expected at {at}, and close every [ or {{ opened before it"),
+    ("found character that cannot start any token", "quote the value at line {line}: a plain value cannot start with @ or `"),
+    ("could not determine a constructor for the tag",
+     "remove the tag (!...) at line {line}, or quote the value if the ! belongs to it"),
+    ("expected a mapping or list of mappings for merging",
+     "a merge key (<<) takes a mapping, or a list of mappings, and the value at line {line} is not one: merge a "
+     "mapping's anchor, or write the keys out"),
+    ("found unhashable key",
+     "write the key at line {line} as a plain string (a key of a Kubernetes object is a string, never a list or a "
+     "mapping)"),
+    ("found undefined alias",
+     "define the anchor (&name) before the alias (*name) at line {line}, or quote the value if the * belongs to it"),
+)
+
+
 def _yaml_fix(problem: str, context: str, mark: Any, start: Any, text: str) -> str:
     """The ``fix:`` of :func:`yaml_error_text`: a tab in the indentation (the commonest mistake,
     which libyaml words obscurely), then the fix of the problem or of its context, else what to
@@ -118,24 +139,9 @@ def _yaml_fix(problem: str, context: str, mark: Any, start: Any, text: str) -> s
     if context == "while scanning a simple key" and start is not None:
         return (f"line {start.line + 1} is read as a key but has no ':' after it: add ': ' after the key, or, "
                 "when the line continues the value above it, indent it under that value or quote the value")
-    if problem.startswith("mapping values are not allowed"):
-        return (f"quote the value at line {line} if it holds ': ', or move a nested key to a line of its own, "
-                "indented under a key that has no value")
-    if problem.startswith("did not find expected node content"):
-        return f"give the value expected at {_where(mark.line, mark.column)}, and close every [ or {{ opened before it"
-    if problem.startswith("found character that cannot start any token"):
-        return f"quote the value at line {line}: a plain value cannot start with @ or `"
-    if problem.startswith("could not determine a constructor for the tag"):
-        return f"remove the tag (!...) at line {line}, or quote the value if the ! belongs to it"
-    if problem.startswith("expected a mapping or list of mappings for merging"):
-        return (f"a merge key (<<) takes a mapping, or a list of mappings, and the value at line {line} is not one: "
-                "merge a mapping's anchor, or write the keys out")
-    if problem.startswith("found unhashable key"):
-        return (f"write the key at line {line} as a plain string (a key of a Kubernetes object is a string, "
-                "never a list or a mapping)")
-    if problem.startswith("found undefined alias"):
-        return (f"define the anchor (&name) before the alias (*name) at line {line}, or quote the value if the * "
-                "belongs to it")
+    for start_of_problem, fix in _PROBLEM_FIXES:
+        if problem.startswith(start_of_problem):
+            return fix.format(line=line, at=_where(mark.line, mark.column))
     return f"check the indentation and quoting at line {line}: {_GENERAL_FIX}"
 
 
