@@ -35,6 +35,15 @@ def test_a_pod_namespace_that_is_a_list_is_named_as_metadata_namespace(example_c
     assert (d.allowed, d.code, d.message) == (False, 400, NS_DENIAL)
 
 
+def test_a_name_that_is_a_number_is_named_as_metadata_name(example_catalog):
+    obj = tp4()
+    obj["metadata"]["name"] = 7
+    d = run(obj, example_catalog)
+    assert (d.allowed, d.code, d.message) == (False, 400, (
+        "metadata.name = 7: the object's name must be a string (rule malformed-object); "
+        "fix: write one name, e.g. metadata.name: train-job."))
+
+
 def test_review_cli_names_metadata_namespace_not_the_envelope(capsys, tmp_path):
     import yaml
 

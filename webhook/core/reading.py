@@ -124,6 +124,8 @@ def read_annotations(owner: Mapping, owner_field: str, container: tuple[str, ...
     return AnnotationMap(join_field(join_field(owner_field, "metadata"), "annotations"), container, values)
 
 
+#: How a denial names the value a metadata field takes ("write one name").
+_META_NOUN = {"name": "name", "namespace": "namespace name"}
 _EXAMPLE_META = {"name": "train-job", "namespace": "team-a"}
 
 
@@ -140,6 +142,6 @@ def check_object_meta(obj: Mapping, decision: Decision) -> bool:
         value = meta.get(key)
         if value is not None and not isinstance(value, str):
             violate(decision, "malformed-object", f"metadata.{key}", value, f"the object's {key} must be a string",
-                    f"write one {key} name, e.g. metadata.{key}: {_EXAMPLE_META[key]}")
+                    f"write one {_META_NOUN[key]}, e.g. metadata.{key}: {_EXAMPLE_META[key]}")
             ok = False
     return ok
