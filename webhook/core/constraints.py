@@ -33,28 +33,34 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     the object is not segmented, is denied, or names no topology (§5 "Segments without a
     topology": a warning, no segment keys written).
     """
-    placement = resolve_keys(inp, decision)
+    root, worker = inp.root, inp.worker
+    placement = resolve_keys(root, worker, decision)
     topology_source, seg_required, seg_preferred, wl_required, wl_preferred = placement
-    asked_size = resolve_size(inp, decision)
+    asked_size = resolve_size(root, worker, inp.spec_size, decision)
     size = valid = requested = None
     if asked_size is not None:
         raw, field_path, origin, requested = asked_size
-        valid = _checked_size(inp, raw, field_path, origin, requested, decision)
+        if worker is None:  # no template to segment
+            say(decision, "no-worker-template", kind=inp.kind)
+        else:
+            valid = _checked_size(inp, raw, field_path, origin, requested, decision)
         size = SegmentSize._make((raw, field_path, origin, requested, valid))
     elif seg_required or seg_preferred:
         say(decision, "segment-levels-without-size")
 
     # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
     # size rule) does not also look like the automatic defaults being removed (§5 like with like).
-    asked = requested if requested is not None and requested > 1 and inp.worker is not None else None
+    asked = requested if requested is not None and requested > 1 and worker is not None else None
     name, auto = automatic.default_topology(inp.automatic, asked, topology_source.value if topology_source else None,
                                             settings, catalog, decision)
-    topology, conflict = _check_topology(inp, wl_required, wl_preferred, topology_source, catalog, decision)
+    topology, conflict = _check_topology(root.get(keys.TOPOLOGY), topology_source, wl_required, wl_preferred, catalog,
+                                         decision)
+    if worker is not None:
+        _check_shadowed_root_keys(root, worker, inp, topology, conflict, decision)
     if topology is None and topology_source is None and name is not None:
         topology = catalog.get(name)  # the automatic default, checked to exist
     _check_levels(inp, placement, name, topology, conflict, decision)
-    auto_segment, auto_workload = automatic.level_defaults(auto, topology, name, catalog.synced, inp.root, inp.worker,
-                                                           decision)
+    auto_segment, auto_workload = automatic.level_defaults(auto, topology, name, catalog.synced, root, worker, decision)
 
     in_force = valid
     if in_force is not None and name is None:
@@ -62,11 +68,12 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
         in_force = None
     if valid is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
         in_force = None
+    group = inp.lws_group
     return Resolution._make((  # in field order (see Resolution; positional: cheaper than 15 keywords)
         size,  # size
         in_force,  # size_in_force
         name,  # topology_name
-        topology_source_field(inp, topology_source),  # topology_field
+        topology_source_field(worker, topology_source),  # topology_field
         topology,  # topology
         topology_source is None and name is not None,  # topology_is_default
         seg_required,  # seg_required
@@ -75,8 +82,8 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
         wl_preferred,  # wl_preferred
         auto_segment,  # auto_segment_preferred
         auto_workload,  # auto_workload_preferred
-        inp.leader_policy if inp.leader_policy_field is not None else None,  # leader_policy
-        inp.leader_policy_field,  # leader_policy_field
+        group.policy if group is not None else None,  # leader_policy
+        group.policy_field if group is not None else None,  # leader_policy_field
         inp,  # inputs
     ))
 
@@ -84,28 +91,31 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
 def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, requested: int | None,
                   decision: Decision) -> int | None:
     """The ``requested`` size (written ``raw`` at ``field_path``; ``origin`` as
-    :attr:`SegmentSize.origin`) when it passes the range rules of §5, else ``None``. On an UPDATE
-    that keeps a running workload's size (``inp.running_size``), the size rule's fix names only
-    changes the webhook admits (§5 "UPDATE compares like with like")."""
-    if inp.worker is None:
-        say(decision, "no-worker-template", kind=inp.kind)
-        return None
+    :attr:`SegmentSize.origin`) of an object with a worker template when it passes the range rules
+    of §5, else ``None``. On an UPDATE that keeps a running workload's size (``inp.running_size``),
+    the size rule's fix names only changes the webhook admits (§5 "UPDATE compares like with
+    like")."""
     if requested is None:
         return None
     args = (decision, requested, field_path, raw)
     if not rules.check_size_at_least_2(*args, origin):
         return None
-    if inp.pods is None:
+    pods, pods_noun, running_size = inp.pods, inp.pods_noun, inp.running_size
+    if pods is None:
         return requested
-    update_of = inp.kind if inp.running_size is not None and inp.running_size == requested else None
-    if not (rules.check_size_within_pods(*args, origin, inp.pods, inp.pods_field, inp.pods_noun,
-                                         update_of=update_of)
-            and rules.check_segment_count(*args, inp.pods, inp.pods_noun, group_size=inp.group_size,
-                                          policy=inp.leader_policy, lws_validates=inp.lws_validates_size)):
+    update_of = inp.kind if running_size is not None and running_size == requested else None
+    if not rules.check_size_within_pods(*args, origin, pods, inp.pods_field, pods_noun, update_of=update_of):
         return None
-    if inp.warn_partial and inp.pods % requested:
-        say(decision, "partial-last-segment", pods=f"{inp.pods} {inp.pods_noun}", size=requested,
-            rest=inp.pods % requested)
+    group = inp.lws_group
+    if group is None:
+        counted = rules.check_segment_count(*args, pods, pods_noun)
+    else:
+        counted = rules.check_segment_count(*args, pods, pods_noun, group_size=group.size, policy=group.policy,
+                                            lws_validates=group.validates_size)
+    if not counted:
+        return None
+    if inp.warn_partial and pods % requested:
+        say(decision, "partial-last-segment", pods=f"{pods} {pods_noun}", size=requested, rest=pods % requested)
     return requested
 
 
@@ -120,39 +130,40 @@ def _check_topology_name(source: Sourced, catalog: TopologyCatalog, decision: De
     return topology
 
 
-def _check_topology(inp: SegmentInputs, wl_required: Sourced | None, wl_preferred: Sourced | None,
-                    source: Sourced | None, catalog: TopologyCatalog, decision: Decision) -> tuple[Topology | None, bool]:
-    """The resolved topology name, a root name the template overrides (still checked, §5) and the
-    ``conflicting-topology`` rule. Returns ``(topology or None, conflict)``."""
+def _check_topology(root_topology: Sourced | None, source: Sourced | None, wl_required: Sourced | None,
+                    wl_preferred: Sourced | None, catalog: TopologyCatalog,
+                    decision: Decision) -> tuple[Topology | None, bool]:
+    """The resolved topology name (``source``: template, else root), the root's name
+    (``root_topology``) when the template overrides it (still checked, §5) and the
+    ``conflicting-topology`` rule with the workload levels (``wl_*``). Returns
+    ``(topology or None, conflict)``."""
     topology = _check_topology_name(source, catalog, decision) if source is not None else None
-    root_topology = inp.root.get(keys.TOPOLOGY)
     conflict = root_topology is not None and source is not None and root_topology.value != source.value
     if conflict:
         _check_topology_name(root_topology, catalog, decision)
         workload_levels = [(s.field, s.value) for s in (wl_required, wl_preferred) if s is not None]
         rules.check_one_topology(decision, workload_levels, root_topology.value, (source.field, source.value))
-    if inp.worker is not None:
-        _check_shadowed_root_keys(inp, topology, conflict, decision)
     return topology, conflict
 
 
-def _check_shadowed_root_keys(inp: SegmentInputs, topology: Topology | None, topology_conflict: bool,
-                              decision: Decision) -> None:
+def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: SegmentInputs, topology: Topology | None,
+                              topology_conflict: bool, decision: Decision) -> None:
     """Root segment keys that the worker template overrides (§4.2) are still the user's input, so
     nothing is dropped silently: an invalid root value is denied like an effective one, a valid but
     different one gets a warning (LWS: the root size is set to the resolved one, §3, and warned
-    about there; native: ``workersPerSegment`` is the size, so a root size is only warned about)."""
-    root, worker = inp.root, inp.worker
+    about there; native: ``workersPerSegment`` is the size, so a root size is only warned about).
+    ``root`` / ``worker``: ``inp.root`` / ``inp.worker`` (not ``None``), as :func:`resolve` read them."""
     for key in keys.SEGMENT_KEYS:
         if key not in root.values or key not in worker.values or root.values[key] == worker.values[key]:
             continue
         shadowed, winner = root.get(key), worker.get(key)
         if key == keys.SEGMENT_SIZE:
-            if inp.spec_size_wins and inp.spec_size is not None:
+            spec = inp.spec_size
+            if spec is not None and spec.wins and spec.value is not None:
                 # native: the spec field is the size, annotations are only warned about (§3), also
                 # when the webhook's own template value shadows the root one (a reinvocation)
                 say(decision, "root-key-ignored-spec-wins", key=key, value=quote(shadowed.value),
-                    spec_field=inp.spec_size_name, spec_size=inp.spec_size)
+                    spec_field=spec.name, spec_size=spec.value)
                 continue
             if not rules.check_size_is_integer(decision, shadowed.field, shadowed.value,
                                                parse_plain_decimal(shadowed.value), winner=winner.value):

@@ -11,7 +11,6 @@ the segment size by the precedence of §3 (annotation over LWS ``subGroupSize``;
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from webhook.core import keys
@@ -26,10 +25,12 @@ from webhook.core.topology import Topology
 #: Where a segment size was read: the annotation (template, else root), or a spec field.
 ORIGIN_ANNOTATION = "annotation"
 
-# What resolve() builds (SegmentSize, Resolution) is a typing.NamedTuple: immutable
-# like a frozen dataclass, whose construction costs one object.__setattr__ call per field (a frozen
-# Resolution made a PyTorchJob review 25% dearer in the core, benchmarks/instructions.py). They are
-# built with positional arguments: a class called with 15 keywords costs about 2.5 times as much.
+# Every value object here is a typing.NamedTuple: immutable, and built by one tuple construction
+# where a frozen dataclass makes one object.__setattr__ call per field. What resolve() builds
+# (SegmentSize, Resolution) is built positionally, cheaper than by keyword. Reading a NamedTuple
+# field costs more than reading a plain instance attribute, so resolve() reads each SegmentInputs
+# field once and hands the helpers what they need. benchmarks/instructions.py counts the cost per
+# review; README "Work per review, counted" has the figures.
 
 
 class KindSizeRule(Protocol):
@@ -42,9 +43,56 @@ class KindSizeRule(Protocol):
     def __call__(self, size: "SegmentSize", decision: Decision) -> bool: ...
 
 
-@dataclass
-class SegmentInputs:
-    """What a kind handler knows about one workload, for :func:`webhook.core.constraints.resolve`.
+class SpecSizeField(NamedTuple):
+    """A segment size stated by a spec field of the workload (DESIGN.md §3): LWS
+    ``subGroupSize``, native ``workersPerSegment``. A kind handler builds it with :meth:`stated`,
+    which gives ``None`` when the object does not write the field (absent or null).
+
+    ``field``: its path (``spec.workersPerSegment``). ``written``: its value as written (an int,
+    or what its reader denied 400: a string ``"8"``, so an UPDATE can say what the stored object
+    had, §5 "like with like"). ``value``: ``written`` read as an integer, ``None`` when its reader
+    could not. ``wins``: True when the field beats the segment-size annotation (native), False when
+    the annotation beats it (LWS, which then writes the annotation's size into the field; §3).
+    """
+
+    field: str
+    written: Any
+    value: int | None
+    wins: bool
+
+    @classmethod
+    def stated(cls, field: str, written: Any, value: int | None, *, wins: bool) -> "SpecSizeField | None":
+        """The spec field at path ``field`` as the object writes it (``written``: the raw value,
+        ``None`` when absent or null; ``value``: what its reader made of it, ``None`` when it
+        denied it), or ``None`` when the object does not write it. ``wins``: see the class."""
+        return None if written is None else cls(field, written, value, wins)
+
+    @property
+    def name(self) -> str:
+        """The field's own name (``subGroupSize``, ``workersPerSegment``): the origin of a size read there."""
+        return self.field.rsplit(".", 1)[-1]
+
+
+class LwsGroup(NamedTuple):
+    """The shape of one LeaderWorkerSet group (DESIGN.md §3, §7), for the LWS segment rules.
+
+    ``size``: R, the pods of one group, leader included (``leaderWorkerTemplate.size``), ``None``
+    when its reader denied it (400). ``policy``: the leader policy (``LeaderWorker`` /
+    ``LeaderExcluded``): segments are counted as the pod index rule of §7 assigns them.
+    ``policy_field``: where the policy is read (``...subGroupPolicy.subGroupPolicyType``), what
+    UPDATE names when it changes (§5). ``validates_size``: the object sets ``subGroupSize``, so LWS
+    accepts only sizes that divide R or R - 1 (§3); the segment-count fix names one of those.
+    """
+
+    size: int | None
+    policy: str
+    policy_field: str
+    validates_size: bool
+
+
+class SegmentInputs(NamedTuple):
+    """What a kind handler knows about one workload, for :func:`webhook.core.constraints.resolve`;
+    built by one constructor call in the kind's ``analyse`` and never changed.
 
     ``kind``: the workload kind (``PyTorchJob``, ``LeaderWorkerSet``, ``JobSet``, …).
     ``root``: the workload's ``metadata.annotations``.
@@ -53,19 +101,13 @@ class SegmentInputs:
     ``pods`` / ``pods_field`` / ``pods_noun``: the number of segmented pods (PyTorchJob / native:
     workers; LWS LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``), the field it comes
     from and how to name it in messages; ``pods`` is ``None`` when it could not be read.
-    ``spec_size`` / ``spec_size_field``: a segment size from a spec field (LWS ``subGroupSize``,
-    native ``workersPerSegment``); ``spec_size_written``: that field's value as written when its
-    reader could not read it as an integer (a string ``"8"``, denied 400 there), else ``None``, so
-    an UPDATE can say what the stored object had (§5 "like with like"); ``spec_size_wins``: True
-    when that field beats the annotation (native), False when the annotation beats it (LWS;
-    DESIGN.md §3).
+    ``spec_size``: the segment size a spec field states (:class:`SpecSizeField`), ``None`` when
+    the kind has no such field or the object does not write it.
+    ``lws_group``: the LWS group shape (:class:`LwsGroup`), ``None`` for every other kind (no
+    leader policy; segments counted as ``ceil(pods / size)``).
     ``automatic``: automatic segment placement applies to this object and requester (§6, decided
     by :func:`webhook.core.automatic.applies`).
     ``warn_partial``: warn when the last segment is partial (training kinds; LWS warns itself).
-    ``group_size`` / ``leader_policy`` / ``leader_policy_field`` / ``lws_validates_size``: LWS only,
-    the group size R (its segments are counted as the pod index rule assigns them, DESIGN.md §7),
-    the leader policy and its field (``None`` for the other kinds: no policy), and whether the object
-    sets ``subGroupSize`` (LWS then accepts only sizes dividing R or R - 1, §3).
     ``extra_worker_keys``: further owned keys the worker template receives when segmented (LWS
     leader policy, JobSet ``job-parallelism``, Ray ``num-of-hosts``; DESIGN.md §2, §3b).
     ``size_rule``: the kind's own rule on a valid size (:class:`KindSizeRule`), or ``None``.
@@ -81,24 +123,13 @@ class SegmentInputs:
     pods: int | None
     pods_field: str
     pods_noun: str
-    spec_size: int | None = None
-    spec_size_field: str | None = None
-    spec_size_wins: bool = False
-    spec_size_written: Any = None
+    spec_size: SpecSizeField | None = None
+    lws_group: LwsGroup | None = None
     automatic: bool = False
     warn_partial: bool = True
-    group_size: int | None = None
-    leader_policy: str = keys.POLICY_LEADER_WORKER
-    leader_policy_field: str | None = None
-    lws_validates_size: bool = False
     extra_worker_keys: Mapping[str, str] | None = None
     size_rule: KindSizeRule | None = None
     running_size: int | None = None
-
-    @property
-    def spec_size_name(self) -> str:
-        """The spec field's own name (``subGroupSize``, ``workersPerSegment``)."""
-        return (self.spec_size_field or "spec").rsplit(".", 1)[-1]
 
 
 class SegmentSize(NamedTuple):
@@ -254,17 +285,19 @@ def pick(root: AnnotationMap, worker: AnnotationMap | None, key: str) -> Sourced
 PlacementKeys = tuple[Sourced | None, Sourced | None, Sourced | None, Sourced | None, Sourced | None]
 
 
-def resolve_keys(inp: SegmentInputs, decision: Decision) -> PlacementKeys:
-    """The placement keys of §4.2 (:data:`PlacementKeys`: the topology name and segment levels from
-    the template, else the root; the workload levels from the root). Workload-level keys on the
-    worker template are ignored with a warning (``workload-key-on-template``)."""
-    if inp.worker is not None:
+def resolve_keys(root: AnnotationMap, worker: AnnotationMap | None, decision: Decision) -> PlacementKeys:
+    """The placement keys of §4.2 (:data:`PlacementKeys`) from the workload's ``root`` annotations
+    and its ``worker`` template's (:attr:`SegmentInputs.root` / ``.worker``): the topology name and
+    segment levels from the template, else the root; the workload levels from the root.
+    Workload-level keys on the worker template are ignored with a warning
+    (``workload-key-on-template``)."""
+    if worker is not None:
         for key in keys.WORKLOAD_PLACEMENT_KEYS:
-            if key in inp.worker.values:
+            if key in worker.values:
                 say(decision, "workload-key-on-template", key=key)
-    return (pick(inp.root, inp.worker, keys.TOPOLOGY), pick(inp.root, inp.worker, keys.SEGMENT_REQUIRED),
-            pick(inp.root, inp.worker, keys.SEGMENT_PREFERRED), inp.root.get(keys.TOPOLOGY_REQUIRED),
-            inp.root.get(keys.TOPOLOGY_PREFERRED))
+    return (pick(root, worker, keys.TOPOLOGY), pick(root, worker, keys.SEGMENT_REQUIRED),
+            pick(root, worker, keys.SEGMENT_PREFERRED), root.get(keys.TOPOLOGY_REQUIRED),
+            root.get(keys.TOPOLOGY_PREFERRED))
 
 
 #: What :func:`resolve_size` reads: ``(raw, field, origin, requested)`` of a :class:`SegmentSize`
@@ -273,21 +306,21 @@ def resolve_keys(inp: SegmentInputs, decision: Decision) -> PlacementKeys:
 AskedSize = tuple[Any, str, str, int | None]
 
 
-def resolve_size(inp: SegmentInputs, decision: Decision) -> AskedSize | None:
-    """§3 / §4.3: the segment size the object asks for and where it was read (:data:`AskedSize`).
-    Records the not-integer denial and the precedence warnings. Returns ``None`` when the object
-    sets no segment size at all."""
-    ann = pick(inp.root, inp.worker, keys.SEGMENT_SIZE)
-    spec_size = inp.spec_size
-    spec_field = inp.spec_size_field or "spec"
-    if spec_size is not None and (inp.spec_size_wins or ann is None):
-        if ann is not None and parse_plain_decimal(ann.value) != spec_size:
-            say(decision, "segment-size-disagrees-with-spec", value=quote(ann.value),
-                         spec_field=inp.spec_size_name, spec_size=spec_size)
-        return spec_size, spec_field, inp.spec_size_name, spec_size
-    if spec_size is None and inp.spec_size_written is not None and (inp.spec_size_wins or ann is None):
-        # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
-        return inp.spec_size_written, spec_field, inp.spec_size_name, None
+def resolve_size(root: AnnotationMap, worker: AnnotationMap | None, spec: SpecSizeField | None,
+                 decision: Decision) -> AskedSize | None:
+    """§3 / §4.3: the segment size the object asks for and where it was read (:data:`AskedSize`),
+    from the annotation (``worker`` template, else ``root``) and the spec field (``spec``, see
+    :class:`SegmentInputs`). Records the not-integer denial and the precedence warnings. Returns
+    ``None`` when the object sets no segment size at all."""
+    ann = pick(root, worker, keys.SEGMENT_SIZE)
+    if spec is not None and (spec.wins or ann is None):
+        if spec.value is None:
+            # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
+            return spec.written, spec.field, spec.name, None
+        if ann is not None and parse_plain_decimal(ann.value) != spec.value:
+            say(decision, "segment-size-disagrees-with-spec", value=quote(ann.value), spec_field=spec.name,
+                spec_size=spec.value)
+        return spec.value, spec.field, spec.name, spec.value
     if ann is None:
         return None
     size = parse_plain_decimal(ann.value)
@@ -298,8 +331,9 @@ def resolve_size(inp: SegmentInputs, decision: Decision) -> AskedSize | None:
     return ann.value, ann.field, ORIGIN_ANNOTATION, size
 
 
-def topology_source_field(inp: SegmentInputs, source: Sourced | None) -> str | None:
-    """Field path of the topology name: where it was read, else where it will be written."""
+def topology_source_field(worker: AnnotationMap | None, source: Sourced | None) -> str | None:
+    """Field path of the topology name: where it was read (``source``), else where it will be
+    written (the ``worker`` template's annotations; ``None`` without a worker template)."""
     if source is not None:
         return source.field
-    return key_field(inp.worker.field, keys.TOPOLOGY) if inp.worker is not None else None
+    return key_field(worker.field, keys.TOPOLOGY) if worker is not None else None

@@ -111,8 +111,9 @@ class Plan:
                     if key in amap.values:
                         out[key_field(amap.field, key)] = amap.values[key]
         inputs = self.resolution.inputs
-        if inputs is not None and inputs.spec_size is not None and inputs.spec_size_field:
-            out[inputs.spec_size_field] = inputs.spec_size
+        spec = inputs.spec_size if inputs is not None else None
+        if spec is not None and spec.value is not None:
+            out[spec.field] = spec.value
         return out
 
     def root_keys(self) -> dict[str, str]:

@@ -26,7 +26,7 @@ from webhook.core.kinds.description import (ControllerPod, KindDescription, PodC
                                             replicas)
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
-from webhook.core.resolution import SegmentInputs
+from webhook.core.resolution import SegmentInputs, SpecSizeField
 from webhook.core.messages import UNSET
 from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
@@ -98,10 +98,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=workers,
         pods_field="spec.workers",
         pods_noun="workers",
-        spec_size=per_segment,
-        spec_size_field="spec.workersPerSegment",
-        spec_size_wins=True,
-        spec_size_written=spec.get("workersPerSegment") if per_segment is None else None,
+        spec_size=SpecSizeField.stated("spec.workersPerSegment", spec.get("workersPerSegment"), per_segment, wins=True),
         automatic=automatic.applies(KIND, request, settings, update.defaults, supported=supported),
         running_size=update.running_size(),
     )

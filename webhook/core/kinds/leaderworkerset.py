@@ -44,7 +44,8 @@ from webhook.core.kinds.description import (ControllerPod, KindDescription, PodC
                                             shown)
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
-from webhook.core.resolution import ORIGIN_ANNOTATION, KindSizeRule, Resolution, SegmentInputs, SegmentSize
+from webhook.core.resolution import (ORIGIN_ANNOTATION, KindSizeRule, LwsGroup, Resolution, SegmentInputs, SegmentSize,
+                                     SpecSizeField)
 from webhook.core.rules import (check_leader_excluded_divisibility, check_lws_accepts_subgroup_size,
                                 check_lws_startup_policy, malformed)
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
@@ -142,7 +143,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         return None
     group_size = get_int(lwt, "size", LWT, decision, default=1, minimum=1)
     policy = keys.POLICY_LEADER_WORKER
-    sub_size = None
+    sub_size = written_size = None  # subGroupSize as read (an int) and as written
     sgp = get_mapping(lwt, "subGroupPolicy", LWT, decision)
     if sgp is not None:
         ptype = sgp.get("subGroupPolicyType")
@@ -150,6 +151,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             malformed(decision, f"{SGP}.subGroupPolicyType", ptype, "one of LeaderWorker, LeaderExcluded")
         elif ptype is not None:
             policy = ptype
+        written_size = sgp.get("subGroupSize")
         sub_size = get_int(sgp, "subGroupSize", SGP, decision, default=None)
     wt = get_mapping(lwt, "workerTemplate", LWT, decision, required=True)
     worker = read_annotations(wt, f"{LWT}.workerTemplate", ("spec", "leaderWorkerTemplate", "workerTemplate"), decision) if wt is not None else None
@@ -166,16 +168,11 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         pods=pods,
         pods_field=f"{LWT}.size" + (" - 1" if excluded else ""),
         pods_noun="workers per group (leader excluded)" if excluded else "pods per group",
-        spec_size=sub_size,
-        spec_size_field=f"{SGP}.subGroupSize",
-        spec_size_wins=False,
-        spec_size_written=sgp.get("subGroupSize") if sgp is not None and sub_size is None else None,
+        spec_size=SpecSizeField.stated(f"{SGP}.subGroupSize", written_size, sub_size, wins=False),
+        lws_group=LwsGroup(size=group_size, policy=policy, policy_field=f"{SGP}.subGroupPolicyType",
+                           validates_size=sub_size is not None),
         automatic=False,
         warn_partial=False,
-        group_size=group_size,
-        leader_policy=policy,
-        leader_policy_field=f"{SGP}.subGroupPolicyType",
-        lws_validates_size=sub_size is not None,
         extra_worker_keys={keys.SEGMENT_LEADER_POLICY: policy},
         size_rule=_size_rule(group_size, excluded, sub_size) if group_size is not None else None,
         running_size=update.running_size(),
