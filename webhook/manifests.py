@@ -4,8 +4,8 @@
 
 Text is JSON when its first non-whitespace character is ``{`` or ``[`` (parsed with :mod:`json`;
 a text that is not valid JSON after all, such as a YAML flow mapping, is read as YAML), else a
-YAML stream parsed with PyYAML's libyaml ``CSafeLoader`` (``SafeLoader`` when libyaml is
-missing; the C loader is about 10x faster on 30,000-node dumps). ``kind: List`` (and
+YAML stream parsed with PyYAML's libyaml ``CSafeLoader`` (the pure-Python ``SafeLoader``, far
+slower on large dumps, when libyaml is missing; README "Large clusters"). ``kind: List`` (and
 ``*List``) objects are flattened into their items by :func:`flatten`. Every error is a
 :class:`ManifestError` whose message starts with the file name. This module reads files, so it
 lives outside the pure core.
@@ -208,9 +208,9 @@ def parse_documents(text: str, source: str, *, json_duplicates: bool = True) -> 
     """The documents of a YAML stream or a JSON text (one document); empty YAML documents are
     ``None``. A key that appears twice in one mapping or JSON object is an error (kubectl's
     rule; PyYAML and :mod:`json` would keep the last value silently). ``json_duplicates=False``
-    skips that check for JSON text only (cluster dumps from ``kubectl get -o json``: the
-    ``object_pairs_hook`` costs about a quarter of ``place``'s snapshot load; YAML is always
-    checked, at about 2%). Raises
+    skips that check for JSON text only (cluster dumps from ``kubectl get -o json``, which never
+    holds a duplicate: the ``object_pairs_hook`` slows their load, README "Duplicate keys are
+    rejected" gives the figures; YAML is always checked). Raises
     :class:`ManifestError` naming ``source``: ``line N: mapping key "K" already defined at line
     M`` (JSON: ``line N: object has the key "K" twice``) with a fix; ``line L, column C: not valid
     YAML: <problem>`` or ``... not valid JSON: <problem>`` with a ``fix:`` line

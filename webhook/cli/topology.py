@@ -1,5 +1,5 @@
 """``segment-webhook topology infer|check``: a Topology from the nodes' labels, and a Topology held
-against the nodes (DESIGN.md §12, issue 19). The rules are :mod:`webhook.core.topology_infer`'s;
+against the nodes (DESIGN.md §12). The rules are :mod:`webhook.core.topology_infer`'s;
 this module reads the files (:mod:`webhook.manifests`) or, with ``--kubeconfig``, lists the
 cluster's nodes, and prints.
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from webhook.core.keys import MAX_WARNING_CHARS
 
 
-#: Violations listed in full in :attr:`Decision.message` at most (issue 9: a 50,000-violation
-#: review got a 14.5 MB denial); the rest are counted by rule.
+#: Violations listed in full in :attr:`Decision.message` at most (README "Every rejection a user
+#: can meet": the message stays under 4 KiB however many violations); the rest are counted by rule.
 MAX_LISTED_VIOLATIONS = 20
 #: Longest :attr:`Decision.message`, in characters: well under the 4 KiB a user can read.
 MAX_MESSAGE_CHARS = 3000

@@ -1,4 +1,4 @@
-"""Topology from the nodes (DESIGN.md §12, issue 19): which node labels make a Topology, in which
+"""Topology from the nodes (DESIGN.md §12): which node labels make a Topology, in which
 order, and what is wrong with a given Topology on given nodes.
 
 Pure: it reads :class:`NodeLabels` (a node's name and labels), never a file or a cluster.

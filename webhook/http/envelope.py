@@ -61,8 +61,8 @@ RULE_INTERNAL = "internal-error"
 #: Rule identifier for an allowed review whose patch would make the answer too large.
 RULE_ANSWER_TOO_LARGE = "answer-too-large"
 
-#: Largest AdmissionReview answer, in bytes of JSON (issue 9: a 50,000-violation review got a
-#: 14.5 MB answer). ``status.message`` is bounded by the core (``Decision.message``) and clipped
+#: Largest AdmissionReview answer, in bytes of JSON (README "Every rejection a user can meet": the
+#: answer is bounded whatever the object). ``status.message`` is bounded by the core (``Decision.message``) and clipped
 #: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
 #: review is denied instead.
 MAX_ANSWER_BYTES = 64 * 1024

@@ -1,5 +1,5 @@
 """Why a gang the engine could not place is not placed: "can never fit" or "waiting for capacity"
-(issue 17 item 3; DESIGN.md §8 "Infeasible: say why", §9 infeasible gangs).
+(DESIGN.md §8 "Infeasible: say why", §9 infeasible gangs).
 
 * **Can never fit**: the gang does not fit even when every node of the topology is free (the
   engine run on ``ClusterIndex.alloc`` instead of ``free``). Waiting cannot help; the text gives

@@ -1,5 +1,6 @@
-"""Every workload kind the webhook handles, in one list (issue 18 item 2), and the questions asked
-of a pod whatever its kind: which family's rules read it, its gang, its gang size, its role.
+"""Every workload kind the webhook handles, in one list (docs/ARCHITECTURE.md, "Adding a workload
+kind"), and the questions asked of a pod whatever its kind: which family's rules read it, its
+gang, its gang size, its role.
 
 :data:`DESCRIPTIONS` lists one :class:`~webhook.core.kinds.description.KindDescription` per kind;
 :data:`POD_RULES` the pod families in the order a pod is classified (the training operator's
