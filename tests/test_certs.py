@@ -1,4 +1,4 @@
-"""Certificate generation (`segment-webhook certs`, webhook.http.certs): brief item 4."""
+"""Certificate generation (`segment-webhook certs`, webhook.http.certs; DESIGN.md §10 certificate rotation)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The admission-latency benchmark on the session's control plane (issue 16; the burst has marker ``cluster``):
+"""The admission-latency benchmark on the session's control plane (benchmarks/cluster_admission.py; the burst has marker ``cluster``):
 a burst of 400 pod creates, kube-apiserver's own histogram for the pod webhook printed, not asserted."""
 
 from __future__ import annotations

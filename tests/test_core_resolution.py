@@ -1,8 +1,11 @@
-"""The resolution of one workload is built once and never changed (issue 20 item 1).
+"""The resolution of one workload is built once and never changed (docs/ARCHITECTURE.md, "The flow
+of one review").
 
-``constraints.resolve`` returns an immutable ``Resolution`` with a ``SegmentSize`` value object; what
-a kind adds after it (the LWS "one answer for every reader" edits, DESIGN.md §3) is its own result;
-an UPDATE analyses the stored object once and ``check_update`` returns its violations.
+A kind reads its object into one immutable ``SegmentInputs`` (a size stated by a spec field is one
+``SpecSizeField``, an LWS group's shape one ``LwsGroup``); ``constraints.resolve`` returns an
+immutable ``Resolution`` with a ``SegmentSize`` value object; what a kind adds after it (the LWS
+"one answer for every reader" edits, DESIGN.md §3) is its own result; an UPDATE analyses the
+stored object once and ``check_update`` returns its violations.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import pytest
 from conftest import REPO, SIZE, load_example, make_request
 
 from webhook.core.admission_decision import Decision
-from webhook.core.kinds import leaderworkerset, pytorchjob
+from webhook.core.kinds import distributedworkload, leaderworkerset, pytorchjob
 from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, ReaderEdits, check_update
-from webhook.core.resolution import SegmentSize
+from webhook.core.resolution import LwsGroup, SegmentSize, SpecSizeField
 from webhook.core.review import review
 from webhook.core.settings import AdmissionSettings
 from webhook.manifests import load_topology_files
@@ -57,6 +60,39 @@ def test_the_resolution_cannot_be_changed_after_it_is_built():
         plan.resolution.size_in_force = None
     with pytest.raises(AttributeError):
         plan.resolution.size.valid = 2
+
+
+def test_the_inputs_cannot_be_changed_after_they_are_built():
+    plan, _ = analysed(pytorchjob, tp4())
+    inputs = plan.resolution.inputs
+    with pytest.raises(AttributeError):
+        inputs.pods = 2
+    assert (inputs.spec_size, inputs.lws_group) == (None, None)  # a PyTorchJob has neither
+
+
+def test_a_spec_field_size_and_the_lws_group_are_one_value_each():
+    plan, _ = analysed(leaderworkerset, load_example("lws-segmented.yaml"))  # size 5, subGroupSize 2
+    inputs = plan.resolution.inputs
+    assert inputs.spec_size == SpecSizeField(field=SUB_GROUP_SIZE, written=2, value=2, wins=False)
+    assert inputs.lws_group == LwsGroup(size=5, policy="LeaderWorker",
+                                        policy_field="spec.leaderWorkerTemplate.subGroupPolicy.subGroupPolicyType",
+                                        validates_size=True)
+    native, _ = analysed(distributedworkload, load_example("distributedworkload-native.yaml"))
+    assert native.resolution.inputs.spec_size == SpecSizeField(field="spec.workersPerSegment", written=8, value=8,
+                                                               wins=True)
+    assert native.resolution.inputs.lws_group is None
+
+
+def test_a_spec_field_its_reader_denied_is_kept_as_written():
+    obj = load_example("lws-segmented.yaml")
+    obj["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"] = "2"
+    plan, decision = analysed(leaderworkerset, obj)
+    assert plan.resolution.inputs.spec_size == SpecSizeField(field=SUB_GROUP_SIZE, written="2", value=None, wins=False)
+    assert plan.resolution.inputs.lws_group.validates_size is False
+    assert [v.rule for v in decision.violations] == ["malformed-object"]
+    del obj["spec"]["leaderWorkerTemplate"]["subGroupPolicy"]["subGroupSize"]
+    plan, _ = analysed(leaderworkerset, obj)
+    assert plan.resolution.inputs.spec_size is None  # not written: no spec-field size at all
 
 
 def test_the_lws_one_answer_edits_are_their_own_result():

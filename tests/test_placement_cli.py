@@ -103,7 +103,7 @@ def test_bad_cluster_exit_2(tmp_path, capsys):
                                        '"many" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
 
 
-# --- new-user trial findings ----------------------------------------------------------------------
+# --- bounds and bad input: exit 2 naming the file and the field, before the work -------------------
 
 @pytest.mark.parametrize("argv, message", [
     (["--zones", "100", "--blocks", "100", "--racks", "100", "--nodes", "100", "--gpus", "8"],
@@ -391,12 +391,14 @@ def test_a_workload_in_a_list_of_one_is_placed_and_a_workload_without_pods_is_ba
         "no group, no workers): nothing to place; fix: give it the pods it should run\n")
 
 
+# --- place takes serve's and review's resolution flags and says each warning once ---------------
+
 GPU_FABRIC = ("apiVersion: kai.scheduler/v1alpha1\nkind: Topology\nmetadata: {name: gpu-fabric}\n"
               "spec: {levels: [{nodeLabel: cloud.provider.com/topology-rack}, {nodeLabel: kubernetes.io/hostname}]}\n")
 
 
 def test_place_takes_the_resolution_flags_of_serve_and_review(gen_cluster, tmp_path, capsys):
-    # issue 18 item 6: with two Topologies, --default-topology decides automatic mode (DESIGN.md §6) as in serve
+    # with two Topologies, --default-topology decides automatic mode (DESIGN.md §6) as in serve
     fabric = tmp_path / "fabric.yaml"
     fabric.write_text(GPU_FABRIC)
     native = load_example("distributedworkload-native.yaml")
@@ -420,7 +422,7 @@ def test_place_takes_the_resolution_flags_of_serve_and_review(gen_cluster, tmp_p
 
 
 def test_place_prints_each_distinct_warning_once_with_its_count(gen_cluster, tmp_path, capsys):
-    # issue 18 item 6: one line per distinct warning, not one per pod
+    # one line per distinct warning, not one per pod
     job = tmp_path / "job.yaml"
     job.write_text("kind: PyTorchJob\nmetadata: {name: t}\nspec: {pytorchReplicaSpecs: {Worker: {replicas: 16, template: "
                    "{metadata: {annotations: {kai.scheduler/segment-size: '4'}}, "

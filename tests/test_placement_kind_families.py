@@ -1,4 +1,4 @@
-"""The §3b gang families of ``benchmarks/placement.py`` (issue 18): made through the kinds'
+"""The §3b gang families of ``benchmarks/placement.py`` (DESIGN.md §3b, §9): made through the kinds'
 expansion and the webhook, with the index arithmetic of DESIGN.md §3b, and placed by the engine."""
 
 from __future__ import annotations

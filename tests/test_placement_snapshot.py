@@ -1,4 +1,4 @@
-"""Quantities, pod requests and cluster snapshot input (issue 3 §1)."""
+"""Quantities, pod requests and cluster snapshot input (DESIGN.md §8 "Input"; README "Snapshot rules")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Property tests of issue 7 (DESIGN.md §3 "One answer for every reader (LWS)", §5 "Opt-in").
+"""Property tests: every reader of an LWS gets the same segment (DESIGN.md §3 "One answer for every
+reader (LWS)"), an object without a placement key is left alone (§5 "Opt-in"), and the rules of §5
+hold for every kind of §3b.
 
 1. For random LeaderWorkerSets (size 1..64, every segment size, both policies, the annotation on
    the workerTemplate and/or ``subGroupSize`` and/or the root annotation), after the webhook's
@@ -14,6 +16,11 @@
 
 2. No PyTorchJob or LeaderWorkerSet without a ``kai.scheduler/*`` key (random shapes, valid or not,
    CREATE or UPDATE) is ever denied or patched, nor warned about.
+
+3. For random objects of the §3b kinds (MPIJob, JobSet, RayCluster / RayJob / RayService,
+   TrainJob): the same opt-in; a misspelled placement key anywhere is denied; a segment size
+   without a topology writes nothing and warns; UPDATE denies a segment-size change, never a
+   scale that keeps the size.
 """
 
 from __future__ import annotations
@@ -260,10 +267,11 @@ def test_objects_without_kai_keys_are_never_denied_patched_or_warned(obj, old, p
 
 
 # ----------------------------------------------------------------------------- §5 for the §3b kinds
-# Issue 18: the opt-in, misspelled-key, segments-without-topology and UPDATE rules of DESIGN.md §5
-# hold for every kind of §3b. Each builder makes one object of its kind from the annotations of the
-# root, of the segmented pod template ("worker") and of another pod template of the object
-# ("other"), with ``n`` segmented pods; it returns the object and the field path of the worker map.
+# The opt-in, misspelled-key, segments-without-topology and UPDATE rules of DESIGN.md §5 hold for
+# every kind of §3b ("same validation (§5), same opt-in"). Each builder makes one object of its kind
+# from the annotations of the root, of the segmented pod template ("worker") and of another pod
+# template of the object ("other"), with ``n`` segmented pods; it returns the object and the field
+# path of the worker map.
 
 def build_mpijob(root, worker, other, n, draw):
     as_worker = draw(st.booleans())

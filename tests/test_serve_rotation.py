@@ -1,4 +1,4 @@
-"""Serving-certificate rotation without restart (issue 4 item 4).
+"""Serving-certificate rotation without restart (DESIGN.md §10: certificate rotation never fails a review).
 
 Unit tests of CertificateReloader (plain files and the ``..data`` symlink swap of a Kubernetes
 Secret volume), then a real `segment-webhook serve`: the files are replaced under the running

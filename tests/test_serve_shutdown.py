@@ -1,4 +1,4 @@
-"""Graceful shutdown (issue 4 item 6): SIGTERM lets in-flight requests finish, then exit 0.
+"""Graceful shutdown (DESIGN.md §10: rollouts lose no review): SIGTERM lets in-flight requests finish, then exit 0.
 
 The server is ``webhook.http.server.run`` with the SAME gunicorn settings as ``serve``
 (ServeOptions), around a small WSGI app whose ``/slow`` request takes 2 s and marks a file when it

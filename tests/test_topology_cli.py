@@ -1,4 +1,4 @@
-"""``segment-webhook topology infer|check`` (issue 19): output shapes, exit codes (0 / 1 / 2), every
+"""``segment-webhook topology infer|check`` (DESIGN.md §12): output shapes, exit codes (0 / 1 / 2), every
 §12 finding kind making ``check`` exit 1, ``gen-cluster --labels`` presets, the controller's log of
 the findings once per Topology change, and a smoke run of benchmarks/topology.py."""
 

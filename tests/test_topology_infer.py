@@ -1,6 +1,8 @@
-"""Topology from the nodes (DESIGN.md §12, issue 19): webhook.core.topology_infer on dumps in each
-provider's shape, the traps of the issue, every §12 finding of ``check``, and a property test on
-random nested label trees. Expected levels are written out literally from the issue's table."""
+"""Topology from the nodes (DESIGN.md §12): webhook.core.topology_infer on dumps in each provider's
+shape, labels that mislead (a key whose meaning depends on the hardware, labels on some nodes only,
+placeholders, repeated or conflicting values), every §12 finding of ``check``, and a property test
+on random nested label trees. Expected levels are written out literally from the provider table
+(README "Topology from the nodes")."""
 
 from __future__ import annotations
 
@@ -109,7 +111,7 @@ def test_gke_tpu_shape_is_never_a_level():
     assert "cloud.google.com/gke-tpu-topology" not in result.candidates
 
 
-# ------------------------------------------------------------------ the issue's traps
+# ------------------------------------------------------------------ labels that mislead
 
 def eks_node(name, hw, path, clique=None):
     """An EKS node: ``path`` = (zone, layer-1, layer-2, layer-3[, layer-4]) group numbers."""
