@@ -38,7 +38,7 @@ class CommandParser(argparse.ArgumentParser):
     its own error, printed with its own usage (``segment-webhook place: error: unrecognized
     arguments: --bogus``, exit 2). argparse parses a sub-command with ``parse_known_args`` and
     leaves what it did not recognise to the top-level parser, which printed the top-level usage
-    and ``segment-webhook: error: ...`` instead (new-user trial)."""
+    and ``segment-webhook: error: ...`` instead."""
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         """``argparse.ArgumentParser.parse_known_args``, then :meth:`error` (usage, message, exit 2)

@@ -199,7 +199,7 @@ def check_writable_directory(directory: str, flag: str, writes: str, fix: str) -
     Raises :class:`UsageError` naming the flag and directory, what was tried, the system's reason
     and the fix: ``--cert-dir /proc/1: cannot create a file in /proc/1 (serve writes tls.crt ...
     there): No such file or directory (...); fix: ...``. Without this check the writer's own error
-    said only ``cannot write certificates to '/proc/1': No such file or directory`` (new-user trial)."""
+    said only ``cannot write certificates to '/proc/1': No such file or directory``."""
     check_not_a_file(directory, flag, writes, fix)
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)

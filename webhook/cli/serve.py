@@ -79,7 +79,7 @@ def certificate_pair_problem(certfile: str, keyfile: str) -> str | None:
     cannot be read (the system's reason), a certificate that is not PEM, a key that is not PEM or is
     encrypted, a key that is not the certificate's. ``None`` when they read as a pair (then the TLS
     library's own message is all there is). The TLS library's words for most of these were its
-    internals (``[SSL] PEM lib (_ssl.c:3905)``, ``[Errno 13] Permission denied``; new-user trial)."""
+    internals (``[SSL] PEM lib (_ssl.c:3905)``, ``[Errno 13] Permission denied``)."""
     from cryptography import x509
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.hazmat.primitives import serialization

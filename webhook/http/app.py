@@ -90,7 +90,7 @@ def _json(body: Any, status: int = 200) -> Response:
     """``body`` as compact JSON (UTF-8, encoded by orjson) and a newline, ``Content-Type:
     application/json``. Text orjson refuses (a lone surrogate a client put in a uid, a name or an
     annotation and the answer echoes) is encoded by :mod:`json` instead, as ``\\ud800`` escapes:
-    an answer never fails (found in a new-user trial: a 500)."""
+    an answer never fails (json's text where orjson's would have been a 500)."""
     try:
         encoded = orjson.dumps(body)
     except TypeError:

@@ -155,7 +155,7 @@ def decode_json(raw: bytes | str) -> Any:
     """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
 
     The result is exactly :mod:`json`'s (with ``NaN``, ``Infinity`` and ``-Infinity`` refused).
-    A body of bytes is decoded by :mod:`orjson` (about 2.5 times faster) when that cannot
+    A body of bytes is decoded by :mod:`orjson` (faster: README, "Work per review, counted") when that cannot
     differ: orjson reads an integer beyond 64 bits as a float where :mod:`json` keeps it exact,
     so a body with a run of 19 or more digits goes to :mod:`json`, as does a body that could nest
     deeper than json's recursion allows (more than :data:`_MOST_ORJSON_BRACKETS` brackets); and
@@ -292,7 +292,7 @@ def patch_json(patch: list) -> bytes:
     """The JSON text of a JSONPatch, as sent (base64) in ``response.patch``: compact, ASCII, the
     bytes of ``encode_json(patch).encode()``.
 
-    Encoded by :mod:`orjson` (a PyTorchJob's patch about 20 times faster than :mod:`json`); its
+    Encoded by :mod:`orjson` (cheaper than :mod:`json`: README, "Work per review, counted"); its
     text is :mod:`json`'s byte for byte when it is ASCII and holds no float (orjson writes other
     characters as UTF-8 where json escapes them, and refuses integers beyond 64 bits, lone
     surrogates and keys that are not strings: all of those go to :mod:`json`). A float, which no
