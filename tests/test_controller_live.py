@@ -259,6 +259,9 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
         # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
         procs[leader].terminate()
         assert procs[leader].wait(20) == 0
+        # it gave the Lease up (before, the replace carried the resourceVersion from before the last
+        # renewal: 409 Conflict, a warning, and the other waited for the Lease to expire)
+        assert "could not give up" not in procs[leader].stderr.read()
         eventually(lambda: lease_holder(server) == other, "the other process takes the Lease", timeout=15)
         for p in gang_pods(pytorchjob("job-b")):
             server.create("pods", p)

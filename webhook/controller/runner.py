@@ -83,6 +83,8 @@ EVENT_REASONS = {NEVER_FITS: "PlacementNeverFits", INFEASIBLE: "PlacementInfeasi
 WAITING_KINDS = (INCOMPLETE, INFEASIBLE, NEVER_FITS, INVALID)
 #: The work-queue key of "check the Topologies against the nodes" (DESIGN.md §12); gang keys hold a "/".
 TOPOLOGY_FINDINGS = "topology-findings"
+#: Read timeout of the request that gives the Lease up when the controller stops, seconds.
+LEASE_GIVE_UP_SECONDS = 5.0
 
 
 class Metrics:
@@ -158,7 +160,10 @@ class Controller:
         self._stop = threading.Event()
         self._leading = threading.Event()
         self._renewing = threading.Event()  # set while the library renews the Lease for this process
-        self._renewed_last = threading.Event()  # set once the library stopped renewing for this process
+        # set while the library does not renew the Lease for this process: cleared when it starts
+        # leading, set once it stopped (and, when stopping, once the Lease was given up)
+        self._not_renewing = threading.Event()
+        self._not_renewing.set()
         self._lease: LeaseLock | None = None
         self._lock = threading.Lock()  # the view below: gangs, ledger, outcomes
         self._gangs: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
@@ -330,10 +335,12 @@ class Controller:
                 thread.join(5)
         self._leading.clear()
         self.metrics.leader.set(0)
-        if self._elect and self._renewing.is_set():
-            # the library renews until our leading callback has raised and its loop noticed
-            # (at most one retry period); giving the Lease up before would be undone by a renewal
-            self._renewed_last.wait(self.settings.retry_period * 2 + 1)
+        # the library renews until our leading callback has raised and its loop noticed (at most one
+        # retry period; giving the Lease up before would be undone by a renewal), then the election
+        # thread gives it up (_stopped_leading): wait for that, so that the process does not exit
+        # while the request is under way (a daemon thread woken in the interpreter's finalization
+        # aborts the process: exit -6 instead of 0)
+        if self._elect and not self._not_renewing.wait(self.settings.retry_period * 2 + 1 + LEASE_GIVE_UP_SECONDS):
             self._give_up_lease()
         self._patches.shutdown(wait=False, cancel_futures=True)
         for informer in self._informers.values():
@@ -389,7 +396,7 @@ class Controller:
     def _lead(self) -> None:
         """The library's ``onstarted_leading`` (its own thread): lead until :meth:`stop`."""
         self._renewing.set()
-        self._renewed_last.clear()
+        self._not_renewing.clear()
         if not self._stop.is_set():
             self._started_leading()
             self._stop.wait()
@@ -409,23 +416,34 @@ class Controller:
         self.metrics.leader.set(0)
         if self._renewing.is_set():
             self._renewing.clear()
-            self._renewed_last.set()
             if self._stop.is_set():
                 self._give_up_lease()
+            self._not_renewing.set()
 
     def _give_up_lease(self) -> None:
-        """Clear ``holderIdentity`` if this process holds the Lease (best effort)."""
+        """Clear ``holderIdentity`` if this process holds the Lease (best effort, as client-go's
+        ``ReleaseOnCancel``; a failure is one warning line). The Lease is read again first: the
+        library's ``LeaseLock.update`` does not keep the server's answer to a renewal, so its
+        ``lease_reference`` carries the resourceVersion from before the last renewal, and a
+        replace with it is refused (409 Conflict)."""
         lock = self._lease
-        lease = lock.lease_reference if lock is not None else None
-        if lease is None or lease.spec is None or lease.spec.holder_identity != self.settings.identity:
+        known = lock.lease_reference if lock is not None else None
+        if known is None or known.spec is None or known.spec.holder_identity != self.settings.identity:
             return
+        timeout = (CONNECT_TIMEOUT_SECONDS, LEASE_GIVE_UP_SECONDS)
+        where = f"{lock.namespace}/{lock.name}"
         try:
+            lease = lock.api_instance.read_namespaced_lease(lock.name, lock.namespace, _request_timeout=timeout)
+            if lease.spec is None or lease.spec.holder_identity != self.settings.identity:
+                return
             lease.spec.holder_identity = None
             lock.api_instance.replace_namespaced_lease(name=lock.name, namespace=lock.namespace, body=lease,
-                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, 5.0))
-            log.info("%s gave up Lease %s/%s", self.settings.identity, lock.namespace, lock.name)
+                                                       _request_timeout=timeout)
+            log.info("%s gave up Lease %s", self.settings.identity, where)
+        except ApiException as exc:
+            log.warning("could not give up Lease %s: HTTP %s %s", where, exc.status, exc.reason)
         except Exception as exc:  # noqa: BLE001
-            log.warning("could not give up Lease %s/%s: %s", lock.namespace, lock.name, exc)
+            log.warning("could not give up Lease %s: %s", where, exc)
 
     # ------------------------------------------------------------------ workers
     def _resync(self) -> None:
