@@ -93,9 +93,11 @@ def kep3838_update_problem(old: dict, new: dict) -> str | None:
 
 
 class KubeApiServer:
-    """The server; ``start()`` / ``close()``; ``url`` for a client ``Configuration.host``."""
+    """The server; ``start()`` / ``close()``; ``url`` for a client ``Configuration.host``.
+    ``port``: the loopback port to listen on (0: a free one; a given one lets a test start the
+    server where a client already tries to connect)."""
 
-    def __init__(self, *, bind_after: float | None = None):
+    def __init__(self, *, bind_after: float | None = None, port: int = 0):
         self.objects: dict[tuple[str, str, str], dict] = {}  # (resource, namespace, name) → object
         self.log: list[tuple[int, str, str, dict]] = []      # (rv, resource, type, object)
         self.rv = 100
@@ -162,7 +164,7 @@ class KubeApiServer:
             def do_DELETE(self):
                 self._dispatch("DELETE")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"

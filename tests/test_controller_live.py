@@ -209,21 +209,26 @@ def metrics_text(port: int) -> str:
         return response.read().decode()
 
 
-def start_controller_process(server, tmp_path, identity, metrics_port=0):
-    """`segment-webhook controller` in a process of its own, against the loopback server."""
+def write_kubeconfig(path, url: str) -> str:
+    """A kubeconfig file at ``path`` for the API server at ``url``; returns its path."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "loop",
+        "clusters": [{"name": "loop", "cluster": {"server": url}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "loop", "context": {"cluster": "loop", "user": "u"}}]}))
+    return str(path)
+
+
+def start_controller_process(server_url, tmp_path, identity, metrics_port=0, log_level="warning"):
+    """`segment-webhook controller` in a process of its own, against the API server at ``server_url``."""
     import subprocess
     import sys
 
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "loop",
-        "clusters": [{"name": "loop", "cluster": {"server": server.url}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "loop", "context": {"cluster": "loop", "user": "u"}}]}))
+    kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server_url)
     return subprocess.Popen(
-        [sys.executable, "-m", "webhook.cli", "controller", "--kubeconfig", str(kubeconfig), "--identity", identity,
+        [sys.executable, "-m", "webhook.cli", "controller", "--kubeconfig", kubeconfig, "--identity", identity,
          "--lease-namespace", "segment-webhook", "--lease-duration", "3", "--renew-deadline", "2",
-         "--retry-period", "1", "--metrics-port", str(metrics_port), "--log-level", "warning"],
+         "--retry-period", "1", "--metrics-port", str(metrics_port), "--log-level", log_level],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -236,7 +241,7 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
     nodes = cluster(zones=("zone-a", "zone-b"))
     load(server, nodes)
     ports = {"p-1": free_port(), "p-2": free_port()}
-    procs = {name: start_controller_process(server, tmp_path, name, ports[name]) for name in ("p-1", "p-2")}
+    procs = {name: start_controller_process(server.url, tmp_path, name, ports[name]) for name in ("p-1", "p-2")}
     try:
         eventually(lambda: lease_holder(server) in procs, "a Lease holder")
         leader = lease_holder(server)
@@ -259,6 +264,9 @@ def test_only_one_of_two_controller_processes_acts(server, tmp_path):
         # the leader is stopped (a rollout): it gives the Lease up; the other takes it and acts
         procs[leader].terminate()
         assert procs[leader].wait(20) == 0
+        # it gave the Lease up (before, the replace carried the resourceVersion from before the last
+        # renewal: 409 Conflict, a warning, and the other waited for the Lease to expire)
+        assert "could not give up" not in procs[leader].stderr.read()
         eventually(lambda: lease_holder(server) == other, "the other process takes the Lease", timeout=15)
         for p in gang_pods(pytorchjob("job-b")):
             server.create("pods", p)
@@ -428,10 +436,13 @@ def test_watch_events_carry_their_resource_version_to_the_informer():
 
     from kubernetes.watch import Watch
 
+    from webhook.cluster.api_server import ApiServerReachability, Backoff
     from webhook.cluster.informers import DictLister
 
     watch = Watch()
-    return_type = watch.get_return_type(DictLister(lambda **_: None, lambda: None, threading.Event()))
+    lister = DictLister(lambda **_: None, "pods", lambda: None, threading.Event(),
+                        reachability=ApiServerReachability("http://127.0.0.1:1"), backoff=Backoff())
+    return_type = watch.get_return_type(lister)
     event = watch.unmarshal_event(json.dumps({"type": "MODIFIED", "object": {
         "kind": "Pod", "metadata": {"name": "p", "namespace": "x", "resourceVersion": "4711"}}}), return_type)
     assert event["object"]["metadata"]["name"] == "p"  # a plain dict
@@ -457,3 +468,120 @@ def test_an_old_gated_version_of_a_released_pod_is_ignored(server, controllers):
     assert len(server.patch_log) == 17  # no second release
     index = ctl._ledger.index(None, None)
     assert int(index.free[:, index.col["nvidia.com/gpu"]].sum()) == 0  # every GPU still charged
+
+
+# ------------------------------------------------------------------ the API server unreachable
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released; a server starts on it later)."""
+    return free_port()
+
+
+LEASE = "Lease segment-webhook/segment-webhook-controller"
+
+
+def first_outage_lines(url: str) -> set[str]:
+    """The line that starts an outage, for whichever request fails first (they start at once)."""
+    return {f"API server {url} unreachable: connection refused ({request}); retrying with back-off"
+            for request in ("list pods", "list nodes", "list topologies", LEASE)}
+
+
+def test_unreachable_api_server_is_one_line_until_it_answers_then_the_controller_syncs_and_leads(tmp_path, caplog):
+    """New-user trial: a kubeconfig pointing at a closed port made the controller log about 900
+    lines in 10 s (urllib3 retry warnings and the informer's tracebacks for every attempt of the
+    pod, node and Topology informers and the Lease). Now: one WARNING naming the server and the
+    cause while every request keeps failing, one INFO line when a server starts there, then the
+    controller syncs and takes the Lease."""
+    import logging
+    import re
+
+    from webhook.cluster.kubeconfig import api_client_from_kubeconfig
+
+    caplog.set_level(logging.DEBUG)
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
+    api = api_client_from_kubeconfig(write_kubeconfig(tmp_path / "kubeconfig", url))
+    settings = ControllerSettings(identity="c-1", lease_namespace="segment-webhook", lease_duration=3,
+                                  renew_deadline=2, retry_period=1)
+    ctl = Controller(api, settings, elect=True).start()
+    server = None
+    try:
+        # every kind of request failed 3 times: the informers' lists and the Lease
+        eventually(lambda: all(ctl.reachability.failures_by_request.get(request, 0) >= 3 for request in
+                               ("list pods", "list nodes", "list topologies", LEASE)), "3 failures of each request")
+        lines = [(r.name, r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+        others = [line for line in lines if line[2] != "c-1 is a follower"]
+        assert [(name, level) for name, level, _ in others] == [("webhook.cluster.api_server", "WARNING")], lines
+        assert others[0][2] in first_outage_lines(url), others[0][2]
+        # the library logs "is a follower" once per election run: once per back-off step of the Lease
+        assert sum(line[2] == "c-1 is a follower" for line in lines) <= ctl.reachability.failures_by_request[LEASE] + 1
+        assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+
+        server = KubeApiServer(bind_after=0.2, port=port).start()
+        load(server, cluster())
+        eventually(lambda: ctl.synced and ctl.leading, "synced and leading once the server answers")
+        records = list(caplog.records)
+    finally:
+        ctl.stop()
+        if server is not None:
+            server.close()
+    outage = [r.getMessage() for r in records if r.name == "webhook.cluster.api_server" and r.levelno >= logging.INFO]
+    assert len(outage) == 2, outage
+    assert re.fullmatch(rf"API server {re.escape(url)} answers again \(.+\) after [0-9.]+ s unreachable "
+                        r"\(\d+ failed requests; last cause: connection refused\)", outage[1]), outage[1]
+    assert [r.getMessage() for r in records if r.exc_info] == []
+    assert [r.getMessage() for r in records if r.name.startswith("urllib3") and r.levelno >= logging.WARNING] == []
+
+
+def test_controller_command_against_a_closed_port_logs_one_line_then_one_when_the_server_answers(tmp_path):
+    """`segment-webhook controller` as a user runs it (its own logging: every logger at INFO)."""
+    import threading
+
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = start_controller_process(url, tmp_path, "p-1", log_level="info")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    server = None
+    try:
+        # the Lease was tried 3 times (the library logs "is a follower" before each try), with
+        # back-off: every other request had at least as many attempts meanwhile
+        eventually(lambda: sum("p-1 is a follower" in line for line in lines) >= 3, "3 Lease attempts")
+        before = list(lines)
+        server = KubeApiServer(port=port).start()
+        eventually(lambda: lease_holder(server) == "p-1", "the controller takes the Lease")
+        eventually(lambda: any(" answers again " in line for line in lines), "the line when the server answers")
+        running = list(lines)
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0
+        reader.join(10)
+        if server is not None:
+            server.close()
+    messages = [line.split(": ", 1)[-1].rstrip("\n") for line in before]
+    outage = [m for m in messages if " unreachable: " in m]
+    assert len(outage) == 1 and outage[0] in first_outage_lines(url), outage
+    assert len(before) <= 8, before  # the outage line, "controller started", one "is a follower" per attempt
+    assert not any("Traceback" in line or "Retrying" in line for line in running), running
+    assert sum(" answers again " in line for line in running) == 1
+
+
+def test_a_list_the_server_refuses_is_one_warning_per_attempt_without_a_traceback(server, controllers, caplog):
+    """An HTTP error on the pods list (here 404; RBAC's 403 in a cluster) is retried by the list
+    function with back-off, one warning line per attempt, instead of the informer's traceback and
+    its fixed 5 s retry; the nodes and Topologies are listed meanwhile."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    server.missing = {"pods"}
+    ctl = controllers()
+    eventually(lambda: sum(r.getMessage().startswith("list pods: HTTP 404") for r in caplog.records) >= 3,
+               "3 list attempts")
+    assert ctl.synced is False
+    assert ctl.topologies.synced is True
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
+    assert {r.getMessage().split(";")[0] for r in caplog.records if r.name == "webhook.cluster.informers"} == {
+        "list pods: HTTP 404 Not Found"}
+    server.missing = set()
+    eventually(lambda: ctl.synced, "synced once the server lists pods")

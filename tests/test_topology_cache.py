@@ -13,8 +13,10 @@ No sleeps are assertions: every check polls with a bounded wait (``eventually``)
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import random
+import re
 import socket
 import threading
 import time
@@ -24,6 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes import client as k8s_client
 
+from webhook.cluster.api_server import client_retries
 from webhook.cluster.topology_cache import Backoff, LiveTopologyCatalog, TopologyCacheError
 
 PATH = "/apis/kai.scheduler/v1alpha1/topologies"
@@ -64,9 +67,10 @@ class FakeApiServer:
     no CRD), consumed one per request before ``list_failures``. ``watch_status``: HTTP status codes for the next watch requests (e.g.
     410), consumed one per request. Each watch request gets a queue; ``send(event)``,
     ``drop()`` (close mid-stream without the terminating chunk) and ``end()`` act on the newest.
+    ``port``: the loopback port to listen on (0: a free one).
     """
 
-    def __init__(self):
+    def __init__(self, port: int = 0):
         self.items: list[dict] = []
         self.list_rv = "1"
         self.list_failures = 0
@@ -104,7 +108,7 @@ class FakeApiServer:
                 self.wfile.write(data)
 
         self._handler = Handler
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -335,7 +339,13 @@ def test_http_410_on_watch_request_relists(server, make_cache):
     assert cache.names() == ["a"]
 
 
-def test_dropped_connection_resumes_from_last_resource_version_without_relist(server, make_cache):
+def tracebacks(caplog) -> list[str]:
+    """The records logged with an exception (the informer's ``logger.exception`` among them)."""
+    return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.exc_info]
+
+
+def test_dropped_connection_resumes_from_last_resource_version_without_relist(server, make_cache, caplog):
+    caplog.set_level(logging.INFO)
     server.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
     server.list_rv = "100"
     cache = make_cache().start()
@@ -351,6 +361,10 @@ def test_dropped_connection_resumes_from_last_resource_version_without_relist(se
     server.send({"type": "DELETED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "106")})
     eventually(lambda: cache.names() == ["cluster-topology"], "DELETED after the resume")
     assert cache.synced is True
+    assert tracebacks(caplog) == []  # the informer's "Unexpected error in watch loop" traceback is not logged
+    assert [r.getMessage() for r in caplog.records if r.name == "webhook.cluster.api_server"][0] == (
+        f"API server http://127.0.0.1:{server.port} unreachable: connection broken: response ended prematurely "
+        "(watch topologies); retrying with back-off")
 
 
 def test_clean_watch_end_resumes_from_last_resource_version(server, make_cache):
@@ -392,11 +406,121 @@ def test_synced_stays_true_while_watch_fails(server, make_cache):
     assert len(server.list_requests) == 1
 
 
-def test_stop_closes_an_open_watch(server, make_cache):
+def test_stop_closes_an_open_watch_and_the_thread_ends_without_a_logged_error(server, make_cache, caplog):
+    caplog.set_level(logging.DEBUG)
     server.list_rv = "1"
     cache = make_cache().start()
     server.wait_watches(1)
     assert cache.stop(timeout=WAIT) is True  # the fake server would keep the watch open for 30 s
+    # the socket shutdown ends the watch with an error: neither the informer's traceback nor an
+    # outage line is logged for it, and no request follows the stop
+    assert tracebacks(caplog) == []
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert (len(server.list_requests), len(server.watch_requests)) == (1, 1)
+
+
+def test_stop_during_a_list_back_off_ends_the_thread_without_a_watch_request_or_error(server, make_cache, caplog):
+    """Stopped while the list is retried: the list function answers empty, the informer then asks
+    for a watch and gets the finished empty response (no request), and its loop ends."""
+    caplog.set_level(logging.DEBUG)
+    server.list_status = [500] * 1000
+    cache = make_cache().start()
+    eventually(lambda: len(server.list_requests) >= 2, "the list retried")
+    assert cache.stop(timeout=WAIT) is True
+    lists = len(server.list_requests)
+    assert server.watch_requests == []
+    assert tracebacks(caplog) == []
+    assert [r.levelname for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert len(server.list_requests) == lists  # the thread has ended: nothing more is sent
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released; a server may start on it later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_api_server_is_one_line_until_it_answers(make_cache, caplog):
+    """No API server on the port: one WARNING naming the URL and the cause however many attempts
+    (the library's own logging gave a traceback, and urllib3 three retry warnings, per attempt);
+    /readyz's reason says so; when a server starts there, one INFO line and the catalog syncs."""
+    caplog.set_level(logging.DEBUG)
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
+    configuration = k8s_client.Configuration()
+    configuration.host = url
+    configuration.retries = client_retries()  # as api_client_from_kubeconfig sets it
+    cache = LiveTopologyCatalog(k8s_client.ApiClient(configuration), backoff=fast_backoff()).start()
+    try:
+        eventually(lambda: cache.reachability.failures_by_request.get("list topologies", 0) >= 20,
+                   "20 list attempts failed")
+        assert cache.synced is False
+        assert cache.last_error == f"API server {url} unreachable: connection refused"
+        assert [(r.levelname, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO] == [
+            ("WARNING", f"API server {url} unreachable: connection refused (list topologies); retrying with back-off")]
+
+        back = FakeApiServer(port=port).start()
+        try:
+            back.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+            back.list_rv = "100"
+            assert cache.wait_synced(WAIT) is True
+            assert cache.names() == ["cluster-topology"]
+            back.wait_watches(1)
+        finally:
+            assert cache.stop(timeout=WAIT) is True
+            back.close()
+    finally:
+        cache.stop(timeout=WAIT)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "webhook.cluster.api_server"
+             and r.levelno >= logging.INFO]
+    assert len(lines) == 2
+    assert lines[1][0] == "INFO"
+    assert re.fullmatch(rf"API server {re.escape(url)} answers again \(list topologies\) after [0-9.]+ s unreachable "
+                        r"\(\d+ failed requests; last cause: connection refused\)", lines[1][1]), lines[1][1]
+    assert tracebacks(caplog) == []
+
+
+def test_a_watch_resumes_from_its_resource_version_when_the_api_server_is_back(make_cache, caplog):
+    """The API server goes away under an open watch and comes back: the watch is opened again
+    from the last resourceVersion (no re-list, as client-go's reflector after "connection
+    refused"), one line when it goes, one when it answers, no traceback."""
+    caplog.set_level(logging.INFO)
+    port = closed_port()
+    first = FakeApiServer(port=port).start()
+    first.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+    first.list_rv = "100"
+    configuration = k8s_client.Configuration()
+    configuration.host = f"http://127.0.0.1:{port}"
+    configuration.retries = client_retries()
+    cache = LiveTopologyCatalog(k8s_client.ApiClient(configuration), backoff=fast_backoff()).start()
+    second = None
+    try:
+        first.wait_watches(1)
+        first.send({"type": "ADDED", "object": topology("rack-only", ["cloud.provider.com/topology-rack"], "105")})
+        eventually(lambda: cache.get("rack-only") is not None, "ADDED before the server went away")
+        first.close()
+        eventually(lambda: cache.reachability.failures_by_request.get("watch topologies", 0) >= 3,
+                   "the watch failed to reconnect 3 times")
+        second = FakeApiServer(port=port).start()
+        assert second.wait_watches(1)["resourceVersion"] == "105"
+        assert second.list_requests == []
+        assert cache.names() == ["cluster-topology", "rack-only"]
+    finally:
+        assert cache.stop(timeout=WAIT) is True
+        if second is not None:
+            second.close()
+    url = f"http://127.0.0.1:{port}"
+    outage = [r.getMessage() for r in caplog.records if r.name == "webhook.cluster.api_server"]
+    refused = [f"API server {url} unreachable: connection refused (watch topologies); retrying with back-off"]
+    # the first reconnect can meet the closing server's listening socket, which resets it
+    reset_then_refused = [
+        f"API server {url} unreachable: connection reset by peer (watch topologies); retrying with back-off",
+        f"API server {url} still unreachable after 0 s: connection refused (2 failed requests)"]
+    assert outage[:-1] in (refused, reset_then_refused)
+    assert re.fullmatch(rf"API server {re.escape(url)} answers again \(watch topologies\) after [0-9.]+ s unreachable "
+                        r"\(\d+ failed requests; last cause: connection refused\)", outage[-1]), outage[-1]
+    assert tracebacks(caplog) == []
 
 
 def test_reads_are_consistent_under_concurrent_updates(server, make_cache):
@@ -562,14 +686,18 @@ def test_other_list_errors_stay_unsynced_with_the_reason(server, make_cache):
 
 # ------------------------------------------------------------------ serve against a loopback API server
 
-def _kubeconfig_for(server: FakeApiServer, path) -> str:
+def _kubeconfig_for_url(url: str, path) -> str:
     path.write_text(json.dumps({
         "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-        "clusters": [{"name": "fake", "cluster": {"server": f"http://127.0.0.1:{server.port}"}}],
+        "clusters": [{"name": "fake", "cluster": {"server": url}}],
         "users": [{"name": "u", "user": {"token": "t"}}],
         "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}],
     }))
     return str(path)
+
+
+def _kubeconfig_for(server: FakeApiServer, path) -> str:
+    return _kubeconfig_for_url(f"http://127.0.0.1:{server.port}", path)
 
 
 SEG_SIZE, TOPO_KEY = "kai.scheduler/segment-size", "kai.scheduler/topology"
@@ -659,3 +787,39 @@ def test_serve_with_a_failing_topology_list_is_not_ready_and_says_why(server, tm
             "ready": False, "topologiesSynced": False, "certificateLoaded": True,
             "reason": "the Topology catalog has not completed its first list yet: API error 403: Forbidden "
                       "(RBAC: the service account needs get/list/watch on topologies.kai.scheduler)"}
+
+
+def test_serve_without_an_api_server_logs_one_line_per_worker_and_one_when_it_answers(tmp_path):
+    """New-user trial: `serve --kubeconfig` pointing at a closed port logged a MaxRetryError line per
+    attempt and worker. Now each worker's catalog logs one line naming the server and the cause,
+    /readyz says why it is not ready, and each logs one line when a server starts there."""
+    import requests
+    from serving import clean_env, running_serve
+
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
+    kubeconfig = _kubeconfig_for_url(url, tmp_path / "kubeconfig")
+    outage_line = f"webhook.cluster.api_server: API server {url} unreachable: connection refused (list topologies); " \
+                  "retrying with back-off"
+    with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env()) as srv:
+        def log_lines() -> list[str]:
+            return srv["log"].read_text(errors="replace").splitlines()
+
+        eventually(lambda: sum(line.endswith(outage_line) for line in log_lines()) == 2, "one line from each worker",
+                   timeout=30)
+        ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
+        assert ready.status_code == 503
+        assert ready.json()["reason"] == ("the Topology catalog has not completed its first list yet: "
+                                          f"API server {url} unreachable: connection refused")
+        back = FakeApiServer(port=port).start()
+        try:
+            back.items = [topology("cluster-topology", CLUSTER_TOPOLOGY_LEVELS, "90")]
+            eventually(lambda: sum(" answers again (list topologies) " in line for line in log_lines()) == 2,
+                       "each worker's line when the server answers", timeout=30)
+            eventually(lambda: requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10).status_code == 200,
+                       "ready")
+        finally:
+            back.close()
+        lines = log_lines()
+    assert sum(" unreachable: " in line for line in lines) == 2
+    assert not any("Traceback" in line or "MaxRetryError" in line for line in lines), lines

@@ -7,6 +7,7 @@ import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+from webhook.cluster.api_server import client_retries
 from webhook.errors import SegmentWebhookError
 
 IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
@@ -22,9 +23,13 @@ def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
     in-cluster configuration (``kubernetes.config.load_incluster_config``: the service account
     token and CA, ``KUBERNETES_SERVICE_HOST``/``_PORT``).
 
+    The client does not retry a connection that cannot be made or a TLS failure at once
+    (:func:`webhook.cluster.api_server.client_retries`): its callers retry those with back-off.
+
     Raises :class:`KubeconfigError` naming the source when the configuration cannot be loaded.
     """
     configuration = k8s_client.Configuration()
+    configuration.retries = client_retries()
     try:
         if path is None:
             k8s_config.load_incluster_config(client_configuration=configuration)

@@ -22,6 +22,17 @@ it is given and in its event handlers):
   jitter (:class:`Backoff`, 0.2 s doubling to 30 s); a second 410 right after a re-list and a
   watch that the server closes within a second without any event back off too, so a misbehaving
   server cannot cause a busy loop.
+* **An unreachable API server** (:mod:`webhook.cluster.api_server`). A list or watch request
+  that cannot reach the server is retried with the same back-off inside the list function
+  (client-go's reflector, too, watches again from the last resourceVersion after "connection
+  refused" rather than re-listing), and a watch that breaks (connection lost) waits in the
+  ``ERROR`` handler; both report to an :class:`~webhook.cluster.api_server.ApiServerReachability`
+  (one line naming the server and the cause when the outage starts, one when it answers again),
+  not one line per attempt, and the informer's traceback of that error is dropped
+  (:class:`~webhook.cluster.api_server.InformerTransportTracebacks`).
+* **Stop.** Once :meth:`LiveTopologyCatalog.stop` was called the list function sends no request:
+  a watch gets :func:`~webhook.cluster.api_server.finished_watch_response` (an empty, finished
+  HTTP response), so the informer's loop ends without an error.
 * **Timeouts and bookmarks.** Every request gets a connect and read timeout; watches ask for
   bookmarks (``allowWatchBookmarks``); the informer passes neither.
 * **Custom objects.** ``CustomObjectsApi`` answers lists with a dict, which the informer cannot
@@ -43,7 +54,6 @@ it is given and in its event handlers):
 
 import logging
 import os
-import random
 import socket
 import threading
 import time
@@ -55,6 +65,8 @@ from kubernetes import client as k8s_client
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
+from webhook.cluster.api_server import (ApiServerReachability, Backoff, finished_watch_response,
+                                        install_informer_traceback_filter, send_until_answered)
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
@@ -87,22 +99,6 @@ _HINTS = {
 }
 
 
-class _ClosedStream:
-    """An already finished watch response (no lines): handed to ``kubernetes.watch.Watch`` once
-    :meth:`LiveTopologyCatalog.stop` was called, so the informer's loop ends without an error."""
-
-    status = 200
-
-    def stream(self, amt: Any = None, decode_content: Any = None):
-        return iter(())
-
-    def close(self) -> None:
-        pass
-
-    def release_conn(self) -> None:
-        pass
-
-
 def _shutdown(response: Any) -> None:
     """Shut down the socket under a streaming urllib3 response, so a thread blocked reading it
     wakes up at once (as ``kubernetes.watch.Watch.stop`` does for the response it knows)."""
@@ -119,48 +115,6 @@ class TopologyCacheError(SegmentWebhookError, RuntimeError):
 
     The message names the source that failed (the kubeconfig path, or the in-cluster service
     account environment)."""
-
-
-class Backoff:
-    """Capped exponential back-off with jitter.
-
-    ``next_delay()`` returns ``min(maximum, initial * factor**n)`` seconds for the n-th
-    consecutive failure (n from 0), multiplied by a random factor in ``[1 - jitter, 1]`` (so the
-    replicas of the webhook do not retry in lock-step). ``reset()`` starts again from
-    ``initial``. Defaults: 0.2 s doubling to 30 s, jitter 0.5. ``rng``: a ``random.Random`` (a
-    seeded one makes tests repeatable). Raises ``ValueError`` for non-positive values,
-    ``maximum < initial``, ``factor < 1`` or ``jitter`` outside ``[0, 1]``.
-    """
-
-    def __init__(
-        self,
-        initial: float = 0.2,
-        maximum: float = 30.0,
-        factor: float = 2.0,
-        jitter: float = 0.5,
-        rng: random.Random | None = None,
-    ):
-        if not initial > 0 or maximum < initial or factor < 1 or not 0 <= jitter <= 1:
-            raise ValueError(
-                f"Backoff(initial={initial}, maximum={maximum}, factor={factor}, jitter={jitter}): "
-                "need initial > 0, maximum >= initial, factor >= 1, 0 <= jitter <= 1"
-            )
-        self.initial = initial
-        self.maximum = maximum
-        self.factor = factor
-        self.jitter = jitter
-        self._rng = rng or random.Random()
-        self._failures = 0
-
-    def next_delay(self) -> float:
-        """Seconds to wait after one more consecutive failure."""
-        base = min(self.maximum, self.initial * self.factor ** min(self._failures, 64))
-        self._failures += 1
-        return base * (1.0 - self.jitter * self._rng.random())
-
-    def reset(self) -> None:
-        """Forget earlier failures (after a success)."""
-        self._failures = 0
 
 
 def _rv_of(obj: Any) -> str | None:
@@ -205,8 +159,10 @@ class LiveTopologyCatalog:
     Construct with a ``kubernetes.client.ApiClient`` (or use :meth:`from_kubeconfig`), then
     :meth:`start`. ``backoff``: the :class:`Backoff` used after errors (tests inject a fast one).
     ``watch_timeout_seconds``: server-side ``timeoutSeconds`` of each watch request and the
-    informer's re-list period (integer seconds >= 1; ValueError otherwise). Reads (``synced``,
-    ``crd_missing``, ``state``, ``get``, ``names``) are thread-safe and never block.
+    informer's re-list period (integer seconds >= 1; ValueError otherwise). ``reachability``:
+    the outage log of the API server, shared with the other requests of the process (default: a
+    new one for ``api_client``'s server). Reads (``synced``, ``crd_missing``, ``state``, ``get``,
+    ``names``) are thread-safe and never block.
     """
 
     def __init__(
@@ -215,11 +171,14 @@ class LiveTopologyCatalog:
         *,
         backoff: Backoff | None = None,
         watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
+        reachability: ApiServerReachability | None = None,
     ):
         if not isinstance(watch_timeout_seconds, int) or watch_timeout_seconds < 1:
             raise ValueError(f"watch_timeout_seconds {watch_timeout_seconds!r} must be an integer >= 1")
         self._api = k8s_client.CustomObjectsApi(api_client)
         self._backoff = backoff or Backoff()
+        self.reachability = reachability or ApiServerReachability(api_client.configuration.host)
+        """The outage log of the API server (:class:`~webhook.cluster.api_server.ApiServerReachability`)."""
         self._watch_timeout = watch_timeout_seconds
         self._topologies: Mapping[str, Topology] = MappingProxyType({})
         self._state = STATE_WAITING
@@ -235,9 +194,9 @@ class LiveTopologyCatalog:
         self._gone_streak = 0  # consecutive 410s without a watch event in between
         self.list_count = 0
         """Successful lists so far (1 after start-up; each 410 Gone and each re-list period adds one)."""
-        self.last_error: str | None = None
-        """Text of the most recent list/watch error, or None (logs and /readyz ``reason``)."""
+        self._last_error: str | None = None
         self._listeners: list[Any] = []
+        install_informer_traceback_filter()
         self._informer = SharedInformer(self._list_or_watch, resync_period=watch_timeout_seconds)
         for event_type, handler in ((ADDED, self._on_upsert), (MODIFIED, self._on_upsert),
                                     (DELETED, self._on_delete), (BOOKMARK, self._on_bookmark),
@@ -289,6 +248,13 @@ class LiveTopologyCatalog:
         return sorted(self._topologies)
 
     @property
+    def last_error(self) -> str | None:
+        """Why the catalog may be behind, or None (logs and /readyz ``reason``): ``API server URL
+        unreachable: CAUSE`` during an outage, else the text of the most recent list/watch error
+        the server answered (e.g. ``API error 403: Forbidden (RBAC: ...)``)."""
+        return self.reachability.reason or self._last_error
+
+    @property
     def resource_version(self) -> str | None:
         """The last resourceVersion seen (list, event or bookmark), or None before the list."""
         return self._resource_version
@@ -318,9 +284,11 @@ class LiveTopologyCatalog:
 
     def stop(self, timeout: float = 5.0) -> bool:
         """Stop the informer: wakes a back-off wait, closes an open watch connection (the
-        library's ``Watch.stop`` shuts its socket down) and waits up to ``timeout`` seconds for
-        the thread. Returns True when the thread has ended (False only if a request was still
-        being sent and did not end in time; the thread is a daemon and ends with the process)."""
+        library's ``Watch.stop`` shuts its socket down; the error that ends the watch is neither
+        reported nor logged) and waits up to ``timeout`` seconds for the thread; no request is
+        sent after this call. Returns True when the thread has ended (False only if a request was
+        still being sent and did not end in time; the thread is a daemon and ends with the
+        process)."""
         self._stop_event.set()
         if not self._started:
             return True
@@ -355,10 +323,12 @@ class LiveTopologyCatalog:
         informer's view of the list (``.items``, ``.metadata.resource_version``)."""
         while not self._stop_event.is_set():
             try:
-                result = self._api.list_cluster_custom_object(
-                    GROUP, VERSION, PLURAL,
-                    _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS),
-                )
+                result = send_until_answered(
+                    lambda: self._api.list_cluster_custom_object(
+                        GROUP, VERSION, PLURAL, _request_timeout=(CONNECT_TIMEOUT_SECONDS, LIST_READ_TIMEOUT_SECONDS)),
+                    "list topologies", self.reachability, self._backoff, self._stop_event)
+                if result is None:  # stopped
+                    break
                 if not isinstance(result, Mapping) or not isinstance(result.get("items", []), list):
                     raise ValueError("list response is not a TopologyList (no items list)")
             except ApiException as exc:
@@ -389,7 +359,7 @@ class LiveTopologyCatalog:
                 self.list_count += 1
                 self._replaying = True
             self._backoff.reset()
-            self.last_error = None
+            self._last_error = None
             log.info("topology cache: listed %d topologies at resourceVersion %s: %s", len(fresh), rv, sorted(fresh))
             self._changed()
             return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
@@ -397,18 +367,20 @@ class LiveTopologyCatalog:
         return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
 
     def _start_watch(self, kwargs: dict) -> Any:
-        """Open one watch request (called by ``kubernetes.watch.Watch.stream``)."""
+        """Open one watch request (called by ``kubernetes.watch.Watch.stream``), retried with
+        back-off while the server cannot be reached; once stopped, a finished empty response."""
         self._replaying = False
         if (self._watch_started is not None and not self._watch_events and not self._watch_failed
                 and time.monotonic() - self._watch_started < 1.0 and not self._stop_event.is_set()):
             self._failed("watch closed by the server without any event")
-        if self._stop_event.is_set():
-            return _ClosedStream()
         kwargs.setdefault("timeout_seconds", self._watch_timeout)
         kwargs["allow_watch_bookmarks"] = True
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + WATCH_READ_SLACK_SECONDS)
+        response = send_until_answered(lambda: self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs),
+                                       "watch topologies", self.reachability, self._backoff, self._stop_event)
+        if response is None:  # stopped: the informer's loop ends on this empty answer
+            return finished_watch_response()
         self._watch_started, self._watch_events, self._watch_failed = time.monotonic(), 0, False
-        response = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs)
         # stop() may have come while the request was being sent, before the library's Watch knows
         # the response (its stop() would miss it): keep it where stop() looks, then check.
         self._watch_response = response
@@ -453,7 +425,7 @@ class LiveTopologyCatalog:
         if rv is not None:
             self._resource_version = rv
         self._backoff.reset()
-        self.last_error = None
+        self._last_error = None
         return True
 
     def _on_error(self, exc: Any) -> None:
@@ -475,6 +447,8 @@ class LiveTopologyCatalog:
             self._failed(f"API error 404: {getattr(exc, 'reason', '')}{_HINTS[404]}")
         elif status is not None:
             self._failed(f"API error {status}: {exc.reason}{_HINTS.get(status, '')}")
+        elif self.reachability.failed("watch topologies", exc):  # the connection broke: one line per outage
+            self._stop_event.wait(self._backoff.next_delay())
         else:
             self._failed(f"{type(exc).__name__}: {exc}")
 
@@ -486,12 +460,12 @@ class LiveTopologyCatalog:
         with self._write_lock:
             self._topologies = MappingProxyType({})
             self._state = STATE_CRD_MISSING
-        self.last_error = text
+        self._last_error = text
         if changed:
             self._changed()
 
     def _failed(self, text: str) -> None:
-        self.last_error = text
+        self._last_error = text
         delay = self._backoff.next_delay()
         log.warning("topology cache: %s; retrying in %.2fs from resourceVersion %s", text, delay, self._resource_version)
         self._stop_event.wait(delay)

@@ -37,6 +37,12 @@ pieces where it has them:
 * **Leader election**: ``kubernetes.leaderelection`` with the library's own ``LeaseLock`` (no
   subclass): only the holder reconciles; the others keep their caches warm. See
   :meth:`Controller._elect_loop` for how it stops.
+* **API server unreachable**: every request of the process reports to one
+  :class:`webhook.cluster.api_server.ApiServerReachability` (:attr:`Controller.reachability`):
+  one WARNING line naming the server and the cause when an outage starts, a reminder each minute,
+  one INFO line when it answers again; the informers retry with back-off (0.5 s doubling to
+  30 s) and watch again from their last resourceVersion, the election from ``retry_period``
+  doubling to 30 s.
 * **Topology findings** (DESIGN.md §12): queued (key :data:`TOPOLOGY_FINDINGS`) when a Topology
   changes, on leadership and on resync: for every Topology whose levels were not checked yet, one
   warning per :func:`webhook.core.topology_infer.check` finding on the cached nodes.
@@ -60,8 +66,9 @@ from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
-from webhook.cluster.topology_cache import Backoff, LiveTopologyCatalog
+from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, ParseCache, Release, Waiting,
                                          decide_gang, gang_key_of, pod_ref)
 from webhook.controller.settings import ControllerSettings
@@ -83,6 +90,14 @@ EVENT_REASONS = {NEVER_FITS: "PlacementNeverFits", INFEASIBLE: "PlacementInfeasi
 WAITING_KINDS = (INCOMPLETE, INFEASIBLE, NEVER_FITS, INVALID)
 #: The work-queue key of "check the Topologies against the nodes" (DESIGN.md §12); gang keys hold a "/".
 TOPOLOGY_FINDINGS = "topology-findings"
+#: Read timeout of the request that gives the Lease up when the controller stops, seconds.
+LEASE_GIVE_UP_SECONDS = 5.0
+#: Back-off of the pod and node informers (and of the Lease while the API server cannot be reached),
+#: seconds: client-go's reflector waits 0.8 s doubling to 30 s and starts again after 2 minutes
+#: without a failure (``k8s.io/client-go/tools/cache/reflector.go``).
+INFORMER_BACKOFF_INITIAL = 0.5
+INFORMER_BACKOFF_MAX = 30.0
+BACKOFF_RESET_SECONDS = 120.0
 
 
 class Metrics:
@@ -158,7 +173,10 @@ class Controller:
         self._stop = threading.Event()
         self._leading = threading.Event()
         self._renewing = threading.Event()  # set while the library renews the Lease for this process
-        self._renewed_last = threading.Event()  # set once the library stopped renewing for this process
+        # set while the library does not renew the Lease for this process: cleared when it starts
+        # leading, set once it stopped (and, when stopping, once the Lease was given up)
+        self._not_renewing = threading.Event()
+        self._not_renewing.set()
         self._lease: LeaseLock | None = None
         self._lock = threading.Lock()  # the view below: gangs, ledger, outcomes
         self._gangs: dict[str, dict[tuple[str, str], Mapping[str, Any]]] = {}
@@ -173,16 +191,19 @@ class Controller:
         self._threads: list[threading.Thread] = []
         self._queue = WorkQueue(ExponentialRateLimiter(settings.retry_initial, settings.retry_max))
         self._patches = ThreadPoolExecutor(settings.patch_concurrency, thread_name_prefix="release-patch")
-        self.topologies = LiveTopologyCatalog(api_client)
+        self.reachability = ApiServerReachability(api_client.configuration.host)
+        """The outage log of the API server, shared by every request of this process."""
+        self.topologies = LiveTopologyCatalog(api_client, reachability=self.reachability)
         self.topologies.add_listener(self._topologies_changed)
-        self._informers = {
-            "pods": SharedInformer(DictLister(self._core.list_pod_for_all_namespaces, lambda: self._synced("pods"),
-                                              self._stop)),
-            "nodes": SharedInformer(DictLister(self._core.list_node, lambda: self._synced("nodes"), self._stop)),
-        }
+        methods = {"pods": self._core.list_pod_for_all_namespaces, "nodes": self._core.list_node}
         handlers = {"pods": self._on_pod, "nodes": self._on_node}
-        for name, informer in self._informers.items():
-            backoff = Backoff(initial=0.5, maximum=30.0)
+        self._informers: dict[str, SharedInformer] = {}
+        for name, method in methods.items():
+            backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
+                              reset_after=BACKOFF_RESET_SECONDS)
+            informer = SharedInformer(DictLister(method, name, lambda name=name: self._synced(name), self._stop,
+                                                 reachability=self.reachability, backoff=backoff))
+            self._informers[name] = informer
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, self._handler(handlers[name], event, backoff))
             informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
@@ -196,15 +217,21 @@ class Controller:
                  backoff: Backoff) -> Callable[[Any], None]:
         def on_event(obj: Any) -> None:
             backoff.reset()
-            if isinstance(obj, Mapping):
+            if isinstance(obj, Mapping) and not self._stop.is_set():
                 handle(event, obj)
         return on_event
 
     def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
+        """The informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A watch
+        that broke for want of a connection goes to the outage log; after :meth:`stop` (whose
+        socket shutdown ends the watch with such an error) nothing is logged."""
         def handle(error: Any) -> None:
+            if self._stop.is_set():
+                return
             delay = backoff.next_delay()
-            log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
-            self._stop.wait(delay)  # runs on the informer's thread: delays its reconnect
+            if not (isinstance(error, BaseException) and self.reachability.failed(f"watch {name}", error)):
+                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
+            self._stop.wait(delay)
         return handle
 
     def _on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
@@ -322,23 +349,27 @@ class Controller:
         self._threads.append(thread)
 
     def stop(self) -> None:
-        """Stop the workers, give the Lease up when holding it, stop the informers."""
+        """Stop the workers and the informers, give the Lease up when holding it."""
         self._stop.set()
         self._queue.shut_down()
         for thread in self._threads:
             if thread.name.startswith("reconcile-"):
                 thread.join(5)
-        self._leading.clear()
-        self.metrics.leader.set(0)
-        if self._elect and self._renewing.is_set():
-            # the library renews until our leading callback has raised and its loop noticed
-            # (at most one retry period); giving the Lease up before would be undone by a renewal
-            self._renewed_last.wait(self.settings.retry_period * 2 + 1)
-            self._give_up_lease()
-        self._patches.shutdown(wait=False, cancel_futures=True)
+        # the informers next: once stopped, their list functions answer at once without a request,
+        # and the informers' loops must end rather than call them again
         for informer in self._informers.values():
             informer.stop()
         self.topologies.stop()
+        self._leading.clear()
+        self.metrics.leader.set(0)
+        # the library renews until our leading callback has raised and its loop noticed (at most one
+        # retry period; giving the Lease up before would be undone by a renewal), then the election
+        # thread gives it up (_stopped_leading): wait for that, so that the process does not exit
+        # while the request is under way (a daemon thread woken in the interpreter's finalization
+        # aborts the process: exit -6 instead of 0)
+        if self._elect and not self._not_renewing.wait(self.settings.retry_period * 2 + 1 + LEASE_GIVE_UP_SECONDS):
+            self._give_up_lease()
+        self._patches.shutdown(wait=False, cancel_futures=True)
 
     @property
     def leading(self) -> bool:
@@ -371,25 +402,46 @@ class Controller:
         polling until the process exits (it is a daemon); if it acquires the Lease meanwhile,
         :meth:`_lead` raises at once and the Lease is given up again. The lock is the library's
         ``LeaseLock`` itself; only its ``api_instance`` is set to this process's API client.
+
+        The library's ``LeaseLock`` catches only HTTP errors: a Lease request that cannot reach the
+        API server raises out of ``run``. That failure goes to the outage log
+        (:attr:`reachability`: one line per outage, not a traceback per attempt) and the election
+        runs again after a back-off from ``retry_period`` doubling to 30 s (each run logs the
+        library's "is a follower" line); any other error is logged with its traceback and retried
+        after ``retry_period``.
         """
         s = self.settings
+        backoff = Backoff(initial=s.retry_period, maximum=max(float(s.retry_period), INFORMER_BACKOFF_MAX),
+                          reset_after=BACKOFF_RESET_SECONDS)
         while not self._stop.is_set():
             lock = LeaseLock(s.lease_name, s.lease_namespace, s.identity)
             lock.api_instance = k8s_client.CoordinationV1Api(self._api)
             self._lease = lock
             config = electionconfig.Config(lock, s.lease_duration, s.renew_deadline, s.retry_period,
                                            self._lead, self._stopped_leading)
+            delay: float = s.retry_period
             try:
                 leaderelection.LeaderElection(config).run()
-            except Exception:  # noqa: BLE001 - the election must survive API errors
-                log.exception("leader election failed; retrying")
+            except Exception as exc:  # noqa: BLE001 - the election must survive API errors
+                if self._stop.is_set():
+                    delay = 0.0  # an error of the last renewal: nothing to report, and no retry
+                elif self.reachability.failed(self._lease_request, exc):
+                    delay = backoff.next_delay()
+                else:
+                    log.exception("leader election failed; retrying")
             self._stopped_leading()
-            self._stop.wait(s.retry_period)
+            self._stop.wait(delay)
+
+    @property
+    def _lease_request(self) -> str:
+        """The Lease's requests in the outage log: ``Lease NAMESPACE/NAME``."""
+        return f"Lease {self.settings.lease_namespace}/{self.settings.lease_name}"
 
     def _lead(self) -> None:
         """The library's ``onstarted_leading`` (its own thread): lead until :meth:`stop`."""
+        self.reachability.answered(self._lease_request)
         self._renewing.set()
-        self._renewed_last.clear()
+        self._not_renewing.clear()
         if not self._stop.is_set():
             self._started_leading()
             self._stop.wait()
@@ -409,23 +461,35 @@ class Controller:
         self.metrics.leader.set(0)
         if self._renewing.is_set():
             self._renewing.clear()
-            self._renewed_last.set()
             if self._stop.is_set():
                 self._give_up_lease()
+            self._not_renewing.set()
 
     def _give_up_lease(self) -> None:
-        """Clear ``holderIdentity`` if this process holds the Lease (best effort)."""
+        """Clear ``holderIdentity`` if this process holds the Lease (best effort, as client-go's
+        ``ReleaseOnCancel``; a failure is one warning line). The Lease is read again first: the
+        library's ``LeaseLock.update`` does not keep the server's answer to a renewal, so its
+        ``lease_reference`` carries the resourceVersion from before the last renewal, and a
+        replace with it is refused (409 Conflict)."""
         lock = self._lease
-        lease = lock.lease_reference if lock is not None else None
-        if lease is None or lease.spec is None or lease.spec.holder_identity != self.settings.identity:
+        known = lock.lease_reference if lock is not None else None
+        if known is None or known.spec is None or known.spec.holder_identity != self.settings.identity:
             return
+        timeout = (CONNECT_TIMEOUT_SECONDS, LEASE_GIVE_UP_SECONDS)
+        where = f"{lock.namespace}/{lock.name}"
         try:
+            lease = lock.api_instance.read_namespaced_lease(lock.name, lock.namespace, _request_timeout=timeout)
+            if lease.spec is None or lease.spec.holder_identity != self.settings.identity:
+                return
             lease.spec.holder_identity = None
             lock.api_instance.replace_namespaced_lease(name=lock.name, namespace=lock.namespace, body=lease,
-                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, 5.0))
-            log.info("%s gave up Lease %s/%s", self.settings.identity, lock.namespace, lock.name)
+                                                       _request_timeout=timeout)
+            log.info("%s gave up Lease %s", self.settings.identity, where)
+        except ApiException as exc:
+            log.warning("could not give up Lease %s: HTTP %s %s", where, exc.status, exc.reason)
         except Exception as exc:  # noqa: BLE001
-            log.warning("could not give up Lease %s/%s: %s", lock.namespace, lock.name, exc)
+            if not self.reachability.failed(f"give up Lease {where}", exc):
+                log.warning("could not give up Lease %s: %s", where, exc)
 
     # ------------------------------------------------------------------ workers
     def _resync(self) -> None:
@@ -564,17 +628,20 @@ class Controller:
                 finally:
                     response.release_conn()
                 log.debug("released %s/%s to %s", release.namespace, release.name, release.node)
+                self.reachability.answered(f"patch pod {release.namespace}/{release.name}")
                 return updated if isinstance(updated, dict) else {}
             except ApiException as exc:
+                self.reachability.answered(f"patch pod {release.namespace}/{release.name}")
                 self.metrics.patch_errors.labels(code=str(exc.status)).inc()
                 if exc.status == 404:
                     log.info("pod %s/%s was deleted while gated; skipped", release.namespace, release.name)
                     return None
                 log.warning("release of %s/%s to %s: HTTP %s %s (attempt %d)", release.namespace, release.name,
                             release.node, exc.status, exc.reason, attempt + 1)
-            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts
+            except Exception as exc:  # noqa: BLE001 - connection errors (the outage log), timeouts
                 self.metrics.patch_errors.labels(code="error").inc()
-                log.warning("release of %s/%s: %s (attempt %d)", release.namespace, release.name, exc, attempt + 1)
+                if not self.reachability.failed(f"patch pod {release.namespace}/{release.name}", exc):
+                    log.warning("release of %s/%s: %s (attempt %d)", release.namespace, release.name, exc, attempt + 1)
             if self._stop.wait(backoff.next_delay()):
                 return None
             fresh = self._read_pod(release.namespace, release.name)
@@ -595,15 +662,19 @@ class Controller:
             response = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
             try:
-                return json.loads(response.data)
+                pod = json.loads(response.data)
             finally:
                 response.release_conn()
+            self.reachability.answered(f"read pod {namespace}/{name}")
+            return pod
         except ApiException as exc:
+            self.reachability.answered(f"read pod {namespace}/{name}")
             if exc.status != 404:
                 log.warning("reading pod %s/%s: HTTP %s", namespace, name, exc.status)
             return None
         except Exception as exc:  # noqa: BLE001
-            log.warning("reading pod %s/%s: %s", namespace, name, exc)
+            if not self.reachability.failed(f"read pod {namespace}/{name}", exc):
+                log.warning("reading pod %s/%s: %s", namespace, name, exc)
             return None
 
     def _event(self, namespace: str, name: str, uid: str, reason: str, message: str) -> None:
@@ -623,5 +694,7 @@ class Controller:
             response = self._core.create_namespaced_event(namespace, body, _preload_content=False,
                                                           _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
             response.release_conn()
+            self.reachability.answered(f"post Event on pod {namespace}/{name}")
         except Exception as exc:  # noqa: BLE001
-            log.warning("event on pod %s/%s not posted: %s", namespace, name, exc)
+            if not self.reachability.failed(f"post Event on pod {namespace}/{name}", exc):
+                log.warning("event on pod %s/%s not posted: %s", namespace, name, exc)

@@ -1,5 +1,6 @@
-"""The server's own log lines (certificate reloads, the catalog, envelope errors, closed
-connections): ``[time] [pid] [LEVEL] logger: message``, as gunicorn's error log writes its own.
+"""The server's own log lines (certificate reloads, the live Topology catalog and the API
+server's outage lines, envelope errors, closed connections): ``[time] [pid] [LEVEL] logger:
+message``, as gunicorn's error log writes its own.
 
 The review log (one JSON line per review, ``segment_webhook.review``) is not here: it has its own
 handler and format (``webhook.http.metrics``). No server framework here: the worker installs
@@ -18,19 +19,25 @@ LOG_FORMAT = "[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"
 LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
 
 
+#: The loggers of the server's log: its own (``segment_webhook.*``: certificate reloads, envelope
+#: errors) and the cluster adapters' (``webhook.cluster.*``: the live Topology catalog, the API
+#: server's outage lines, among them the INFO line when it answers again).
+SERVER_LOGGERS = ("segment_webhook", "webhook.cluster")
+
+
 def configure_logging(stream: Any = None, level: int = logging.INFO) -> None:
-    """Send the ``segment_webhook`` loggers (certificate reloads, catalog, envelope errors) to
-    ``stream`` (default stderr) as ``[time] [pid] [LEVEL] logger: message`` lines from ``level``
-    up; once per process (a second call does nothing). The review log (``segment_webhook.review``)
-    keeps its own handler and format."""
-    root = logging.getLogger("segment_webhook")
-    if any(getattr(h, "_segment_webhook", False) for h in root.handlers):
+    """Send the :data:`SERVER_LOGGERS` to ``stream`` (default stderr) as ``[time] [pid] [LEVEL]
+    logger: message`` lines from ``level`` up; once per process (a second call does nothing).
+    The review log (``segment_webhook.review``) keeps its own handler and format."""
+    if any(getattr(h, "_segment_webhook", False) for h in logging.getLogger(SERVER_LOGGERS[0]).handlers):
         return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
     handler._segment_webhook = True  # type: ignore[attr-defined]
-    root.addHandler(handler)
-    root.setLevel(level)
+    for name in SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.addHandler(handler)
+        logger.setLevel(level)
 
 
 class SocketTimeoutAsInfo(logging.Filter):
