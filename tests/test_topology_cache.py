@@ -584,15 +584,21 @@ def test_from_kubeconfig_errors_name_the_source(tmp_path, monkeypatch):
         LiveTopologyCatalog.from_kubeconfig(str(not_a_kubeconfig))
     assert str(info.value) == (f"cannot load kubeconfig {str(not_a_kubeconfig)!r}: "
                                "not a kubeconfig (a YAML mapping with clusters, users and contexts)")
-    # not YAML at all: the parser's problem and line, not a traceback (new-user trial: controller
-    # printed one; serve lost the problem text)
+    # not YAML at all: the line, the parser's problem and the fix, as for a manifest; no traceback
     not_yaml = tmp_path / "broken.yaml"
     not_yaml.write_text("not: [valid\n")
     with pytest.raises(TopologyCacheError) as info:
         LiveTopologyCatalog.from_kubeconfig(str(not_yaml))
-    assert str(info.value).startswith(f"cannot load kubeconfig {str(not_yaml)!r}: not valid YAML: while parsing a "
-                                      "flow sequence")
-    assert "line 1, column 6 expected ',' or ']'" in str(info.value)
+    assert str(info.value).startswith(f"cannot load kubeconfig {str(not_yaml)!r}: line 2, column 1: not valid YAML: "
+                                      "expected ',' or ']', but got '<stream end>' (in the [ ] list that starts at line 1, "
+                                      "column 6)\nfix: close the [ at line 1, column 6 with ], and separate its items "
+                                      "with commas")
+    assert "\nfix: " in str(info.value) and "<unicode string>" not in str(info.value)
+    # a directory: the system's reason and the fix, not "[Errno 21] Is a directory: '...'"
+    with pytest.raises(TopologyCacheError) as info:
+        LiveTopologyCatalog.from_kubeconfig(str(tmp_path))
+    assert str(info.value) == (f"cannot load kubeconfig {str(tmp_path)!r}: Is a directory; fix: name a kubeconfig "
+                               "file (kubectl config view --raw --minify > FILE)")
 
 
 def test_backoff_doubles_to_the_cap_and_resets():

@@ -8,6 +8,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from webhook.cluster.api_server import client_retries
+from webhook.core.yamltext import yaml_error_text
 from webhook.errors import SegmentWebhookError
 
 IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
@@ -39,14 +40,27 @@ def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
         source = IN_CLUSTER_SOURCE if path is None else f"kubeconfig {path!r}"
         # The client's own message for a file that is not a kubeconfig mapping is a Python
         # internal one ("'str' object does not support item assignment"): say what is wrong.
-        if isinstance(exc, yaml.YAMLError):  # the file is not YAML: the parser's problem and line
-            why = "not valid YAML: " + " ".join(str(exc).split())
-        elif isinstance(exc, (k8s_config.ConfigException, OSError)):
+        if isinstance(exc, yaml.YAMLError) and path is not None:
+            # the file is not YAML: the line, the problem and the fix, as for a manifest
+            why = yaml_error_text(exc, _text_of(path))
+        elif isinstance(exc, OSError) and exc.strerror:  # "[Errno 21] Is a directory: '/x'": the reason alone
+            why = f"{exc.strerror}; fix: name a kubeconfig file (kubectl config view --raw --minify > FILE)"
+        elif isinstance(exc, (k8s_config.ConfigException, OSError, yaml.YAMLError)):
             why = str(exc)
         else:
             why = "not a kubeconfig (a YAML mapping with clusters, users and contexts)"
         raise KubeconfigError(f"cannot load {source}: {why}") from exc
     return k8s_client.ApiClient(configuration)
+
+
+def _text_of(path: str) -> str:
+    """The text of the file at ``path`` (undecodable bytes replaced), ``""`` when it cannot be read:
+    the line a YAML error points at is shown from it."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as stream:
+            return stream.read()
+    except OSError:
+        return ""
 
 
 def main(argv: list[str]) -> int:
