@@ -180,6 +180,25 @@ def test_infer_missing_file_and_bad_flags_exit_2(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_infer_against_an_api_server_that_is_not_there_names_it_the_cause_and_the_fix(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "x",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}))
+    assert main(["topology", "infer", "--kubeconfig", str(config)]) == 2
+    assert capsys.readouterr().err == (
+        f"segment-webhook topology infer: error: --kubeconfig {config}: cannot list nodes: the API server "
+        f"https://127.0.0.1:{port} is unreachable: connection refused; fix: check that the cluster is up and that the "
+        "kubeconfig's server and credentials are this cluster's (kubectl --kubeconfig FILE get nodes)\n")
+
+
 def test_infer_kubeconfig_that_cannot_be_loaded_exits_2(tmp_path, capsys):
     bad = tmp_path / "kubeconfig"
     bad.write_text("just text\n")

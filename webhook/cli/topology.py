@@ -132,6 +132,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
     from kubernetes import client as k8s_client
     from kubernetes.client.rest import ApiException
 
+    from webhook.cluster.api_server import transport_cause
     from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 
     try:
@@ -151,9 +152,15 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
             token = (body.get("metadata") or {}).get("continue")
             if not token:
                 break
-    except ApiException as exc:
-        raise InputError(f"--kubeconfig {kubeconfig}: listing nodes answered HTTP {exc.status} {exc.reason}") from None
     except Exception as exc:  # noqa: BLE001 - connection refused, TLS, timeouts: say so, no traceback
+        cause = transport_cause(exc)
+        if cause is not None:  # no answer: the API server, why, and the fix
+            raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: the API server "
+                             f"{api.api_client.configuration.host} is unreachable: {cause}; fix: check that the "
+                             "cluster is up and that the kubeconfig's server and credentials are this cluster's "
+                             "(kubectl --kubeconfig FILE get nodes)") from None
+        if isinstance(exc, ApiException):
+            raise InputError(f"--kubeconfig {kubeconfig}: listing nodes answered HTTP {exc.status} {exc.reason}") from None
         raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: {exc}") from None
     return nodes_from_objects(((f"items[{i}]", obj) for i, obj in enumerate(items) if isinstance(obj, Mapping)),
                               f"cluster of {kubeconfig}")
