@@ -18,7 +18,7 @@ from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
 from webhook.cluster.api_server import (INFORMER_LOGGER, ApiServerReachability, Backoff, InformerTransportTracebacks,
-                                        client_retries, finished_watch_response, send_until_answered,
+                                        client_retries, send_until_answered,
                                         transport_cause)
 
 WAIT = 10.0
@@ -234,22 +234,68 @@ def test_backoff_rejects_a_non_positive_reset_after():
 
 # ------------------------------------------------------------------ the informer's side
 
-def test_finished_watch_response_ends_the_librarys_watch_at_once():
-    """kubernetes.watch.Watch.stream over the finished response: no event, no error, no second
-    request (an open io.BytesIO(b"") would make urllib3's stream spin forever)."""
-    requests = []
+class ListedThenUnreachable:
+    """A list method: with ``lists=1`` the first list answers (resourceVersion 5, one pod), and
+    every later request (watches, lists) fails to connect, as when the API server goes away; with
+    ``lists=0`` every request fails (the server was never reachable)."""
 
-    def list_function(**kwargs):
-        requests.append(kwargs)
-        return finished_watch_response()
+    def __init__(self, lists: int):
+        self.lists = lists
+        self.requests: list[dict] = []
+        self.failed = threading.Event()
 
-    events: list = []
-    done = threading.Thread(target=lambda: events.extend(k8s_watch.Watch().stream(list_function)), daemon=True)
-    done.start()
-    done.join(WAIT)
-    assert not done.is_alive(), "the watch did not end"
-    assert events == []
-    assert len(requests) == 1
+    def __call__(self, **kwargs):
+        self.requests.append(kwargs)
+        if len(self.requests) <= self.lists:
+            return _Answer(b'{"metadata": {"resourceVersion": "5"}, "items": '
+                           b'[{"metadata": {"name": "p", "namespace": "ns", "resourceVersion": "5"}}]}')
+        self.failed.set()
+        raise refused()
+
+
+class _Answer:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def release_conn(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("lists", [0, 1], ids=["never-listed", "listed-then-watching"])
+def test_a_stopped_informer_ends_during_an_outage_without_spinning_or_emptying_its_cache(caplog, lists):
+    """The controller's SIGTERM during an outage (found in a new-user trial: SharedInformer.stop
+    never returned, the informer's thread spinning on empty watch answers at 100% CPU): once the
+    owner stops, DictLister's list or watch raises InformerStopped, the informer's loop ends,
+    ``SharedInformer.stop`` returns, no request is sent after the stop, no traceback is logged and
+    the cache keeps its objects (an empty list answer fired a DELETED for each)."""
+    from kubernetes.informer import DELETED, ERROR, SharedInformer
+
+    from webhook.cluster.api_server import InformerStopped
+    from webhook.cluster.informers import DictLister
+
+    method = ListedThenUnreachable(lists)
+    stop = threading.Event()
+    listed = threading.Event()
+    lister = DictLister(method, "pods", listed.set, stop, reachability=ApiServerReachability("https://127.0.0.1:1"),
+                        backoff=Backoff(initial=0.01, maximum=0.05, jitter=0.0))
+    informer = SharedInformer(lister)
+    deleted, errors = [], []
+    informer.add_event_handler(DELETED, deleted.append)
+    informer.add_event_handler(ERROR, errors.append)
+    caplog.set_level(logging.DEBUG)
+    informer.start()
+    assert method.failed.wait(WAIT) and listed.is_set() == bool(lists)
+    stop.set()
+    sent = len(method.requests)
+    stopper = threading.Thread(target=informer.stop, daemon=True)
+    stopper.start()
+    stopper.join(WAIT)
+    assert not stopper.is_alive(), "SharedInformer.stop did not return"
+    assert len(method.requests) <= sent + 1  # at most the request under way when stop came
+    assert deleted == [] and list(informer.cache.list_keys()) == (["ns/p"] if lists else [])
+    assert all(isinstance(error, (InformerStopped, urllib3.exceptions.HTTPError)) for error in errors)
+    assert not [r for r in caplog.records if r.name == INFORMER_LOGGER and r.exc_info], \
+        [r.getMessage() for r in caplog.records if r.exc_info]
 
 
 def test_the_informer_filter_drops_only_its_loops_traceback_of_a_transport_error():

@@ -26,15 +26,16 @@ What this module gives the cluster adapters (:mod:`webhook.cluster.informers`,
   answered again.
 * :func:`send_until_answered`: send one request until the server answers, backing off while it
   cannot be reached (the list functions of the informers).
-* :func:`finished_watch_response`: what a list function returns for a watch once its owner stops.
+* :func:`informer_stopped`: what a list function does, for a list or a watch, once its owner stops:
+  raise :class:`InformerStopped`, which ends the informer's current list or watch without a request.
 * :class:`InformerTransportTracebacks`: a filter on the informer's logger for the traceback of a
   watch that broke (connection lost, server gone, or the socket shut down by ``stop``), whose
-  exception the informer hands to the ``ERROR`` handlers right after: they report it here.
+  exception the informer hands to the ``ERROR`` handlers right after: they report it here; and for
+  the traceback of :class:`InformerStopped`.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import random
 import re
@@ -43,11 +44,10 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NoReturn, TypeVar
 
 import urllib3
 from kubernetes.client.rest import ApiException
-from urllib3.response import HTTPResponse
 from urllib3.util.retry import Retry
 
 log = logging.getLogger(__name__)
@@ -293,17 +293,34 @@ def send_until_answered(send: Callable[[], T], request: str, reachability: ApiSe
     return None
 
 
-def finished_watch_response() -> HTTPResponse:
-    """An empty HTTP 200 response, already read to its end and closed: what a list function hands
-    ``kubernetes.watch.Watch.stream`` for a watch once its owner stopped, so the informer's loop
-    ends without a request and without an error.
+class InformerStopped(Exception):
+    """Raised by a list function once its owner stopped (:func:`informer_stopped`)."""
 
-    Closed before it is returned because urllib3's ``HTTPResponse.stream`` reads until the body's
-    file object reports closed; an open ``io.BytesIO(b"")`` at its end never does, and the
-    stream (``Watch`` reads with ``amt=None``) would spin forever."""
-    response = HTTPResponse(body=io.BytesIO(b""), status=200, preload_content=False)
-    response.close()
-    return response
+
+#: Seconds a list function waits before raising :class:`InformerStopped`: its owner sets its own
+#: stop event first and then calls ``SharedInformer.stop``; until that sets the informer's event the
+#: informer's loop calls the list function again, so each of those calls takes this long, not zero.
+STOPPED_PAUSE_SECONDS = 0.05
+
+
+def informer_stopped() -> NoReturn:
+    """End the informer's current list or watch, once its owner stopped, without a request: raise
+    :class:`InformerStopped` (after :data:`STOPPED_PAUSE_SECONDS`).
+
+    Why an exception, not an empty answer (``kubernetes/informer/informer.py``, ``_run_loop``;
+    ``kubernetes/watch/watch.py``, ``Watch.stream``): an empty list answer makes the informer
+    replace its cache with nothing (a DELETED event for every object) and go on to watch; an empty
+    watch answer makes ``Watch.stream`` watch again at once from its resourceVersion (it ends by
+    itself only when ``Watch.stop`` was called on that very ``Watch``, which ``SharedInformer.stop``
+    misses when the ``Watch`` is created after it, or when the informer's request sets
+    ``timeoutSeconds``): the thread spun on empty answers and ``SharedInformer.stop``, which joins
+    it, never returned. An exception leaves ``_run_loop``'s list or watch; the informer logs it
+    (dropped by :class:`InformerTransportTracebacks`), hands it to the ``ERROR`` handlers (which
+    ignore everything after their owner's stop) and checks its stop event.
+
+    Raises :class:`InformerStopped`, always."""
+    time.sleep(STOPPED_PAUSE_SECONDS)
+    raise InformerStopped("stopped")
 
 
 class InformerTransportTracebacks(logging.Filter):
@@ -318,7 +335,7 @@ class InformerTransportTracebacks(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
         return not (record.funcName == "_run_loop" and isinstance(error, BaseException)
-                    and transport_cause(error) is not None)
+                    and (isinstance(error, InformerStopped) or transport_cause(error) is not None))
 
 
 def install_informer_traceback_filter() -> None:

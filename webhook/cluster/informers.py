@@ -20,9 +20,9 @@ back-off (:func:`webhook.cluster.api_server.send_until_answered`: one line per o
 server and the cause), so the informer neither logs a traceback per attempt nor re-lists: a watch
 is opened again from the last resourceVersion, as client-go's reflector does after "connection
 refused". A list the server answers with an HTTP error is retried with the same back-off, one
-warning line per attempt. Once the owner stops, a list answers empty and a watch gets a finished
-empty response (:func:`~webhook.cluster.api_server.finished_watch_response`): no request is sent
-and the informer's loop ends.
+warning line per attempt. Once the owner stops, a list or a watch raises
+:class:`~webhook.cluster.api_server.InformerStopped` (:func:`~webhook.cluster.api_server.informer_stopped`):
+no request is sent and the informer's loop ends.
 
 No ``from __future__ import annotations`` here: the annotation must stay the class ``object``.
 """
@@ -37,7 +37,7 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, finished_watch_response,
+from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
                                         install_informer_traceback_filter, send_until_answered)
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,9 @@ class DictLister:
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + 60)
         response = send_until_answered(lambda: self._method(**kwargs), f"watch {self._resource}",
                                        self._reachability, self._backoff, self._stop)
-        return finished_watch_response() if response is None else response
+        if response is None:  # stopped
+            informer_stopped()
+        return response
 
     def _list(self, kwargs: dict) -> object:
         kwargs["_preload_content"] = False
@@ -104,8 +106,8 @@ class DictLister:
             try:
                 response = send_until_answered(lambda: self._method(**kwargs), request, self._reachability,
                                                self._backoff, self._stop)
-                if response is None:  # stopped: an empty answer, the informer's loop then ends
-                    return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
+                if response is None:  # stopped
+                    informer_stopped()
                 try:
                     body = json.loads(response.data)
                 finally:

@@ -31,8 +31,9 @@ it is given and in its event handlers):
   not one line per attempt, and the informer's traceback of that error is dropped
   (:class:`~webhook.cluster.api_server.InformerTransportTracebacks`).
 * **Stop.** Once :meth:`LiveTopologyCatalog.stop` was called the list function sends no request:
-  a watch gets :func:`~webhook.cluster.api_server.finished_watch_response` (an empty, finished
-  HTTP response), so the informer's loop ends without an error.
+  a list or a watch raises :class:`~webhook.cluster.api_server.InformerStopped`
+  (:func:`~webhook.cluster.api_server.informer_stopped`), so the informer's loop ends, with no
+  error logged.
 * **Timeouts and bookmarks.** Every request gets a connect and read timeout; watches ask for
   bookmarks (``allowWatchBookmarks``); the informer passes neither.
 * **Custom objects.** ``CustomObjectsApi`` answers lists with a dict, which the informer cannot
@@ -65,7 +66,7 @@ from kubernetes import client as k8s_client
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, finished_watch_response,
+from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
                                         install_informer_traceback_filter, send_until_answered)
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
@@ -363,12 +364,12 @@ class LiveTopologyCatalog:
             log.info("topology cache: listed %d topologies at resourceVersion %s: %s", len(fresh), rv, sorted(fresh))
             self._changed()
             return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
-        # Stopped: an empty answer that changes nothing here; the informer's loop then ends.
-        return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version=None))
+        informer_stopped()  # stopped: no answer, the informer's loop then ends
 
     def _start_watch(self, kwargs: dict) -> Any:
         """Open one watch request (called by ``kubernetes.watch.Watch.stream``), retried with
-        back-off while the server cannot be reached; once stopped, a finished empty response."""
+        back-off while the server cannot be reached; once stopped, none
+        (:func:`~webhook.cluster.api_server.informer_stopped`)."""
         self._replaying = False
         if (self._watch_started is not None and not self._watch_events and not self._watch_failed
                 and time.monotonic() - self._watch_started < 1.0 and not self._stop_event.is_set()):
@@ -378,8 +379,8 @@ class LiveTopologyCatalog:
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, kwargs["timeout_seconds"] + WATCH_READ_SLACK_SECONDS)
         response = send_until_answered(lambda: self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL, **kwargs),
                                        "watch topologies", self.reachability, self._backoff, self._stop_event)
-        if response is None:  # stopped: the informer's loop ends on this empty answer
-            return finished_watch_response()
+        if response is None:  # stopped
+            informer_stopped()
         self._watch_started, self._watch_events, self._watch_failed = time.monotonic(), 0, False
         # stop() may have come while the request was being sent, before the library's Watch knows
         # the response (its stop() would miss it): keep it where stop() looks, then check.
