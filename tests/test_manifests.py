@@ -324,7 +324,7 @@ def test_quote_of_a_yaml_mapping_alias_bomb_in_an_annotation_visits_each_map_onc
     text = "a: &a {" + ", ".join(f"k{i}: x" for i in range(9)) + "}\n"
     for parent, child in zip("abcde", "bcdef"):  # 9**6 strings, every map shared through aliases
         text += f"{child}: &{child} {{" + ", ".join(f"k{i}: *{parent}" for i in range(9)) + "}\n"
-    [doc] = manifests.parse_documents(text, "bomb.yaml")
+    doc = yaml.load(text, Loader=manifests.UniqueKeyLoader)  # parse_documents refuses it (excessive aliasing)
     assert quote(doc["f"]) == '{"k0": {"k0": {"k0": {"k0": {"k0": {"k0": "x", "k1": "x",...'
     visits = Visits()
     assert quote(map_bomb(5, 9, visits)) == '{"k0": {"k0": {"k0": {"k0": {"k0": {"k0": ["x"], "k1": ["...'
@@ -360,3 +360,45 @@ def test_two_topology_files_naming_one_topology_with_other_levels_are_rejected(t
     assert str(raised.value) == (
         f'{other}: Topology "t" is defined twice with different levels (also in {one}: a.io/zone, '
         'kubernetes.io/hostname; here: kubernetes.io/hostname); fix: keep one of them or rename one')
+
+
+# ------------------------------------------------------------------ excessive aliasing (kubectl's rule)
+
+def _aliased(levels: int, width: int) -> str:
+    """A PyTorchJob whose ``spec`` holds ``levels`` lists of ``width`` aliases of the level below,
+    over one list of ``width`` strings: ``width ** (levels + 1)`` strings once expanded."""
+    lines = ["apiVersion: kubeflow.org/v1", "kind: PyTorchJob", "metadata: {name: aliased}", "spec:",
+             "  a0: &a0 [" + ", ".join(["x"] * width) + "]"]
+    for level in range(1, levels + 1):
+        lines.append(f"  a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * width) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_billion_laughs_document_is_refused_at_once_with_kubectls_reason():
+    """10 levels of 10 aliases: 10**11 strings once expanded (a new-user trial's review ran for
+    minutes); refused from the shared objects, without expanding them."""
+    with pytest.raises(ManifestError) as info:
+        manifests.parse_documents(_aliased(10, 10), "bomb.yaml")
+    assert str(info.value) == (
+        'bomb.yaml: excessive aliasing: its YAML aliases (*name) make 123456790127 nodes of 27 distinct ones '
+        '(123456790100 through aliases; kubectl refuses it too: "document contains excessive aliasing"); '
+        "fix: write the repeated parts out instead of aliasing aliases")
+
+
+def test_aliasing_within_kubectls_ratio_is_read():
+    """One level of 10 aliases (100 strings through aliases, kubectl's floor) and three levels of 3
+    (1,000 nodes or fewer) are read as written."""
+    assert manifests.parse_documents(_aliased(1, 10), "a.yaml")[0]["spec"]["a1"] == [["x"] * 10] * 10
+    spec = manifests.parse_documents(_aliased(3, 3), "a.yaml")[0]["spec"]
+    assert spec["a3"] == [[[["x"] * 3] * 3] * 3] * 3
+
+
+def test_the_aliasing_rule_names_the_document_of_a_stream():
+    text = "kind: ConfigMap\nmetadata: {name: plain}\n---\n" + _aliased(6, 10)
+    with pytest.raises(ManifestError, match=r"^s\.yaml: document 2: excessive aliasing: its YAML aliases"):
+        manifests.parse_documents(text, "s.yaml")
+
+
+def test_the_alias_ratio_follows_kubectls_yaml_reader():
+    assert [manifests._alias_ratio_allowed(n) for n in (1_000, 400_000, 2_200_000, 4_000_000, 10**9)] == \
+        pytest.approx([0.99, 0.99, 0.545, 0.10, 0.10])

@@ -227,7 +227,14 @@ def parse_documents(text: str, source: str, *, json_duplicates: bool = True) -> 
                 json_error = exc  # e.g. a YAML flow mapping ``{a: 1}`` or a stream: read it as YAML
             except DuplicateKeyError:
                 raise ManifestError(source, _duplicate_message(_json_duplicate_line(text), True)) from None
-        return list(yaml.load_all(text, Loader=_Loader))
+        documents = list(yaml.load_all(text, Loader=_Loader))
+        if "*" in text:  # an alias is written ``*name``: without one no node is shared
+            for number, document in enumerate(documents, 1):
+                excess = excessive_aliasing(document)
+                if excess is not None:
+                    where = f"document {number}: " if len(documents) > 1 else ""
+                    raise ManifestError(source, f"{where}{excess}")
+        return documents
     except ManifestError:
         raise
     except DuplicateKeyError as exc:
@@ -259,6 +266,60 @@ def syntax_error_message(text: str, yaml_error: yaml.YAMLError, json_error: json
         return (f"line {json_error.lineno}, column {json_error.colno}: not valid JSON: {json_error.msg}\n"
                 f"fix: check the JSON at line {json_error.lineno}: {_JSON_FIX}")
     return yaml_error_text(yaml_error, text)
+
+
+def _alias_ratio_allowed(decoded: int) -> float:
+    """The share of nodes decoded through aliases that kubectl's YAML reader allows in a document
+    of ``decoded`` nodes (go-yaml's ``allowedAliasRatio``, used by sigs.k8s.io/yaml): 0.99 up to
+    400,000 nodes, 0.10 from 4,000,000, in between falling linearly."""
+    if decoded <= 400_000:
+        return 0.99
+    if decoded >= 4_000_000:
+        return 0.10
+    return 0.99 - 0.89 * (decoded - 400_000) / 3_600_000
+
+
+def excessive_aliasing(document: Any) -> str | None:
+    """Why ``document`` (as PyYAML built it: an alias is the same Python object as its anchor)
+    expands to too many nodes through its aliases, or None.
+
+    The rule of kubectl's YAML reader (go-yaml, ``decoder.unmarshal``), on counts taken from the
+    built object: every node of the document with each alias expanded (``decoded``), and the nodes
+    that only aliases bring (``through aliases``: ``decoded`` less the distinct nodes); more than
+    100 through aliases, more than 1,000 decoded and a share of them over
+    :func:`_alias_ratio_allowed` is "document contains excessive aliasing" there (a
+    "billion laughs" document: 10 levels of 10 aliases is 10^10 nodes from about 100 written,
+    which every later walk of the object would visit). Counted over the shared objects once each,
+    so linear in the nodes written; iterative, so any depth works."""
+    sizes: dict[int, int] = {}  # id of a mapping or list → nodes in its expansion
+    written = 0  # nodes with every container counted once (what the text spells out)
+    stack: list[tuple[Any, bool]] = [(document, False)]
+    while stack:
+        node, children_done = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None or (id(node) in sizes and not children_done):
+            continue
+        if not children_done:
+            sizes[id(node)] = 0  # on the stack: a cycle (PyYAML builds none from a document) counts once
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if isinstance(child, (dict, list)))
+            continue
+        size = 1
+        written += 1
+        for child in children:
+            if isinstance(child, (dict, list)):
+                size += sizes[id(child)]
+            else:
+                size += 1
+                written += 1
+        sizes[id(node)] = size
+    decoded = sizes.get(id(document), 1)
+    through_aliases = decoded - max(written, 1)
+    if through_aliases > 100 and decoded > 1000 and through_aliases / decoded > _alias_ratio_allowed(decoded):
+        return (f"excessive aliasing: its YAML aliases (*name) make {decoded} nodes of {written} distinct ones "
+                f"({through_aliases} through aliases; kubectl refuses it too: \"document contains excessive "
+                "aliasing\"); fix: write the repeated parts out instead of aliasing aliases")
+    return None
 
 
 def deeper_than(value: Any, limit: int) -> bool:
