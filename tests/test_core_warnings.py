@@ -252,3 +252,15 @@ def test_a_warning_longer_than_120_characters_is_clipped_by_the_decision():
 def test_the_default_topology_of_the_missing_default_example_is_unknown_to_the_catalog():
     # the automatic-default-topology-missing example relies on it
     assert CATALOG.get("gpu-fabric") is None and CATALOG.names() == ["cluster-topology"]
+
+
+def test_a_misspelled_segment_size_is_denied_without_saying_no_size_is_set():
+    """The misspelled-key denial names the key; "segment placement ignored: no
+    kai.scheduler/segment-size is set" beside it would contradict it (new-user trial)."""
+    obj = pytorchjob(drop=[SIZE], **{"kai.scheduler/segmnet-size": "4"})
+    decision = review(make_request(obj), CATALOG, PLAIN)
+    assert not decision.allowed and [v.rule for v in decision.violations] == ["misspelled-key"]
+    assert "segment placement ignored: no kai.scheduler/segment-size is set" not in decision.warnings
+    # without the misspelling the warning is given (its registered example, above)
+    decision = review(make_request(pytorchjob(drop=[SIZE])), CATALOG, PLAIN)
+    assert "segment placement ignored: no kai.scheduler/segment-size is set" in decision.warnings

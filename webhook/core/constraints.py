@@ -24,6 +24,16 @@ from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import Topology, TopologyCatalog
 
 
+def _misspelled(key: str, *annotation_maps: AnnotationMap | None) -> bool:
+    """True when one of ``annotation_maps`` holds a key that misspells ``key`` (the misspelled-key
+    rule's own test, :func:`webhook.core.rules.resembled_placement_key`)."""
+    for annotations in annotation_maps:
+        for written in annotations.values if annotations is not None else ():
+            if written != key and rules.resembled_placement_key(written) == key:
+                return True
+    return False
+
+
 def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSettings, decision: Decision) -> Resolution:
     """Resolve and validate one workload's keys (DESIGN.md §4, §5, §6), and the kind's own size
     rule (``inp.size_rule``) last.
@@ -45,7 +55,8 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
         else:
             valid = _checked_size(inp, raw, field_path, origin, requested, decision)
         size = SegmentSize._make((raw, field_path, origin, requested, valid))
-    elif seg_required or seg_preferred:
+    elif (seg_required or seg_preferred) and not _misspelled(keys.SEGMENT_SIZE, root, worker):
+        # a misspelled segment-size is denied (rule misspelled-key); "no size is set" would contradict it
         say(decision, "segment-levels-without-size")
 
     # §6 keys on the size the object asks for, so a scale that makes it too large (denied by the
