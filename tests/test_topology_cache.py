@@ -572,8 +572,10 @@ def test_from_kubeconfig_file(server, tmp_path):
 
 def test_from_kubeconfig_errors_name_the_source(tmp_path, monkeypatch):
     missing = str(tmp_path / "nope.yaml")
-    with pytest.raises(TopologyCacheError, match="nope.yaml"):
+    with pytest.raises(TopologyCacheError) as info:
         LiveTopologyCatalog.from_kubeconfig(missing)
+    assert str(info.value) == (f"cannot load kubeconfig {missing!r}: no such file; fix: name a kubeconfig file "
+                               "(kubectl config view --raw --minify > FILE)")
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     with pytest.raises(TopologyCacheError, match="in-cluster"):

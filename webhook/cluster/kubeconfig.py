@@ -3,6 +3,8 @@ from the pod's in-cluster service account. Shared by the live Topology catalog a
 
 from __future__ import annotations
 
+import os
+
 import yaml
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
@@ -31,6 +33,10 @@ def api_client_from_kubeconfig(path: str | None) -> k8s_client.ApiClient:
     """
     configuration = k8s_client.Configuration()
     configuration.retries = client_retries()
+    if path is not None and not os.path.lexists(os.path.expanduser(path)):
+        # the client's own words are "Invalid kube-config file. No configuration found."
+        raise KubeconfigError(f"cannot load kubeconfig {path!r}: no such file; fix: name a kubeconfig file "
+                              "(kubectl config view --raw --minify > FILE)")
     try:
         if path is None:
             k8s_config.load_incluster_config(client_configuration=configuration)
