@@ -17,6 +17,7 @@ from webhook.core.settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.rules import RULES
 from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.http.bounds import bounded_review
 from webhook.manifests import load_topology_files
 
 PLAIN = AdmissionSettings()
@@ -120,6 +121,7 @@ TRIGGERS = {
     "immutable-field": lambda: (tp4(**{SIZE: "8"}), tp4()),
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
+    "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
 }
 
 
@@ -162,7 +164,9 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     if old is not None:
         created = review(make_request(old), catalog, settings)
         old = jsonpatch.apply_patch(old, created.patch)
-    decision = review(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, settings)
+    # behind the size bound, as POST /mutate and segment-webhook review run the core
+    bounded = bounded_review(review)
+    decision = bounded(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, settings)
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
     assert decision.message == readme_rejections()[rule_id]

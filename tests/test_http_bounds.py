@@ -167,19 +167,49 @@ class Recorder:
         return Decision(kind="Pod")
 
 
-def test_the_50000_annotation_review_is_allowed_unpatched_from_its_size_alone():
+OVERSIZED_DENIAL = (
+    "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations = 1127926: bytes of keys and values, over "
+    "kube-apiserver's 262144-byte (256 KiB) limit: Kubernetes refuses every pod of this template, and the placement "
+    "keys were not reviewed (rule annotations-too-large); fix: remove annotations from "
+    "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations until they total at most 262144 bytes.")
+
+
+def test_an_opted_in_50000_annotation_review_is_denied_from_its_size_alone():
+    """It carries placement keys (DESIGN.md §5 "Opt-in"): its pods could never be created and its
+    keys are not reviewed, so it is denied, not stored as if they had been (new-user trial)."""
     annotations = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
     recorder = Recorder()
-    resp = post(recorder, pytorchjob_review(annotations))
+    answer = post(recorder, pytorchjob_review(annotations)).get_json()["response"]
     assert recorder.calls == 0
-    answer = resp.get_json()["response"]
-    assert answer == {"uid": "uid-50k", "allowed": True, "warnings": [
-        "…Worker.template.metadata.annotations: 1127926 bytes > 262144, Kubernetes' limit; not reviewed: "
-        "remove annotations"]}
+    assert answer == {"uid": "uid-50k", "allowed": False,
+                      "status": {"code": 403, "reason": "Forbidden", "message": OVERSIZED_DENIAL}}
     # 1,127,926 = the three segment keys (38 + 27 + 81 bytes) + 50,000 keys "example.com/aN" (13 bytes + the
     # digits of N) + 50,000 values (the digits of N): 146 + 50,000 × 13 + 2 × 238,890 digits of 0..49,999
     assert 146 + 50_000 * 13 + 2 * sum(len(str(i)) for i in range(50_000)) == 1127926
+
+
+def test_a_placement_key_on_the_root_opts_the_oversized_template_in():
+    annotations = {f"example.com/a{i}": i for i in range(50_000)}
+    review = pytorchjob_review(annotations)
+    review["request"]["object"]["metadata"]["annotations"] = {"kai.scheduler/topology": "cluster-topology"}
+    answer = post(Recorder(), review).get_json()["response"]
+    assert answer["allowed"] is False and "(rule annotations-too-large)" in answer["status"]["message"]
+
+
+def test_an_oversized_review_without_a_placement_key_is_allowed_unpatched_with_a_warning():
+    """Not opted in (no key of DESIGN.md §2 anywhere; a kai.scheduler/ key that is not one does not
+    opt in either): never denied, answered from its size alone."""
+    annotations = {f"example.com/a{i}": i for i in range(50_000)}
+    annotations["kai.scheduler/queue"] = "team-a"
+    recorder = Recorder()
+    answer = post(recorder, pytorchjob_review(annotations)).get_json()["response"]
+    assert recorder.calls == 0
+    assert answer == {"uid": "uid-50k", "allowed": True, "warnings": [
+        "…Worker.template.metadata.annotations: 1127805 bytes > 262144, Kubernetes' limit; not reviewed: "
+        "remove annotations"]}
+    # the 50,000 example.com keys and values (1,127,780 bytes) + "kai.scheduler/queue" (19) + "team-a" (6)
+    assert 50_000 * 13 + 2 * sum(len(str(i)) for i in range(50_000)) + 19 + 6 == 1127805
 
 
 @pytest.mark.parametrize("value_bytes, reviewed", [(262144 - 15, True), (262145 - 15, False)])

@@ -91,7 +91,9 @@ def run(args: argparse.Namespace) -> int:
     """The ``review`` command: exit 0 all allowed, 1 any denied, 2 bad usage or unreadable input."""
     import jsonpatch
 
+    from webhook.core.review import review as core_review
     from webhook.http import envelope
+    from webhook.http.bounds import bounded_review
 
     def fail(message: str) -> int:
         return error("review", message)
@@ -119,7 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if note is not None:
             print(f"segment-webhook review: note: {note}", file=sys.stderr)
         review = build_review(obj, operation=args.operation, old=old, user=args.user, groups=args.group)
-        outcome = envelope.handle(review, catalog, settings, mutate=True)
+        # behind the size bound, as POST /mutate reviews a body that could carry that much
+        outcome = envelope.handle(review, catalog, settings, mutate=True, review_fn=bounded_review(core_review))
         response = outcome.body.get("response", {})
         for warning in response.get("warnings", []):
             print(f"Warning: {warning}", file=sys.stderr)

@@ -50,6 +50,8 @@ import urllib3
 from kubernetes.client.rest import ApiException
 from urllib3.util.retry import Retry
 
+from webhook.errors import SegmentWebhookError
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -293,7 +295,7 @@ def send_until_answered(send: Callable[[], T], request: str, reachability: ApiSe
     return None
 
 
-class InformerStopped(Exception):
+class InformerStopped(SegmentWebhookError):
     """Raised by a list function once its owner stopped (:func:`informer_stopped`)."""
 
 

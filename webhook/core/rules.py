@@ -99,6 +99,27 @@ def malformed(decision: Decision, field_path: str, value: Any, expected: str) ->
     violate(decision, "malformed-object", field_path, value, f"must be {expected}", f"send {expected} at {field_path}")
 
 
+#: kube-apiserver's limit on the total size of one object's ``metadata.annotations``, in bytes
+#: of keys and values (k8s.io/apimachinery/pkg/api/validation ``TotalAnnotationSizeLimitB``).
+ANNOTATIONS_LIMIT_BYTES = 256 * 1024
+
+
+@rule("annotations-too-large", "DESIGN.md §5",
+      "an opted-in object whose own or a pod template's annotations exceed 256 KiB")
+def deny_oversized_annotations(decision: Decision, field_path: str, size: int) -> None:
+    """Deny an object that carries a placement key (§5 "Opt-in") and an annotation map at
+    ``field_path`` of ``size`` bytes (keys plus values, UTF-8) over :data:`ANNOTATIONS_LIMIT_BYTES`:
+    kube-apiserver refuses the object itself when the map is its own (``metadata.annotations``),
+    and every pod of a template that carries it, so the workload could never run its pods. Its
+    placement keys are not reviewed (the size alone decides, before the object is read)."""
+    refused = "kube-apiserver refuses this object" if field_path == "metadata.annotations" else \
+        "Kubernetes refuses every pod of this template"
+    violate(decision, "annotations-too-large", field_path, size,
+            f"bytes of keys and values, over kube-apiserver's {ANNOTATIONS_LIMIT_BYTES}-byte (256 KiB) limit: "
+            f"{refused}, and the placement keys were not reviewed",
+            f"remove annotations from {field_path} until they total at most {ANNOTATIONS_LIMIT_BYTES} bytes")
+
+
 # --------------------------------------------------------------------------------------------
 # segment size (DESIGN.md §3, §5)
 # --------------------------------------------------------------------------------------------

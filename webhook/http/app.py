@@ -60,7 +60,8 @@ from werkzeug.wsgi import get_content_length
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.http import envelope, wsgi_extensions
-from webhook.http.bounds import ANNOTATIONS_LIMIT_BYTES, bounded_review
+from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
+from webhook.http.bounds import bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 from webhook.errors import SegmentWebhookError
 

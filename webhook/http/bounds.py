@@ -8,33 +8,40 @@ workload whose pod template carries that much never gets a pod. Reading such a r
 domain core CPU time in proportion to the annotations (README "Serving" gives the figures of the
 heavy review of ``benchmarks/serving_faults.py``), and anyone who may create a pod can send it.
 
-Decision (DESIGN.md §5 "never deny what did not opt in"; the size alone says nothing about opt-in):
-such a review is **allowed without a patch**, with one warning naming the field, its size, the limit
-and the fix (:func:`oversized_annotations_warning`). kube-apiserver rejects the object
-when the map is its own ("metadata.annotations: Too long: may not be more than 262144 bytes"), and
-every pod of a template that big; a template's map inside a custom resource is not validated by
-kube-apiserver, so such a workload is stored unreviewed (its pods can never be created; a bad
-placement key in it is not denied: README, "Serving"). The review's log line and metrics count it
-as ``allowed`` with one warning.
+Decision (DESIGN.md §5 "Opt-in"; the size alone says nothing about opt-in): such a review is
+answered without a patch and without reading the object further:
 
-Only a body longer than :data:`ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
+* when the object carries a placement key (:data:`webhook.core.keys.OPT_IN_KEYS`) in any of its
+  annotation maps, it is **denied** (rule ``annotations-too-large``,
+  :func:`webhook.core.rules.deny_oversized_annotations`): its pods could never be created, and its
+  placement keys are not reviewed, so it must not be stored as if they had been;
+* otherwise it is **allowed**, with one warning naming the field, its size, the limit and the fix
+  (:func:`oversized_annotations_warning`): the webhook never denies what did not opt in.
+  kube-apiserver rejects the object when the map is its own ("metadata.annotations: Too long: may
+  not be more than 262144 bytes"), and every pod of a template that big; a template's map inside a
+  custom resource is not validated by kube-apiserver, so such a workload is stored (its pods can
+  never be created).
+
+The review's log line and metrics count it as ``denied`` (rule ``annotations-too-large``) or
+``allowed`` with one warning.
+
+Only a body longer than :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
 least as long as the UTF-8 bytes it decodes to), so smaller reviews never pay for the check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
+from webhook.core import keys
 from webhook.core.admission import AdmissionHandler, AdmissionRequest
 from webhook.core.admission_decision import Decision
+from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES, deny_oversized_annotations
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.http.envelope import encode_json
 
-#: kube-apiserver's limit on the total size of one object's annotations, in bytes (keys + values;
-#: k8s.io/apimachinery/pkg/api/validation ``TotalAnnotationSizeLimitB``).
-ANNOTATIONS_LIMIT_BYTES = 256 * 1024
 #: Longest warning text (DESIGN.md §5).
 MAX_WARNING_CHARS = 120
 
@@ -59,13 +66,11 @@ def _text_bytes(value: Any) -> int:
     return len(encode_json(value))
 
 
-def oversized_annotations(obj: Any) -> tuple[str, int] | None:
-    """The first annotation map of ``obj`` over :data:`ANNOTATIONS_LIMIT_BYTES`: ``(field path,
-    bytes)``, e.g. ``("spec.template.metadata.annotations", 1388890)``; None when there is none.
-
-    Looked at: ``obj``'s own ``metadata.annotations`` and every ``metadata.annotations`` nested in
-    it (the pod templates of every workload kind, at any depth). Linear in the size of ``obj``;
-    never raises for JSON-shaped input."""
+def annotation_maps(obj: Any) -> Iterator[tuple[str, Mapping]]:
+    """Every ``metadata.annotations`` map of ``obj``: its own and every one nested in it (the pod
+    templates of every workload kind, at any depth), as ``(field path, map)``, e.g.
+    ``("spec.replicatedJobs[1].template.spec.template.metadata.annotations", {...})``. Linear in
+    the size of ``obj`` (the maps' entries are not visited); never raises for JSON-shaped input."""
     stack: list[tuple[Any, tuple]] = [(obj, ())]
     while stack:
         node, path = stack.pop()
@@ -74,9 +79,7 @@ def oversized_annotations(obj: Any) -> tuple[str, int] | None:
             if isinstance(meta, Mapping):
                 annotations = meta.get("annotations")
                 if isinstance(annotations, Mapping):
-                    size = annotations_size(annotations)
-                    if size > ANNOTATIONS_LIMIT_BYTES:
-                        return ".".join(map(str, path + ("metadata", "annotations"))), size
+                    yield ".".join(map(str, path + ("metadata", "annotations"))), annotations
             for key, value in node.items():
                 if isinstance(value, (Mapping, list)) and not (key == "annotations" and path[-1:] == ("metadata",)):
                     stack.append((value, path + (key,)))
@@ -84,7 +87,27 @@ def oversized_annotations(obj: Any) -> tuple[str, int] | None:
             for index, value in enumerate(node):
                 if isinstance(value, (Mapping, list)):
                     stack.append((value, path[:-1] + (f"{path[-1]}[{index}]",) if path else (f"[{index}]",)))
+
+
+def oversized_annotations(obj: Any) -> tuple[str, int] | None:
+    """The first annotation map of ``obj`` (:func:`annotation_maps`) over
+    :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`: ``(field path, bytes)``, e.g.
+    ``("spec.template.metadata.annotations", 1388890)``; None when there is none."""
+    for path, annotations in annotation_maps(obj):
+        size = annotations_size(annotations)
+        if size > ANNOTATIONS_LIMIT_BYTES:
+            return path, size
     return None
+
+
+def carries_placement_key(obj: Any) -> bool:
+    """True when one of ``obj``'s annotation maps (:func:`annotation_maps`) holds a key of
+    :data:`webhook.core.keys.OPT_IN_KEYS` (DESIGN.md §5 "Opt-in"); a lookup per key and map."""
+    for _, annotations in annotation_maps(obj):
+        for key in keys.OPT_IN_KEYS:
+            if key in annotations:
+                return True
+    return False
 
 
 def oversized_annotations_warning(path: str, size: int) -> str:
@@ -101,9 +124,10 @@ def oversized_annotations_warning(path: str, size: int) -> str:
 
 def bounded_review(review_fn: AdmissionHandler) -> AdmissionHandler:
     """``review_fn`` (the core's entry point, ``review(request, catalog, settings, *, mutate) ->
-    Decision``) behind the
-    size bound: a request whose ``object`` has an annotation map over the limit is allowed without
-    a patch, with :func:`oversized_annotations_warning`, and ``review_fn`` is not called."""
+    Decision``) behind the size bound: a request whose ``object`` has an annotation map over the
+    limit is answered without a patch and ``review_fn`` is not called: denied (rule
+    ``annotations-too-large``) when the object carries a placement key, else allowed with
+    :func:`oversized_annotations_warning` (module docstring)."""
 
     def review(request: AdmissionRequest, catalog: TopologyCatalog, settings: AdmissionSettings, *,
                mutate: bool = True) -> Decision:
@@ -112,7 +136,10 @@ def bounded_review(review_fn: AdmissionHandler) -> AdmissionHandler:
             return review_fn(request, catalog, settings, mutate=mutate)
         kind = request.get("kind")
         decision = Decision(kind=str(kind.get("kind", "")) if isinstance(kind, Mapping) else "")
-        decision.warnings.append(oversized_annotations_warning(*found))
+        if carries_placement_key(request.get("object")):
+            deny_oversized_annotations(decision, *found)
+        else:
+            decision.warnings.append(oversized_annotations_warning(*found))
         return decision
 
     return review
