@@ -133,7 +133,7 @@ def test_dry_run_on_a_dump_with_malformed_objects_exits_2_naming_every_one(tmp_p
         f'  {path}: document 9: Node "zone-a-r1-n2" is listed twice (also at {path}: document 2); node names are '
         "unique in a cluster; fix: keep one of them\n"
         f'  {path}: Node "bad": status.allocatable[cpu]: "NaN" is not a Kubernetes quantity (examples: "500m", "2", '
-        '"64Gi", "1e3")\n'
+        '"64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces\n'
         f"  {path}: Pod team-a/p: spec is missing\n")
 
 
@@ -159,7 +159,7 @@ def test_dry_run_names_a_pinned_pod_with_a_bad_request(tmp_path):
     code, out, err = once([path], [], None, "yaml")
     assert (code, out) == (2, "")
     assert err == (f"segment-webhook controller: error: {path}: Pod team-a/pinned: spec.containers[0].resources."
-                   'requests[cpu]: "lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
+                   'requests[cpu]: "lots" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces\n')
 
 
 def test_dry_run_parses_each_node_and_pod_once(tmp_path, monkeypatch):

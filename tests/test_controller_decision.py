@@ -287,7 +287,7 @@ def test_unknown_topology_and_malformed_nodes_do_not_crash():
     assert [(w.kind, w.reason) for w in result.waiting] == [
         (INFEASIBLE, 'topology "cluster-topology" is not known (known: none)')]
     assert result.skipped == ['Node "bad": status.allocatable[cpu]: "lots" is not a Kubernetes quantity '
-                              '(examples: "500m", "2", "64Gi", "1e3")']
+                              '(examples: "500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces']
 
 
 def test_the_live_pass_leaves_out_malformed_objects_and_places_on_the_rest():

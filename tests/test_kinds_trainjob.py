@@ -376,7 +376,7 @@ def _broken_pod_template(tj, rt):
     # merged over the runtime's container, but written in the TrainJob: its field, its file
     (lambda tj, rt: tj["spec"]["trainer"]["resourcesPerNode"]["limits"].update({"nvidia.com/gpu": "lots"}), False,
      'spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: "lots" is not a Kubernetes quantity (examples: '
-     '"500m", "2", "64Gi", "1e3")'),
+     '"500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces'),
 ])
 def test_an_error_names_the_file_and_document_of_the_object_it_is_in(tmp_path, capsys, rack_cluster, change,
                                                                        in_runtime, message):

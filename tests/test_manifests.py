@@ -133,9 +133,9 @@ def test_line_ends_are_read_as_text_mode_reads_them(tmp_path):
 
 
 @pytest.mark.parametrize("docs, message", [
-    (["hello"], 'bad.yaml: document 1: expected a Kubernetes object, got a string "hello"'),
-    ([7], "bad.yaml: document 1: expected a Kubernetes object, got a number 7"),
-    ([True], "bad.yaml: document 1: expected a Kubernetes object, got a boolean true"),
+    (["hello"], 'bad.yaml: document 1: expected a Kubernetes object, got a string "hello"; fix: give Kubernetes objects, each a mapping with apiVersion, kind and metadata (is this the right file?)'),
+    ([7], "bad.yaml: document 1: expected a Kubernetes object, got a number 7; fix: give Kubernetes objects, each a mapping with apiVersion, kind and metadata (is this the right file?)"),
+    ([True], "bad.yaml: document 1: expected a Kubernetes object, got a boolean true; fix: give Kubernetes objects, each a mapping with apiVersion, kind and metadata (is this the right file?)"),
     ([["a"]], 'bad.yaml: document 1: expected a Kubernetes object, got an array ["a"] (objects in a bare array? put '
               'them in a List: {"apiVersion": "v1", "kind": "List", "items": [...]})'),
     ([{"kind": "List", "items": {"a": 1}}], "bad.yaml: document 1: items must be an array of objects, got an object"),

@@ -100,7 +100,7 @@ def test_bad_cluster_exit_2(tmp_path, capsys):
     bad.write_text("kind: Node\nmetadata: {name: n1}\nstatus: {allocatable: {cpu: many}}\n")
     assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(bad)]) == 2
     assert capsys.readouterr().err == (f'segment-webhook place: error: {bad}: Node "n1": status.allocatable[cpu]: '
-                                       '"many" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")\n')
+                                       '"many" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces\n')
 
 
 # --- bounds and bad input: exit 2 naming the file and the field, before the work -------------------
@@ -193,6 +193,9 @@ def test_an_unknown_flag_is_the_sub_commands_error_with_its_usage(capsys, argv, 
     assert err.endswith(f"segment-webhook place: error: unrecognized arguments: {leftover}\n")
 
 
+NOT_AN_OBJECT_FIX = "; fix: give Kubernetes objects, each a mapping with apiVersion, kind and metadata (is this the right file?)"
+
+
 def _bad_cluster(tmp_path, what):
     if what == "directory":
         return tmp_path, f"{tmp_path}: cannot read: Is a directory"
@@ -209,10 +212,10 @@ def _bad_cluster(tmp_path, what):
                       "file?)")
     if what == "scalar":
         path.write_text("hello\n")
-        return path, f'{path}: document 1: expected a Kubernetes object, got a string "hello"'
+        return path, f'{path}: document 1: expected a Kubernetes object, got a string "hello"' + NOT_AN_OBJECT_FIX
     if what == "number":
         path.write_text("42\n")
-        return path, f"{path}: document 1: expected a Kubernetes object, got a number 42"
+        return path, f"{path}: document 1: expected a Kubernetes object, got a number 42" + NOT_AN_OBJECT_FIX
     raise AssertionError(what)
 
 
@@ -433,3 +436,28 @@ def test_place_prints_each_distinct_warning_once_with_its_count(gen_cluster, tmp
         "set it in metadata.annotations\n"
         "Warning: 16 Pods (t-worker-0 …): pod has kai.scheduler/segment-size but no kai.scheduler/topology; "
         "no segment label\n")
+
+
+@pytest.mark.parametrize("where", ["missing-dir", "directory"])
+def test_an_svg_path_that_cannot_be_written_is_named_before_the_placement(gen_cluster, tmp_path, capsys, where):
+    # new-user trial: the whole placement table was printed, then "x.svg: cannot write" without --svg
+    svg = tmp_path / "no-such-dir" / "x.svg" if where == "missing-dir" else tmp_path
+    reason = "No such file or directory" if where == "missing-dir" else "Is a directory"
+    assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", gen_cluster,
+                 "--svg", str(svg)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"segment-webhook place: error: --svg {svg}: cannot write: {reason}; fix: give a file in an "
+                   "existing directory you can write to (e.g. --svg placement.svg)\n")
+
+
+def test_a_resource_quantity_that_is_not_a_quantity_gets_a_fix(tmp_path, capsys):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "many", "pods": "110"}}}
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(yaml.safe_dump(node))
+    assert main(["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", str(cluster)]) == 2
+    assert capsys.readouterr().err == (
+        f'segment-webhook place: error: {cluster}: Node "n1": status.allocatable[cpu]: "many" is not a Kubernetes '
+        'quantity (examples: "500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix '
+        "(m, k, M, G, Ki, Mi, Gi, Ti) and no spaces\n")

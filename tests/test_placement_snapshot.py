@@ -224,7 +224,7 @@ def test_zero_requests_and_allocatable_are_fine():
     (float("nan"), '.nan (YAML float) is not a quantity (not a finite number; a JSON number too large to read, '
                    'such as 1e400, reads as .inf too; expected a string such as "500m" or "64Gi")'),
     (["1"], '["1"] is not a quantity (expected a string such as "500m" or "64Gi", got an array)'),
-    ("NaN", '"NaN" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")'),
+    ("NaN", '"NaN" is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces'),
     ("1e308", '"1e308": exponent out of range (at most 30 either way)'),
 ])
 def test_quantity_messages_render_values_as_json(raw, message):

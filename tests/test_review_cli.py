@@ -502,3 +502,61 @@ def test_a_missing_manifest_exits_2_naming_the_file(tmp_path, capsys):
     assert main(["review", "-f", str(missing)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"segment-webhook review: error: {missing}: ")
+
+
+# ------------------------------------------------------------------ new-user trial (s3-cli2)
+
+def test_an_unreadable_old_manifest_names_the_old_flag(tmp_path, capsys):
+    # new-user trial: "segment-webhook review: error: /nonexistent: cannot read" did not say --old
+    missing = tmp_path / "missing.yaml"
+    code, out, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--operation", "UPDATE", "--old", str(missing))
+    assert (code, out) == (2, "")
+    assert err == f"segment-webhook review: error: --old: {missing}: cannot read: No such file or directory\n"
+
+
+def test_a_denial_in_a_multi_document_file_names_the_document(tmp_path, capsys):
+    # new-user trial: a good object then a bad one was denied without saying which document
+    good = load_example("pytorchjob-tp4.yaml")
+    bad = load_example("pytorchjob-tp4.yaml")
+    bad["metadata"]["name"] = "bad"
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SEG] = "4x"
+    path = tmp_path / "multi.yaml"
+    path.write_text(yaml.safe_dump_all([good, bad]))
+    code, _, err = run(capsys, "-f", str(path))
+    assert code == 1
+    line = err.strip().splitlines()[-1]
+    assert line.startswith(f'Error from server (Forbidden): error when creating "{path}: document 2": {DENIAL_PREFIX}')
+    # one object: the file name alone, as kubectl prints it
+    code, _, err = run(capsys, "-f", write(tmp_path, "one.yaml", bad))
+    assert code == 1
+    assert f'error when creating "{tmp_path / "one.yaml"}": {DENIAL_PREFIX}' in err
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "no Kubernetes object found; fix: give a file with at least one object (apiVersion, kind, metadata); "
+         "is it empty, or only comments and ---?"),
+    ("# only a comment\n---\n", "no Kubernetes object found; fix: give a file with at least one object (apiVersion, "
+                                "kind, metadata); is it empty, or only comments and ---?"),
+    ("hello\n", 'document 1: expected a Kubernetes object, got a string "hello"; fix: give Kubernetes objects, each a '
+                "mapping with apiVersion, kind and metadata (is this the right file?)"),
+])
+def test_an_empty_or_scalar_manifest_gets_a_fix(tmp_path, capsys, content, message):
+    path = write(tmp_path, "m.yaml", content)
+    code, out, err = run(capsys, "-f", path)
+    assert (code, out) == (2, "")
+    assert err == f"segment-webhook review: error: {path}: {message}\n"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--bogus", "review", "-f", "x.yaml"], "unrecognized arguments: --bogus"),
+    ([], "the following arguments are required: COMMAND"),
+])
+def test_an_unknown_top_level_flag_is_named(capsys, argv, message):
+    # new-user trial: `segment-webhook --bogus` said only "the following arguments are required: COMMAND"
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err.startswith("usage: segment-webhook [-h] [--version] COMMAND ...\n")
+    assert err.endswith(f"segment-webhook: error: {message}\n")

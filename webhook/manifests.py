@@ -368,7 +368,9 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
         here = f"{where}items[{i}]" if where else f"document {i + 1}"
         if not isinstance(doc, Mapping):
             hint = (' (objects in a bare array? put them in a List: {"apiVersion": "v1", "kind": "List", "items": [...]})'
-                    if isinstance(doc, list) and not where else "")
+                    if isinstance(doc, list) and not where else
+                    "; fix: give Kubernetes objects, each a mapping with apiVersion, kind and metadata "
+                    "(is this the right file?)")
             raise ManifestError(source, f"{here}: expected a Kubernetes object, got {json_type(doc)} {quote(doc)}{hint}")
         if "items" in doc and (doc.get("kind") in (None, "List") or str(doc.get("kind", "")).endswith("List")):
             items = doc.get("items")
@@ -383,6 +385,13 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
                 raise ManifestError(source, f"{here}: object has no kind")
             doc = {"kind": item_kind, **doc}
         yield here, doc
+
+
+def object_source(path: str, location: str, count: int) -> str:
+    """Where an object was read, for messages: ``<path>: <location>`` (``a.yaml: document 2``, the
+    :func:`flatten` location) when the input holds ``count`` objects, more than one; the file name
+    alone for the one object of one file. ``place -f`` and ``review -f`` name objects so."""
+    return f"{path}: {location}" if count > 1 else path
 
 
 def load_objects(path: str, *, json_duplicates: bool = True) -> list[tuple[str, Mapping]]:

@@ -34,25 +34,38 @@ COMMAND_MODULES = (
 
 
 class CommandParser(argparse.ArgumentParser):
-    """The parser of a sub-command (``place``, ``topology infer``): an argument it does not know is
-    its own error, printed with its own usage (``segment-webhook place: error: unrecognized
-    arguments: --bogus``, exit 2). argparse parses a sub-command with ``parse_known_args`` and
-    leaves what it did not recognise to the top-level parser, which printed the top-level usage
-    and ``segment-webhook: error: ...`` instead."""
+    """The ``segment-webhook`` parser and the parser of each sub-command (``place``, ``topology
+    infer``): an argument it does not know is its own error, printed with its own usage
+    (``segment-webhook place: error: unrecognized arguments: --bogus``, exit 2). argparse parses a
+    sub-command with ``parse_known_args`` and leaves what it did not recognise to the top-level
+    parser, which printed the top-level usage and ``segment-webhook: error: ...`` instead. An
+    unknown argument is named before a missing sub-command (``segment-webhook --bogus``:
+    ``unrecognized arguments: --bogus``; argparse checked the required COMMAND first and said only
+    ``the following arguments are required: COMMAND``); no sub-command at all is still that error."""
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
         """``argparse.ArgumentParser.parse_known_args``, then :meth:`error` (usage, message, exit 2)
-        when an argument is left over."""
-        parsed, extras = super().parse_known_args(args, namespace)
+        when an argument is left over, then when a required sub-command is missing."""
+        commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction) and a.required]
+        for action in commands:
+            action.required = False
+        try:
+            parsed, extras = super().parse_known_args(args, namespace)
+        finally:
+            for action in commands:
+                action.required = True
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
+        for action in commands:
+            if getattr(parsed, action.dest, None) is None:
+                self.error(f"the following arguments are required: {argparse._get_action_name(action)}")
         return parsed, extras
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every sub-command registered (each a :class:`CommandParser`,
     nested ones too: ``add_subparsers`` makes its parsers of the class of the parser it is called on)."""
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="segment-webhook",
         description="Segment-based topology-aware placement: admission webhook and placement engine.",
     )

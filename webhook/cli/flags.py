@@ -218,6 +218,26 @@ def check_writable_directory(directory: str, flag: str, writes: str, fix: str) -
                          f"{exc.strerror or exc}{why}; fix: {fix}") from None
 
 
+def check_writable_file(path: str, flag: str, fix: str) -> None:
+    """Check, before the work whose result goes to ``path`` (the value of ``flag``), that the file
+    can be written: an existing file is opened for appending (its content unchanged), a missing
+    one is created and removed again. Raises :class:`UsageError` naming the flag and file, the
+    system's reason and ``fix``: ``--svg /no/dir/x.svg: cannot write: No such file or directory;
+    fix: ...``. Without this check ``place`` printed the whole placement, then the error."""
+    try:
+        if os.path.exists(path):
+            if os.path.isdir(path):
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+            with open(path, "ab"):
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror or exc}; fix: {fix}") from None
+
+
 def add_topology_flags(parser: argparse.ArgumentParser, *, env: bool) -> None:
     """The topology flags shared by ``serve`` and ``review``."""
     add = (lambda flag, **kw: add_env_flag(parser, flag, **kw)) if env else (

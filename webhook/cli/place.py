@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import UsageError, add_topology_flags, error
+from webhook.cli.flags import UsageError, add_topology_flags, check_writable_file, error
 from webhook.cli.output import write_output
 from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime, runtime_label
-from webhook.manifests import ManifestError, load_objects
+from webhook.manifests import ManifestError, load_objects, object_source
 from webhook.placement.engine import Placement, PlacementError
 from webhook.placement.expand import ExpandError
 from webhook.placement.pipeline import place_workload
@@ -78,7 +78,7 @@ def load_workload(paths: str | list[str]) -> PlaceInput:
     runtime given with a workload that is not a TrainJob (it would be ignored)."""
     paths = [paths] if isinstance(paths, str) else list(paths)
     located = [(path, location, dict(obj)) for path in paths for location, obj in load_objects(path)]
-    sources = [f"{path}: {location}" if len(located) > 1 else path for path, location, _ in located]
+    sources = [object_source(path, location, len(located)) for path, location, _ in located]
     workloads = [(source, location, obj) for source, (_, location, obj) in zip(sources, located) if not is_runtime(obj)]
     runtimes = [(source, obj) for source, (_, _, obj) in zip(sources, located) if is_runtime(obj)]
     if len(workloads) != 1:
@@ -124,9 +124,15 @@ def render_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The fix of an ``--svg`` file that cannot be written.
+SVG_FIX = "give a file in an existing directory you can write to (e.g. --svg placement.svg)"
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``place`` command: exit 0 placed, 1 not placed or denied, 2 bad input."""
     try:
+        if args.svg:
+            check_writable_file(args.svg, "--svg", SVG_FIX)
         snapshot = load_snapshot(args.cluster, args.topology_file or [])
         given = load_workload(args.filename)
         workload = given.workload
@@ -159,5 +165,5 @@ def run(args: argparse.Namespace) -> int:
                 with open(args.svg, "w", encoding="utf-8") as fh:
                     fh.write(svg)
             except OSError as exc:
-                return error("place", f"{args.svg}: cannot write: {exc.strerror}")
+                return error("place", f"--svg {args.svg}: cannot write: {exc.strerror}; fix: {SVG_FIX}")
     return out.exit_code

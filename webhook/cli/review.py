@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import add_topology_flags, admission_settings, error, static_topologies
+from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
 from webhook.cli.output import write_output
-from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects
+from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
 from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind, manifest_problem
 
@@ -45,20 +45,29 @@ MAX_NESTING = 400
 _VERBS = {"CREATE": "creating", "UPDATE": "replacing"}
 
 
-def read_objects(path: str) -> list[dict]:
+#: The message for a manifest file without any object (empty, only comments or ``---``).
+NO_OBJECT = ("no Kubernetes object found; fix: give a file with at least one object (apiVersion, kind, metadata); "
+             "is it empty, or only comments and ---?")
+
+
+def read_objects(path: str) -> list[tuple[str, dict]]:
     """The Kubernetes objects of a YAML/JSON file (``-`` = stdin) to review, read by
-    :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped); each needs
-    ``apiVersion`` and ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming the file and document."""
-    objects: list[dict] = []
-    for here, obj in load_objects(path):
+    :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped), each with
+    where it was read (:func:`webhook.manifests.object_source`: ``multi.yaml: document 2`` when
+    the file holds more than one object, else the file name); each needs ``apiVersion`` and
+    ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming
+    the file and document."""
+    located = load_objects(path)
+    objects: list[tuple[str, dict]] = []
+    for here, obj in located:
         if deeper_than(obj, MAX_NESTING):
             raise ManifestError(path, NESTED_TOO_DEEPLY)
         problem = manifest_problem(obj)
         if problem is not None:
             raise ManifestError(path, f"{here}: {problem}")
-        objects.append(obj)
+        objects.append((object_source(path, here, len(located)), obj))
     if not objects:
-        raise ManifestError(path, "no Kubernetes object found")
+        raise ManifestError(path, NO_OBJECT)
     return objects
 
 
@@ -99,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
         return error("review", message)
 
     catalog, default = static_topologies(args.topology_file, args.default_topology)  # UsageError: exit 2 (main)
-    objects = read_objects(args.filename)  # ManifestError: exit 2 (main)
-    old_objects = read_objects(args.old) if args.old else None
+    located = read_objects(args.filename)  # ManifestError: exit 2 (main)
+    objects = [obj for _, obj in located]
+    try:
+        old_objects = [obj for _, obj in read_objects(args.old)] if args.old else None
+    except ManifestError as exc:  # named as --topology-file names its file: the flag, then -f's wording
+        raise UsageError(f"--old: {exc}") from None
     if args.operation == "UPDATE":
         if old_objects is None:
             return fail("--operation UPDATE needs --old OLD_MANIFEST (the object as stored before the update)")
@@ -115,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env)
 
     responses, results, status = [], [], 0
-    for i, obj in enumerate(objects):
+    for i, (source, obj) in enumerate(located):
         old = old_objects[i] if old_objects else None
         note = unhandled_kind_note(obj)
         if note is not None:
@@ -130,14 +143,14 @@ def run(args: argparse.Namespace) -> int:
         if not outcome.allowed:
             status = 1
             reason = str(response.get("status", {}).get("reason", "Forbidden"))
-            print(denial_line(args.filename, args.operation, reason, outcome.message, str(obj.get("kind"))),
+            print(denial_line(source, args.operation, reason, outcome.message, str(obj.get("kind"))),
                   file=sys.stderr)
             continue
         try:
             results.append(jsonpatch.apply_patch(obj, envelope.decode_patch(outcome.body)))
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, ValueError, RecursionError) as exc:
             # The webhook produced a patch kube-apiserver could not apply either: report it.
-            print(f"segment-webhook review: internal error: the patch does not apply to {args.filename}: {exc}",
+            print(f"segment-webhook review: internal error: the patch does not apply to {source}: {exc}",
                   file=sys.stderr)
             status = 1
 

@@ -72,7 +72,8 @@ def _parse_text(value: str) -> Fraction:
     quantities over tens of thousands of objects."""
     m = _QUANTITY_RE.match(value)
     if not m:
-        raise QuantityError(f'{quote(value)} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3")')
+        raise QuantityError(f'{quote(value)} is not a Kubernetes quantity (examples: "500m", "2", "64Gi", "1e3"); '
+                            "fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces")
     if len(m.group("num")) > MAX_QUANTITY_DIGITS:
         # Python refuses to convert more than 4,300 digits; no real quantity comes close
         raise QuantityError(f"{quote(value, 24)}: more than {MAX_QUANTITY_DIGITS} digits is not a quantity")
