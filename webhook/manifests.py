@@ -268,31 +268,30 @@ def syntax_error_message(text: str, yaml_error: yaml.YAMLError, json_error: json
     return yaml_error_text(yaml_error, text)
 
 
-def _alias_ratio_allowed(decoded: int) -> float:
-    """The share of nodes decoded through aliases that kubectl's YAML reader allows in a document
-    of ``decoded`` nodes (go-yaml's ``allowedAliasRatio``, used by sigs.k8s.io/yaml): 0.99 up to
-    400,000 nodes, 0.10 from 4,000,000, in between falling linearly."""
-    if decoded <= 400_000:
-        return 0.99
-    if decoded >= 4_000_000:
-        return 0.10
-    return 0.99 - 0.89 * (decoded - 400_000) / 3_600_000
+#: A document's aliases may make at most this many times its distinct nodes ...
+ALIAS_EXPANSION_LIMIT = 10
+#: ... once it has more than this many nodes in all (smaller documents are cheap to walk whatever
+#: their aliases).
+ALIAS_NODES_FLOOR = 1_000_000
 
 
 def excessive_aliasing(document: Any) -> str | None:
     """Why ``document`` (as PyYAML built it: an alias is the same Python object as its anchor)
     expands to too many nodes through its aliases, or None.
 
-    The rule of kubectl's YAML reader (go-yaml, ``decoder.unmarshal``), on counts taken from the
-    built object: every node of the document with each alias expanded (``decoded``), and the nodes
-    that only aliases bring (``through aliases``: ``decoded`` less the distinct nodes); more than
-    100 through aliases, more than 1,000 decoded and a share of them over
-    :func:`_alias_ratio_allowed` is "document contains excessive aliasing" there (a
-    "billion laughs" document: 10 levels of 10 aliases is 10^10 nodes from about 100 written,
-    which every later walk of the object would visit). Counted over the shared objects once each,
-    so linear in the nodes written; iterative, so any depth works."""
+    Counted on the built object, each shared mapping or list once: ``decoded``, every node (mapping,
+    list, value) with each alias expanded, as a walk of the object visits them; ``distinct``, the
+    nodes with every shared one counted once. Refused when ``decoded`` is over
+    :data:`ALIAS_NODES_FLOOR` and over :data:`ALIAS_EXPANSION_LIMIT` times ``distinct``: a "billion
+    laughs" document (10 levels of 10 aliases is 10^11 nodes from 27) that every later walk would
+    visit in full. kubectl's YAML reader (go-yaml ``decoder.unmarshal``, ``allowedAliasRatio``)
+    refuses such a document too: more than 90% of its nodes come through aliases, over the 84% it
+    allows past a million nodes. A dump whose objects share parts (PyYAML's dumper writes an
+    anchor for every object it meets twice: 4.9 million nodes of 3.9 million distinct ones in
+    ``benchmarks/placement.py``'s 10,000-node YAML) is read. Linear in the distinct nodes;
+    iterative, so any depth works."""
     sizes: dict[int, int] = {}  # id of a mapping or list → nodes in its expansion
-    written = 0  # nodes with every container counted once (what the text spells out)
+    written = 0  # nodes with every shared mapping or list counted once
     stack: list[tuple[Any, bool]] = [(document, False)]
     while stack:
         node, children_done = stack.pop()
@@ -313,12 +312,11 @@ def excessive_aliasing(document: Any) -> str | None:
                 size += 1
                 written += 1
         sizes[id(node)] = size
-    decoded = sizes.get(id(document), 1)
-    through_aliases = decoded - max(written, 1)
-    if through_aliases > 100 and decoded > 1000 and through_aliases / decoded > _alias_ratio_allowed(decoded):
-        return (f"excessive aliasing: its YAML aliases (*name) make {decoded} nodes of {written} distinct ones "
-                f"({through_aliases} through aliases; kubectl refuses it too: \"document contains excessive "
-                "aliasing\"); fix: write the repeated parts out instead of aliasing aliases")
+    decoded, distinct = sizes.get(id(document), 1), max(written, 1)
+    if decoded > ALIAS_NODES_FLOOR and decoded > ALIAS_EXPANSION_LIMIT * distinct:
+        return (f"excessive aliasing: its YAML aliases (*name) make {decoded} nodes of {distinct} distinct ones, "
+                f"more than {ALIAS_EXPANSION_LIMIT} times as many (kubectl refuses it too: \"document contains "
+                "excessive aliasing\"); fix: write the repeated parts out instead of aliasing aliases")
     return None
 
 
