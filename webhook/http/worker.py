@@ -21,7 +21,9 @@ seconds (``--read-timeout``, default 10) being every deadline:
   within ``read_timeout`` (one deadline, however the bytes trickle in), else the connection is
   closed; the body likewise (the app answers 408, see :class:`DeadlineInput`). Writing the answer
   waits at most ``read_timeout`` per send.
-* **SIGTERM**: idle keep-alive connections are closed at once; a connection that was accepted and
+* **SIGTERM**: idle keep-alive connections are closed at once, except one whose next request has
+  already arrived (:func:`input_waiting`): that request is answered, with ``Connection: close``
+  (kube-apiserver's Go client does not retry a POST dropped there); a connection that was accepted and
   has not sent its first request yet (also one accepted in the second gunicorn takes to stop its
   listeners) is given ``read_timeout`` seconds to send it, is answered, and then closed: no
   connection is accepted and closed without an answer. In-flight requests finish (up to
@@ -38,11 +40,14 @@ seconds (``--read-timeout``, default 10) being every deadline:
 from __future__ import annotations
 
 import collections
+import fcntl
 import gc
 import json
 import logging
 import ssl
+import struct
 import sys
+import termios
 import time
 from typing import Any, Callable
 
@@ -164,6 +169,19 @@ def drain_socket(sock: Any, max_bytes: int, seconds: float) -> None:
         return  # timed out, reset or closed: the connection is closed anyway
 
 
+def input_waiting(sock: Any) -> bool:
+    """Whether bytes have arrived on ``sock`` that nobody has read yet: decrypted TLS bytes in the
+    ``SSLSocket``'s buffer, or bytes in the kernel's receive queue (``FIONREAD``), without waiting
+    or yielding. False for a closed socket or one whose client has closed it with nothing sent."""
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        queued = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        return struct.unpack("i", queued)[0] > 0
+    except (OSError, ValueError):
+        return False
+
+
 class _CloseConnection(StopIteration):
     """Ends a connection quietly from the wait for its next request: gunicorn's async worker
     closes a keep-alive connection on ``StopIteration`` from reading the next request."""
@@ -217,12 +235,15 @@ class _RequestHeadDeadline:
             if not (hasattr(sock, "pending") and sock.pending()):
                 sock.settimeout(None)  # the head deadline below bounds the reads, not a per-read timeout
                 if not worker.alive and not first:
-                    raise _CloseConnection("the worker is shutting down")
-                ended = worker._idle_wait(conn, worker.cfg.keepalive if worker.alive else worker.read_timeout)
-                if ended == _STOPPING and first:  # accepted before SIGTERM: its first request is answered
-                    ended = worker._idle_wait(conn, worker.read_timeout)
-                if ended != _READABLE:
-                    raise _CloseConnection(f"connection closed: {ended}")
+                    # stopping: a next request that has already arrived is answered (Connection: close)
+                    if not input_waiting(sock):
+                        raise _CloseConnection("the worker is shutting down")
+                else:
+                    ended = worker._idle_wait(conn, worker.cfg.keepalive if worker.alive else worker.read_timeout)
+                    if ended == _STOPPING and first:  # accepted before SIGTERM: its first request is answered
+                        ended = worker._idle_wait(conn, worker.read_timeout)
+                    if ended != _READABLE:
+                        raise _CloseConnection(f"connection closed: {ended}")
         self._timeout = gevent.Timeout(self._worker.read_timeout, False)
         self._timeout.__enter__()
         return self
@@ -323,7 +344,12 @@ class WebhookWorker(GeventWorker):
         conn.waiter = waiter
         self._idle[conn] = None
         try:
-            return waiter.get()
+            ended: str = waiter.get()
+            if ended in (_STOPPING, _EVICTED) and input_waiting(conn.sock):
+                # woken while its next request (or ClientHello) had already arrived: it is not idle,
+                # and a request received is answered, never dropped
+                return _READABLE
+            return ended
         finally:
             readable.stop()
             timer.stop()
