@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 
 from webhook.core.keys import MAX_WARNING_CHARS
 
-
 #: Violations listed in full in :attr:`Decision.message` at most (README "Every rejection a user
 #: can meet": the message stays under 4 KiB however many violations); the rest are counted by rule.
 MAX_LISTED_VIOLATIONS = 20

@@ -14,14 +14,21 @@ from typing import Any
 
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, Sourced
-from webhook.core.resolution import (PlacementKeys, Resolution, SegmentInputs, SegmentSize, resolve_keys, resolve_size,
-                                     topology_source_field)
-from webhook.core.warning_rules import say
+from webhook.core.resolution import (
+    PlacementKeys,
+    Resolution,
+    SegmentInputs,
+    SegmentSize,
+    resolve_keys,
+    resolve_size,
+    topology_source_field,
+)
 from webhook.core.segments import parse_plain_decimal
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import Topology, TopologyCatalog
+from webhook.core.warning_rules import say
 
 
 def _misspelled(key: str, *annotation_maps: AnnotationMap | None) -> bool:

@@ -16,7 +16,6 @@ the same ids, and that each rule has a test that triggers it.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +26,8 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
-from webhook.core.warning_rules import say
 from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
+from webhook.core.warning_rules import say
 
 
 @dataclass(frozen=True)

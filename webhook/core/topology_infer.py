@@ -597,7 +597,7 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
     if len(topologies) > 1:
         _name_topologies(topologies, name)
         findings.extend(_group_notes(group_levels, topologies, count))
-    for topo, (group, levels), covered in zip(topologies, group_levels, covering):
+    for topo, (_group, levels), covered in zip(topologies, group_levels, covering):
         everyone = len(covered.positions) == count
         members = nodes if everyone else [nodes[p] for p in covered.positions]
         found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
@@ -768,8 +768,8 @@ def _not_nested(first: str, second: str, found: str, local: Mapping[str, Sequenc
         f"neither is below the other, so {out}: values of {second} under two or more "
         f"values of {first}: {_straddle_text(below_first) or 'none'}; values of {first} under two or more values of "
         f"{second}: {_straddle_text(below_second) or 'none'}",
-        f"relabel so that each value of the narrower key lies under one value of the broader one (values that "
-        f"repeat under two parents: make them unique, e.g. prefix the parent's value), then infer again",
+        "relabel so that each value of the narrower key lies under one value of the broader one (values that "
+        "repeat under two parents: make them unique, e.g. prefix the parent's value), then infer again",
         tuple(v for v, _ in below_first + below_second), tuple(nodes))
 
 

@@ -140,8 +140,8 @@ class KindDescription:
     kind: str
     resource: str
     review: AdmissionHandler
-    expected_pods: Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
-    controller_pods: Callable[[Mapping[str, Any], PodCap], "list[ControllerPod]"]
+    expected_pods: Callable[[Mapping[str, Any]], tuple[int, str] | None]
+    controller_pods: Callable[[Mapping[str, Any], PodCap], list[ControllerPod]]
     pods: PodRules
     per_group: bool = False
     kai: str = ""

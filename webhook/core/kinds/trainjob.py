@@ -26,9 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import gating, keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
 from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
@@ -36,8 +35,9 @@ from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
-from webhook.core.warning_rules import say, text
+from webhook.core.warning_rules import say
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
