@@ -28,11 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.choose import spread_per_segment
+from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, reduce_ranges
 from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
-
 
 #: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
 GREEDY_WORK = 256

@@ -16,7 +16,7 @@ import numpy as np
 from webhook.core.messages import quote
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import EligibilityIndex
-from webhook.placement.model import PlacementError, Placement, PodRequest
+from webhook.placement.model import Placement, PlacementError, PodRequest
 from webhook.placement.snapshot import Node
 
 

@@ -54,8 +54,7 @@ from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
 from webhook.placement.demand import read_gang
 from webhook.placement.explain import excluded_roles, explain_level, restricted_roles
-from webhook.placement.model import (HOSTNAME, Gang, Placement, PlacementError, PodRequest,
-                                     SegmentResult)
+from webhook.placement.model import HOSTNAME, Gang, Placement, PlacementError, PodRequest, SegmentResult
 from webhook.placement.verify import verify
 
 __all__ = ["ClusterIndex", "Gang", "HOSTNAME", "Placement", "PlacementError", "PodRequest", "SegmentResult",

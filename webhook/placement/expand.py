@@ -23,8 +23,8 @@ the returned JSONPatch is applied with ``jsonpatch``.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
@@ -32,15 +32,16 @@ import jsonpatch
 from webhook.core import keys
 from webhook.core.kinds import trainingruntime
 from webhook.core.kinds.description import ShapeError
-from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
-from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, segment_group
+from webhook.core.kinds.registry import pod_role as _pod_role
 from webhook.core.messages import quote
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli, resource_requirements
-from webhook.errors import SegmentWebhookError
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
 SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}

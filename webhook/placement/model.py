@@ -7,10 +7,10 @@ Gang, PodRequest, Placement``).
 
 from __future__ import annotations
 
-from webhook.errors import SegmentWebhookError
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from webhook.errors import SegmentWebhookError
 
 HOSTNAME = "kubernetes.io/hostname"
 

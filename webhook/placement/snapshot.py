@@ -12,18 +12,24 @@ controller charges by).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from webhook import manifests
-from webhook.core.topology import Topology, TopologyError
 from webhook.core.messages import json_type, quote
-from webhook.placement.occupancy import occupied_node
-from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
-                                        to_milli)
+from webhook.core.topology import Topology, TopologyError
 from webhook.errors import SegmentWebhookError
+from webhook.placement.occupancy import occupied_node
+from webhook.placement.quantity import (
+    MAX_MILLI,
+    QuantityError,
+    allocatable_milli,
+    exact_milli,
+    non_negative_quantity,
+    to_milli,
+)
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110

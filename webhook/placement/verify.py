@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from webhook.errors import EXIT_BUG, SegmentWebhookError
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import Gang
-from webhook.errors import EXIT_BUG, SegmentWebhookError
 
 
 class PlacementBug(SegmentWebhookError, RuntimeError):
