@@ -13,16 +13,17 @@ topology was loaded from files or the embedded default, that one; else none.
 
 from __future__ import annotations
 
-from webhook.errors import EXIT_USAGE, SegmentWebhookError
-
 import argparse
 import errno
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+
+from webhook.errors import EXIT_USAGE, SegmentWebhookError
 
 ENV_PREFIX = "SEGMENT_WEBHOOK_"
 DEFAULT_CERT_DIR = "certs"

@@ -30,9 +30,8 @@ import yaml
 
 from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
 from webhook.cli.output import write_output
-from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
-
 from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind, manifest_problem
+from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
 #: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"

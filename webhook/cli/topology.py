@@ -24,10 +24,9 @@ from webhook.cli.flags import error, topology_name
 from webhook.cli.output import write_output
 from webhook.core import topology_infer
 from webhook.core.messages import quote
-from webhook.core.topology import (TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError,
-                                   is_valid_label_key)
-from webhook.manifests import ManifestError, load_objects
+from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError, is_valid_label_key
 from webhook.errors import SegmentWebhookError
+from webhook.manifests import ManifestError, load_objects
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
