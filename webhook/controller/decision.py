@@ -44,8 +44,8 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.kinds import registry
-from webhook.core.topology import Topology
 from webhook.core.messages import quote
+from webhook.core.topology import Topology
 from webhook.placement.eligibility import pod_request
 from webhook.placement.engine import Gang, PlacementError, PodRequest, place
 from webhook.placement.expand import pod_role
@@ -53,7 +53,6 @@ from webhook.placement.occupancy import CapacityLedger, is_deleting, is_terminat
 from webhook.placement.quantity import QuantityError
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
-
 
 INCOMPLETE = "incomplete"
 #: the engine found no placement now, but the gang fits when its nodes are free: waiting for capacity

@@ -28,9 +28,9 @@ import yaml
 
 from webhook.controller.decision import ParseCache, PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
+from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
-from webhook.errors import EXIT_DENIED, SegmentWebhookError
 
 log = logging.getLogger(__name__)
 

@@ -69,8 +69,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
-from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, ParseCache, Release, Waiting,
-                                         decide_gang, gang_key_of, pod_ref)
+from webhook.controller.decision import (
+    INCOMPLETE,
+    INFEASIBLE,
+    INVALID,
+    NEVER_FITS,
+    ParseCache,
+    Release,
+    Waiting,
+    decide_gang,
+    gang_key_of,
+    pod_ref,
+)
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.workqueue import ExponentialRateLimiter, ShutDown, WorkQueue
 from webhook.core import gating, topology_infer
@@ -329,7 +339,7 @@ class Controller:
         self._set_gauges()
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "Controller":
+    def start(self) -> Controller:
         """Start the informers, the leader election (unless ``elect=False``), the workers and the resync."""
         self.topologies.start()
         for informer in self._informers.values():
@@ -422,7 +432,7 @@ class Controller:
             delay: float = s.retry_period
             try:
                 leaderelection.LeaderElection(config).run()
-            except Exception as exc:  # noqa: BLE001 - the election must survive API errors
+            except Exception as exc:
                 if self._stop.is_set():
                     delay = 0.0  # an error of the last renewal: nothing to report, and no retry
                 elif self.reachability.failed(self._lease_request, exc):
@@ -511,7 +521,7 @@ class Controller:
                         self.log_topology_findings()
                     else:
                         self.reconcile(key)
-            except Exception:  # noqa: BLE001 - a bug in one reconcile must not end the worker
+            except Exception:
                 log.exception("reconcile of gang %s failed; retried with back-off", key)
                 self._queue.add_rate_limited(key)
             finally:
