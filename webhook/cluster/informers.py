@@ -37,8 +37,13 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
-                                        install_informer_traceback_filter, send_until_answered)
+from webhook.cluster.api_server import (
+    ApiServerReachability,
+    Backoff,
+    informer_stopped,
+    install_informer_traceback_filter,
+    send_until_answered,
+)
 
 log = logging.getLogger(__name__)
 

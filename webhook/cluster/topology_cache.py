@@ -66,8 +66,13 @@ from kubernetes import client as k8s_client
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
-                                        install_informer_traceback_filter, send_until_answered)
+from webhook.cluster.api_server import (
+    ApiServerReachability,
+    Backoff,
+    informer_stopped,
+    install_informer_traceback_filter,
+    send_until_answered,
+)
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
@@ -271,7 +276,7 @@ class LiveTopologyCatalog:
         for callback in list(self._listeners):
             try:
                 callback()
-            except Exception:  # noqa: BLE001 - a listener's bug must not stop the watch
+            except Exception:
                 log.exception("topology cache listener failed")
 
     # ---------------------------------------------------------------- lifecycle
