@@ -49,7 +49,8 @@ import json
 import logging
 import os
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 from flask import Flask, Response, request
@@ -57,13 +58,13 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
+from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
 from webhook.http import envelope, wsgi_extensions
-from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
 from webhook.http.bounds import bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
-from webhook.errors import SegmentWebhookError
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -127,7 +128,7 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
             max_bytes -= len(chunk)
     except (OSError, ValueError):
         return  # timed out, reset or closed: the connection is closed anyway
-    except Exception:  # noqa: BLE001 - the connection is closed anyway
+    except Exception:
         log.debug("draining an oversized body stopped", exc_info=True)
 
 
@@ -303,7 +304,7 @@ def create_app(
         try:
             get_metrics().observe(outcome, elapsed)
             log_review(outcome, elapsed)
-        except Exception:  # noqa: BLE001 - bookkeeping must never fail a review
+        except Exception:
             log.exception("could not record metrics/log for uid=%s", outcome.uid)
         return resp
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
@@ -439,7 +439,7 @@ def handle(
             log.warning("uid=%s: %s", uid, message)
             outcome.body = review_response(uid, allowed=False, warnings=warnings, code=500, message=message)
             allowed, patch, rules = False, [], [RULE_ANSWER_TOO_LARGE]
-    except Exception:  # noqa: BLE001 - an internal error must become a visible denial, not a 5xx
+    except Exception:
         log.exception("internal error while reviewing uid=%s kind=%s", uid, outcome.kind)
         message = f"internal error in segment-webhook while reviewing this object (uid {uid}); see the webhook log"
         outcome.body = review_response(uid, allowed=False, code=500, message=message)

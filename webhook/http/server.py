@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
@@ -50,7 +51,7 @@ def _worker_exit(server: Any, worker: Any) -> None:
     if callable(stop):
         try:
             stop()
-        except Exception:  # noqa: BLE001 - exiting anyway
+        except Exception:
             log.exception("stopping the topology catalog failed")
 
 

@@ -109,7 +109,7 @@ class CertificateReloader:
     def _switch(self, ssl_socket: Any, server_name: str | None, initial: ssl.SSLContext) -> None:
         try:
             ssl_socket.context = self.context()
-        except Exception:  # noqa: BLE001 - keep the context the handshake started with
+        except Exception:
             log.exception("cannot switch a handshake to the current serving certificate")
 
     def serving_context(self, context_class: type | None = None) -> ssl.SSLContext:

@@ -49,7 +49,8 @@ import struct
 import sys
 import termios
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gevent
 import gevent.hub
@@ -222,11 +223,11 @@ class _RequestHeadDeadline:
     within ``read_timeout`` (a ``gevent.Timeout`` that ends the read silently, and gunicorn closes
     the connection). An idle wait that ends without data raises :class:`_CloseConnection`."""
 
-    def __init__(self, worker: "WebhookWorker", conn: _Connection | None):
+    def __init__(self, worker: WebhookWorker, conn: _Connection | None):
         self._worker, self._conn = worker, conn
         self._timeout: Any = None
 
-    def __enter__(self) -> "_RequestHeadDeadline":
+    def __enter__(self) -> _RequestHeadDeadline:
         conn, worker = self._conn, self._worker
         if conn is not None:
             first = conn.requests == 0
