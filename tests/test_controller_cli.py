@@ -306,10 +306,10 @@ def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
     # pod of the same JobSet is never in the trainer's gang (DESIGN.md §9).
     import jsonpatch
 
-    from test_kinds_trainjob import CATALOG, own_entry, trainjob
-    from webhook.core.settings import AdmissionSettings
-    from webhook.core.review import review
     from conftest import make_request
+    from test_kinds_trainjob import CATALOG, own_entry, trainjob
+    from webhook.core.review import review
+    from webhook.core.settings import AdmissionSettings
 
     gating = AdmissionSettings(gate_pods=True)
     admitted = jsonpatch.apply_patch(trainjob(size="8"), review(make_request(trainjob(size="8")), CATALOG, gating).patch)

@@ -11,8 +11,8 @@ stored object once and ``check_update`` returns its violations.
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, SIZE, load_example, make_request
 
+from conftest import REPO, SIZE, load_example, make_request
 from webhook.core.admission_decision import Decision
 from webhook.core.kinds import distributedworkload, leaderworkerset, pytorchjob
 from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, ReaderEdits, check_update

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import REPO, POLICY, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
 
+from conftest import POLICY, REPO, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
 from webhook.core.review import review
 from webhook.core.settings import AdmissionSettings
 from webhook.core.warning_rules import WARNINGS

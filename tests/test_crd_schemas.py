@@ -15,10 +15,10 @@ import jsonpatch
 import jsonschema
 import pytest
 import yaml
-from conftest import CRDS, load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import CRDS, load_example, make_request
 from webhook.core.review import review
+from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import logging
+import os
 
 import jsonpatch
 import pytest

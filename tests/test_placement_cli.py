@@ -12,7 +12,6 @@ from conftest import EXAMPLES, load_example
 from webhook.cli import main
 
 
-
 @pytest.fixture(scope="module")
 def gen_cluster(tmp_path_factory):
     path = tmp_path_factory.mktemp("gc") / "cluster.yaml"

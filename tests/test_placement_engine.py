@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
-
 from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, RACK, ZONE, node, workers
+from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 
 
 def cluster(gpus_per_rack: dict[str, list[int]]):

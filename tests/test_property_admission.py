@@ -16,11 +16,11 @@ import os
 import jsonpatch
 import pytest
 import requests
-from serving import running_serve
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from serving import running_serve
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http.app import create_app

@@ -6,10 +6,10 @@ placement keys"): distance 3 is denied, distance 4 is not, on keys inside and ou
 from __future__ import annotations
 
 import pytest
-from conftest import load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import load_example, make_request
 from webhook.core.review import review
+from webhook.core.settings import AdmissionSettings
 
 
 def tp4_with(key: str) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.topology_infer import NodeLabels, check, infer, node_labels_of, NodeLabelError
+from webhook.core.topology_infer import NodeLabelError, NodeLabels, check, infer, node_labels_of
 from webhook.placement.gencluster import generate
 
 HOST = "kubernetes.io/hostname"
