@@ -22,7 +22,6 @@ import argparse
 import base64
 import concurrent.futures
 import hashlib
-import threading
 import http.client
 import json
 import os
@@ -33,6 +32,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -672,7 +672,7 @@ class LocalCluster:
         partial.write_text(json.dumps(names) + "\n")
         partial.rename(self.dir / "nodes.json")
 
-    def wait_for_node_taints(self, api: "ApiClient", taints: dict[str, list], timeout: float = 120) -> None:
+    def wait_for_node_taints(self, api: ApiClient, taints: dict[str, list], timeout: float = 120) -> None:
         """Wait until every node of ``taints`` carries exactly its dump's taints: the apiserver's
         TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready:NoSchedule`` at
         create, and kube-controller-manager's node lifecycle controller removes it once it has seen
@@ -930,7 +930,7 @@ def heartbeat(directory: Path) -> int:
         names = set(json.loads((directory / "nodes.json").read_text()))
         patch = {"spec": {"renewTime": rfc3339_now(micro=True)}}
         try:
-            api.map(lambda name: api.request(
+            api.map(lambda name, patch=patch: api.request(
                 "PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}", patch,
                 content_type="application/merge-patch+json"), sorted(names))
             not_ready = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/nodes")["items"]
@@ -938,7 +938,7 @@ def heartbeat(directory: Path) -> int:
                          and not any(c.get("type") == "Ready" and c.get("status") == "True"
                                      for c in n.get("status", {}).get("conditions") or [])]
             status = {"status": {"conditions": ready_conditions(rfc3339_now())}}
-            api.map(lambda name: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
+            api.map(lambda name, status=status: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
                                              content_type="application/strategic-merge-patch+json"), not_ready)
             print(f"{rfc3339_now()} renewed {len(names)} node Leases, {len(not_ready)} set Ready again, "
                   f"in {time.monotonic() - started:.1f} s", flush=True)
