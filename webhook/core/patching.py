@@ -32,7 +32,7 @@ def pointer(parts: Sequence[str]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _pointer_of(parts: tuple) -> str:
+def _pointer_of(parts: tuple[Any, ...]) -> str:
     # Memoised: the same few paths (a template's metadata, the owned keys) recur review after review.
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
@@ -48,9 +48,9 @@ class PatchBuilder:
 
     def __init__(self, obj: Mapping[str, Any]):
         self._obj = obj
-        self._ops: list[dict] = []
+        self._ops: list[dict[str, Any]] = []
         # Maps created by an earlier ``add`` of a whole map in this patch: container → entries.
-        self._created: dict[tuple[str, ...], dict] = {}
+        self._created: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
@@ -84,7 +84,7 @@ class PatchBuilder:
                 node = child
                 continue
             # missing or null: add it whole, with the maps below it
-            value: dict = dict(desired)
+            value: dict[str, Any] = dict(desired)
             for outer in reversed(parts[depth + 1:]):
                 value = {outer: value}
             self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
@@ -120,13 +120,13 @@ class PatchBuilder:
         elif node[last] != value or type(node[last]) is not type(value):
             self._ops.append({"op": "replace", "path": pointer(parts), "value": value})
 
-    def build(self) -> list[dict]:
+    def build(self) -> list[dict[str, Any]]:
         """The RFC 6902 operations (``add`` / ``replace`` dicts with ``op``, ``path``, ``value``),
         in emission order, as a new list."""
         return list(self._ops)
 
 
-def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping]) -> Any:
+def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> Any:
     """Apply RFC 6902 ``ops`` to a copy of ``obj`` with :mod:`jsonpatch` and return the copy
     (offline dry runs and tests; not used on the request hot path)."""
     return jsonpatch.JsonPatch(list(ops)).apply(obj, in_place=False)

@@ -55,11 +55,11 @@ INT32_MAX = 2**31 - 1
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[Callable], Callable]:
+def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator registering ``check`` as THE check function of rule ``rule_id``.
     Raises ``ValueError`` when the id is registered twice (a programming error)."""
 
-    def register(check: Callable) -> Callable:
+    def register(check: Callable[..., Any]) -> Callable[..., Any]:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id} registered twice")
         RULES[rule_id] = Rule(rule_id, source, summary, code, check)

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -84,7 +84,7 @@ class Topology:
         return self.levels[-1]
 
     @classmethod
-    def from_object(cls, obj: Mapping) -> Topology:
+    def from_object(cls, obj: Mapping[str, Any]) -> Topology:
         """Build from a ``kai.scheduler/v1alpha1`` Topology object (a dict).
 
         Raises :class:`TopologyError` when the kind, name or levels are missing or invalid

@@ -39,6 +39,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
+from typing import Any
 
 from webhook.core.messages import json_type, quote
 from webhook.errors import SegmentWebhookError
@@ -107,7 +108,7 @@ class NodeLabels:
     labels: Mapping[str, str]
 
 
-def node_labels_of(obj: Mapping) -> NodeLabels:
+def node_labels_of(obj: Mapping[str, Any]) -> NodeLabels:
     """The :class:`NodeLabels` of a Node object (a dict as kubectl dumps it).
 
     Raises :class:`NodeLabelError` naming the node and the field when ``metadata.name`` is not a
@@ -191,7 +192,7 @@ class Finding:
         line = f"{self.kind}: {where}level {self.level}: {self.message}"
         return line + (f"\n  fix: {self.fix}" if self.fix else "")
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The finding as a JSON-ready dict (every value and node name, not only the shown ones)."""
         out = {"kind": self.kind, "level": self.level, "message": self.message, "fix": self.fix,
                "values": list(self.values), "nodes": list(self.nodes)}
@@ -257,7 +258,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def topology_object(name: str, levels: Sequence[str], kind: str = "kai") -> dict:
+def topology_object(name: str, levels: Sequence[str], kind: str = "kai") -> dict[str, Any]:
     """A Topology object with ``levels`` (broadest first): ``kind="kai"`` →
     ``kai.scheduler/v1alpha1`` (the default), ``"kueue"`` → ``kueue.x-k8s.io/v1beta2``. Raises
     ``ValueError`` for another ``kind``."""

@@ -87,7 +87,7 @@ class Plan:
     units: list[tuple[str, Plan]] = field(default_factory=list)
     #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
     #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
-    extra_ops: list[dict] = field(default_factory=list)
+    extra_ops: list[dict[str, Any]] = field(default_factory=list)
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map (those of every unit included)."""
@@ -293,7 +293,7 @@ def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
 
 
-def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) -> list[dict]:
+def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """The RFC 6902 patch of one admitted workload: :func:`template_entries` (and ``extra``
     entries of the same shape) and the spec fields of ``plan.reader_edits`` (LWS ``subGroupSize``)."""
     builder = PatchBuilder(obj)

@@ -97,7 +97,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if labels is None or annotations is None or not meta_ok:
         return decision
     wanted, warnings = segment_labels(labels, annotations)
-    gate_ops: list[dict] = []
+    gate_ops: list[dict[str, Any]] = []
     if settings.gate_pods:  # DESIGN.md §9
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
@@ -127,7 +127,7 @@ def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
 _INDEX_LABELS = (keys.RAY_REPLICA_INDEX,)
 
 
-def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict]:
+def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict[str, Any]]:
     """RFC 6902 operations giving every container of ``pod`` (``spec.containers``; init containers
     run before the pod is placed and get none) ``KAI_SEGMENT_INDEX`` (downward API ``fieldRef`` on
     ``metadata.labels['kai.scheduler/segment-index']``, so a label written at release works too)
@@ -157,7 +157,7 @@ def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> li
     return ops
 
 
-def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict]:
+def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """The RFC 6902 patch of one admitted pod: the segment ``labels`` (``metadata.labels`` added
     whole when missing). One place to hook further pod changes into."""
     builder = PatchBuilder(pod)

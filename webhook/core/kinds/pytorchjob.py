@@ -179,7 +179,7 @@ def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
     return replica_spec_count(obj, SPECS, (("Master", 1), ("Worker", 1)))
 
 
-def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict, str]], fields: list[str],
+def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict[str, Any], str]], fields: list[str],
                            operator: str, cap: PodCap) -> list[ControllerPod]:
     """The pods the training operator creates for ``parts`` (``(replica type, count, template,
     template path)``): ``<job>-<type>-<i>``, labelled ``training.kubeflow.org/replica-type`` (lower

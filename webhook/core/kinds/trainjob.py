@@ -131,7 +131,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
 
 
 def _entry_ops(spec: Mapping[str, Any], position: int | None, entry: Any, rjob: str, pod_keys: dict[str, str],
-               job_keys: dict[str, str]) -> list[dict]:
+               job_keys: dict[str, str]) -> list[dict[str, Any]]:
     """RFC 6902 operations that make the webhook's ``runtimePatches`` entry say ``pod_keys`` (and
     ``job_keys`` on the replicatedJob's template): added when missing, replaced when different,
     removed when the object is no longer segmented, nothing when equal."""
