@@ -10,6 +10,7 @@ tie-break of DESIGN.md §8).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ class ClusterIndex:
             for r, v in n.allocatable.items():
                 self.alloc[i, self.col[r]] = v
         base_ok = np.array([n.ready and not n.unschedulable for n in inside], dtype=bool)
-        signatures: dict[tuple, int] = {}
+        signatures: dict[tuple[Any, ...], int] = {}
         taint_sig = np.array([signatures.setdefault(n.taints, len(signatures)) for n in inside], dtype=np.int32)
         self.eligibility = EligibilityIndex([n.labels for n in inside], self.node_names, base_ok,
                                             taint_sig, list(signatures))

@@ -55,7 +55,7 @@ class ExpandError(SegmentWebhookError, ValueError):
     read it from another file than the TrainJob names that file; ``None`` when the message is about
     the workload."""
 
-    def __init__(self, message: str, runtime: Mapping | None = None) -> None:
+    def __init__(self, message: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.runtime = runtime
 
@@ -75,8 +75,8 @@ class Expansion:
     denied: bool = False
     message: str = ""
     gangs: list[Gang] = field(default_factory=list)
-    pods: list[dict] = field(default_factory=list)
-    workload: dict | None = None
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    workload: dict[str, Any] | None = None
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
     expanded_kind: str = ""
@@ -106,7 +106,7 @@ def group_warnings(notes: list[tuple[str, str, str]]) -> list[str]:
     return lines
 
 
-def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
+def _request(obj: Mapping[str, Any], kind: str, user: str, groups: list[str]) -> dict[str, Any]:
     from webhook.core.admission import build_request
 
     group, version = SUPPORTED.get(kind, ("", "v1"))
@@ -114,7 +114,7 @@ def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
                               kind={"group": group, "version": version, "kind": kind}))
 
 
-def _admit(obj: dict, kind: str, catalog, settings, user, groups, exp: Expansion) -> dict | None:
+def _admit(obj: dict[str, Any], kind: str, catalog, settings, user, groups, exp: Expansion) -> dict[str, Any] | None:
     from webhook.core.review import review
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
@@ -144,7 +144,7 @@ def _copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:
+def _pod(name: str, ns: str, tmpl: Mapping[str, Any], labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, Any]:
     meta = tmpl.get("metadata") or {}
     lab = dict(meta.get("labels") or {})
     lab.update(labels)
@@ -166,7 +166,7 @@ def _check_pod_count(total: int, where: str) -> None:
         raise ExpandError(f"{where}: {total} pods is more than the {MAX_PODS} this command expands")
 
 
-def _precheck_pod_count(obj: Mapping, kind: str) -> None:
+def _precheck_pod_count(obj: Mapping[str, Any], kind: str) -> None:
     """Apply the :data:`MAX_PODS` cap to the manifest as written, before the webhook sees it, so an
     oversized workload is bad input (exit 2) at once whatever the webhook would say. Malformed
     counts are left to the full expansion (which names the field). The count is the kind
@@ -176,7 +176,7 @@ def _precheck_pod_count(obj: Mapping, kind: str) -> None:
         _check_pod_count(*expected)
 
 
-def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
+def _controller_pods(obj: Mapping[str, Any], kind: str) -> list[tuple[int, dict[str, Any], str]]:
     """``(group, pod, template path)`` for each pod the kind's controller creates from ``obj``
     (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`)."""
     ns = obj["metadata"].get("namespace", "default")
@@ -187,9 +187,9 @@ def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
     return [(p.group, _pod(p.name, ns, p.template, p.labels, p.annotations), p.path) for p in made]
 
 
-def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSettings,
+def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings,
            user: str = "kubectl-user", groups: list[str] | None = None,
-           runtimes: Sequence[Mapping] = ()) -> Expansion:
+           runtimes: Sequence[Mapping[str, Any]] = ()) -> Expansion:
     """Expand ``workload`` into pods, admit everything through the webhook, build gangs.
 
     ``workload``: an object of a kind of :data:`SUPPORTED` (dict). ``runtimes``: the
@@ -247,7 +247,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         raise ExpandError(in_runtime + str(exc), runtime) from None
     pods = [(g, pod, in_runtime + path) for g, pod, path in pods]
     root_ann = (patched.get("metadata") or {}).get("annotations") or {}
-    by_group: dict[int, list[dict]] = {}
+    by_group: dict[int, list[dict[str, Any]]] = {}
     templates: dict[str, str] = {}
     topo = root_ann.get(keys.TOPOLOGY)
     for g, pod, template in pods:
@@ -272,7 +272,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     return exp
 
 
-def _check_trainer_resources(trainjob: Mapping) -> None:
+def _check_trainer_resources(trainjob: Mapping[str, Any]) -> None:
     """Raise :class:`ExpandError` naming ``spec.trainer.resourcesPerNode.<limits|requests>[<name>]``
     of the TrainJob when a value there is not a Kubernetes quantity. The Trainer merges it over the
     resources of the runtime's container ``node``, where the pod check would name the runtime's
@@ -295,7 +295,7 @@ def pod_role(labels: Mapping[str, str]) -> str:
     return _pod_role(labels)
 
 
-def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, str] | None = None,
+def gang_from_pods(pods: list[Mapping[str, Any]], *, workload_annotations: Mapping[str, str] | None = None,
                    name: str = "", templates: Mapping[str, str] | None = None) -> Gang:
     """The engine's input for one gang from its admitted Pod manifests (the pods the webhook
     stamped, DESIGN.md §7; the controller passes the gated pods of one gang).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"
@@ -27,7 +28,7 @@ MAX_GPUS_PER_NODE = 64
 MAX_TOTAL_GPUS = 1_000_000
 
 
-def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict:
+def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict[str, Any]:
     """The ``kai.scheduler/v1alpha1`` Topology of the generated clusters (zone > block > rack >
     hostname, or a preset's ``levels``)."""
     return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
@@ -165,7 +166,7 @@ PRESETS = {
 
 
 def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: float = 0.3, seed: int = 0,
-             labels: str | None = None) -> dict:
+             labels: str | None = None) -> dict[str, Any]:
     """A ``kind: List`` of Nodes, bound Pods and the Topology.
 
     ``blocks`` per zone, ``racks`` per block, ``nodes`` per rack, ``gpus`` per node. Each node
@@ -196,7 +197,7 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
         raise ValueError(f"--fill must be between 0 and 1, got {fill!r}")
     rng = random.Random(seed)
     wz, wb, wr, wn = (len(str(x - 1)) for x in (zones, blocks, racks, nodes))
-    items: list[dict] = []
+    items: list[dict[str, Any]] = []
     names = []
     for z in range(zones):
         for b in range(blocks):

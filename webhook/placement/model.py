@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.errors import SegmentWebhookError
 
@@ -42,9 +43,9 @@ class PodRequest:
     key: str
     requests: Mapping[str, int]
     segment: tuple[int, int] | None = None
-    tolerations: tuple = ()
-    node_selector: tuple = ()
-    node_affinity: tuple | None = None
+    tolerations: tuple[Any, ...] = ()
+    node_selector: tuple[Any, ...] = ()
+    node_affinity: tuple[Any, ...] | None = None
     role: str = ""
 
 
@@ -91,5 +92,5 @@ class Placement:
     workload_domain: str | None = None
     workload_level: str | None = None
     reason: str | None = None
-    objective: tuple = ()
+    objective: tuple[Any, ...] = ()
     exact: bool = True

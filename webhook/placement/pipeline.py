@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
@@ -29,7 +30,7 @@ class PlaceResult:
     """
 
     placed: bool
-    document: dict
+    document: dict[str, Any]
     index: ClusterIndex | None
     placement: Placement | None
     warnings: list[str] = field(default_factory=list)
@@ -40,7 +41,7 @@ class PlaceResult:
         return 0 if self.placed else 1
 
 
-def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
+def place_workload(workload: dict[str, Any], snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
                    platform_groups=(), default_topology: str | None = None, runtimes=()) -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
@@ -106,12 +107,12 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     return PlaceResult(True, result, index, merged, exp.warnings)
 
 
-def _natural(text: str) -> tuple:
+def _natural(text: str) -> tuple[Any, ...]:
     """Sort key that orders ``worker-2`` before ``worker-10``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def result_document(p: Placement | None, reason: str | None) -> dict:
+def result_document(p: Placement | None, reason: str | None) -> dict[str, Any]:
     """The JSON result of ``place`` (``-o json``): ``placed``, ``assignments`` (pod → node, in
     natural pod order), ``segments`` (``index``, ``domain``, ``level``, ``pods``), ``workload``
     (``domain``, ``level``), ``reason`` (``None`` when placed) and ``exact`` (the engine proved

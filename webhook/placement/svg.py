@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import textwrap
 from html import escape
+from typing import Any
 
 from webhook.placement.engine import ClusterIndex, Placement
 
@@ -19,7 +20,7 @@ SQ, GAP, PAD, HEAD = 10, 2, 6, 16
 REASON_COLUMNS, REASON_CHAR_WIDTH = 100, 7
 
 
-def _colour(key: tuple | None) -> str:
+def _colour(key: tuple[Any, ...] | None) -> str:
     if key is None:
         return OTHER
     g, i = key
@@ -33,7 +34,7 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
     segments are grey. Domains are nested boxes labelled ``level=value``. Raises nothing; an
     unplaced result draws only the title and the reason.
     """
-    seg_of: dict[str, tuple | None] = {}
+    seg_of: dict[str, tuple[Any, ...] | None] = {}
     for s in placement.segments:
         for p in s.pods:
             seg_of[p] = (s.group, s.index)
