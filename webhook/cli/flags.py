@@ -96,7 +96,7 @@ def add_env_flag(
     parser.set_defaults(_env_flags=specs + [_EnvFlag(dest, flag, repeatable, type, default)])
 
 
-def apply_env(args: argparse.Namespace, environ: dict | None = None) -> argparse.Namespace:
+def apply_env(args: argparse.Namespace, environ: dict[str, Any] | None = None) -> argparse.Namespace:
     """Fill flags not given on the command line from their environment variables or defaults.
 
     Raises :class:`UsageError` naming the variable when its value does not convert.
