@@ -70,7 +70,7 @@ class Release:
     namespace: str
     name: str
     node: str
-    patch: list
+    patch: list[Any]
     gang: str
 
 
@@ -148,7 +148,7 @@ class ParseCache:
         return key if key[2] else None
 
     @staticmethod
-    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, parse: Any) -> Any:
+    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], parse: Any) -> Any:
         """The value cached for ``obj`` (``parse(obj)`` on a miss): in ``kept`` under ``key`` (marked
         ``seen`` in this pass), or, for an object without a resourceVersion (``key`` None), in
         ``this_pass`` by identity."""
@@ -172,7 +172,7 @@ class ParseCache:
                             _requests_or_error)
 
     @staticmethod
-    def _store(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, value: Any) -> None:
+    def _store(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], value: Any) -> None:
         """Cache ``value`` for ``obj`` where :meth:`_lookup` finds it."""
         if key is None:
             this_pass[id(obj)] = (obj, value)

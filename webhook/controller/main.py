@@ -113,9 +113,9 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     return result
 
 
-def documents(result: PassResult) -> list[dict]:
+def documents(result: PassResult) -> list[dict[str, Any]]:
     """The dry run's output documents: released pods, then gangs left gated."""
-    docs: list[dict] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
+    docs: list[dict[str, Any]] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
                         for r in result.releases]
     docs.extend({"gang": w.gang, "waiting": w.reason} for w in result.waiting)
     return docs

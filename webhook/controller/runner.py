@@ -622,7 +622,7 @@ class Controller:
                 log.warning("%s", finding.text().replace("\n  ", "; "))
 
     # ------------------------------------------------------------------ API calls
-    def _release(self, release: Release) -> dict | None:
+    def _release(self, release: Release) -> dict[str, Any] | None:
         """Send one release patch; on 409/422/5xx re-read the pod and resend (module docstring).
         Returns the pod as the API answered the accepted patch, ``None`` when not released."""
         patch = release.patch
@@ -667,7 +667,7 @@ class Controller:
                 return None
         return None
 
-    def _read_pod(self, namespace: str, name: str) -> dict | None:
+    def _read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:
             response = self._core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
