@@ -44,7 +44,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import urllib3
 from kubernetes.client.rest import ApiException
@@ -244,7 +244,7 @@ class ApiServerReachability:
             self._causes.add(cause)
             if self._since is None:
                 self._since, self._last_line = now, now
-                line: tuple = ("API server %s unreachable: %s (%s); retrying with back-off", self.url, cause, request)
+                line: tuple[Any, ...] = ("API server %s unreachable: %s (%s); retrying with back-off", self.url, cause, request)
             elif new_cause or now - self._last_line >= self._still_every:
                 self._last_line = now
                 line = ("API server %s still unreachable after %.0f s: %s (%d failed requests)",

@@ -89,7 +89,7 @@ class DictLister:
             return self._watch(kwargs)
         return self._list(kwargs)
 
-    def _watch(self, kwargs: dict) -> object:
+    def _watch(self, kwargs: dict[str, Any]) -> object:
         wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
         if wait > 0:
             self._stop.wait(wait)
@@ -103,7 +103,7 @@ class DictLister:
             informer_stopped()
         return response
 
-    def _list(self, kwargs: dict) -> object:
+    def _list(self, kwargs: dict[str, Any]) -> object:
         kwargs["_preload_content"] = False
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
         request = f"list {self._resource}"

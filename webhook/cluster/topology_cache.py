@@ -371,7 +371,7 @@ class LiveTopologyCatalog:
             return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
         informer_stopped()  # stopped: no answer, the informer's loop then ends
 
-    def _start_watch(self, kwargs: dict) -> Any:
+    def _start_watch(self, kwargs: dict[str, Any]) -> Any:
         """Open one watch request (called by ``kubernetes.watch.Watch.stream``), retried with
         back-off while the server cannot be reached; once stopped, none
         (:func:`~webhook.cluster.api_server.informer_stopped`)."""
