@@ -104,7 +104,7 @@ class BodyTooLarge(SegmentWebhookError):
     """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
 
 
-def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
+def _drain(environ: dict[str, Any], max_bytes: int, seconds: float) -> None:
     """Read and drop what the client sends of an unwanted body, at most ``max_bytes`` and for
     at most ``seconds`` in all ("lingering close", as nginx does), so that a client still
     sending receives the answer instead of a connection reset. Runs after the answer is written
@@ -136,7 +136,7 @@ class BodyIncomplete(SegmentWebhookError):
     """The client sent fewer body bytes than its ``Content-Length`` and closed: not a review."""
 
 
-def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
+def _read_body(environ: dict[str, Any], length: int | None, limit: int) -> bytes:
     """Read the request body, at most ``limit`` bytes.
 
     With ``Content-Length`` (already checked against ``limit``) exactly that many bytes are read.

@@ -4,6 +4,7 @@ line reads their defaults (their one home) without importing gunicorn or gevent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.http.tls import CertificateReloader
 
@@ -40,4 +41,4 @@ class ServeOptions:
     loglevel: str = "info"
     accesslog: str | None = None
     proc_name: str = "segment-webhook"
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)

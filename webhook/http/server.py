@@ -60,7 +60,7 @@ _OPTIONAL_SETTINGS = frozenset({"control_socket_disable"})
 
 
 class _Application(BaseApplication):
-    def __init__(self, app_factory: Callable[[], WSGIApplication], settings: dict):
+    def __init__(self, app_factory: Callable[[], WSGIApplication], settings: dict[str, Any]):
         self._factory = app_factory
         self._settings = settings
         super().__init__()
@@ -75,7 +75,7 @@ class _Application(BaseApplication):
         return self._factory()
 
 
-def gunicorn_settings(options: ServeOptions) -> dict:
+def gunicorn_settings(options: ServeOptions) -> dict[str, Any]:
     """The gunicorn settings for ``options``: a dict of gunicorn setting names to values.
 
     Includes the worker class (:func:`worker_class`: gevent with ``options.read_timeout``), ``preload_app = False`` (the app factory runs in each

@@ -141,7 +141,7 @@ class DeadlineInput:
     def readline(self, size: int | None = None) -> bytes:
         return self._call("readline", size)
 
-    def readlines(self, hint: int | None = None) -> list:
+    def readlines(self, hint: int | None = None) -> list[Any]:
         return self._call("readlines", hint)
 
     def __iter__(self) -> Any:
@@ -410,7 +410,7 @@ class WebhookWorker(GeventWorker):
         read_timeout = self.read_timeout
         run_apart = self.run_apart
 
-        def wrapped(environ: dict, start_response: Callable[..., Any]) -> Any:
+        def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             sock = environ.get("gunicorn.socket")
             if sock is not None and hasattr(sock, "settimeout"):
                 sock.settimeout(read_timeout)
@@ -418,7 +418,7 @@ class WebhookWorker(GeventWorker):
                 environ[wsgi_extensions.DRAIN] = lambda max_bytes, seconds: drain_socket(sock, max_bytes, seconds)
             environ[wsgi_extensions.RUN_APART] = run_apart
 
-            def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
+            def closing_start_response(status: str, headers: list[Any], exc_info: Any = None) -> Any:
                 if any(k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers):
                     force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
                     if callable(force_close):
@@ -449,7 +449,7 @@ def deferred_handshake_context_class() -> type:
     return cls
 
 
-_DEFERRED_CLASSES: dict = {}
+_DEFERRED_CLASSES: dict[str, Any] = {}
 
 
 def worker_class(read_timeout: float) -> type:
