@@ -44,8 +44,8 @@ import numpy as np
 
 from webhook.core.topology import Topology
 from webhook.placement.engine import ClusterIndex, Gang, Placement, PodRequest, place
-from webhook.placement.gencluster import BLOCK, RACK, generate, topology_object
 from webhook.placement.snapshot import snapshot_from_objects
+from webhook.tooling.gencluster import BLOCK, RACK, generate, topology_object
 
 LAYOUTS = {512: (2, 4, 8, 8), 4096: (4, 8, 16, 8), 32768: (8, 16, 32, 8), 1024: (4, 4, 8, 8)}
 GIB = 2**30 * 1000

@@ -32,7 +32,7 @@ import time
 import yaml
 
 from webhook.cli import main
-from webhook.placement.gencluster import generate
+from webhook.tooling.gencluster import generate
 
 LAYOUT = {10_000: (2, 5, 25, 40)}  # zones x blocks x racks x nodes
 

@@ -122,7 +122,7 @@ def test_failed_placement_svg_holds_its_whole_reason():
     import xml.etree.ElementTree as ET
 
     from webhook.placement.engine import Placement
-    from webhook.placement.svg import REASON_CHAR_WIDTH, render
+    from webhook.tooling.svg import REASON_CHAR_WIDTH, render
 
     reason = "workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole demand; " * 4
     svg = render(cluster({"r-000": [8]}), Placement(placed=False, reason=reason), title="PyTorchJob j")

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if written:
         return written
     if args.svg:
-        from webhook.placement.svg import render
+        from webhook.tooling.svg import render
 
         p = out.placement or Placement(placed=False, reason=result["reason"])
         if out.index is not None:
