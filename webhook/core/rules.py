@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rapidfuzz.distance import Levenshtein
 
@@ -51,15 +51,18 @@ class Rule:
 #: :mod:`webhook.core.reading` as every count's maximum.
 INT32_MAX = 2**31 - 1
 
+#: A rule's check function (:attr:`Rule.check`), kept as its own type by :func:`rule`.
+CheckT = TypeVar("CheckT", bound=Callable[..., "bool | None"])
+
 #: Rule id → :class:`Rule`, in the order of the README's rejection table.
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[CheckT], CheckT]:
     """Decorator registering ``check`` as THE check function of rule ``rule_id``.
     Raises ``ValueError`` when the id is registered twice (a programming error)."""
 
-    def register(check: Callable[..., Any]) -> Callable[..., Any]:
+    def register(check: CheckT) -> CheckT:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id} registered twice")
         RULES[rule_id] = Rule(rule_id, source, summary, code, check)
