@@ -56,6 +56,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: HTTP connect timeout in seconds of every request to kube-apiserver.
+CONNECT_TIMEOUT_SECONDS = 10.0
+#: Read timeout in seconds of a request that is not a watch (a list, a patch, a lease update).
+REQUEST_TIMEOUT_SECONDS = 30.0
+#: Server-side watch timeout in seconds (client-go uses 5-10 min); the watch then resumes from the
+#: last resource version.
+WATCH_TIMEOUT_SECONDS = 300
 #: Seconds between two "still unreachable" lines of one outage.
 STILL_UNREACHABLE_EVERY_SECONDS = 60.0
 #: The logger of ``kubernetes.informer.SharedInformer`` (``kubernetes/informer/informer.py``).

@@ -38,6 +38,13 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from webhook.cluster.api_server import (
+    CONNECT_TIMEOUT_SECONDS as CONNECT_TIMEOUT_SECONDS,
+)
+from webhook.cluster.api_server import (
+    REQUEST_TIMEOUT_SECONDS as REQUEST_TIMEOUT_SECONDS,
+)
+from webhook.cluster.api_server import (
+    WATCH_TIMEOUT_SECONDS,
     ApiServerReachability,
     Backoff,
     informer_stopped,
@@ -47,10 +54,6 @@ from webhook.cluster.api_server import (
 
 log = logging.getLogger(__name__)
 
-#: Server-side watch timeout (seconds); the informer then watches again from the last version.
-WATCH_TIMEOUT_SECONDS = 300
-CONNECT_TIMEOUT_SECONDS = 10.0
-REQUEST_TIMEOUT_SECONDS = 30.0
 #: Least time between two watch requests of one informer, seconds.
 MIN_WATCH_SPACING_SECONDS = 1.0
 

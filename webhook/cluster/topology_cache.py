@@ -67,6 +67,9 @@ from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
 from webhook.cluster.api_server import (
+    CONNECT_TIMEOUT_SECONDS,
+    REQUEST_TIMEOUT_SECONDS,
+    WATCH_TIMEOUT_SECONDS,
     ApiServerReachability,
     Backoff,
     informer_stopped,
@@ -83,12 +86,8 @@ GROUP = "kai.scheduler"
 VERSION = "v1alpha1"
 PLURAL = "topologies"
 
-#: Server-side watch timeout in seconds (client-go uses 5-10 min); the watch then resumes.
-DEFAULT_WATCH_TIMEOUT_SECONDS = 300
-#: HTTP connect timeout in seconds for list and watch requests.
-CONNECT_TIMEOUT_SECONDS = 10.0
 #: Read timeout of a list request, in seconds.
-LIST_READ_TIMEOUT_SECONDS = 30.0
+LIST_READ_TIMEOUT_SECONDS = REQUEST_TIMEOUT_SECONDS
 #: Extra read time beyond the watch's ``timeoutSeconds`` before the client gives up on a silent
 #: connection (bookmarks arrive about once a minute, so a healthy watch is never that quiet).
 WATCH_READ_SLACK_SECONDS = 60.0
@@ -176,7 +175,7 @@ class LiveTopologyCatalog:
         api_client: k8s_client.ApiClient,
         *,
         backoff: Backoff | None = None,
-        watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
+        watch_timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
         reachability: ApiServerReachability | None = None,
     ):
         if not isinstance(watch_timeout_seconds, int) or watch_timeout_seconds < 1:

@@ -19,7 +19,7 @@ Rules:
   gang waits (``incomplete``, or ``invalid`` with the reason).
 * **Used capacity**: :func:`webhook.placement.occupancy.occupied_node` — every live pod with
   ``spec.nodeName`` AND every live pod that is not bound, not gated by this webhook and pinned by
-  ``nodeSelector["kubernetes.io/hostname"]`` (released, whoever released it: kube-scheduler can
+  ``nodeSelector[kubernetes.io/hostname]`` (released, whoever released it: kube-scheduler can
   only put it there) is charged to its node, as ``place --cluster`` charges it. Pods a gang
   releases are charged as soon as it is placed, so two gangs decided on one ledger never share
   capacity.

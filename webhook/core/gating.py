@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import keys
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.core.patching import pointer
 from webhook.core.warning_rules import text
@@ -40,8 +41,6 @@ GANG_REQUIRED = "segments.dev/topology-required-placement"
 GANG_PREFERRED = "segments.dev/topology-preferred-placement"
 #: Every annotation this module writes on templates; a pod carrying one belongs to a gang.
 GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED)
-#: The node label the controller pins a released pod to (``spec.nodeSelector``).
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def gang_template_annotations(size: int, topology: str | None, required: str | None,
@@ -135,7 +134,7 @@ def release_patch(pod: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
 
     A ``test`` of the gate's position (so a gate list that changed meanwhile fails the patch
     instead of removing another gate), the ``remove`` of the gate, and the ``add`` of
-    ``spec.nodeSelector["kubernetes.io/hostname"] = node`` (the whole map when absent). KEP-3838
+    ``spec.nodeSelector[kubernetes.io/hostname] = node`` (the whole map when absent). KEP-3838
     allows exactly these changes on a gated pod: removing gates and adding node-selector entries
     (never changing or removing one). Raises ``ValueError`` when the pod is not gated, or
     already selects another host (that entry cannot change while gated).

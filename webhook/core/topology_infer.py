@@ -41,11 +41,10 @@ from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
 from typing import Any
 
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import json_type, quote
 from webhook.errors import SegmentWebhookError
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 #: Values that mean "not known" (DESIGN.md §12): compared after stripping and lower-casing; ""
 #: is the empty value. ``no-imds-data`` is what EKS writes when the instance metadata is unreachable.
 PLACEHOLDER_VALUES = frozenset({"", "unknown", "none", "no-imds-data"})

@@ -65,6 +65,7 @@ from webhook.errors import SegmentWebhookError
 from webhook.http import envelope, wsgi_extensions
 from webhook.http.bounds import bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
+from webhook.http.options import DEFAULT_READ_TIMEOUT
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -79,9 +80,6 @@ DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 #: the worker's review thread), so that their CPU time does not hold up small reviews: the seed's
 #: PyTorchJob review is about 2 KB and takes about 1 ms.
 RUN_APART_BYTES = 32 * 1024
-#: Default for ``create_app(read_timeout=...)``: seconds a 413's body is drained at most.
-DEFAULT_READ_TIMEOUT = 10.0
-
 #: The clock of review latency (a module attribute so that tests can replace it).
 _clock = time.perf_counter
 

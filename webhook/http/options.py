@@ -8,6 +8,9 @@ from typing import Any
 
 from webhook.http.tls import CertificateReloader
 
+#: Default ``read_timeout`` of :class:`ServeOptions` (``--read-timeout``), seconds.
+DEFAULT_READ_TIMEOUT = 10.0
+
 
 @dataclass
 class ServeOptions:
@@ -33,7 +36,7 @@ class ServeOptions:
     keyfile: str | None = None
     reloader: CertificateReloader | None = None
     workers: int = 2
-    read_timeout: float = 10.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT
     graceful_timeout: int = 30
     keepalive: int = 120
     timeout: int = 30

@@ -60,6 +60,7 @@ from gunicorn.http import errors as gunicorn_errors
 from gunicorn.workers.ggevent import GeventWorker
 
 from webhook.http import wsgi_extensions
+from webhook.http.options import DEFAULT_READ_TIMEOUT
 from webhook.http.serving_log import SocketTimeoutAsInfo
 
 WSGIApplication = Callable[..., Any]
@@ -258,7 +259,7 @@ class WebhookWorker(GeventWorker):
     module docstring. Built per ``read_timeout`` by :func:`worker_class`; gunicorn instantiates it
     in each worker process."""
 
-    read_timeout: float = 10.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     # ---------------------------------------------------------------- process
     def init_process(self) -> None:

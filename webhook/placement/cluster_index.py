@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import EligibilityIndex
@@ -148,6 +149,6 @@ class ClusterIndex:
 
     def display_depth(self, depth: int) -> int:
         """A shared node is reported at the hostname level when the topology's lowest level is it."""
-        if depth == self.node_depth and self.levels and self.levels[-1] == "kubernetes.io/hostname":
+        if depth == self.node_depth and self.levels and self.levels[-1] == HOSTNAME:
             return depth - 1
         return depth

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.keys import HOSTNAME
 from webhook.errors import SegmentWebhookError
 
-HOSTNAME = "kubernetes.io/hostname"
+__all__ = ["HOSTNAME", "Gang", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
 
 
 class PlacementError(SegmentWebhookError, ValueError):

@@ -4,7 +4,7 @@
 the live controller all ask this module, so a pod counts the same everywhere:
 
 * :func:`occupied_node` — the node a pod holds capacity on: ``spec.nodeName`` (bound), else, for a
-  pod that is NOT gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]`` (released
+  pod that is NOT gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]`` (released
   but not bound yet: kube-scheduler can only put it there, DESIGN.md §9); ``None`` for a
   ``Succeeded``/``Failed`` pod (a terminated pod holds nothing, as in kube-scheduler). A pod that
   is being deleted (``metadata.deletionTimestamp``) still holds its node until it is gone, as
@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from webhook.core import gating
+from webhook.core.keys import HOSTNAME
 from webhook.core.topology import Topology
 
 if TYPE_CHECKING:  # the snapshot reader charges with occupied_node: no import cycle at run time
@@ -61,7 +62,7 @@ def is_deleting(pod: Mapping[str, Any]) -> bool:
 
 def occupied_node(pod: Mapping[str, Any]) -> str | None:
     """The node ``pod`` holds capacity on (module docstring): ``spec.nodeName``; else, when the
-    pod is not gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]``; ``None``
+    pod is not gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]``; ``None``
     for a terminated pod, a gated pod and a pod pinned nowhere. Never raises (malformed fields
     read as absent)."""
     if is_terminated(pod):
@@ -72,7 +73,7 @@ def occupied_node(pod: Mapping[str, Any]) -> str | None:
         return node
     if gating.is_gated(pod):
         return None
-    pinned = _section(spec, "nodeSelector").get(gating.HOSTNAME)
+    pinned = _section(spec, "nodeSelector").get(HOSTNAME)
     return pinned if isinstance(pinned, str) and pinned else None
 
 

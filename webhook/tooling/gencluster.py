@@ -11,10 +11,12 @@ import hashlib
 import random
 from typing import Any
 
-ZONE = "topology.kubernetes.io/zone"
+from webhook.core import keys
+
+ZONE = keys.ZONE
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
-HOST = "kubernetes.io/hostname"
+HOST = keys.HOSTNAME
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16

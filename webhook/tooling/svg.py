@@ -9,6 +9,7 @@ import textwrap
 from html import escape
 from typing import Any
 
+from webhook.core.keys import HOSTNAME
 from webhook.placement.engine import ClusterIndex, Placement
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -44,7 +45,7 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
     for v in pods_on.values():
         v.sort(key=lambda p: (seg_of.get(p) or (-1, -1), p))
     # the leaf row is the node; a lowest level of kubernetes.io/hostname is the node itself
-    k = index.node_depth - 1 if index.levels and index.levels[-1] == "kubernetes.io/hostname" else index.node_depth
+    k = index.node_depth - 1 if index.levels and index.levels[-1] == HOSTNAME else index.node_depth
     # tree of used domains: dict path-of-ids -> children
     used = sorted(pods_on)
     out: list[str] = []
