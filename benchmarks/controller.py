@@ -27,7 +27,7 @@ import statistics
 import time
 
 from webhook.controller.decision import ParseCache, decide, decide_gang, gang_key_of, ledger_of
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.engine import ClusterIndex, place
 from webhook.placement.expand import expand

@@ -91,7 +91,7 @@ def _template(gpus: int = 4, annotations: dict | None = None) -> dict:
 def kind_gang(family: str, pods: int) -> Gang:
     """The gang of a §3b family: ``pods`` pods (rounded down to whole Jobs / replicas), segments of 8
     preferred in a rack, the workload preferred in a block, expanded and admitted as ``place`` does."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import StaticTopologyCatalog
     from webhook.placement.expand import expand
 

@@ -114,7 +114,7 @@ def granian_app():
     """The webhook's app as ``serve`` builds it (embedded topology, default settings), for granian
     (``--granian``: the server with public head-deadline settings weighed in the README)."""
     from webhook.cli.flags import static_topologies
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.http.app import create_app
 
     catalog, default = static_topologies(None, None)

@@ -16,7 +16,7 @@ import pytest
 from conftest import load_example
 from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, decide
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand
 

@@ -9,8 +9,8 @@ import jsonpatch
 import pytest
 
 from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 
 RACK = "cloud.provider.com/topology-rack"
 ZONE = "topology.kubernetes.io/zone"

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 
 from conftest import make_request
 from test_core_segments import lws_groups, lws_subgroup_index_oracle
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog
 
 INDEX = "kai.scheduler/segment-index"

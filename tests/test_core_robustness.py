@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import dispatch
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 CATALOG = default_catalog()

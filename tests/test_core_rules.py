@@ -13,9 +13,9 @@ import jsonpatch
 import pytest
 
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.rules import RULES
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.http.bounds import bounded_review
 from webhook.manifests import load_topology_files

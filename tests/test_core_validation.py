@@ -10,8 +10,8 @@ import jsonpatch
 import pytest
 
 from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, UnsyncedCatalog, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 
 ZONE = "topology.kubernetes.io/zone"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from conftest import CRDS, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

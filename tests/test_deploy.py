@@ -774,8 +774,8 @@ def _pruning_schema(node):
 def test_webhook_patch_of_the_native_example_fits_the_crd(dw_schema):
     """The webhook's automatic placement (DESIGN.md §6, native kind) writes annotations the CRD
     keeps: the patched object validates with pruning made strict."""
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.review import review
-    from webhook.core.settings import AdmissionSettings
     from webhook.core.topology import default_catalog
 
     obj = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())

@@ -7,10 +7,10 @@ import jsonpatch
 import pytest
 
 from conftest import WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.gating import release_patch
 from webhook.core.kinds.registry import gang_key
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 
 GATING = AdmissionSettings(gate_pods=True)
 PLAIN = AdmissionSettings()

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.http import envelope
 from webhook.http.app import MAX_BODY_BYTES, create_app

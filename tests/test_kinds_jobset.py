@@ -17,8 +17,8 @@ import yaml
 
 from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
 from webhook.controller.decision import decide
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"

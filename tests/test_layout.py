@@ -249,7 +249,7 @@ def test_warnings_are_given_only_through_the_registry():
 
 def test_the_old_home_of_decision_is_gone():
     # core/decision.py was split into core/admission_decision.py (Decision, Violation) and
-    # core/settings.py (AdmissionSettings): the old name must not come back, nor be imported
+    # core/admission_settings.py (AdmissionSettings): the old name must not come back, nor be imported
     assert not (PACKAGE / "core" / "decision.py").exists()
     users = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.parent.rglob("*.py"))
              if ".git" not in p.parts and re.search(r"webhook\.core\.decision\b|from webhook\.core import decision",

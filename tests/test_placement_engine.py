@@ -103,7 +103,7 @@ def test_a_webhook_patch_that_does_not_apply_is_named(monkeypatch):
     from types import SimpleNamespace
 
     import webhook.core.review
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import default_catalog
     from webhook.placement.expand import ExpandError, expand
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from serving import running_serve
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics

@@ -34,9 +34,9 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import SIZE, TOPO, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.keys import KAI_KEYS
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 CATALOG = default_catalog()

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conftest import SEG_REQ, SIZE, TOPO, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 CATALOG = default_catalog()

@@ -284,7 +284,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
                        gate_pods: bool = False, segment_env: bool = False) -> Any:
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b)."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
 
     return AdmissionSettings(
         platform_users=frozenset(u for u in users or () if u),

@@ -87,7 +87,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         default_topology = next(iter(topologies))
     catalog = StaticTopologyCatalog(list(topologies.values()))
     if workload_paths:
-        from webhook.core.settings import AdmissionSettings
+        from webhook.core.admission_settings import AdmissionSettings
         from webhook.placement.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)

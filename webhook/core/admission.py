@@ -26,7 +26,7 @@ from webhook.core.messages import quote
 
 if TYPE_CHECKING:  # the types of the seam; imported at run time they would make a cycle
     from webhook.core.admission_decision import Decision
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import TopologyCatalog
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"

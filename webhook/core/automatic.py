@@ -19,9 +19,9 @@ from typing import Any
 
 from webhook.core import keys
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import Topology, TopologyCatalog
 from webhook.core.warning_rules import say
 

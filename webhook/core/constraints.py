@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, Sourced
 from webhook.core.resolution import (
@@ -26,7 +27,6 @@ from webhook.core.resolution import (
     topology_source_field,
 )
 from webhook.core.segments import parse_plain_decimal
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import Topology, TopologyCatalog
 from webhook.core.warning_rules import say
 

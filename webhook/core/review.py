@@ -11,8 +11,8 @@ from typing import Any
 
 from webhook.core.admission import AdmissionRequest
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import dispatch
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 
 

@@ -58,8 +58,8 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 from webhook.http import envelope, wsgi_extensions
@@ -226,7 +226,7 @@ def create_app(
 
     ``catalog``: a ``TopologyCatalog`` (``.synced``, ``.get(name)``, ``.names()``; a live one may
     also have ``.stop()``, called by the server when the worker exits). ``settings``:
-    ``webhook.core.settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
+    ``webhook.core.admission_settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:

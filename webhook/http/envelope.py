@@ -37,8 +37,8 @@ from typing import Any, cast
 import orjson
 
 from webhook.core.admission import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import json_type, quote
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 

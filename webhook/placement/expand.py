@@ -30,12 +30,12 @@ from typing import Any
 import jsonpatch
 
 from webhook.core import keys
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import trainingruntime
 from webhook.core.kinds.description import ShapeError
 from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, segment_group
 from webhook.core.kinds.registry import pod_role as _pod_role
 from webhook.core.messages import quote
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 from webhook.placement.eligibility import pod_request

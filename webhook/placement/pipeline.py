@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import ExpandError, expand

@@ -15,11 +15,11 @@ from typing import Any
 
 from webhook.core.admission import AdmissionHandler
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import pod
 from webhook.core.kinds.registry import DESCRIPTIONS
 from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 
 #: The kind handler's signature: :class:`webhook.core.admission.AdmissionHandler`.

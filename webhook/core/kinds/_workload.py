@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from webhook.core import gating, keys
 from webhook.core.admission_decision import Decision, Violation
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.automatic import Defaults, update_defaults
 from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
 from webhook.core.messages import UNSET, key_field
@@ -24,7 +25,6 @@ from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.resolution import Resolution
 from webhook.core.rules import check_unchanged, malformed
 from webhook.core.segments import parse_plain_decimal
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
 

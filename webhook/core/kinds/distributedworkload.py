@@ -19,6 +19,7 @@ from typing import Any
 
 from webhook.core import automatic, keys
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, lenient_count, pod_template, replicas
@@ -27,7 +28,6 @@ from webhook.core.messages import UNSET
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs, SpecSizeField
 from webhook.core.rules import check_native_framework, malformed, violate
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 
 KIND = "DistributedWorkload"

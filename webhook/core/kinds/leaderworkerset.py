@@ -36,6 +36,7 @@ from typing import Any
 
 from webhook.core import keys
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, Plan, ReaderEdits, UpdateContext, review_workload
 from webhook.core.kinds.description import (
@@ -69,7 +70,6 @@ from webhook.core.rules import (
     malformed,
 )
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
 

@@ -33,13 +33,13 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.description import pod_int
 from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
 from webhook.core.messages import UNSET, quote
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import check_object_meta, read_string_map
 from webhook.core.rules import malformed
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import text as warning_text
 

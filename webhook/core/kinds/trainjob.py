@@ -27,6 +27,7 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
@@ -35,7 +36,6 @@ from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
 
