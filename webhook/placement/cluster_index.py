@@ -18,8 +18,7 @@ from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import EligibilityIndex
-from webhook.placement.model import Placement, PlacementError, PodRequest
-from webhook.placement.snapshot import Node
+from webhook.placement.model import Node, Placement, PlacementError, PodRequest
 
 
 class ClusterIndex:

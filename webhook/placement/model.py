@@ -14,7 +14,7 @@ from typing import Any
 from webhook.core.keys import HOSTNAME
 from webhook.errors import SegmentWebhookError
 
-__all__ = ["HOSTNAME", "Gang", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
+__all__ = ["HOSTNAME", "Gang", "Node", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
 
 
 class PlacementError(SegmentWebhookError, ValueError):
@@ -95,3 +95,22 @@ class Placement:
     reason: str | None = None
     objective: tuple[Any, ...] = ()
     exact: bool = True
+
+
+@dataclass
+class Node:
+    """One node of the snapshot.
+
+    ``allocatable`` / ``free``: integer milli-units per resource name (``cpu`` 1 core = 1000,
+    ``memory`` 1 byte = 1000, ``pods`` 1 pod = 1000). ``free`` may be negative (over-committed).
+    ``taints``: the node's ``NoSchedule``/``NoExecute`` taints as ``(key, value, effect)``.
+    """
+
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, int]
+    free: dict[str, int]
+    unschedulable: bool = False
+    ready: bool = True
+    taints: tuple[tuple[str, str, str], ...] = ()
+    source: str = ""

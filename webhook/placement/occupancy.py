@@ -23,15 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from webhook.core import gating
 from webhook.core.keys import HOSTNAME
 from webhook.core.topology import Topology
-
-if TYPE_CHECKING:  # the snapshot reader charges with occupied_node: no import cycle at run time
-    from webhook.placement.cluster_index import ClusterIndex
-    from webhook.placement.snapshot import Node
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.model import Node
 
 #: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -192,8 +190,6 @@ class CapacityLedger:
         """The :class:`ClusterIndex` of ``topology`` (``None``: nodes alone) with every charge
         applied. The same object is returned until the node set changes; do not keep it across
         charges made by someone else without the caller's lock."""
-        from webhook.placement.cluster_index import ClusterIndex
-
         index = self._indexes.get(name)
         if index is None or index.topology != topology:
             index = ClusterIndex([replace(n, free=dict(n.allocatable)) for n in self._nodes.values()], topology)

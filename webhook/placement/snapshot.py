@@ -21,6 +21,7 @@ from webhook import manifests
 from webhook.core.messages import json_type, quote
 from webhook.core.topology import Topology, TopologyError
 from webhook.errors import SegmentWebhookError
+from webhook.placement.model import Node as Node  # the snapshot's nodes (their home: model)
 from webhook.placement.occupancy import occupied_node
 from webhook.placement.quantity import (
     MAX_MILLI,
@@ -38,25 +39,6 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 class SnapshotError(SegmentWebhookError, ValueError):
     """Bad snapshot input; the message names the file, the object and the field."""
-
-
-@dataclass
-class Node:
-    """One node of the snapshot.
-
-    ``allocatable`` / ``free``: integer milli-units per resource name (``cpu`` 1 core = 1000,
-    ``memory`` 1 byte = 1000, ``pods`` 1 pod = 1000). ``free`` may be negative (over-committed).
-    ``taints``: the node's ``NoSchedule``/``NoExecute`` taints as ``(key, value, effect)``.
-    """
-
-    name: str
-    labels: dict[str, str]
-    allocatable: dict[str, int]
-    free: dict[str, int]
-    unschedulable: bool = False
-    ready: bool = True
-    taints: tuple[tuple[str, str, str], ...] = ()
-    source: str = ""
 
 
 @dataclass
