@@ -1,20 +1,10 @@
 """Workload expansion (DESIGN.md §8): a workload manifest → the pods its controller would create,
 passed through the admission core so the engine places exactly the segments the webhook stamps.
 
-Pod naming and labels follow the upstream controllers, as each kind's description says
-(:attr:`webhook.core.kinds.description.KindDescription.controller_pods`):
-
-* PyTorchJob (Kubeflow training-operator): ``<job>-master-0``, ``<job>-worker-<i>``; labels
-  ``training.kubeflow.org/replica-type: master|worker``, ``…/replica-index``, ``…/job-name``,
-  ``…/operator-name: pytorchjob-controller``.
-* DistributedWorkload (``segments.dev/v1alpha1``, DESIGN.md §3): named and labelled the same way,
-  operator name ``distributedworkload-controller``.
-* TrainJob: the pods of the JobSet the Trainer builds from its runtime
-  (:mod:`webhook.core.kinds.trainingruntime`), named and labelled as JobSet pods.
-* LeaderWorkerSet: one group per replica; leader ``<lws>-<g>``, workers ``<lws>-<g>-<w>``; labels
-  ``leaderworkerset.sigs.k8s.io/name``, ``…/group-index``, ``…/worker-index``; annotations
-  ``leaderworkerset.sigs.k8s.io/size`` and, when ``subGroupPolicy`` is set, ``…/subgroup-size``
-  (all pods) and ``…/subgroup-policy-type`` (leader pod, as upstream LWS does).
+Pod naming and labels follow the upstream controllers: every kind of the registry
+(:data:`webhook.core.kinds.registry.DESCRIPTIONS`) says how its controller names and labels its
+pods (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`, with the upstream
+source), and this module follows that; no kind is named here.
 
 The workload (CREATE), then each pod (CREATE), goes through :func:`webhook.core.review.review`;
 the returned JSONPatch is applied with ``jsonpatch``.
