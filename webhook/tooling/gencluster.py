@@ -200,7 +200,7 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
     rng = random.Random(seed)
     wz, wb, wr, wn = (len(str(x - 1)) for x in (zones, blocks, racks, nodes))
     items: list[dict[str, Any]] = []
-    names = []
+    names: list[str] = []
     for z in range(zones):
         for b in range(blocks):
             for r in range(racks):
