@@ -244,13 +244,26 @@ def create_app(
     app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
     counter = metrics
-    worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
     def get_metrics() -> ReviewMetrics:
         nonlocal counter
         if counter is None:
             counter = default_metrics()
         return counter
+
+    admit = _admission_view(catalog, settings, review_fn, get_metrics, max_body_bytes, read_timeout)
+    _add_routes(app, admit, catalog, tls_ready, get_metrics, max_body_bytes)
+    coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
+    if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
+        raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
+    return app
+
+
+def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, review_fn: envelope.ReviewFunction,
+                    get_metrics: Callable[[], ReviewMetrics], max_body_bytes: int,
+                    read_timeout: float) -> Callable[[bool], Response]:
+    """The body of ``/mutate`` and ``/validate`` for :func:`create_app` (its arguments of the same
+    names): ``admit(mutate)`` reads and bounds the body, reviews it, and counts and logs the review."""
 
     def closing(resp: Response, drain_bytes: int = 0) -> Response:
         """``resp`` with ``Connection: close``; after it is written, drain up to ``drain_bytes``
@@ -306,6 +319,17 @@ def create_app(
             log.exception("could not record metrics/log for uid=%s", outcome.uid)
         return resp
 
+    return admit
+
+
+def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: TopologyCatalog,
+                tls_ready: Callable[[], bool] | None, get_metrics: Callable[[], ReviewMetrics],
+                max_body_bytes: int) -> None:
+    """Register :func:`create_app`'s views and error handlers on ``app``: ``/mutate`` and
+    ``/validate`` (``admit``), ``/healthz``, ``/readyz`` (header :data:`WORKER_HEADER`: this
+    worker's pid), ``/metrics``, and JSON answers for werkzeug's HTTP errors."""
+    worker_id = str(os.getpid())  # the app is built in each worker after the fork
+
     @app.post("/mutate")
     def mutate() -> Response:
         """Mutating admission: validation + JSONPatch (DESIGN.md §1)."""
@@ -352,8 +376,3 @@ def create_app(
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         return _json({"error": exc.description, "code": exc.code}, exc.code or 400)
-
-    coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
-    if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
-        raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
-    return app
