@@ -310,6 +310,41 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
     findings: list[Finding] = []
     levels = list(levels)
     aliases = aliases or {}
+    raw, missing, placeholders = _read_levels(levels, nodes, given)
+    if any(missing.values()):
+        kept_positions = [position for position, row in enumerate(zip(*raw)) if None not in row]
+        columns = [[column[p] for p in kept_positions] for column in raw]
+        kept_names = [nodes[p].name for p in kept_positions]
+    else:
+        columns = raw
+        kept_names = [node.name for node in nodes]
+    if not nodes:
+        findings.append(Finding(NO_NODES, ", ".join(levels), "no nodes to check the Topology against",
+                                "dump the nodes with `kubectl get nodes -o yaml`", topology=topology))
+        return findings, [], 0
+    findings.extend(_missing_findings(levels, nodes, missing, placeholders, topology))
+    kept = len(kept_names)
+    stats = [_level_stats(key, column, tuple(aliases.get(key, ()))) for key, column in zip(levels, columns)]
+    if HOSTNAME in levels and levels[-1] != HOSTNAME:
+        findings.append(Finding(
+            ORDER, HOSTNAME, f"is level {levels.index(HOSTNAME) + 1} of {len(levels)}; it must be the last level "
+                             "(KAI's and Kueue's Topology CRDs reject it anywhere else)",
+            f"move {HOSTNAME} to the end of spec.levels", (), (), topology))
+    if kept == 0:
+        return findings, stats, 0
+    findings.extend(_alike_findings(levels, columns, stats, kept, topology))
+    single = {stat.key for stat in stats if stat.domains == 1 and kept >= 2}
+    findings.extend(_nesting_findings(levels, columns, stats, kept_names, single, topology))
+    findings.extend(_hostname_findings(levels, columns, kept_names, topology))
+    findings.extend(_collisions(levels, columns, kept_names, topology))
+    return findings, stats, kept
+
+
+def _read_levels(levels: list[str], nodes: Sequence[NodeLabels], given: Mapping[str, Sequence[str | None]] | None,
+                 ) -> tuple[list[list[str | None]], dict[str, list[str]], dict[tuple[str, str], list[str]]]:
+    """The values of ``levels`` on ``nodes``, one column per level (``None`` where a node lacks the
+    label or carries a placeholder value), the names of the nodes missing each level, and the
+    nodes of each (level, placeholder value)."""
     missing: dict[str, list[str]] = {key: [] for key in levels}
     placeholders: dict[tuple[str, str], list[str]] = defaultdict(list)
     label_maps = [node.labels for node in nodes]
@@ -327,18 +362,14 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 placeholders[(key, value)].append(nodes[position].name)
                 missing[key].append(nodes[position].name)
                 column[position] = None
-    if any(missing.values()):
-        kept_positions = [position for position, row in enumerate(zip(*raw)) if None not in row]
-        columns = [[column[p] for p in kept_positions] for column in raw]
-        kept_names = [nodes[p].name for p in kept_positions]
-    else:
-        columns = raw
-        kept_names = [node.name for node in nodes]
+    return raw, missing, placeholders
+
+
+def _missing_findings(levels: list[str], nodes: Sequence[NodeLabels], missing: Mapping[str, list[str]],
+                      placeholders: Mapping[tuple[str, str], list[str]], topology: str) -> list[Finding]:
+    """The findings of placeholder values and of nodes left out of a level (:func:`_read_levels`)."""
+    findings: list[Finding] = []
     total = len(nodes)
-    if not total:
-        findings.append(Finding(NO_NODES, ", ".join(levels), "no nodes to check the Topology against",
-                                "dump the nodes with `kubectl get nodes -o yaml`", topology=topology))
-        return findings, [], 0
     for (key, value), names in sorted(placeholders.items()):
         names = sorted(names)
         findings.append(Finding(
@@ -364,15 +395,14 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                           f"KAI and Kueue leave them out of this Topology without a word: {names_text(names)}",
             f"label them (kubectl label node NAME {key}=VALUE), or give them a Topology of their own without this "
             "level", (), tuple(names), topology))
-    kept = len(kept_names)
-    stats = [_level_stats(key, column, tuple(aliases.get(key, ()))) for key, column in zip(levels, columns)]
-    if HOSTNAME in levels and levels[-1] != HOSTNAME:
-        findings.append(Finding(
-            ORDER, HOSTNAME, f"is level {levels.index(HOSTNAME) + 1} of {len(levels)}; it must be the last level "
-                             "(KAI's and Kueue's Topology CRDs reject it anywhere else)",
-            f"move {HOSTNAME} to the end of spec.levels", (), (), topology))
-    if kept == 0:
-        return findings, stats, 0
+    return findings
+
+
+def _alike_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats], kept: int,
+                    topology: str) -> list[Finding]:
+    """Levels that constrain nothing (one domain for all kept nodes) and levels listed twice (the
+    same split of the kept nodes)."""
+    findings: list[Finding] = []
     if kept >= 2:
         for key, column, stat in zip(levels, columns, stats):
             if stat.domains == 1:
@@ -396,6 +426,13 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 f"keep one of them in spec.levels (e.g. {first})", (first, key), (), topology))
         else:
             signatures[sig] = key
+    return findings
+
+
+def _nesting_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats],
+                      kept_names: list[str], single: set[str], topology: str) -> list[Finding]:
+    """Each pair of adjacent levels: listed in the wrong order, or a lower value under two parents."""
+    findings: list[Finding] = []
     for upper_at in range(len(levels) - 1):
         upper_key, lower_key = levels[upper_at], levels[upper_at + 1]
         upper, lower = columns[upper_at], columns[upper_at + 1]
@@ -424,6 +461,13 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
             f"give each {lower_key} value one {upper_key} parent (make the values unique, e.g. prefix the "
             f"{upper_key} value), or relabel the nodes that sit under the wrong parent",
             tuple(value for value, _ in straddlers), tuple(names), topology))
+    return findings
+
+
+def _hostname_findings(levels: list[str], columns: list[list[str | None]], kept_names: list[str],
+                       topology: str) -> list[Finding]:
+    """One ``kubernetes.io/hostname`` value on more than one node (the last level only)."""
+    findings: list[Finding] = []
     if levels[-1] == HOSTNAME:
         repeated = sorted(value for value, count in Counter(columns[-1]).items() if count > 1)
         if repeated:
@@ -434,8 +478,7 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 f": a pod pinned to one of them by {HOSTNAME} may land on the other: {names_text(names)}",
                 f"give every node its own {HOSTNAME} (the kubelet's --hostname-override)",
                 tuple(repeated), tuple(names), topology))
-    findings.extend(_collisions(levels, columns, kept_names, topology))
-    return findings, stats, kept
+    return findings
 
 
 def _collisions(levels: Sequence[str], columns: Sequence[Sequence[str]], names: Sequence[str],
