@@ -707,6 +707,25 @@ def _hardware_text(hardware: Sequence[tuple[str, int]]) -> str:
     return ", ".join(f"{hw or 'no instance type'} ({count:,})" for hw, count in hardware)
 
 
+def _constraining(keys: list[str], local: Mapping[str, Sequence[str | None]], findings: list[Finding],
+                  scope: str) -> list[str]:
+    """``keys`` without the hostname and without single-domain keys (they constrain nothing; each is
+    reported in ``findings``, its message starting with ``scope``), in their order."""
+    levels = []
+    for key in keys:
+        if key == HOSTNAME:
+            continue
+        values = {value for value in local[key] if value is not None}
+        carriers = sum(1 for value in local[key] if value is not None)
+        if len(values) == 1 and carriers >= 2:
+            findings.append(Finding(
+                SINGLE, key, f"{scope}all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
+                             "level would be the whole cluster, so it is left out", "", tuple(values), ()))
+            continue
+        levels.append(key)
+    return levels
+
+
 def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Sequence[str | None]],
            findings: list[Finding], extra: frozenset[str], scope: str = ""
            ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -755,19 +774,7 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
                 ALIAS, kept, f"{scope}{', '.join(others)} split{'s' if len(others) == 1 else ''} the nodes exactly as {kept} "
                              f"does: one level; {kept} is kept ({family_of(kept)} key)",
                 "", others, ()))
-    # single-domain keys constrain nothing
-    levels = []
-    for key in representatives:
-        if key == HOSTNAME:
-            continue
-        values = {value for value in local[key] if value is not None}
-        carriers = sum(1 for value in local[key] if value is not None)
-        if len(values) == 1 and carriers >= 2:
-            findings.append(Finding(
-                SINGLE, key, f"{scope}all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
-                             "level would be the whole cluster, so it is left out", "", tuple(values), ()))
-            continue
-        levels.append(key)
+    levels = _constraining(representatives, local, findings, scope)
     # keys that do not nest are never ordered silently: the key that fails to nest with the most
     # others is left out, again until every pair nests; keys tied for the most are all left out
     pairs = [(upper, lower) for i, upper in enumerate(levels) for lower in levels[i + 1:]
