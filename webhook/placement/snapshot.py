@@ -337,6 +337,21 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
                 continue
             topologies.setdefault(topo.name, topo)
             topology_where.setdefault(topo.name, f"{source}: {here}")
+    bound = _charge_pods(pods, nodes, parsed, problems)
+    if problems:
+        raise snapshot_problems(problems)
+    return Snapshot(
+        nodes=[nodes[k] for k in sorted(nodes)],
+        topologies=[topologies[k] for k in sorted(topologies)],
+        bound_pods=bound,
+    )
+
+
+def _charge_pods(pods: list[tuple[str, str, Mapping[str, Any]]], nodes: dict[str, Node], parsed: ParsedSink | None,
+                 problems: list[str]) -> int:
+    """Charge each pod that occupies a node of ``nodes`` (:func:`occupied_node`) to its node's
+    ``free`` (clamped to :data:`MAX_MILLI`); problems are appended to ``problems``. Returns the
+    number of pods charged. :func:`build_snapshot`'s second pass."""
     bound = 0
     for source, here, obj in pods:
         try:
@@ -367,13 +382,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
         for res, v in req.items():
             # clamped like every quantity, so huge requests on one node stay within int64
             node.free[res] = max(-MAX_MILLI, node.free.get(res, 0) - v)
-    if problems:
-        raise snapshot_problems(problems)
-    return Snapshot(
-        nodes=[nodes[k] for k in sorted(nodes)],
-        topologies=[topologies[k] for k in sorted(topologies)],
-        bound_pods=bound,
-    )
+    return bound
 
 
 def no_topology_message(path: str) -> str:
