@@ -177,6 +177,24 @@ def _controller_pods(obj: Mapping[str, Any], kind: str) -> list[tuple[int, dict[
     return [(p.group, _pod(p.name, ns, p.template, p.labels, p.annotations), p.path) for p in made]
 
 
+def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """A deep copy of ``workload`` (its namespace defaulted to ``default``) and its kind. Raises
+    :class:`ExpandError` when it is not an object, its kind is not one of :data:`SUPPORTED`, or
+    ``metadata.name`` is missing."""
+    if not isinstance(workload, Mapping):
+        raise ExpandError("the workload file must hold one Kubernetes object")
+    kind = workload.get("kind")
+    if kind not in SUPPORTED:
+        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
+    meta = workload.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ExpandError("metadata.name is missing")
+    obj = copy.deepcopy(dict(workload))
+    obj["metadata"] = dict(meta)
+    obj["metadata"].setdefault("namespace", "default")
+    return obj, kind
+
+
 def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings,
            user: str = "kubectl-user", groups: list[str] | None = None,
            runtimes: Sequence[Mapping[str, Any]] = ()) -> Expansion:
@@ -194,17 +212,8 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
     names the field).
     """
     groups = list(groups or [])
-    if not isinstance(workload, Mapping):
-        raise ExpandError("the workload file must hold one Kubernetes object")
-    kind = workload.get("kind")
-    if kind not in SUPPORTED:
-        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
-    meta = workload.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ExpandError("metadata.name is missing")
-    obj = copy.deepcopy(dict(workload))
-    obj["metadata"] = dict(meta)
-    obj["metadata"].setdefault("namespace", "default")
+    obj, kind = _workload_copy(workload)
+    meta = obj["metadata"]
     _precheck_pod_count(obj, kind)
     runtime = None
     if kind == trainingruntime.TRAINJOB:
