@@ -32,6 +32,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 import yaml
 
@@ -50,7 +53,7 @@ RACK = "cloud.provider.com/topology-rack"
 BLOCK = "cloud.provider.com/topology-block"
 
 
-def job(workers: int, size: int, gpus: int) -> dict:
+def job(workers: int, size: int, gpus: int) -> dict[str, Any]:
     """A PyTorchJob of ``workers`` workers of ``gpus`` GPUs, segments of ``size`` at rack."""
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": f"bench-{workers}-{size}-{gpus}"},
             "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": workers, "template": {
@@ -65,9 +68,13 @@ QUESTIONS = {"fits": job(512, 8, 2), "size": job(128, 128, 1), "free": job(64, 8
 SHAPE = f"pods=64,segment-size=8,nvidia.com/gpu=1,segment-level={RACK},workload-level={BLOCK}"
 
 
-def timed(function, reps: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(reps):
+Result = TypeVar("Result")
+
+
+def timed(function: Callable[[], Result], reps: int) -> tuple[float, Result]:
+    """Median seconds of ``reps`` calls of ``function`` (a collection before each) and its last result."""
+    times = []
+    for _ in range(max(1, reps)):
         gc.collect()
         start = time.perf_counter()
         result = function()
@@ -92,15 +99,15 @@ def main() -> int:
               f"{time.perf_counter() - start:.2f} s (not in the figures below)", flush=True)
     print(f"{'question':<10} {'plain place':>12} {'what-if':>10} {'ratio':>7}  verdict / changes")
     for name, workload in QUESTIONS.items():
-        plain, placed = timed(lambda w=workload: place_workload(w, snapshot), args.reps)
-        asked, result = timed(lambda w=workload: what_if(w, snapshot, occupants, planner_for(snapshot)), args.reps)
+        plain, placed = timed(partial(place_workload, workload, snapshot), args.reps)
+        asked, result = timed(partial(what_if, workload, snapshot, occupants, planner_for(snapshot)), args.reps)
         changes = "; ".join(v.change.text for v in result.changes)[:150] or (result.no_change or "")[:150]
         print(f"{name:<10} {plain:>10.3f} s {asked:>8.3f} s {asked / plain:>7.1f}  {result.verdict}"
               f"{' (place exit ' + str(placed.exit_code) + ')'}: {changes}", flush=True)
     plain, _ = timed(lambda: place_workload(job(64, 8, 1), snapshot), args.reps)
     topology = snapshot.topologies[0]
     asked, report = timed(lambda: capacity(ClusterIndex(snapshot.nodes, topology), parse_shape(SHAPE)), args.reps)
-    rows = sum(len(v) for v in report.levels.values()) + 1
+    rows = sum(len(domains) for domains in report.levels.values()) + 1
     print(f"{'capacity':<10} {plain:>10.3f} s {asked:>8.3f} s {asked / plain:>7.1f}  {rows:,} domains; cluster: "
           f"{report.cluster.segments:,} segments, {report.cluster.gangs:,} gangs of 64", flush=True)
     return 0

@@ -144,3 +144,32 @@ def test_what_if_bad_input_exits_2(racks_of_four, tmp_path, capsys):
     bad.write_text("kind: Deployment\nmetadata: {name: d}\n")
     assert main(["place", "-f", str(bad), "--cluster", racks_of_four, "--what-if"]) == 2
     assert 'kind "Deployment" is not supported' in capsys.readouterr().err
+
+
+def test_a_leaderworkerset_gets_fewer_replicas(ten_of_sixteen_busy, tmp_path, capsys):
+    """8 groups of 8 one-GPU pods (segments of 4 at rack) on 48 free GPUs: 6 groups fit; freeing
+    2 nodes (16 GPUs) fits all 8."""
+    path, _ = ten_of_sixteen_busy
+    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
+           "spec": {"replicas": 8, "leaderWorkerTemplate": {
+               "size": 8, "subGroupPolicy": {"subGroupSize": 4, "subGroupPolicyType": "LeaderWorker"},
+               "leaderTemplate": {"spec": {"containers": [{"name": "l", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+               "workerTemplate": {"metadata": {"annotations": {
+                   "kai.scheduler/topology": "cluster-topology",
+                   "kai.scheduler/segment-topology-required-placement": RACK}},
+                   "spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}}
+    code, doc = what_if(tmp_path, capsys, lws, path)
+    assert code == 1 and doc["verdict"] == "waiting-for-capacity"
+    kinds = [(c["change"]["kind"], c["change"]["from"], c["change"]["to"]) for c in doc["changes"]]
+    assert kinds == [("free-nodes", 0, 2), ("replicas", 8, 6)]
+    assert len(doc["changes"][1]["placement"]["assignments"]) == 48
+    lws["spec"]["replicas"] = 6
+    assert main(["place", "-f", write(tmp_path / "six.yaml", lws), "--cluster", path]) == 0
+
+
+def test_a_denied_workload_exits_1_without_changes(racks_of_four, tmp_path, capsys):
+    denied = job()
+    denied["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][SIZE] = "4x"
+    code, doc = what_if(tmp_path, capsys, denied, racks_of_four)
+    assert code == 1 and doc["verdict"] == "denied" and doc["changes"] == []
+    assert doc["reason"].startswith("denied by the webhook: ") and SIZE in doc["reason"]

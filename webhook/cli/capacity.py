@@ -56,8 +56,8 @@ def shape_of(exp: Expansion, source: str) -> GangShape:
     if exp.denied:
         raise UsageError(f"{source}: denied by the webhook: {exp.message}")
     gang = exp.gangs[0]
-    counts = Counter(tuple(sorted(p.requests.items())) for p in gang.pods)
-    requests = dict(max(counts, key=lambda k: counts[k]))
+    counts: Counter[tuple[tuple[str, int], ...]] = Counter(tuple(sorted(p.requests.items())) for p in gang.pods)
+    requests = dict(counts.most_common(1)[0][0])
     per_segment = Counter(p.segment for p in gang.pods if p.segment is not None)
     size = max(per_segment.values()) if per_segment else len(gang.pods)
     return GangShape(len(gang.pods), size, requests, gang.segment_required, gang.workload_required)

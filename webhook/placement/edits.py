@@ -49,15 +49,23 @@ def annotation_maps(obj: Any) -> Iterator[dict[str, Any]]:
 def _root_annotations(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.setdefault("metadata", {})
     annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    return annotations
+    if isinstance(annotations, dict):
+        return annotations
+    fresh: dict[str, Any] = {}
+    meta["annotations"] = fresh
+    return fresh
+
+
+def copy_object(workload: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of one object (:func:`copy_tree` of a mapping)."""
+    edited: dict[str, Any] = copy_tree(workload)
+    return edited
 
 
 def with_annotation(workload: dict[str, Any], key: str, value: str | None) -> dict[str, Any]:
     """``workload`` with annotation ``key`` set to ``value`` wherever it is written (on the root
     when nowhere), or removed everywhere when ``value`` is ``None``."""
-    edited = copy_tree(workload)
+    edited = copy_object(workload)
     found = False
     for annotations in annotation_maps(edited):
         if key in annotations:
@@ -75,7 +83,7 @@ def with_preferred_for_required(workload: dict[str, Any], required: str, preferr
     """``workload`` with the hard level annotation ``required`` removed and, where a map held it
     and no soft level ``preferred`` is written there, that level set as ``preferred`` (the
     constraint becomes soft at the same level, DESIGN.md §8 "Preferred")."""
-    edited = copy_tree(workload)
+    edited = copy_object(workload)
     for annotations in annotation_maps(edited):
         if required in annotations:
             level = annotations.pop(required)
@@ -106,7 +114,7 @@ def with_segment_size(workload: dict[str, Any], key: str, old: int, new: int) ->
 
 def with_spec_value(workload: dict[str, Any], field: str, value: int) -> dict[str, Any]:
     """``workload`` with ``spec.<field>`` set to ``value`` (LWS ``spec.replicas``)."""
-    edited = copy_tree(workload)
+    edited = copy_object(workload)
     spec = edited.get("spec")
     if isinstance(spec, dict):
         spec[field] = value

@@ -48,7 +48,7 @@ from webhook.placement.expand import Expansion, expand
 from webhook.placement.freeing import Occupant, Shape, fewest_nodes_to_free
 from webhook.placement.model import Gang, Placement, PlacementError
 from webhook.placement.pipeline import result_document
-from webhook.placement.shortfall import NEVER_FITS, shortfall
+from webhook.placement.shortfall import NEVER_FITS, Shortfall, shortfall
 from webhook.placement.snapshot import Snapshot
 
 FITS = "fits"
@@ -230,8 +230,7 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     base = planner.place_gangs(exp.gangs)
     if base.placed:
         return WhatIf(True, FITS, base, warnings=exp.warnings)
-    failing = _first_unplaced(planner, exp.gangs)
-    short = shortfall(index, failing, place(index, failing), place)
+    short = _classify(planner, exp.gangs)
     result = WhatIf(False, NEVER if short.kind == NEVER_FITS else WAITING, base, base.reason, warnings=exp.warnings)
     if short.kind != NEVER_FITS:
         result.waiting_for = {"resource": short.resource, "level": short.level, "domain": short.domain,
@@ -247,8 +246,9 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     return result
 
 
-def _first_unplaced(planner: Planner, gangs: Sequence[Gang]) -> Gang:
-    """The first gang that does not fit after the ones before it (the index charged meanwhile)."""
+def _classify(planner: Planner, gangs: Sequence[Gang]) -> Shortfall:
+    """:func:`webhook.placement.shortfall.shortfall` of the first gang that does not fit after the
+    ones before it, with those charged (as ``place`` charges them); ``index.free`` restored."""
     index = planner.index
     assert index is not None
     saved = index.free.copy()
@@ -256,11 +256,11 @@ def _first_unplaced(planner: Planner, gangs: Sequence[Gang]) -> Gang:
         for gang in gangs:
             res = place(index, gang)
             if not res.placed:
-                return gang
+                return shortfall(index, gang, res, place)
             index.commit(res, gang.pods)
     finally:
         index.free[:] = saved
-    return gangs[-1]
+    raise PlacementError("every gang fits one by one, but not together: no gang to classify")
 
 
 def _segment_size(exp: Expansion) -> tuple[int, int] | None:
@@ -312,8 +312,8 @@ def _size_changes(planner: Planner, workload: dict[str, Any], exp: Expansion) ->
             continue
         manifest = edits.with_segment_size(workload, keys.SEGMENT_SIZE, size, new)
         outcome = planner.try_manifest(manifest)
-        if outcome is None or not outcome[0].placed or _segment_size(outcome[1]) is None \
-                or _segment_size(outcome[1])[0] != new:
+        resolved = _segment_size(outcome[1]) if outcome is not None else None
+        if outcome is None or not outcome[0].placed or resolved is None or resolved[0] != new:
             continue
         done_below |= new < size
         done_above |= new > size
@@ -443,7 +443,7 @@ def _level_changes(planner: Planner, workload: dict[str, Any], exp: Expansion) -
             continue
         depth = index.depth_of(level) or 1
         broader = index.levels[depth - 2] if depth >= 2 else None
-        tries = []
+        tries: list[tuple[dict[str, Any], str | None, float, str]] = []
         if broader is not None:
             tries.append((edits.with_annotation(workload, key, broader), broader, 1.0,
                           f"{key}: {broader} (was {level})"))
