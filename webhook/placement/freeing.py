@@ -13,8 +13,9 @@ cluster without one):
    fit (at most :data:`EXTRA_NODES` more);
 3. drop every node whose freeing the verified placement does not need (each drop verified again).
 
-The answer is verified; it is *proven* the fewest when its size equals a lower bound: the
-smallest ``k`` for which the ``k`` largest slot gains of some domain cover the pods missing there.
+The answer is verified; it is *proven* the fewest when the workload is one gang of identical pods
+and its size equals a lower bound: the smallest ``k`` for which the ``k`` largest slot gains of
+some domain cover the pods missing there.
 
 Pure (numpy); no kubernetes import.
 """
@@ -81,7 +82,9 @@ def read_occupants(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Occup
 @dataclass(frozen=True)
 class Shape:
     """What the counting step needs: the main pod, the pods and segments the workload needs,
-    the segment size and the depths (required workload depth, segment required depth)."""
+    the segment size and the depths (required workload depth, segment required depth).
+    ``uniform``: one gang whose pods all request and may go where the main pod does (the lower
+    bound is only a bound then)."""
 
     pod: PodRequest
     pods: int
@@ -89,6 +92,7 @@ class Shape:
     size: int
     workload_depth: int
     segment_depth: int
+    uniform: bool = True
 
 
 @dataclass
@@ -150,24 +154,25 @@ def fewest_nodes_to_free(index: ClusterIndex, shape: Shape,
     bound = MAX_NODES + 1
     for domain in range(len(starts)):
         first, end = index.domain_range(shape.workload_depth, domain)
-        bound = min(bound, _lower_bound(shape, gain, now, first, end))
+        lower = _lower_bound(shape, gain, now, first, end)
+        bound = min(bound, lower)
         chosen = _greedy(index, shape, first, end, gain, now)
         if chosen:
-            plans.append((len(chosen), domain, chosen, first, end))
+            plans.append((len(chosen), domain, lower, chosen, first, end))
     plans.sort(key=lambda plan: plan[:2])
     saved = index.free.copy()
     best: Freed | None = None
     try:
-        for count, _, chosen, first, end in plans[:DOMAIN_TRIES]:
-            if best is not None and len(best.nodes) <= max(count - EXTRA_NODES, bound):
-                break
+        for rank, (_, _, _, chosen, first, end) in enumerate(plans[:DOMAIN_TRIES]):
+            if best is not None and len(best.nodes) <= min(plan[2] for plan in plans[rank:]):
+                break  # no domain left can need fewer nodes
             found = _verify(index, saved, chosen, gain, first, end, place_all)
             if found is not None and (best is None or len(found[0]) < len(best.nodes)):
                 best = Freed([index.node_names[i] for i in found[0]], found[1], False, bound)
     finally:
         index.free[:] = saved
     if best is not None:
-        best.proven = len(best.nodes) == bound
+        best.proven = shape.uniform and len(best.nodes) == bound
     return best
 
 

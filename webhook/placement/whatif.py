@@ -32,6 +32,7 @@ Pure: no I/O, no kubernetes import.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -330,13 +331,18 @@ def _main_shape(planner: Planner, exp: Expansion) -> Shape:
     assert index is not None
     pods = [p for g in exp.gangs for p in g.pods]
     gang = exp.gangs[0]
-    main = max(pods, key=lambda p: sum(1 for o in pods if o.requests == p.requests))
+    counts = Counter(tuple(sorted(p.requests.items())) for p in pods)
+    common = counts.most_common(1)[0][0]
+    main = next(p for p in pods if tuple(sorted(p.requests.items())) == common)
     sizes = _segment_size(exp)
     size = sizes[0] if sizes else 1
     segments = sum(len({p.segment for p in g.pods if p.segment is not None}) for g in exp.gangs) or len(pods)
     workload_depth = index.depth_of(gang.workload_required) or 0
     segment_depth = (index.depth_of(gang.segment_required) or workload_depth) if sizes else index.node_depth
-    return Shape(main, len(pods), segments, size, workload_depth, max(segment_depth, workload_depth))
+    uniform = len(exp.gangs) == 1 and all((p.requests, p.tolerations, p.node_selector, p.node_affinity)
+                                          == (main.requests, main.tolerations, main.node_selector, main.node_affinity)
+                                          for p in pods)
+    return Shape(main, len(pods), segments, size, workload_depth, max(segment_depth, workload_depth), uniform)
 
 
 def _free_changes(planner: Planner, exp: Expansion, occupants: Mapping[str, list[Occupant]]) -> list[Verified]:
