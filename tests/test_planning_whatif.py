@@ -116,6 +116,8 @@ def test_a_workload_that_fits_exits_0_with_its_placement(racks_of_four, tmp_path
     assert len(doc["placement"]["assignments"]) == 64
     assert main(["place", "-f", str(tmp_path / "job.yaml"), "--cluster", racks_of_four, "--what-if"]) == 0
     assert capsys.readouterr().out.startswith("fits on today's free capacity")
+    assert main(["place", "-f", str(tmp_path / "job.yaml"), "--cluster", racks_of_four, "--what-if", "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == doc
 
 
 def test_nothing_fits_says_which_resource(racks_of_four, tmp_path, capsys):

@@ -67,13 +67,13 @@ def with_annotation(workload: dict[str, Any], key: str, value: str | None) -> di
     when nowhere), or removed everywhere when ``value`` is ``None``."""
     edited = copy_object(workload)
     found = False
-    for annotations in annotation_maps(edited):
-        if key in annotations:
+    for mapping in annotation_maps(edited):
+        if key in mapping:
             found = True
             if value is None:
-                del annotations[key]
+                del mapping[key]
             else:
-                annotations[key] = value
+                mapping[key] = value
     if not found and value is not None:
         _root_annotations(edited)[key] = value
     return edited
@@ -84,10 +84,10 @@ def with_preferred_for_required(workload: dict[str, Any], required: str, preferr
     and no soft level ``preferred`` is written there, that level set as ``preferred`` (the
     constraint becomes soft at the same level, DESIGN.md §8 "Preferred")."""
     edited = copy_object(workload)
-    for annotations in annotation_maps(edited):
-        if required in annotations:
-            level = annotations.pop(required)
-            annotations.setdefault(preferred, level)
+    for mapping in annotation_maps(edited):
+        if required in mapping:
+            level = mapping.pop(required)
+            mapping.setdefault(preferred, level)
     return edited
 
 

@@ -37,13 +37,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from webhook.core import keys
-from webhook.core.kinds.registry import BY_KIND
+from webhook.core.messages import quote
 from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
-from webhook.core.messages import quote
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.demand import slots
 from webhook.placement.engine import place, shared_domain
 from webhook.placement.expand import Expansion, expand
 from webhook.placement.freeing import Occupant, Shape, fewest_nodes_to_free
@@ -227,7 +229,7 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     if exp.topology and topo is None:
         raise PlacementError(f"topology {quote(exp.topology)} is not in the snapshot; known: "
                              f"{', '.join(planner.catalog.names()) or 'none'}")
-    planner.index = index = ClusterIndex(snapshot.nodes, topo)
+    planner.index = ClusterIndex(snapshot.nodes, topo)
     base = planner.place_gangs(exp.gangs)
     if base.placed:
         return WhatIf(True, FITS, base, warnings=exp.warnings)
@@ -279,8 +281,6 @@ def _segment_size(exp: Expansion) -> tuple[int, int] | None:
 def _largest_segment_now(planner: Planner, exp: Expansion) -> int:
     """Most pods of the gang's main shape one domain of its segment required level holds now
     (an upper bound on any segment size that can fit now)."""
-    from webhook.placement.demand import slots
-
     index = planner.index
     assert index is not None
     gang = exp.gangs[0]
@@ -290,8 +290,6 @@ def _largest_segment_now(planner: Planner, exp: Expansion) -> int:
     if q is None or index.n == 0:
         return 0
     per_node = slots(index.free, q, index.eligible(pod))
-    import numpy as np
-
     return int(np.add.reduceat(per_node, index.starts[depth or 0]).max())
 
 
