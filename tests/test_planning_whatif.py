@@ -175,3 +175,51 @@ def test_a_denied_workload_exits_1_without_changes(racks_of_four, tmp_path, caps
     code, doc = what_if(tmp_path, capsys, denied, racks_of_four)
     assert code == 1 and doc["verdict"] == "denied" and doc["changes"] == []
     assert doc["reason"].startswith("denied by the webhook: ") and SIZE in doc["reason"]
+
+
+@pytest.mark.parametrize("case", range(25))
+def test_nodes_to_free_against_every_subset(case):
+    """On 8-node clusters with random bound GPUs: the answer places the gang, never frees fewer
+    nodes than the fewest found by trying every subset of busy nodes, and equals it when proven."""
+    import itertools
+    import random
+
+    from placement_helpers import CLUSTER_TOPOLOGY, GPU, node, workers
+    from webhook.placement.cluster_index import ClusterIndex
+    from webhook.placement.engine import Gang, place
+    from webhook.placement.freeing import Shape, fewest_nodes_to_free
+
+    rng = random.Random(7000 + case)
+    nodes = [node(f"r{r}-{i}", "z0", "b0", f"r{r}", **{GPU: 4000}) for r in range(2) for i in range(4)]
+    for n in nodes:
+        n.free[GPU] = 1000 * rng.choice([0, 0, 1, 2, 4])
+    size = rng.choice([2, 4])
+    pods = rng.choice([8, 12, 16])
+    gang = Gang(workers(pods, size), segment_required=RACK)
+    index = ClusterIndex(nodes, CLUSTER_TOPOLOGY)
+    shape = Shape(gang.pods[0], pods, -(-pods // size), size, 0, index.depth_of(RACK) or 0)
+    freed = fewest_nodes_to_free(index, shape, lambda ix: place(ix, gang))
+    busy = [i for i in range(index.n) if index.free[i, index.col[GPU]] < index.alloc[i, index.col[GPU]]]
+    saved = index.free.copy()
+    fewest = None
+    for count in range(0, len(busy) + 1):
+        for subset in itertools.combinations(busy, count):
+            index.free[:] = saved
+            for i in subset:
+                index.free[i] = index.alloc[i]
+            if place(index, gang).placed:
+                fewest = count
+                break
+        if fewest is not None:
+            break
+    index.free[:] = saved
+    if fewest is None or fewest == 0:
+        assert freed is None or fewest == 0
+        return
+    assert freed is not None and freed.placement.placed
+    assert len(freed.nodes) >= fewest
+    if freed.proven:
+        assert len(freed.nodes) == fewest
+    assert len(freed.nodes) == fewest  # on these instances the search also finds the fewest when not proven
+    for name in freed.nodes:  # the freed nodes hold the placement's extra pods
+        assert name in [index.node_names[i] for i in busy]
