@@ -57,6 +57,16 @@ BASE_HOOKS = (
     'chroot "$1" sh -c \'wheel=$(ls /usr/share/python-wheels/pip-*.whl) && '
     'python3 "$wheel/pip" install --no-index --no-cache-dir --disable-pip-version-check "$wheel"\'',
 )
+#: dpkg filters as Debian's slim images have them (the python:*-slim base is bookworm-slim): no
+#: manual pages, documentation or translations; copyright files kept.
+BASE_DPKG_OPTIONS = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+)
 #: Config the imported base gets (python:*-slim sets the same PATH and LANG).
 BASE_CHANGES = (
     "ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -108,6 +118,7 @@ def image_tag() -> str:
 def mmdebstrap_argv(output: Path) -> list[str]:
     """The mmdebstrap command writing the base root filesystem as a tar to ``output``."""
     argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
+    argv += [f"--dpkgopt={option}" for option in BASE_DPKG_OPTIONS]
     argv += [f"--customize-hook={hook}" for hook in BASE_HOOKS]
     return argv + [SUITE, str(output), *MIRRORS]
 
@@ -235,7 +246,7 @@ def site_packages(root: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     for pattern in ("usr/local/lib/python3*/*-packages/*.dist-info", "usr/lib/python3*/*-packages/*.dist-info"):
         for info in sorted(root.glob(pattern)):
-            fields = {}
+            fields: dict[str, str] = {}
             for line in (info / "METADATA").read_text(errors="replace").splitlines():
                 if not line:
                     break

@@ -173,6 +173,25 @@ def assert_same_objects(helm_docs: list[dict], kustomize_docs: list[dict]) -> No
     assert not found, "helm template and kubectl kustomize differ:\n" + "\n".join(found)
 
 
+def test_helm_is_built_from_the_pinned_module_by_the_hack_build(monkeypatch, capsys):
+    helm = local_cluster.TOOLS["helm"]
+    assert (helm.module, helm.package, helm.binary) == ("helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", "helm")
+    assert local_cluster.module_version("helm", "helm.sh/helm/v3") == "v3.22.0"
+    flags = helm.ldflags().split()
+    # helm's Makefile: the release version, and Kubernetes 1.<client-go minor> (helm v3.22.0 requires
+    # k8s.io/client-go v0.37.0) as the version `helm template` and `helm lint` assume
+    assert "-X=helm.sh/helm/v3/internal/version.version=v3.22.0" in flags
+    assert "-X=helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37" in flags
+    assert "-X=helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37" in flags
+    assert local_cluster.upstream_target("helm").name.startswith("helm-v3.22.0-")
+    built: list[str] = []
+    monkeypatch.setattr(local_cluster, "build", lambda log=None: Path("/control-plane"))
+    monkeypatch.setattr(local_cluster, "build_upstream", lambda name, log=None: built.append(name))
+    assert local_cluster.main(["build"]) == 0
+    assert "helm" in built
+    assert capsys.readouterr().out.splitlines()[-1] == "/control-plane"
+
+
 def test_helm_lint_strict(helm):
     for values in ([], ["--set", "controller.enabled=true"]):
         done = helm.run("lint", "--strict", str(CHART), *values)
