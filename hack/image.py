@@ -135,10 +135,13 @@ def base_tag() -> str:
 
 
 def need(*tools: str) -> None:
-    """Raise ImageError (code 2) naming the Debian package of the first tool not on PATH."""
+    """Raise ImageError (code 2) naming the Debian package of the first tool not on PATH, or
+    when not run as root (mmdebstrap's root mode, rootful podman, the certificates' group)."""
     for tool in tools:
         if shutil.which(tool) is None:
             raise ImageError(f"no `{tool}` on PATH: apt-get install -y {tool} (Debian package of the same name)", 2)
+    if os.geteuid() != 0:
+        raise ImageError("hack/image.sh needs root (mmdebstrap's root mode, rootful podman): run it with sudo", 2)
 
 
 def run(argv: list[str], timeout: float = 1800, **kwargs: Any) -> subprocess.CompletedProcess[str]:
