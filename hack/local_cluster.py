@@ -12,8 +12,8 @@ the modules pinned by ``hack/go/*/go.mod`` (fetched from the Go module proxy; no
 kept in this repository) into a cache outside the checkout, keyed by the hash of those go.mod and
 go.sum files: ``$SEGMENT_WEBHOOK_CLUSTER_CACHE`` or ``~/.cache/segment-webhook/cluster``. A second
 ``build`` with the same pins reuses the binaries. The upstream programs ``up --with`` starts
-(:data:`UPSTREAM`) are built the same way, each from its own module under ``hack/go/`` into its
-own cache directory keyed by that module's go.mod and go.sum.
+(:data:`UPSTREAM`) and the tools of :data:`TOOLS` (helm) are built the same way, each from its own
+module under ``hack/go/`` into its own cache directory keyed by that module's go.mod and go.sum.
 """
 
 from __future__ import annotations
