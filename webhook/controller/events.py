@@ -13,7 +13,6 @@ raised: an Event is best effort.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -26,6 +25,7 @@ from kubernetes.client.rest import ApiException
 
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
+from webhook.controller.patches import response_json
 from webhook.controller.reconcile import EventSpec
 
 __all__ = ["CACHE_ENTRIES", "EventCorrelator", "EventRecorder", "Observation"]
@@ -137,7 +137,7 @@ class EventRecorder:
             if exc.status == 404:
                 return None
             raise
-        return _json(response)
+        return response_json(response)
 
     def _create(self, spec: EventSpec) -> dict[str, Any]:
         target = spec.target
@@ -153,13 +153,5 @@ class EventRecorder:
         }
         response = self._core.create_namespaced_event(target.namespace, body, _preload_content=False,
                                                       _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
-        return _json(response)
+        return response_json(response)
 
-
-def _json(response: Any) -> dict[str, Any]:
-    """The JSON object of an unparsed (``_preload_content=False``) answer; ``{}`` when not an object."""
-    try:
-        data = json.loads(response.data)
-    finally:
-        response.release_conn()
-    return data if isinstance(data, dict) else {}

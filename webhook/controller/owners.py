@@ -18,7 +18,6 @@ pods still missing) or :data:`MISSING_TTL_SECONDS` (none: the gang's Event goes 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -30,6 +29,7 @@ from kubernetes.client.rest import ApiException
 
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
+from webhook.controller.patches import response_json
 from webhook.controller.reconcile import GANG_STATE, ObjectRef, TopOwner
 from webhook.core.kinds import registry
 
@@ -144,12 +144,9 @@ class OwnerResolver:
                 group, version = api_version.split("/", 1)
                 response = self._custom.get_namespaced_custom_object(group, version, namespace, plural, name,
                                                                      _preload_content=False, _request_timeout=timeout)
-            try:
-                obj = json.loads(response.data)
-            finally:
-                response.release_conn()
+            obj = response_json(response)
             self._reachability.answered(where)
-            return obj if isinstance(obj, dict) else None
+            return obj or None
         except ApiException as exc:
             self._reachability.answered(where)
             log.info("%s: HTTP %s %s; the gang's state goes on one of its pods", where, exc.status, exc.reason)

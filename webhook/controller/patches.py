@@ -28,7 +28,7 @@ from webhook.controller.decision import Release
 from webhook.controller.reconcile import GANG_STATE, OwnerPatch
 from webhook.core import gating
 
-__all__ = ["PATCH_ATTEMPTS", "PatchSender"]
+__all__ = ["PATCH_ATTEMPTS", "PatchSender", "response_json"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class PatchSender:
                 response = self._core.patch_namespaced_pod(
                     release.name, release.namespace, patch, _preload_content=False,
                     _content_type="application/json-patch+json", _request_timeout=_TIMEOUT)
-                updated = _json(response)
+                updated = response_json(response)
                 log.debug("released %s/%s to %s", release.namespace, release.name, release.node)
                 self._reachability.answered(where)
                 return updated
@@ -104,7 +104,7 @@ class PatchSender:
         """The pod as the API server has it now; ``None`` when gone or unreadable (logged)."""
         where = f"read pod {namespace}/{name}"
         try:
-            pod = _json(self._core.read_namespaced_pod(name, namespace, _preload_content=False,
+            pod = response_json(self._core.read_namespaced_pod(name, namespace, _preload_content=False,
                                                        _request_timeout=_TIMEOUT))
             self._reachability.answered(where)
             return pod
@@ -140,7 +140,7 @@ class PatchSender:
         return False
 
 
-def _json(response: Any) -> dict[str, Any]:
+def response_json(response: Any) -> dict[str, Any]:
     """The JSON object of an unparsed (``_preload_content=False``) answer; ``{}`` when not an object."""
     try:
         data = json.loads(response.data)
