@@ -90,19 +90,23 @@ class ControllerCache:
         self.topologies = LiveTopologyCatalog(api_client, reachability=reachability)
         self.topologies.add_listener(topologies_changed)
         core = k8s_client.CoreV1Api(api_client)
-        methods = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
+        methods: dict[str, Callable[..., Any]] = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
         handlers = {"pods": self.on_pod, "nodes": self.on_node}
         self.informers: dict[str, SharedInformer] = {}
         for name, method in methods.items():
             backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
                               reset_after=BACKOFF_RESET_SECONDS)
-            informer = SharedInformer(DictLister(method, name, lambda name=name: self._listed.add(name), stop,
+            informer = SharedInformer(DictLister(method, name, self._mark_listed(name), stop,
                                                  reachability=reachability, backoff=backoff))
             self.informers[name] = informer
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, self._handler(handlers[name], event, backoff))
             informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
             informer.add_event_handler(ERROR, self._on_error(name, backoff))
+
+    def _mark_listed(self, name: str) -> Callable[[], None]:
+        """The list function's "listed once" callback of the ``name`` informer."""
+        return lambda: self._listed.add(name)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

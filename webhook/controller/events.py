@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
@@ -127,7 +127,7 @@ class EventRecorder:
 
     def _count_again(self, namespace: str, seen: Observation) -> dict[str, Any] | None:
         """Patch the known Event (count + 1, lastTimestamp now); ``None`` when it is gone (404)."""
-        patch = [{"op": "replace", "path": "/count", "value": seen.count + 1},
+        patch: list[dict[str, Any]] = [{"op": "replace", "path": "/count", "value": seen.count + 1},
                  {"op": "replace", "path": "/lastTimestamp", "value": now_rfc3339()}]
         try:
             response = self._core.patch_namespaced_event(
@@ -142,7 +142,7 @@ class EventRecorder:
     def _create(self, spec: EventSpec) -> dict[str, Any]:
         target = spec.target
         now = now_rfc3339()
-        body = {
+        body: Any = {
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": f"{target.name}.", "namespace": target.namespace},
             "involvedObject": {"apiVersion": target.api_version, "kind": target.kind, "namespace": target.namespace,

@@ -19,7 +19,7 @@ import threading
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
 from webhook.cluster.api_server import ApiServerReachability, Backoff
@@ -125,7 +125,7 @@ class PatchSender:
         group, version = target.api_version.split("/", 1)
         body = {"metadata": {"annotations": {GANG_STATE: patch.value}}}
         try:
-            response = self._custom.patch_namespaced_custom_object(
+            response: Any = self._custom.patch_namespaced_custom_object(
                 group, version, target.namespace, patch.resource, target.name, body, _preload_content=False,
                 _content_type="application/merge-patch+json", _request_timeout=_TIMEOUT)
             response.release_conn()

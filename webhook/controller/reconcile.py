@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, GangDecision, ParseCache,
+from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, ParseCache,
                                          Placed, Release, Waiting, decide_gang, pod_ref)
 from webhook.core import gating
 from webhook.core.kinds import registry
@@ -176,7 +176,7 @@ def reconcile(gang_key: str, view: GangView) -> Result:
         noun = "pod" if len(decision.releases) == 1 else "pods"
         line = f"gang {gang_key}: released {len(decision.releases)} {noun} to {placed.domain}"
         return _with_writes(Result(gang_key, RELEASED, line, decision.releases, decision.charges, placed=placed),
-                            view, decision)
+                            view)
     waiting = decision.waiting
     if waiting is None:
         return Result(gang_key)
@@ -188,14 +188,14 @@ def reconcile(gang_key: str, view: GangView) -> Result:
     else:
         line = f"gang {gang_key}: {waiting.reason}"
     return _with_writes(Result(gang_key, waiting.kind, line, backoff=waiting.kind in (INFEASIBLE, NEVER_FITS),
-                               waiting=waiting), view, decision)
+                               waiting=waiting), view)
 
 
-def _with_writes(result: Result, view: GangView, decision: GangDecision) -> Result:
+def _with_writes(result: Result, view: GangView) -> Result:
     """``result`` with its Event (on the owner, else on one pod) and the owner's annotation."""
     reason, kind = EVENT_REASONS[result.kind]
     owner = view.owner
-    target = owner.ref if owner is not None else _event_pod(view.pods, decision)
+    target = owner.ref if owner is not None else _event_pod(view.pods)
     events = (EventSpec(target, kind, reason, result.state[:1024]),) if target is not None else ()
     patch = None
     if owner is not None:
@@ -212,14 +212,15 @@ def owner_annotation(states: Mapping[str, str]) -> str:
     return "; ".join(states[key] for key in sorted(states) if states[key])
 
 
-def _event_pod(pods: Sequence[Mapping[str, Any]], decision: GangDecision) -> ObjectRef | None:
+def _event_pod(pods: Sequence[Mapping[str, Any]]) -> ObjectRef | None:
     """The one pod that carries the gang's Event when its owner could not be read: the first
     gated pod by (namespace, name), else (a released gang) the first pod."""
     live = sorted((p for p in pods if not is_terminated(p) and not is_deleting(p)), key=pod_ref)
     gated = [p for p in live if gating.is_gated(p)]
-    chosen = (gated or live or [None])[0]
-    if chosen is None:
+    candidates = gated or live
+    if not candidates:
         return None
+    chosen = candidates[0]
     meta = chosen.get("metadata") or {}
     namespace, name = pod_ref(chosen)
     return ObjectRef("v1", "Pod", namespace, name, str(meta.get("uid") or ""))
