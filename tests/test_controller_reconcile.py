@@ -158,3 +158,18 @@ def test_lease_renewals_log_at_debug():
     follower = logging.LogRecord("leaderelection", logging.INFO, __file__, 1, "c-1 is a follower", None, None)
     assert RenewalLogFilter().filter(renewal) is False and renewal.levelno == logging.DEBUG
     assert RenewalLogFilter().filter(follower) is True and follower.levelno == logging.INFO
+
+
+def test_the_planned_stop_is_not_an_error_traceback():
+    """Stopping, the leading callback raises to end the library's renew loop; the library logs
+    that with a traceback at ERROR: a DEBUG record. Any other exception stays an ERROR."""
+    from webhook.controller.election import _Stopping
+
+    def record(error: Exception) -> logging.LogRecord:
+        return logging.LogRecord("leaderelection", logging.ERROR, __file__, 1,
+                                 "onstarted_leading raised an exception, stopping leading", None,
+                                 (type(error), error, None))
+
+    planned, bug = record(_Stopping("c-1 stops")), record(RuntimeError("a bug"))
+    assert RenewalLogFilter().filter(planned) is False and planned.levelno == logging.DEBUG
+    assert RenewalLogFilter().filter(bug) is True and bug.levelno == logging.ERROR

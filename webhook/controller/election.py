@@ -47,13 +47,20 @@ BACKOFF_RESET_SECONDS = 120.0
 ROUTINE_PREFIXES = ("leader ", "yet to finish lease_duration", "Leader has entered renew loop")
 
 
+class _Stopping(Exception):
+    """Raised by the leading callback when the controller stops: the library then stops renewing."""
+
+
 class RenewalLogFilter(logging.Filter):
     """A filter on the library's ``leaderelection`` logger: its routine INFO lines
-    (:data:`ROUTINE_PREFIXES`) become DEBUG records, shown only when this module's logger is
-    enabled for DEBUG (``--log-level debug``)."""
+    (:data:`ROUTINE_PREFIXES`) and its traceback of the planned stop (the leading callback's
+    :class:`_Stopping`, logged by the library as "onstarted_leading raised an exception") become
+    DEBUG records, shown only when this module's logger is enabled for DEBUG (``--log-level debug``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno != logging.INFO or not record.getMessage().startswith(ROUTINE_PREFIXES):
+        stopping = record.exc_info is not None and isinstance(record.exc_info[1], _Stopping)
+        routine = record.levelno == logging.INFO and record.getMessage().startswith(ROUTINE_PREFIXES)
+        if not (stopping or routine):
             return True
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return log.isEnabledFor(logging.DEBUG)
@@ -62,10 +69,6 @@ class RenewalLogFilter(logging.Filter):
 _LIBRARY_LOG = logging.getLogger("leaderelection")
 if not any(isinstance(f, RenewalLogFilter) for f in _LIBRARY_LOG.filters):
     _LIBRARY_LOG.addFilter(RenewalLogFilter())
-
-
-class _Stopping(Exception):
-    """Raised by the leading callback when the controller stops: the library then stops renewing."""
 
 
 class LeaderElector:
