@@ -1,7 +1,7 @@
 """The controller's event recorder: Events deduplicated and counted as client-go's does.
 
 client-go's ``EventCorrelator`` (``k8s.io/client-go/tools/record/events_cache.go``, ``eventLogger``;
-``event.go``, ``recordToSink`` / ``recordEvent``), which kube-scheduler's ``FailedScheduling``
+``event.go``, ``recordToSink`` / ``recordEvent``; at ``32ce75a7``), which kube-scheduler's ``FailedScheduling``
 Events go through: an Event is keyed by its source, its ``involvedObject`` (apiVersion, kind,
 namespace, name, uid), its type, reason and message. The first occurrence of a key is created;
 every later one patches the Event created for it (``count`` + 1, ``lastTimestamp`` now), so

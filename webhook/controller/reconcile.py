@@ -3,7 +3,8 @@ a :class:`Result` out — the patches to send, the Events to write, the state to
 top owner, when to look again. No I/O: the runner (:mod:`webhook.controller.runner`) sends what it
 says.
 
-The shape of controller-runtime's ``reconcile.Reconciler`` (``pkg/reconcile/reconcile.go``:
+The shape of controller-runtime's ``reconcile.Reconciler`` (``pkg/reconcile/reconcile.go`` at
+``86a0d40e``:
 ``Reconcile(ctx, Request) (Result, error)`` with ``Result.RequeueAfter``), with the writes a Go
 reconciler makes itself returned as data instead, so that a test states a whole reconcile as one
 literal :class:`Result`.
