@@ -31,6 +31,7 @@ from webhook.core.topology import StaticTopologyCatalog, Topology, default_catal
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
+from webhook.output import write_output
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +136,6 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
         print(f"segment-webhook controller: {exc}", file=err)
         return 1
     docs = documents(result)
-    from webhook.cli.output import write_output
-
     if output == "json":
         text = json.dumps(docs, indent=2) + "\n"
     else:
