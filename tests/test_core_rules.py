@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import jsonpatch
+import yaml
 import pytest
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
 
@@ -122,7 +123,14 @@ TRIGGERS = {
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
     "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
+    # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
+    "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
+    "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
 }
+
+
+def _kai_reader(name):
+    return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
 
 
 def _ray_size_3():
