@@ -226,7 +226,9 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     if patched is None:
         return exp
     exp.workload = patched
+    owner_ann: Mapping[str, str] = {}  # a skipped top owner's annotations (TrainJob), read as KAI reads them
     if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's
+        owner_ann = (patched.get("metadata") or {}).get("annotations") or {}
         _check_trainer_resources(patched)
         try:
             jobset = trainingruntime.jobset_for(patched, runtime)
@@ -245,7 +247,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     except ExpandError as exc:
         raise ExpandError(in_runtime + str(exc), runtime) from None
     pods = [(g, pod, in_runtime + path) for g, pod, path in pods]
-    root_ann = (patched.get("metadata") or {}).get("annotations") or {}
+    root_ann = inherited_annotations((patched.get("metadata") or {}).get("annotations") or {}, owner_ann)
     by_group: dict[int, list[dict]] = {}
     templates: dict[str, str] = {}
     topo = root_ann.get(keys.TOPOLOGY)
@@ -269,6 +271,20 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
         except ExpandError as exc:  # a TrainJob's pod templates are its runtime's
             raise ExpandError(str(exc), runtime) from None
     return exp
+
+
+def inherited_annotations(own: Mapping[str, str], skipped_owner: Mapping[str, str]) -> dict[str, str]:
+    """The annotations the workload-level keys of a gang are read from (DESIGN.md §4.5): the
+    expanded object's ``own`` ``metadata.annotations``, each key it lacks taken from the
+    ``skipped_owner``'s (a TrainJob above its JobSet; empty otherwise). This is how KAI d5bc503
+    reads a TrainJob: its pod-grouper skips the TrainJob and groups the JobSet, copying down every
+    TrainJob annotation the JobSet does not set (``pkg/podgrouper/podgrouper/plugins/skiptopowner/
+    skiptopowner.go``, ``propagateMetadataDownChain``), so a TrainJob's root
+    ``kai.scheduler/topology-required-placement`` is the PodGroup's. Returns a new dict."""
+    out = dict(own)
+    for key, value in skipped_owner.items():
+        out.setdefault(key, value)
+    return out
 
 
 def _check_trainer_resources(trainjob: Mapping) -> None:
