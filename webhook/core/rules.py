@@ -457,20 +457,23 @@ def check_template_level_has_topology(decision: Decision, field_path: str, level
 
 @rule("per-job-level-differs", "DESIGN.md §3b",
       "JobSet with segment size = parallelism: a user per-Job level other than the segment's")
-def check_per_job_level(decision: Decision, field_path: str, written: str, wanted: str | None) -> bool:
+def check_per_job_level(decision: Decision, field_path: str, written: str, wanted: str | None,
+                        segment_key: str) -> bool:
     """JobSet with ``S == parallelism``: KAI enforces each Job (one segment) from the per-Job keys
     on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
     ``plugins/jobset/jobset_grouper.go``), which the webhook sets to the segment's topology and
     levels (DESIGN.md §3b). A user value there (``written`` at ``field_path``) other than the one
-    the segment gives (``wanted``, ``None`` when the segment sets none) would be replaced or
-    enforced beside the segment's: denied, never replaced silently (§4.5). Returns True when ok."""
+    the segment gives (``wanted``, ``None`` when the segment sets none; ``segment_key``: the pod
+    template key that sets it) would be replaced or enforced beside the segment's: denied, never
+    replaced silently (§4.5). Returns True when ok."""
     if written == wanted:
         return True
-    says = f"the segment's {quote(wanted)}" if wanted is not None else "nothing (the segment sets no such level)"
+    says = quote(wanted) if wanted is not None else "unset"
     violate(decision, "per-job-level-differs", field_path, written,
-            f"segment size = parallelism makes each Job one segment, whose per-Job key KAI enforces must say {says}",
+            f"segment size = parallelism makes each Job one segment, and KAI enforces this per-Job key as the "
+            f"segment's {segment_key} ({says})",
             f"remove it, or set it to {quote(wanted)}" if wanted is not None else
-            "remove it, or set the segment level on the pod template instead")
+            f"remove it, or set {segment_key} on the pod template instead")
     return False
 
 

@@ -48,7 +48,7 @@ def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, require
     if template is None:
         return None
     if role == "master" and read_string_map(template, f"spec.{role}.template", "labels", decision) is None:
-        return None  # the master template's labels receive kai.scheduler/subgroup-name
+        return None  # the master template's labels are validated as every template's are
     return read_annotations(template, f"spec.{role}.template", ("spec", role, "template"), decision)
 
 

@@ -94,10 +94,11 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
             if res.segment_preferred is not None:
                 per_job[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
             agreed = True
-            for key in PER_JOB_KEYS:  # §4.5: a user per-Job value is never replaced silently
+            for key, segment_key in PER_JOB_KEYS.items():  # §4.5: a user per-Job value is never replaced silently
                 written = job_meta.get(key)
                 if written is not None:
-                    agreed = check_per_job_level(decision, written.field, written.value, per_job.get(key)) and agreed
+                    agreed = check_per_job_level(decision, written.field, written.value, per_job.get(key),
+                                                 segment_key) and agreed
             if agreed:
                 unit.other_templates.append((job_meta, per_job))
         else:
@@ -109,7 +110,9 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
 
 #: KAI's per-Job keys on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
 #: ``pkg/podgrouper/podgrouper/plugins/jobset/jobset_grouper.go``, ``singleReplicaSubGroupTopology``)
-PER_JOB_KEYS = (keys.TOPOLOGY, keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED)
+#: → the pod template key whose resolved value the webhook writes there
+PER_JOB_KEYS = {keys.TOPOLOGY: keys.TOPOLOGY, keys.TOPOLOGY_REQUIRED: keys.SEGMENT_REQUIRED,
+                keys.TOPOLOGY_PREFERRED: keys.SEGMENT_PREFERRED}
 
 
 def _check_user_per_job_levels(job_meta: AnnotationMap, decision: Decision) -> None:
