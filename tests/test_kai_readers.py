@@ -181,17 +181,18 @@ def trainjob_case(tmp_path_factory):
     return str(cluster), str(path), str(MANIFESTS / "clustertrainingruntime-torch.yaml")
 
 
-def test_place_says_a_trainjob_root_level_can_never_fit(trainjob_case, capsys):
+def test_place_says_a_trainjob_root_level_can_never_fit(trainjob_case, capfd):
     cluster, trainjob, runtime = trainjob_case
     # 16 nodes of 8 GPUs, 8 GPUs each: no rack of 8 nodes holds them (DESIGN.md §8)
     assert main(["place", "-f", trainjob, "-f", runtime, "--cluster", cluster]) == 1
-    assert "not placed: can never fit" in capsys.readouterr().out
+    assert "not placed: can never fit" in capfd.readouterr().out
 
 
-def test_controller_once_takes_the_runtime_as_place_does(trainjob_case, capsys):
+def test_controller_once_takes_the_runtime_as_place_does(trainjob_case, capfd):
+    # capfd: the controller writes to the sys.stdout it was imported with
     cluster, trainjob, runtime = trainjob_case
     assert main(["controller", "--once", "--snapshot", cluster, "-f", trainjob, "-f", runtime]) == 0
-    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    docs = list(yaml.safe_load_all(capfd.readouterr().out))
     assert [d["gang"] for d in docs if "gang" in d] == ["team-a/llama-ft/node"]
     assert all("can never fit" in d["waiting"] for d in docs if "gang" in d)
 
