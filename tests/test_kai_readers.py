@@ -8,6 +8,9 @@ files), never copied from the webhook's output.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import jsonpatch
 import pytest
 import yaml
@@ -188,11 +191,13 @@ def test_place_says_a_trainjob_root_level_can_never_fit(trainjob_case, capfd):
     assert "not placed: can never fit" in capfd.readouterr().out
 
 
-def test_controller_once_takes_the_runtime_as_place_does(trainjob_case, capfd):
-    # capfd: the controller writes to the sys.stdout it was imported with
+def test_controller_once_takes_the_runtime_as_place_does(trainjob_case):
     cluster, trainjob, runtime = trainjob_case
-    assert main(["controller", "--once", "--snapshot", cluster, "-f", trainjob, "-f", runtime]) == 0
-    docs = list(yaml.safe_load_all(capfd.readouterr().out))
+    # a process of its own: the controller writes to the sys.stdout it was imported with
+    done = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--snapshot", cluster,
+                           "-f", trainjob, "-f", runtime], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    docs = list(yaml.safe_load_all(done.stdout))
     assert [d["gang"] for d in docs if "gang" in d] == ["team-a/llama-ft/node"]
     assert all("can never fit" in d["waiting"] for d in docs if "gang" in d)
 
