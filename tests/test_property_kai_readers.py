@@ -96,10 +96,15 @@ def reader_objects(draw) -> dict:
     if kind == "LeaderWorkerSet":
         extra = draw(st.sampled_from([0, 1]))
         lwt = {"size": (size or 1) * draw(st.integers(1, 4)) + extra, "workerTemplate": template(worker)}
+        if size is not None and draw(st.booleans()):  # LWS's own field, which KAI reads first (§3)
+            lwt["subGroupPolicy"] = {"subGroupSize": draw(st.sampled_from([2, 4])),
+                                     "subGroupPolicyType": draw(st.sampled_from(["LeaderWorker", "LeaderExcluded"]))}
         return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": kind, "metadata": meta,
                 "spec": {"leaderWorkerTemplate": lwt}}
     if kind == "DistributedWorkload":
         spec = {"framework": "PyTorch", "workers": n, "worker": {"template": template(worker)}}
+        if size is not None and draw(st.booleans()):
+            spec["workersPerSegment"] = size
         if draw(st.booleans()):
             spec["master"] = {"template": template({})}
         return {"apiVersion": "segments.dev/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
