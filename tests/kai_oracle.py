@@ -163,7 +163,8 @@ def pytorch_subgroups(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]])
         ann = _ann(pod)
         size_text = ann.get(SEGMENT_SIZE) or template_ann.get(SEGMENT_SIZE) or ""
         if role == "master":
-            groups["master"].pods.append(pod["metadata"]["name"]) if "master" in groups else None
+            if "master" in groups:
+                groups["master"].pods.append(pod["metadata"]["name"])
             continue
         if role != "worker":
             continue
