@@ -8,8 +8,10 @@ files), never copied from the webhook's output.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import jsonpatch
 import pytest
@@ -200,6 +202,23 @@ def test_controller_once_takes_the_runtime_as_place_does(trainjob_case):
     docs = list(yaml.safe_load_all(done.stdout))
     assert [d["gang"] for d in docs if "gang" in d] == ["team-a/llama-ft/node"]
     assert all("can never fit" in d["waiting"] for d in docs if "gang" in d)
+
+
+def test_place_keeps_a_jobset_root_level_across_its_replicated_jobs(trainjob_case, capfd):
+    # KAI makes one PodGroup of the whole JobSet (jobset_grouper.go), so the root's required rack
+    # holds for both replicatedJobs together: 2 Jobs of 4 pods, one rack of 8 nodes
+    cluster, _, _ = trainjob_case
+    jobset = manifest("jobset-workers.yaml")
+    jobset["metadata"]["annotations"][REQ] = RACK
+    first = jobset["spec"]["replicatedJobs"][0]
+    first["replicas"] = 1
+    jobset["spec"]["replicatedJobs"].append({**first, "name": "second"})
+    path = Path(cluster).parent / "jobset-two.yaml"
+    path.write_text(yaml.safe_dump(jobset), encoding="utf-8")
+    assert main(["place", "-f", str(path), "--cluster", cluster, "-o", "json"]) == 0
+    result = json.loads(capfd.readouterr().out)
+    assert result["workload"]["level"] == RACK
+    assert len({node.rsplit("-", 1)[0] for node in result["assignments"].values()}) == 1  # node-<z>-<b>-<r>-<n>
 
 
 # ----------------------------------------------------------------------------- the oracle itself

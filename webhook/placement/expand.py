@@ -23,6 +23,7 @@ the returned JSONPatch is applied with ``jsonpatch``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -270,7 +271,30 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
             exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
         except ExpandError as exc:  # a TrainJob's pod templates are its runtime's
             raise ExpandError(str(exc), runtime) from None
+    if BY_KIND[kind].one_podgroup:
+        exp.gangs = one_podgroup(exp.gangs, str(meta["name"]))
     return exp
+
+
+def one_podgroup(gangs: list[Gang], name: str) -> list[Gang]:
+    """The gangs of one object that KAI groups as ONE PodGroup (JobSet, Ray:
+    :attr:`~webhook.core.kinds.description.KindDescription.one_podgroup`) as one gang, when a
+    workload level is set and the groups agree on their segment levels, so the root's level holds
+    across every group, as KAI d5bc503 enforces it on the PodGroup (DESIGN.md §4.5). Each pod's
+    segment becomes ``(group position, index)``, so segments of different groups stay apart.
+    Returns ``gangs`` unchanged otherwise (no workload level, one group, or groups whose segment
+    levels differ, which one gang cannot say)."""
+    if len(gangs) < 2 or not any(g.workload_required or g.workload_preferred for g in gangs):
+        return gangs
+    if len({(g.segment_required, g.segment_preferred) for g in gangs if any(p.segment for p in g.pods)}) > 1:
+        return gangs
+    pods = [dataclasses.replace(pod, segment=(k, pod.segment[1])) if pod.segment is not None else pod
+            for k, gang in enumerate(gangs) for pod in gang.pods]
+    segmented = next((g for g in gangs if any(p.segment for p in g.pods)), gangs[0])
+    first = gangs[0]
+    return [Gang(pods=pods, workload_required=first.workload_required, workload_preferred=first.workload_preferred,
+                 segment_required=segmented.segment_required, segment_preferred=segmented.segment_preferred,
+                 name=name)]
 
 
 def inherited_annotations(own: Mapping[str, str], skipped_owner: Mapping[str, str]) -> dict[str, str]:

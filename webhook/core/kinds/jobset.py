@@ -264,7 +264,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 
 DESCRIPTION = KindDescription(
     group=GROUP, version=VERSION, kind=KIND, resource="jobsets", review=review,
-    expected_pods=expected_pods, controller_pods=controller_pods, pods=JOBSET_PODS, per_group=True,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=JOBSET_PODS, per_group=True, one_podgroup=True,
     kai="one PodGroup, one subgroup per Job (<replicatedJob>-replica-<job-index>, KAI d5bc503 jobset grouper): "
         "segments enforced only when S == parallelism",
 )

@@ -317,7 +317,7 @@ def _controller(kind: str):
 def _description(kind: str, resource: str) -> KindDescription:
     return KindDescription(
         group=GROUP, version=VERSION, kind=kind, resource=resource, review=_reviewer(kind),
-        expected_pods=_expected(kind), controller_pods=_controller(kind), pods=RAY_PODS, per_group=True,
+        expected_pods=_expected(kind), controller_pods=_controller(kind), pods=RAY_PODS, per_group=True, one_podgroup=True,
         kai="one PodGroup per cluster, one subgroup per worker group (KAI d5bc503 ray grouper): segments not enforced; "
             "a template's workload level is its group's constraint",
     )
