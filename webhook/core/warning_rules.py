@@ -122,6 +122,9 @@ _ALL = (
     WarningRule("kai-does-not-enforce", "DESIGN.md §3b",
                 "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does",
                 "KAI {why}: it does not enforce these {kind} segments; --gate-pods does"),
+    WarningRule("target-cannot-express", "DESIGN.md §9b",
+                "a constraint the chosen target (kueue, workload-api) cannot express: what it will do instead",
+                "target {target}: {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "
