@@ -321,6 +321,20 @@ def _workload_api_checks(unit: "Plan", decision: Decision) -> None:
             what=f"segment preferred level {seg_preferred} not enforced: topology constraints are required only")
 
 
+def target_annotations(pods: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """The target's annotations on admitted pod manifests, for ``place --target``: for each distinct
+    set of Kueue / ``segments.dev/target`` annotations, the pods that carry it (``"pod-a, pod-b"`` →
+    annotations), in pod order. Pods without any are left out."""
+    groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        wanted = tuple(sorted((k, str(v)) for k, v in annotations.items() if k in KUEUE_TAS_KEYS or k == TARGET_KEY))
+        if wanted:
+            groups.setdefault(wanted, []).append(str(meta.get("name", "")))
+    return {", ".join(names): dict(entries) for entries, names in groups.items()}
+
+
 def lws_kueue_matches(group_size: int, size: int, policy: str, own_leader: bool) -> bool:
     """True when Kueue's slice of every LWS worker equals our segment (DESIGN.md §7 ``lws_segment``):
     for tests and docs. ``own_leader``: the LWS has a ``leaderTemplate``."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
+from webhook.core.targets import target_annotations
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import ExpandError, expand
@@ -41,9 +42,13 @@ class PlaceResult:
 
 
 def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
-                   platform_groups=(), default_topology: str | None = None, runtimes=()) -> PlaceResult:
+                   platform_groups=(), default_topology: str | None = None, runtimes=(),
+                   target: str = "kai") -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
+    ``target``: the target the webhook compiles for (DESIGN.md §9b); a placed result then carries
+    ``target``: its name and the target's annotations on the pods
+    (:func:`webhook.core.targets.target_annotations`).
     ``runtimes``: ClusterTrainingRuntime / TrainingRuntime objects, for a TrainJob (its pods are
     those of the JobSet the Trainer builds from the runtime it names: :func:`expand`).
 
@@ -65,7 +70,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
         default_topology = topologies[0].name if len(topologies) == 1 else None
     settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
                                  platform_groups=frozenset(g for g in platform_groups if g),
-                                 default_topology=default_topology)
+                                 default_topology=default_topology, target=target, gate_pods=target == "gate")
     exp = expand(workload, catalog, settings, user=user, groups=list(groups), runtimes=list(runtimes))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
@@ -100,6 +105,8 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
+    if settings.target != "kai":  # DESIGN.md §9b: what the target reads, as the webhook wrote it
+        result["target"] = {"name": settings.target, "annotations": target_annotations(exp.pods)}
     if BY_KIND[exp.expanded_kind].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
