@@ -158,11 +158,6 @@ def kueue_podset(kind: str, obj: Mapping[str, Any], unit: "Plan", size: int) -> 
     if kind == "MPIJob" and spec.get("runLauncherAsWorker") is True:
         return KueuePodSet(pods - 1, True, problem="the launcher that runs as a worker is its own PodSet, "
                                                   "so Kueue's worker ranks are not our segment indices")
-    if kind == "Job":
-        completions, parallelism = spec.get("completions"), spec.get("parallelism", 1)
-        if isinstance(completions, int) and isinstance(parallelism, int) and parallelism < completions:
-            return KueuePodSet(parallelism, True, problem=f"Kueue's PodSet is the {parallelism} pods that run at "
-                                                          f"once (parallelism), not the {completions} completions")
     ranked = kind not in ("RayCluster", "RayJob", "RayService")  # KubeRay groups: no PodIndexLabel
     return KueuePodSet(pods, ranked, tuple(i // size for i in range(pods)))
 
@@ -194,7 +189,7 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: "Plan", name: str | N
         wanted[KUEUE_REQUIRED] = required
         if preferred is not None and preferred != required:
             say(decision, "target-cannot-express", target=KUEUE,
-                what=f"workload preferred level {preferred} dropped: a PodSet takes required or preferred")
+                what=f"workload preferred {preferred}: dropped (a PodSet takes required or preferred)")
     elif preferred is not None:
         wanted[KUEUE_PREFERRED] = preferred
     if res.segmented:
@@ -203,7 +198,7 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: "Plan", name: str | N
         return []
     where = unit.worker
     if where is None:  # TrainJob: its trainer template is a runtimePatches entry Kueue reads through the runtime
-        deny_target_cannot_express(decision, KUEUE, f"metadata.labels[{TARGET_KEY}]", KUEUE,
+        deny_target_cannot_express(decision, KUEUE, "kind", kind,
                                    f"{kind}'s pod template is not one Kueue reads PodSet annotations from",
                                    "choose target kai or gate for this kind")
         return []
@@ -222,7 +217,7 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: "Plan", decision: Dec
         res.size.field if res.size is not None else f"metadata.labels[{TARGET_KEY}]")
     podset = kueue_podset(kind, obj, unit, size)
     if podset is None:
-        deny_target_cannot_express(decision, KUEUE, f"metadata.labels[{TARGET_KEY}]", KUEUE,
+        deny_target_cannot_express(decision, KUEUE, level_field, size,
                                    f"Kueue v0.17.0 has no integration for {kind}, so nothing would admit it",
                                    "choose target kai or gate for this kind")
         return {}
@@ -242,11 +237,11 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: "Plan", decision: Dec
     if res.segment_required is None:
         if preferred is not None:
             say(decision, "target-cannot-express", target=KUEUE,
-                what=f"segment preferred level {preferred} not enforced: Kueue slices are required only")
+                what=f"segment preferred {preferred}: not enforced (Kueue slices are required only)")
         return {}
     if preferred is not None and preferred != res.segment_required:
         say(decision, "target-cannot-express", target=KUEUE,
-            what=f"segment preferred level {preferred} dropped: Kueue slices are required only")
+            what=f"segment preferred {preferred}: dropped (Kueue slices are required only)")
     if not _slice_within_podset(unit, decision):
         return {}
     if not podset.ranked:
@@ -314,11 +309,11 @@ def _workload_api_checks(unit: "Plan", decision: Decision) -> None:
     required, preferred = _workload_level(unit)
     if preferred is not None and preferred != required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
-            what=f"workload preferred level {preferred} not enforced: topology constraints are required only")
+            what=f"workload preferred {preferred}: not enforced (required constraints only)")
     seg_preferred = res.segment_preferred
     if res.segmented and seg_preferred is not None and seg_preferred != res.segment_required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
-            what=f"segment preferred level {seg_preferred} not enforced: topology constraints are required only")
+            what=f"segment preferred {seg_preferred}: not enforced (required constraints only)")
 
 
 def target_annotations(pods: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
