@@ -122,7 +122,21 @@ TRIGGERS = {
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
     "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
+    "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
+    "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
 }
+
+
+def _labelled(obj, target):
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = target
+    return obj
+
+
+def _non_indexed_job():
+    from test_targets import job
+
+    return job(mode="NonIndexed")
 
 
 def _ray_size_3():

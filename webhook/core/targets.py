@@ -227,9 +227,11 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: "Plan", decision: Dec
         return {}
     if podset.count % size:
         fits = divisors(podset.count, most=podset.count)
+        rest = podset.count % size
         deny_target_cannot_express(
-            decision, KUEUE, res.size.field if res.size is not None else level_field, size,
-            f"Kueue's PodSet has {podset.count} pods and slices of {size} leave {podset.count % size} pods "
+            decision, KUEUE, res.size.field if res.size is not None else level_field,
+            res.size.raw if res.size is not None else size,
+            f"Kueue's PodSet has {podset.count} pods and slices of {size} leave {rest} pod{'s' if rest > 1 else ''} "
             "gated forever (kueue #15277)",
             f"a segment size dividing {podset.count} ({', '.join(map(str, fits)) or 'none above 1'}), or target gate")
         return {}
