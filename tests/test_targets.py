@@ -243,3 +243,36 @@ def test_job_pod_segment_index_and_gate_by_target():
     d = review(make_request(pod({**template, TARGET: "kueue"})), CATALOG, gating)
     assert not [op for op in d.patch if op["path"].startswith("/spec/schedulingGates")]
     assert {op["path"]: op["value"] for op in d.patch}["/metadata/labels/kai.scheduler~1segment-index"] == "1"
+
+
+def test_workload_api_objects_of_a_gang_with_a_partial_segment_and_a_master():
+    from webhook.core.workload_api import gang_object_name, gang_objects, pod_operations
+
+    assert gang_object_name("team-a/llama/0") == "llama-0"
+    workload, composite, *groups = gang_objects("team-a", "llama", [4, 4, 2], 1, BLOCK, RACK)
+    assert workload == {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "Workload",
+        "metadata": {"name": "llama", "namespace": "team-a"},
+        "spec": {"compositePodGroupTemplates": [{
+            "name": "gang", "schedulingPolicy": {"gang": {"minGroupCount": 4}},
+            "schedulingConstraints": {"topology": [{"key": BLOCK}]},
+            "podGroupTemplates": [
+                {"name": "segment", "schedulingPolicy": {"gang": {"minCount": 4}},
+                 "schedulingConstraints": {"topology": [{"key": RACK}]}},
+                {"name": "other", "schedulingPolicy": {"gang": {"minCount": 1}}}]}]}}
+    assert composite == {
+        "apiVersion": "scheduling.k8s.io/v1alpha3", "kind": "CompositePodGroup",
+        "metadata": {"name": "llama", "namespace": "team-a"},
+        "spec": {"workloadRef": {"workloadName": "llama", "templateName": "gang"},
+                 "schedulingPolicy": {"gang": {"minGroupCount": 4}},
+                 "schedulingConstraints": {"topology": [{"key": BLOCK}]}}}
+    assert [(g["metadata"]["name"], g["spec"]["schedulingPolicy"]["gang"]["minCount"],
+             g["spec"].get("schedulingConstraints")) for g in groups] == [
+        ("llama-segment-0", 4, {"topology": [{"key": RACK}]}),
+        ("llama-segment-1", 4, {"topology": [{"key": RACK}]}),
+        ("llama-segment-2", 2, {"topology": [{"key": RACK}]}),
+        ("llama-other", 1, None)]
+    assert all(g["spec"]["parentCompositePodGroupName"] == "llama" for g in groups)
+    assert groups[0]["spec"]["workloadRef"] == {"workloadName": "llama", "templateName": "segment"}
+    assert pod_operations("llama-segment-1") == [
+        {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "llama-segment-1"}}]
