@@ -3,7 +3,7 @@
 Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
-    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws,kueue]
+    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws,kueue] [--workload-api]
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
@@ -418,7 +418,7 @@ class LocalCluster:
             # the default endpoint reconciler refuses a loopback advertise address; nothing here
             # dials the `kubernetes` Service from a pod
             "--endpoint-reconciler-type", "none",
-            "--allow-privileged=true", "--v", "1",
+            "--allow-privileged=true", "--v", "1", *workload_api_args("kube-apiserver", self.state),
         ])
         token = self.state["admin_token"]
         self.wait_until("kube-apiserver", apiserver,
@@ -447,7 +447,7 @@ class LocalCluster:
                 "--authentication-kubeconfig", component_kubeconfig,
                 "--authorization-kubeconfig", component_kubeconfig,
                 "--bind-address", "127.0.0.1", "--secure-port", str(ports[component]),
-                "--leader-elect=false", "--v", "1", *extra,
+                "--leader-elect=false", "--v", "1", *extra, *workload_api_args(component, self.state),
             ])
             self.wait_until(component, process, lambda port=ports[component]: self.https_ok(port, "/healthz"),
                             "healthy (/healthz)")
@@ -813,6 +813,27 @@ class LocalCluster:
         return [f"{name}:{port}" for name, port in self.state.get("ports", {}).items() if port_open(port)]
 
 
+# ----------------------------------------------------------------------------------- workload api
+#: Kubernetes v1.37.2's feature gates of the Workload API (k8s.io/kubernetes v1.37.2
+#: pkg/features/kube_features.go: GenericWorkload beta, off by default; TopologyAwareWorkloadScheduling
+#: alpha; CompositePodGroup alpha, which needs both) and the API versions that serve its objects
+#: (scheduling.k8s.io/v1beta1 Workload and PodGroup; v1alpha3 CompositePodGroup).
+WORKLOAD_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
+WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+
+
+def workload_api_args(component: str, state: dict) -> list[str]:
+    """The extra flags of ``component`` under ``up --workload-api`` (``state["workload_api"]``):
+    the feature gates for kube-apiserver, kube-controller-manager and kube-scheduler, and
+    ``--runtime-config`` for kube-apiserver; ``[]`` otherwise."""
+    if not state.get("workload_api"):
+        return []
+    flags = ["--feature-gates", WORKLOAD_API_GATES]
+    if component == "kube-apiserver":
+        flags += ["--runtime-config", WORKLOAD_API_RUNTIME_CONFIG]
+    return flags
+
+
 # ------------------------------------------------------------------------------------------ kueue
 #: Kueue's integrations started here: batch/v1 Job is the one whose controller the control plane
 #: runs (kube-controller-manager); the others need their operators and CRDs.
@@ -1136,10 +1157,11 @@ def _http_ok(port: int, path: str) -> bool:
 
 
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
-       upstream: tuple[str, ...] = ()) -> LocalCluster:
+       upstream: tuple[str, ...] = (), workload_api: bool = False) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
     with-controller overlay's two controller replicas; ``upstream``: the named :data:`UPSTREAM`
-    programs) with state in ``directory``.
+    programs; ``workload_api``: the Workload API's feature gates and API versions,
+    :func:`workload_api_args`) with state in ``directory``.
 
     Raises:
         ClusterError: naming the component that failed, with the tail of its log; everything
@@ -1151,7 +1173,7 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
         raise ClusterError(f"up: {directory} already has a running cluster; `down {directory}` first")
     if (directory / "etcd-data").exists():
         shutil.rmtree(directory / "etcd-data")
-    cluster.state = {"ports": {}, "components": [], "bin": str(build())}
+    cluster.state = {"ports": {}, "components": [], "bin": str(build()), "workload_api": workload_api}
     cluster.save()
     try:
         started = time.monotonic()
@@ -1189,6 +1211,10 @@ def main(argv: list[str]) -> int:
                            help="comma-separated upstream programs to build and start: "
                                 + ", ".join(sorted(UPSTREAM)) + " (known, not buildable here: "
                                 + ", ".join(sorted(UNAVAILABLE_UPSTREAM)) + ")")
+    up_parser.add_argument("--workload-api", action="store_true",
+                           help="start kube-apiserver, kube-controller-manager and kube-scheduler with the Workload "
+                                "API on (feature gates " + WORKLOAD_API_GATES + "; runtime-config "
+                                + WORKLOAD_API_RUNTIME_CONFIG + ")")
     nodes_parser = commands.add_parser("nodes", help="register the Nodes of a dump and keep them Ready until down")
     nodes_parser.add_argument("dir", type=Path)
     nodes_parser.add_argument("file", type=Path)
@@ -1220,7 +1246,7 @@ def main(argv: list[str]) -> int:
         elif args.command == "up":
             upstream = tuple(name for name in args.upstream.split(",") if name)
             cluster = up(args.dir, args.webhook or args.gate_pods or args.controller, args.gate_pods,
-                         controller=args.controller, upstream=upstream)
+                         controller=args.controller, upstream=upstream, workload_api=args.workload_api)
             ports = cluster.state["ports"]
             print(f"up: kube-apiserver https://127.0.0.1:{ports['kube-apiserver']}"
                   + (f", segment-webhook {cluster.state['webhook_url']}" if "webhook_url" in cluster.state else "")
