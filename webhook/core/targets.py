@@ -23,9 +23,10 @@ pod handler's inputs, §7) and, offline, the objects a target needs.
 
 How the target is chosen: the workload's ``segments.dev/target`` label (``metadata.labels`` of the
 root), else the serve's ``--target`` (:attr:`AdmissionSettings.target`; ``--gate-pods`` alone
-means ``gate``). A target (but the default ``kai``) is also written on the segmented templates as the annotation
-``segments.dev/target``, so the pod handler (which reads the pod alone) knows it: a pod whose
-annotation names another target than ``gate`` is never gated by ``--gate-pods``.
+means ``gate``). The target is also written on the segmented templates as the annotation ``segments.dev/target``
+(``kueue``, ``workload-api``; ``kai`` only under ``--gate-pods``; never ``gate``), so the pod
+handler (which reads the pod alone) knows it: a pod whose annotation names another target than
+``gate`` is never gated by ``--gate-pods``.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: "Plan", settings: 
     naming the target) are recorded in ``decision``. ``kai`` and ``gate`` add no entry here (the
     gang facts of ``gate`` are :func:`webhook.core.kinds._workload.gang_entries`)."""
     target = chosen_target(obj, settings, decision)
-    if target is None or (target == KAI and default_target(settings) == KAI):
+    # the mark the pod handler reads: every target but gate (whose pods --gate-pods gates) and but
+    # kai when no pod is gated anyway
+    if target is None or target == GATE or (target == KAI and not settings.gate_pods):
         return target, []
     parts = [(name, unit) for name, unit in plan.units] or [(None, plan)]
     entries: list[Entry] = []
