@@ -878,6 +878,7 @@ def start_kueue(cluster: LocalCluster) -> None:
     bundle = certs.generate("kueue-webhook-service", namespace)
     (work / "certs" / "tls.crt").write_bytes(bundle.cert_pem)
     (work / "certs" / "tls.key").write_bytes(bundle.key_pem)
+    _kueue_metrics_certs(bundle.cert_pem, bundle.key_pem)
     ca_bundle = base64.b64encode(bundle.ca_pem).decode()
     webhook_port = cluster.state["ports"]["kueue-webhook"] = free_port()
     probe_port = cluster.state["ports"]["kueue-manager"] = free_port()
@@ -915,6 +916,26 @@ def start_kueue(cluster: LocalCluster) -> None:
             hook["clientConfig"]["caBundle"] = ca_bundle
         configuration_doc["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
     cluster.apply(configurations)
+
+
+#: Where Kueue v0.17.0 reads its metrics server's certificate when internal cert management is
+#: off: a fixed path (cmd/kueue/main.go), not configurable; it exits when the files are missing.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(cert_pem: bytes, key_pem: bytes) -> None:
+    """Give the manager the metrics certificate files it insists on (metrics serving itself is off:
+    ``bindAddress: "0"``). Written once, only when missing; raises ClusterError when they cannot be."""
+    if (KUEUE_METRICS_CERTS / "tls.crt").is_file() and (KUEUE_METRICS_CERTS / "tls.key").is_file():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        (KUEUE_METRICS_CERTS / "tls.crt").write_bytes(cert_pem)
+        (KUEUE_METRICS_CERTS / "tls.key").write_bytes(key_pem)
+    except OSError as error:
+        raise ClusterError(f"kueue: its manager reads {KUEUE_METRICS_CERTS}/tls.crt and tls.key (fixed in "
+                           f"cmd/kueue/main.go when internal cert management is off) and they cannot be "
+                           f"written: {error.strerror}; create them (any certificate: metrics are off)") from None
 
 
 def _common_node_label(nodes: list[dict], levels: list[str]) -> tuple[str, str]:
