@@ -8,7 +8,8 @@ compiles for an Indexed Job of 8 pods in segments of 4 (rack) within one block: 
 CompositePodGroup and two child PodGroups, created as they are printed; then 8 pods of 8 GPUs each,
 each naming its segment's PodGroup in ``spec.schedulingGroup.podGroupName``. kube-scheduler binds
 every pod, each segment within one rack and the gang within one block, checked against the node
-labels. (The webhook's controller that would create these objects itself is not built.)
+labels; with one node of the first block taken, only the second block fits the gang. (The
+webhook's controller that would create these objects itself is not built.)
 """
 
 from __future__ import annotations
@@ -63,6 +64,10 @@ def test_kube_scheduler_binds_each_segment_podgroup_in_one_rack(workload_api, tm
     for obj in objects:  # as compiled, in order
         kubectl.ok("create", "-f", str(write_manifest(tmp_path, f"{obj['metadata']['name']}-{obj['kind']}.yaml", obj)))
     container = job["spec"]["template"]["spec"]["containers"][0]
+    # one node of block-0-0 taken: that block has 7 free nodes, no room for two full racks; block-0-1 has
+    blocker = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "blocker", "namespace": "default"},
+               "spec": {"nodeName": "node-0-0-0-0", "containers": [container], "restartPolicy": "Never"}}
+    kubectl.ok("create", "-f", str(write_manifest(tmp_path, "blocker.yaml", blocker)))
     for rank in range(PODS):
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"wl-{rank}", "namespace": "default", "labels": {"app": "wl"}},
@@ -83,5 +88,9 @@ def test_kube_scheduler_binds_each_segment_podgroup_in_one_rack(workload_api, tm
         racks.setdefault(pod["spec"]["schedulingGroup"]["podGroupName"], set()).add(nodes[pod["spec"]["nodeName"]][RACK])
     assert sorted(racks) == ["wl-segment-0", "wl-segment-1"]
     assert all(len(found) == 1 for found in racks.values()), racks
-    assert len({nodes[p["spec"]["nodeName"]][BLOCK] for p in pods}) == 1
+    assert {nodes[p["spec"]["nodeName"]][BLOCK] for p in pods} == {"block-0-1"}  # the only block that fits
     assert len({p["spec"]["nodeName"] for p in pods}) == PODS
+    for group in ("wl-segment-0", "wl-segment-1"):  # scheduled as a group, by kube-scheduler's own account
+        status = json.loads(kubectl.ok("get", "podgroups.scheduling.k8s.io", group, "-o", "json")).get("status") or {}
+        assert any(c["type"] == "PodGroupInitiallyScheduled" and c["status"] == "True"
+                   for c in status.get("conditions") or []), status
