@@ -55,7 +55,8 @@ def gang_objects(namespace: str, gang: str, segment_sizes: Sequence[int], others
     children = len(segment_sizes) + (1 if others else 0)
     group_templates = []
     if segment_sizes:
-        group_templates.append({"name": SEGMENT_TEMPLATE, "schedulingPolicy": {"gang": {"minCount": max(segment_sizes)}},
+        group_templates.append({"name": SEGMENT_TEMPLATE,
+                                "schedulingPolicy": {"gang": {"minCount": max(segment_sizes)}},
                                 **_constraints(segment_level)})
     if others:
         group_templates.append({"name": OTHER_TEMPLATE, "schedulingPolicy": {"gang": {"minCount": others}}})
