@@ -142,11 +142,25 @@ TRIGGERS = {
     # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
+    "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
+    "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
 }
 
 
 def _kai_reader(name):
     return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
+
+
+def _labelled(obj, target):
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = target
+    return obj
+
+
+def _non_indexed_job():
+    from test_targets import job
+
+    return job(mode="NonIndexed")
 
 
 def _ray_size_3():
