@@ -11,6 +11,7 @@ import re
 
 import jsonpatch
 import pytest
+import yaml
 
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
 from webhook.core.admission_settings import AdmissionSettings
@@ -24,16 +25,32 @@ PLAIN = AdmissionSettings()
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
 
 
-def readme_rejections() -> dict[str, str]:
-    """rule id → message column of the README's table "Every rejection a user can meet"."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Every rejection a user can meet", 1)[1].split("\n###", 1)[0]
-    table = section.split("| rule | example | status | message", 1)[1].split("\n\n", 1)[0]
-    rows = {}
-    for line in table.splitlines()[2:]:
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        rows[cells[0].strip("`")] = cells[3]
+def _documents() -> list[str]:
+    """README.md, then every docs/*.md page (in name order): a table of the same heading in a docs
+    page adds rows to the README's, and its row of an id replaces the README's (the README is being
+    cut, its tables move to docs/)."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    return [page.read_text(encoding="utf-8") for page in pages]
+
+
+def _table_rows(heading: str, header: str) -> list[list[str]]:
+    """The rows (cells) of every table ``header`` under ``### heading`` in :func:`_documents`."""
+    rows = []
+    for text in _documents():
+        if f"### {heading}" not in text:
+            continue
+        section = text.split(f"### {heading}", 1)[1].split("\n###", 1)[0]
+        if header not in section:
+            continue
+        table = section.split(header, 1)[1].split("\n\n", 1)[0]
+        rows += [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.splitlines()[2:]]
     return rows
+
+
+def readme_rejections() -> dict[str, str]:
+    """rule id → message column of the table "Every rejection a user can meet" (README, docs/)."""
+    return {cells[0].strip("`"): cells[3] for cells in _table_rows("Every rejection a user can meet",
+                                                                   "| rule | example | status | message")}
 
 
 def test_readme_table_and_registry_list_the_same_rules():
@@ -122,7 +139,28 @@ TRIGGERS = {
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
     "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
+    # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
+    "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
+    "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
+    "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
+    "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
 }
+
+
+def _kai_reader(name):
+    return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
+
+
+def _labelled(obj, target):
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = target
+    return obj
+
+
+def _non_indexed_job():
+    from test_targets import job
+
+    return job(mode="NonIndexed")
 
 
 def _ray_size_3():
@@ -173,15 +211,9 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
 
 
 def readme_warnings() -> dict[str, tuple[str, str, str]]:
-    """warning id → (source, when, text template) of the README's table "Every warning a user can meet"."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("### Every warning a user can meet", 1)[1].split("\n###", 1)[0]
-    table = section.split("| warning | source | when | text |", 1)[1].split("\n\n", 1)[0]
-    rows = {}
-    for line in table.splitlines()[2:]:
-        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
-        rows[cells[0].strip("`")] = (cells[1], cells[2], cells[3].strip("`"))
-    return rows
+    """warning id → (source, when, text template) of the table "Every warning a user can meet" (README, docs/)."""
+    return {cells[0].strip("`"): (cells[1], cells[2], cells[3].strip("`"))
+            for cells in _table_rows("Every warning a user can meet", "| warning | source | when | text |")}
 
 
 def test_readme_warning_table_and_registry_list_the_same_warnings():

@@ -116,6 +116,17 @@ LWS_WORKER = {"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k
               "leaderworkerset.sigs.k8s.io/worker-index": "2"}
 RAY_WORKER = {"ray.io/cluster": "nvl72", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
 
+def _kueue_ray() -> dict:
+    from test_kinds_ray import raycluster
+
+    obj = raycluster(size="4")
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = "kueue"
+    group = obj["spec"]["workerGroupSpecs"][0]
+    group["template"]["metadata"]["annotations"]["kai.scheduler/segment-topology-required-placement"] = \
+        "cloud.provider.com/topology-rack"
+    return obj
+
+
 #: warning id → (object, settings, catalog) and the text the user reads.
 EXAMPLES = {
     "workload-key-on-template": (lambda: (pytorchjob(**{WL_REQ: ZONE}), PLAIN, CATALOG),
@@ -135,6 +146,15 @@ EXAMPLES = {
     "segment-size-disagrees-with-spec": (lambda: (native(**{SIZE: "4"}), PLAIN, CATALOG),
                                          'kai.scheduler/segment-size="4" disagrees with workersPerSegment=8; '
                                          "overwritten"),
+    # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for segments.dev (hub/hub.go)
+    "kai-flat-gang": (lambda: (manifest("kai-reader-class-b-distributedworkload.yaml"), PLAIN, CATALOG),
+                      "KAI makes DistributedWorkload one flat gang: segment size 4 and segment required level "
+                      "not enforced; --gate-pods does"),
+    # DESIGN.md §4.5: KAI's Ray grouper makes a group template's level that group's constraint
+    "kai-template-level-whole-group": (lambda: (manifest("kai-reader-class-c-raycluster-with-topology.yaml"), PLAIN,
+                                                CATALOG),
+                                       "workload required level cloud.provider.com/topology-block on worker group "
+                                       "gpu: KAI enforces it on the whole group"),
     "root-key-ignored-spec-wins": (lambda: (native(root={SIZE: "2"}, **{SIZE: "4"}), PLAIN, CATALOG),
                                    'root kai.scheduler/segment-size="2" ignored: workersPerSegment=8 wins'),
     "root-key-overridden": (lambda: (pytorchjob(root={SIZE: "8"}), PLAIN, CATALOG),
@@ -186,6 +206,9 @@ EXAMPLES = {
     "jobset-segments-straddle-jobs": (lambda: (jobset_size_6(), PLAIN, CATALOG),
                                       "replicatedJob workers: segment size 6 and parallelism 4 do not divide each "
                                       "other; segments straddle Jobs"),
+    "target-cannot-express": (lambda: (_kueue_ray(), PLAIN, CATALOG),
+                              "target kueue: RayCluster pods carry no index Kueue ranks by: its slices are not our "
+                              "segment-index labels"),
     "mpijob-launcher-template-differs": (lambda: (mpijob_launcher_differs(), PLAIN, CATALOG),
                                          "Launcher template kai.scheduler/segment-topology-required-placement "
                                          "differs from the Worker template; Worker value wins"),

@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
         "topology", help="infer a Topology from the nodes' labels, or check one against the nodes",
         description="infer: the Topology the node labels support (DESIGN.md §12), with a report on stderr. "
                     "check: the §12 findings of a Topology on the nodes; exit 1 on any.")
-    sub = topo.add_subparsers(dest="topology_command", metavar="{infer,check}")
+    sub = topo.add_subparsers(dest="topology_command", metavar="{infer,check,export}")
     sub.required = True
     infer = sub.add_parser(
         "infer", help="write the Topology (or one per node group) that the node labels support",
@@ -79,6 +79,9 @@ def register(subparsers: Any) -> None:
     check.add_argument("-o", "--output", choices=("text", "json"), default="text",
                        help="text: one finding per line with its fix (default); json: every value and node named")
     check.set_defaults(func=run_check)
+    from webhook.cli.topology_export import add_export_parser
+
+    add_export_parser(sub)  # topology export (DESIGN.md §13)
 
 
 # ------------------------------------------------------------------------------------- reading

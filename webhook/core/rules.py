@@ -418,6 +418,40 @@ def check_segment_within_workload(decision: Decision, segment: tuple[str, str], 
     return False
 
 
+@rule("target-unknown", "DESIGN.md §9b", "a segments.dev/target label naming no target this webhook serves")
+def check_target_known(decision: Decision, field_path: str, value: Any, served: tuple[str, ...]) -> bool:
+    """The workload label ``segments.dev/target`` must name one of ``served`` (the targets the
+    running webhook can honour: ``gate`` only under ``--gate-pods``). Returns True when ok."""
+    if isinstance(value, str) and value in served:
+        return True
+    violate(decision, "target-unknown", field_path, value,
+            f"not a target this webhook serves ({', '.join(served)})",
+            "use one of them, or remove the label to use the webhook's --target")
+    return False
+
+
+@rule("target-cannot-express", "DESIGN.md §9b",
+      "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
+def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,
+                               fix: str) -> None:
+    """Deny what ``target`` (``kueue``, ``workload-api``) would admit but never place as resolved:
+    ``problem`` says why, naming the target's rule; ``fix`` what to change."""
+    violate(decision, "target-cannot-express", field_path, value, f"target {target}: {problem}", fix)
+
+
+@rule("job-segments-need-indexed", "DESIGN.md §3b",
+      "a segmented batch/v1 Job that is not Indexed with parallelism = completions")
+def check_job_indexed(decision: Decision, field_path: str, value: Any, problem: str | None) -> bool:
+    """A Job's pods are segmented by ``batch.kubernetes.io/job-completion-index``: only an Indexed
+    Job has it, and a segment's pods run together only when every completion runs at once.
+    ``problem``: what is wrong, or ``None``. Returns True when ok."""
+    if problem is None:
+        return True
+    violate(decision, "job-segments-need-indexed", field_path, value, problem,
+            "set completionMode: Indexed and parallelism equal to completions")
+    return False
+
+
 @rule("conflicting-topology", "README: decisions", "workload levels of another topology than the worker template's")
 def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, str]], root_topology: str,
                        template_topology: tuple[str, str]) -> bool:
@@ -435,6 +469,48 @@ def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, 
                 "name the same topology in both places, or set it only in metadata.annotations")
         ok = False
     return ok
+
+
+@rule("template-level-without-topology", "DESIGN.md §4",
+      "a workload level on a template KAI reads it from (Ray group, JobSet Job) without a topology name there")
+def check_template_level_has_topology(decision: Decision, field_path: str, level: str, topology_on_template: bool,
+                                      template_field: str, reader: str) -> bool:
+    """A workload-level key (``field_path`` = ``level``) on a template whose levels KAI's
+    pod-grouper reads together with the topology name of that same template only (``reader``: which
+    grouper, e.g. ``KAI's Ray grouper errors on every pod and makes no PodGroup``): without a
+    topology name on ``template_field`` after admission (``topology_on_template`` False) the level
+    is never honoured (DESIGN.md §4.5; KAI d5bc503 ``plugins/ray/ray_grouper.go``
+    ``getTemplateTopologyConstraints``, ``plugins/jobset/jobset_grouper.go``
+    ``singleReplicaSubGroupTopology``). Returns True when ok."""
+    if topology_on_template:
+        return True
+    violate(decision, "template-level-without-topology", field_path, level,
+            f"{template_field} names no {keys.TOPOLOGY}, and KAI reads this level with that template's "
+            f"topology only: {reader}",
+            f"set {keys.TOPOLOGY} in {template_field} too, or move the level to metadata.annotations")
+    return False
+
+
+@rule("per-job-level-differs", "DESIGN.md §3b",
+      "JobSet with segment size = parallelism: a user per-Job level other than the segment's")
+def check_per_job_level(decision: Decision, field_path: str, written: str, wanted: str | None,
+                        segment_key: str) -> bool:
+    """JobSet with ``S == parallelism``: KAI enforces each Job (one segment) from the per-Job keys
+    on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
+    ``plugins/jobset/jobset_grouper.go``), which the webhook sets to the segment's topology and
+    levels (DESIGN.md §3b). A user value there (``written`` at ``field_path``) other than the one
+    the segment gives (``wanted``, ``None`` when the segment sets none; ``segment_key``: the pod
+    template key that sets it) would be replaced or enforced beside the segment's: denied, never
+    replaced silently (§4.5). Returns True when ok."""
+    if written == wanted:
+        return True
+    says = quote(wanted) if wanted is not None else "unset"
+    violate(decision, "per-job-level-differs", field_path, written,
+            f"segment size = parallelism makes each Job one segment, and KAI enforces this per-Job key as the "
+            f"segment's {segment_key} ({says})",
+            f"remove it, or set it to {quote(wanted)}" if wanted is not None else
+            f"remove it, or set {segment_key} on the pod template instead")
+    return False
 
 
 # --------------------------------------------------------------------------------------------

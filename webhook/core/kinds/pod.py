@@ -40,6 +40,7 @@ from webhook.core.messages import UNSET, quote
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import check_object_meta, read_string_map
 from webhook.core.rules import malformed
+from webhook.core.targets import GATE, TARGET_KEY
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import text as warning_text
 
@@ -97,8 +98,8 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if labels is None or annotations is None or not meta_ok:
         return decision
     wanted, warnings = segment_labels(labels, annotations)
-    gate_ops: list[dict[str, Any]] = []
-    if settings.gate_pods:  # DESIGN.md §9
+    gate_ops: list[dict] = []
+    if settings.gate_pods and annotations.get(TARGET_KEY, GATE) == GATE:  # DESIGN.md §9; §9b: another target's pod is not ours to gate
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
                                                   gang=gang_key(str(namespace), labels),
