@@ -44,7 +44,7 @@ from placement import realistic_dump
 from webhook.cli.what_if import load_cluster
 from webhook.placement.capacity import capacity, parse_shape
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.gencluster import topology_object
+from webhook.tooling.gencluster import topology_object
 from webhook.placement.pipeline import place_workload
 from webhook.placement.whatif import planner_for, what_if
 
