@@ -72,6 +72,17 @@ class Upstream:
 #: control plane").
 UPSTREAM: dict[str, Upstream] = {
     "lws": Upstream("lws", "sigs.k8s.io/lws", "sigs.k8s.io/lws/cmd", "lws-manager"),
+    **{name: program for name, program in (
+        ("training-operator", Upstream("training-operator", "github.com/kubeflow/training-operator",
+                                       "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+                                       "training-operator")),
+        ("jobset", Upstream("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset", "jobset-manager")),
+        ("trainer", Upstream("trainer", "github.com/kubeflow/trainer/v2",
+                             "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+                             "trainer-controller-manager")),
+        ("kuberay", Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
+                             "github.com/ray-project/kuberay/ray-operator", "ray-operator")),
+    )},
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -601,9 +612,12 @@ class LocalCluster:
     # -- upstream programs (--with)
     def start_upstream(self, names: list[str]) -> None:
         """Start each ``--with`` program (built first when needed) with its CRDs and RBAC."""
-        for name in names:
+        operators = _operators()  # hack/operators.py: training-operator, Trainer, JobSet, KubeRay
+        for name in operators.ordered(names):
             if name == "lws":
                 self.start_lws()
+            elif name in operators.STARTERS:
+                operators.start(self, name)
             else:  # build_upstream names the reason
                 build_upstream(name)
 
@@ -977,6 +991,15 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
+def _operators():
+    """hack/operators.py (the training operators ``--with`` starts), imported from this directory."""
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import operators
+
+    return operators
+
+
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
        upstream: tuple[str, ...] = ()) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
@@ -998,7 +1021,7 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
     try:
         started = time.monotonic()
         cluster.start_control_plane()
-        for name in upstream:  # fail before starting anything when a program cannot be built
+        for name in _operators().ordered(list(upstream)):  # fail before starting anything when a program cannot be built
             build_upstream(name)
         if webhook or controller:
             docs = cluster.start_webhook(gate_pods, controller=controller)
