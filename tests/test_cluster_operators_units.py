@@ -1,0 +1,69 @@
+"""hack/operators.py without a control plane: pins, start order, the cert-controller Secret, the
+webhook configurations by url (the cluster runs are in test_cluster_operators.py)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import sys
+from pathlib import Path
+
+from cryptography import x509
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "hack"))
+
+import local_cluster  # noqa: E402
+import operators  # noqa: E402
+
+
+def test_operators_are_pinned_to_the_versions_the_proxy_serves():
+    # issue text and `go list -m -versions` / `go mod download -json` of 2026-12-04
+    pins = {name: local_cluster.module_version(p.module_dir, p.module) for name, p in local_cluster.UPSTREAM.items()}
+    assert pins == {"lws": "v0.8.0", "training-operator": "v1.8.1", "jobset": "v0.8.2", "trainer": "v2.0.0",
+                    "kuberay": "v1.5.0"}
+    # Trainer v2.0.0's go.mod requires sigs.k8s.io/jobset v0.8.2
+    assert "sigs.k8s.io/jobset v0.8.2" in (local_cluster.GO_MODULES / "trainer" / "go.mod").read_text()
+
+
+def test_each_operator_has_its_own_cache_key():
+    digests = {name: local_cluster.pins_digest((local_cluster.UPSTREAM[name].module_dir,))
+               for name in local_cluster.UPSTREAM}
+    assert len(set(digests.values())) == len(digests)
+    assert set(operators.STARTERS) == set(local_cluster.UPSTREAM) - {"lws"}
+
+
+def test_trainer_brings_jobset_and_jobset_starts_first():
+    assert operators.ordered(["trainer"]) == ["jobset", "trainer"]
+    assert operators.ordered(["kuberay", "trainer", "lws", "jobset"]) == ["lws", "jobset", "trainer", "kuberay"]
+    assert operators.ordered(["training-operator"]) == ["training-operator"]
+
+
+def test_rotator_bundle_passes_cert_controllers_checks():
+    """cert-controller ValidCert: the CA verifies for the CA name, the serving certificate for
+    ``<service>.<namespace>.svc``, 90 days ahead; kube-apiserver dials 127.0.0.1 (IP SAN)."""
+    bundle = operators.rotator_bundle("training-operator-ca", "training-operator.kubeflow.svc")
+    ca = x509.load_pem_x509_certificate(bundle["ca.crt"])
+    cert = x509.load_pem_x509_certificate(bundle["tls.crt"])
+    ca_names = ca.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert ca_names.get_values_for_type(x509.DNSName) == ["training-operator-ca"]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["training-operator.kubeflow.svc"]
+    assert names.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+    cert.verify_directly_issued_by(ca)
+    ahead = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=91)
+    assert cert.not_valid_after_utc > ahead and ca.not_valid_after_utc > ahead
+    assert sorted(bundle) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+
+
+def test_webhooks_are_pointed_at_loopback_by_url():
+    docs = [{"kind": "ValidatingWebhookConfiguration",
+             "metadata": {"name": "v", "annotations": {"cert-manager.io/inject-ca-from": "ns/cert"}},
+             "webhooks": [{"name": "a", "clientConfig": {"service": {"name": "s", "namespace": "n",
+                                                                    "path": "/validate-x"}}}]},
+            {"kind": "Deployment", "metadata": {"name": "d"}}]
+    [configuration] = operators.webhooks_by_url(docs, 4443, b"PEM")
+    assert configuration["webhooks"][0]["clientConfig"] == {"url": "https://127.0.0.1:4443/validate-x",
+                                                            "caBundle": base64.b64encode(b"PEM").decode()}
+    assert configuration["metadata"]["annotations"] == {}
