@@ -91,17 +91,17 @@ def rotator_bundle(ca_name: str, dns_name: str, days: int = 365) -> dict[str, by
     pkg/rotator ``ValidCert`` (v0.10.1, v0.12.0)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric import rsa
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
     now = _dt.datetime.now(_dt.timezone.utc)
     start, end = now - _dt.timedelta(minutes=5), now + _dt.timedelta(days=days)
 
-    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+    def pem_key(key: rsa.RSAPrivateKey) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
                                  serialization.NoEncryption())
 
-    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca_subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
     ca_cert = (x509.CertificateBuilder().subject_name(ca_subject).issuer_name(ca_subject)
                .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
@@ -112,7 +112,7 @@ def rotator_bundle(ca_name: str, dns_name: str, days: int = 365) -> dict[str, by
                                             crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
                .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
                .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     names = [x509.DNSName(dns_name), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
             .issuer_name(ca_subject).public_key(key.public_key()).serial_number(x509.random_serial_number())

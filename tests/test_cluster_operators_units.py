@@ -55,6 +55,8 @@ def test_rotator_bundle_passes_cert_controllers_checks():
     ahead = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=91)
     assert cert.not_valid_after_utc > ahead and ca.not_valid_after_utc > ahead
     assert sorted(bundle) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    # buildArtifactsFromSecret parses ca.key with x509.ParsePKCS1PrivateKey
+    assert bundle["ca.key"].startswith(b"-----BEGIN RSA PRIVATE KEY-----")
 
 
 def test_webhooks_are_pointed_at_loopback_by_url():
