@@ -320,7 +320,7 @@ def test_training_operator_pytorchjob_pods(plane, tmp_path, capsys):
 def gated_text(figures: dict[str, int]) -> str:
     if "segments" not in figures:
         return ""
-    return f"; every pod bound, {figures['segments']} segments each on one rack, {figures['nodes used']} nodes, none over"
+    return f"; every pod bound, {figures['segments']} segments each on one rack, {figures['nodes used']} nodes in use cluster-wide, none over its GPUs"
 
 
 # ------------------------------------------------------------------------------------------ JobSet
