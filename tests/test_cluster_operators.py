@@ -265,7 +265,8 @@ def pytorchjob(name: str, workers: int, size: int, on_root: bool) -> dict:
     worker: dict = {"spec": {"containers": [gpu_container("pytorch")]}}
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
            "spec": {"pytorchReplicaSpecs": {
-               "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}},
+               "Master": {"replicas": 1,
+                          "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}},
                "Worker": {"replicas": workers, "template": worker}}}}
     if on_root:
         job["metadata"]["annotations"] = keys(size)
@@ -320,7 +321,8 @@ def test_training_operator_pytorchjob_pods(plane, tmp_path, capsys):
 def gated_text(figures: dict[str, int]) -> str:
     if "segments" not in figures:
         return ""
-    return f"; every pod bound, {figures['segments']} segments each on one rack, {figures['nodes used']} nodes in use cluster-wide, none over its GPUs"
+    return (f"; every pod bound, {figures['segments']} segments each on one rack, "
+            f"{figures['nodes used']} nodes in use cluster-wide, none over its GPUs")
 
 
 # ------------------------------------------------------------------------------------------ JobSet

@@ -93,8 +93,9 @@ def test_gated_master_template_keeps_subgroup_name(tmp_path):
                "Worker": {"replicas": 4, "template": {"spec": {"containers": [{"name": "pytorch", "image": "b"}]}}}}}}
     path = tmp_path / "pt.json"
     path.write_text(json.dumps(job))
+    topologies = REPO.parent / "shared" / "examples" / "topology.yaml"
     result = subprocess.run([sys.executable, "-m", "webhook.cli", "review", "-f", str(path), "-o", "yaml",
-                             "--gate-pods", "--topology-file", str(REPO.parent / "shared" / "examples" / "topology.yaml")],
+                             "--gate-pods", "--topology-file", str(topologies)],
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
     assert result.returncode == 0, result.stderr
     admitted = yaml.safe_load(result.stdout)  # the object with the webhook's JSONPatch applied
