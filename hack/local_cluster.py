@@ -3,7 +3,8 @@
 Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
-    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws]
+    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES]
+                                           # NAMES: lws,training-operator,jobset,trainer,kuberay
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
     local-cluster.sh down DIR
 
