@@ -308,11 +308,15 @@ def test_training_operator_pytorchjob_pods(plane, tmp_path, capsys):
         assert labels.get(SUBGROUP) == expected, pod["metadata"]["name"]
         size = None if found is None else str(shapes[found[0]][1])
         assert (pod["metadata"].get("annotations") or {}).get(SEGMENT_SIZE) == size, pod["metadata"]["name"]
+    # training-operator's status update can lose a race with a writer of the PyTorchJob (409
+    # Conflict, retried on its next reconcile): wait for the condition instead of reading it once.
     conditions = {}
     for name in shapes:
-        stored = plane.kube.get("pytorchjob", name, ns)
-        conditions[name] = {c["type"]: c["status"] for c in stored.get("status", {}).get("conditions") or []}
-        assert conditions[name].get("Created") == "True", (name, conditions[name])
+        def created(job: str = name) -> dict | None:
+            stored = plane.kube.get("pytorchjob", job, ns)
+            found = {c["type"]: c["status"] for c in stored.get("status", {}).get("conditions") or []}
+            return found if found.get("Created") == "True" else None
+        conditions[name] = wait_for(f"PyTorchJob {name} condition Created=True", created, timeout=120)
     report(capsys, plane, f"training-operator v1.8.1 made {figures['pods']} pods of 2 PyTorchJobs; "
                           f"{figures['segmented']} Workers' labels = review's and i // S; status conditions "
                           f"{conditions} (Running needs a kubelet)" + gated_text(figures))
