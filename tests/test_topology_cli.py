@@ -208,6 +208,8 @@ def test_infer_kubeconfig_that_cannot_be_loaded_exits_2(tmp_path, capsys):
 
 
 def test_infer_lists_the_nodes_of_a_cluster(tmp_path, capsys):
+    """The list answer's items carry no kind, as a real kube-apiserver's NodeList items (the fake server
+    strips apiVersion and kind from list items): each item is a Node all the same."""
     from kube_apiserver import KubeApiServer
 
     server = KubeApiServer().start()

@@ -162,7 +162,9 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
         if isinstance(exc, ApiException):
             raise InputError(f"--kubeconfig {kubeconfig}: listing nodes answered HTTP {exc.status} {exc.reason}") from None
         raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: {exc}") from None
-    return nodes_from_objects(((f"items[{i}]", obj) for i, obj in enumerate(items) if isinstance(obj, Mapping)),
+    # the items of a NodeList carry no apiVersion and no kind (the list's TypeMeta says Node)
+    return nodes_from_objects(((f"items[{i}]", {**obj, "kind": obj.get("kind") or "Node"})
+                               for i, obj in enumerate(items) if isinstance(obj, Mapping)),
                               f"cluster of {kubeconfig}")
 
 
