@@ -70,6 +70,20 @@ def test_gen_cluster_presets_label_nodes_and_write_their_topology(tmp_path, pres
     assert len(topo) == 1 and key in [lv["nodeLabel"] for lv in topo[0]["spec"]["levels"]]
 
 
+@pytest.mark.parametrize("preset", ["gke"])
+def test_gen_cluster_presets_name_every_node_once_and_infer_reads_the_file(tmp_path, capsys, preset):
+    # the new-user trial's shape: 1 zone x 4 blocks x 16 racks x 16 nodes = 1,024 nodes, one block
+    # holding 256 of them (GKE's four-character suffix repeated from about 1,000 nodes on)
+    out = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--labels", preset, "--zones", "1", "--blocks", "4", "--racks", "16",
+                 "--nodes", "16", "-o", str(out)]) == 0
+    names = [n["metadata"]["name"] for n in nodes_of(out)]
+    hostnames = [n["metadata"]["labels"][HOST] for n in nodes_of(out)]
+    assert len(names) == 1024 and len(set(names)) == 1024 and len(set(hostnames)) == 1024
+    capsys.readouterr()
+    assert main(["topology", "infer", "-f", str(out)]) == 0
+
+
 def test_gen_cluster_unknown_preset_is_bad_usage(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["gen-cluster", "--labels", "azure"])
