@@ -392,3 +392,75 @@ def test_readme_shows_the_output_of_a_real_run(tmp_path, capsys):
     (tmp_path / "eks-topology.yaml").write_text(out)
     assert main(["topology", "check", "-f", str(tmp_path / "eks-topology.yaml"), "--nodes", str(dump)]) == 0
     assert f"--nodes eks.yaml\n{capsys.readouterr().out}" in readme
+
+
+# ------------------------------------------------------------------ a mixed cluster: infer, then check with --selector
+
+def mixed_cluster(tmp_path) -> Path:
+    """The eks preset (32 p5.48xlarge nodes, two zones) and a CPU system pool of 4 m5.xlarge nodes
+    in the same two zones, without network-node-layer labels."""
+    nodes = nodes_of(gen(tmp_path, "--labels", "eks"))
+    for index in range(4):
+        name = f"ip-10-200-0-{index}.ec2.internal"
+        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            HOST: name, "node.kubernetes.io/instance-type": "m5.xlarge",
+            ZONE: "us-east-1a" if index % 2 == 0 else "us-east-1b"}}})
+    return write(tmp_path, "mixed.yaml", {"apiVersion": "v1", "kind": "List", "items": nodes})
+
+
+def test_infer_on_a_cluster_with_a_cpu_pool_writes_one_topology_with_the_given_name(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    assert main(["topology", "infer", "-f", str(dump), "--name", "eks-p5"]) == 0
+    out, err = capsys.readouterr()
+    assert list(yaml.safe_load_all(out)) == [topology(EKS_LEVELS, name="eks-p5")]
+    assert "zone-only-group: level topology.kubernetes.io/zone: 4 nodes (m5.xlarge (4))" in err
+    assert "key-meaning-differs" not in err and "node-groups" not in err
+    # the report names the selector of the nodes the Topology holds; check with it is clean
+    selector = f"--selector '{','.join(EKS_LEVELS)}'"
+    assert selector in err
+    (tmp_path / "eks-p5.yaml").write_text(out)
+    assert main(["topology", "check", "-f", str(tmp_path / "eks-p5.yaml"), "--nodes", str(dump),
+                 "--selector", ",".join(EKS_LEVELS)]) == 0
+    assert capsys.readouterr().out == "0 findings for Topology eks-p5 on 32 nodes\n"
+
+
+@pytest.mark.parametrize("selector, count", [
+    ("node.kubernetes.io/instance-type=p5.48xlarge", 32),
+    ("node.kubernetes.io/instance-type==p5.48xlarge", 32),
+    ("node.kubernetes.io/instance-type in (p5.48xlarge, p4d.24xlarge)", 32),
+    ("node.kubernetes.io/instance-type!=m5.xlarge", 32),
+    ("node.kubernetes.io/instance-type notin (m5.xlarge)", 32),
+    ("topology.k8s.aws/network-node-layer-1", 32),
+    (f"!topology.k8s.aws/network-node-layer-1,{ZONE}=us-east-1a", 2),
+])
+def test_check_selector_checks_only_the_matching_nodes(tmp_path, capsys, selector, count):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    code = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
+    out = capsys.readouterr().out
+    assert out.endswith(f"on {count} nodes\n")
+    # the CPU nodes lack the layer keys: dropped-nodes (exit 1) only when they are selected
+    assert code == (1 if count == 2 else 0)
+
+
+def test_check_without_a_selector_reports_the_cpu_nodes_as_dropped(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump)]) == 1
+    assert "dropped-nodes: Topology cluster-topology: level topology.k8s.aws/network-node-layer-1: 4 nodes of 36" \
+        in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("selector, message", [
+    ("a b", "'a b' is not a label key"),
+    ("", "empty selector"),
+    ("x=y", "--selector matches none of the 36 nodes of"),
+])
+def test_check_bad_selector_exits_2(tmp_path, capsys, selector, message):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    try:
+        code = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err
