@@ -495,6 +495,24 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
     return ok
 
 
+@rule("placement-key-as-label", "DESIGN.md §5", "a placement key written as a label instead of an annotation")
+def check_placement_keys_not_labels(decision: Decision, labels_field: str, labels: Mapping[str, str],
+                                    annotations_field: str) -> bool:
+    """Deny each placement key of DESIGN.md §2 in one labels map (workload root or a pod template):
+    the keys are annotations (the seed's manifests, DESIGN.md §2), read as such by KAI and by this
+    webhook, so a label holding one is a hard constraint that would vanish silently, as a misspelled
+    key would (§5 "Misspelled keys"). ``labels_field`` / ``annotations_field``: the field
+    paths of the two maps of the same metadata. Returns True when no placement key is a label."""
+    ok = True
+    for key in keys.PLACEMENT_KEYS:
+        if key in labels:
+            violate(decision, "placement-key-as-label", key_field(labels_field, key), labels[key],
+                    "a label, but KAI and this webhook read this key only as an annotation, so this constraint "
+                    "would be lost", f"move it to {key_field(annotations_field, key)}")
+            ok = False
+    return ok
+
+
 #: Unknown-key warnings per annotation map; the rest are counted in one warning.
 _MOST_UNKNOWN_WARNINGS = 3
 

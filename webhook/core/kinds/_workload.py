@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from webhook.core import gating, keys
 from webhook.core.automatic import Defaults, update_defaults
-from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
+from webhook.core.constraints import check_annotation_keys, check_label_keys, mentions_placement_keys, opted_in
 from webhook.core.admission_decision import Decision, Violation
 from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import UNSET, key_field
@@ -361,6 +361,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         return scratch if plan_is_ours(kind, obj) else decision
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
+    check_label_keys(obj, maps, decision)
     ours = plan.always_ours or opted_in(maps) or (
         stored is not None and opted_in(stored.annotation_maps()))
     if not ours:
