@@ -50,7 +50,7 @@ def nodes_of(path: Path) -> list[dict]:
 # ------------------------------------------------------------------ gen-cluster --labels
 
 def test_gen_cluster_default_is_unchanged_by_the_presets(tmp_path):
-    """The default output stays as before (other tests and the README rely on it byte for byte)."""
+    """The default output stays as before (other tests and the docs rely on it byte for byte)."""
     text = gen(tmp_path).read_text()
     assert "cloud.provider.com/topology-block: block-0-0" in text and "node-0-0-0-0" in text
     assert "instance-type" not in text
@@ -381,17 +381,36 @@ def test_benchmark_script_runs_on_a_small_dump():
     assert out.stdout.count("\njson ") == 1 and out.stdout.count("\nyaml ") == 1 and "worst ratio" in out.stdout
 
 
-def test_readme_shows_the_output_of_a_real_run(tmp_path, capsys):
-    """The README's `topology infer -f eks.yaml` and `check` blocks are what the commands print."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+#: What `topology infer -f` writes for `gen-cluster --labels eks` (2 zones x 2 blocks x 4 racks x 4
+#: nodes of p5.48xlarge; EKS's layer-1 is a block, layer-2 two racks, layer-3 a rack): DESIGN.md §12's
+#: order and figures, written out (docs/topology.md shows the same run).
+EKS_REPORT = """topology infer: 64 nodes read; candidate keys: kubernetes.io/hostname, topology.k8s.aws/network-node-layer-1, \
+topology.k8s.aws/network-node-layer-2, topology.k8s.aws/network-node-layer-3, topology.kubernetes.io/zone
+
+Topology cluster-topology: topology.kubernetes.io/zone, topology.k8s.aws/network-node-layer-1, \
+topology.k8s.aws/network-node-layer-2, topology.k8s.aws/network-node-layer-3, kubernetes.io/hostname
+  inferred from p5.48xlarge (64); 64 nodes carry every level
+  LEVEL                                  DOMAINS  NODES PER DOMAIN (min/median/max)  ALIASES
+  topology.kubernetes.io/zone                  2  32 / 32 / 32
+  topology.k8s.aws/network-node-layer-1        4  16 / 16 / 16
+  topology.k8s.aws/network-node-layer-2        8  8 / 8 / 8
+  topology.k8s.aws/network-node-layer-3       16  4 / 4 / 4
+  kubernetes.io/hostname                      64  1 / 1 / 1
+
+0 findings
+"""
+
+
+def test_infer_and_check_print_the_documented_eks_run(tmp_path, capsys):
     dump = tmp_path / "eks.yaml"
     assert main(["gen-cluster", "--labels", "eks", "-o", str(dump)]) == 0
+    capsys.readouterr()
     assert main(["topology", "infer", "-f", str(dump)]) == 0
     out, err = capsys.readouterr()
-    assert f"$ segment-webhook topology infer -f eks.yaml\n{out}{err}" in readme
+    assert yaml.safe_load(out) == topology(EKS_LEVELS) and err == EKS_REPORT
     (tmp_path / "eks-topology.yaml").write_text(out)
     assert main(["topology", "check", "-f", str(tmp_path / "eks-topology.yaml"), "--nodes", str(dump)]) == 0
-    assert f"--nodes eks.yaml\n{capsys.readouterr().out}" in readme
+    assert capsys.readouterr().out == "0 findings for Topology cluster-topology on 64 nodes\n"
 
 
 # ------------------------------------------------------------------ a mixed cluster: infer, then check with --selector

@@ -1,7 +1,8 @@
 """Every admission rule in one place: the registry and one check function per rule.
 
-A :class:`Rule` ties a stable id (used in messages, metrics and the README's rejection table) to
-its source (a DESIGN.md section, or the README's "Decisions where DESIGN.md is silent"), its
+A :class:`Rule` ties a stable id (used in messages, metrics and docs/reference/rules.md) to
+its source (a DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where
+DESIGN.md is silent"), its
 status code and the one function that checks it. The check functions are small and take plain
 values (the readers in :mod:`webhook.core.reading` and the resolution in
 :mod:`webhook.core.resolution` prepare them), in the spirit of Kueue's ``validateX`` functions
@@ -9,8 +10,8 @@ for topology-aware scheduling. Every denial goes through :func:`violate`, so eve
 the house format of :mod:`webhook.core.messages`: the field path, the value, the rule id and the
 fix.
 
-``tests/test_core_rules.py`` checks that :data:`RULES` and the README's table of rejections list
-the same ids, and that each rule has a test that triggers it.
+``tests/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
+the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md from :data:`RULES`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Rule:
 #: :mod:`webhook.core.reading` as every count's maximum.
 INT32_MAX = 2**31 - 1
 
-#: Rule id → :class:`Rule`, in the order of the README's rejection table.
+#: Rule id → :class:`Rule`, in the order of docs/reference/rules.md.
 RULES: dict[str, Rule] = {}
 
 
