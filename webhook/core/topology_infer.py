@@ -534,6 +534,11 @@ class _Group:
     keys: frozenset[str]
 
 
+#: A node group with its Topology: ``(group, covered, levels, aliases)``; ``covered``: the group
+#: with the other groups' nodes that carry all its keys.
+GroupLevels = tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]
+
+
 def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str = DEFAULT_NAME) -> InferResult:
     """The Topology (or one per node group) that the labels of ``nodes`` support (DESIGN.md §12).
 
@@ -577,31 +582,7 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
         findings.append(Finding(FEW_NODES, key, "--label names a key no node carries with a real value",
                                 "check the spelling (kubectl get nodes --show-labels)"))
     groups = _groups(nodes, hardware, columns, findings)
-    kept_groups: list[tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]] = []
-    for group in groups:
-        scope = "" if len(groups) == 1 else f"in node group {_hardware_text(group.hardware)}: "
-        # a Topology holds every node that carries its keys, also nodes of other groups: its levels
-        # are ordered on all of them (and their figures counted on all of them)
-        covered = group
-        if len(groups) > 1:
-            own = set(group.positions)
-            others = [p for p in range(count) if p not in own and all(columns[k][p] is not None for k in group.keys)]
-            covered = _Group(group.hardware, sorted(group.positions + others), group.keys)
-        levels, aliases = _order(covered, nodes, columns, findings, extra, scope)
-        if [key for key in levels if key != HOSTNAME]:  # check reads every node that carries the levels
-            levels, left_out = _accepted_levels(levels, nodes, columns, scope)
-            findings.extend(left_out)
-        if not [key for key in levels if key != HOSTNAME]:
-            names = sorted(nodes[p].name for p in group.positions)
-            what = _hardware_text(group.hardware)
-            findings.append(Finding(
-                NO_TOPOLOGY, ", ".join(sorted(group.keys)) or "(none)",
-                f"{_plural(len(names), 'node')} ({what}) carry no topology label that makes a level besides "
-                f"{HOSTNAME}: no Topology for them: {names_text(names)}",
-                "label them with their network position (or pass --label KEY for the key you use)",
-                (), tuple(names)))
-            continue
-        kept_groups.append((group, covered, levels, aliases))
+    kept_groups = _levels_per_group(groups, nodes, columns, findings, extra)
     kept_groups = _without_zone_only(kept_groups, nodes, findings)
     topologies = [InferredTopology(name, levels, [], group.hardware, 0, [], aliases)
                   for group, _, levels, aliases in kept_groups]
@@ -662,9 +643,8 @@ def _accepted_levels(levels: tuple[str, ...], members: Sequence[NodeLabels],
         levels = tuple(level for level in levels if level != key)
 
 
-def _without_zone_only(kept_groups: list[tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]],
-                       nodes: Sequence[NodeLabels], findings: list[Finding]
-                       ) -> list[tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]]:
+def _without_zone_only(kept_groups: list[GroupLevels], nodes: Sequence[NodeLabels], findings: list[Finding]
+                       ) -> list[GroupLevels]:
     """Node groups whose only level besides the hostname is ``topology.kubernetes.io/zone`` get no
     Topology when another group has a network level below the zone (a CPU system pool beside GPU
     nodes): a zone-only Topology would rename the other, place nothing that the other's zone level
@@ -684,6 +664,40 @@ def _without_zone_only(kept_groups: list[tuple[_Group, _Group, tuple[str, ...], 
             "nodes with topology check --selector; to place workloads on these nodes by zone, write a Topology "
             f"with levels {ZONE}, {HOSTNAME} by hand", (), tuple(names)))
     return [entry for entry in kept_groups if entry not in zone_only]
+
+
+def _levels_per_group(groups: Sequence[_Group], nodes: Sequence[NodeLabels],
+                      columns: Mapping[str, Sequence[str | None]], findings: list[Finding],
+                      extra: frozenset[str]) -> list[GroupLevels]:
+    """Each group's levels (:func:`_order`, then :func:`_accepted_levels`), for the groups with a
+    level besides the hostname; the others are reported (:data:`NO_TOPOLOGY`)."""
+    count = len(nodes)
+    kept_groups: list[GroupLevels] = []
+    for group in groups:
+        scope = "" if len(groups) == 1 else f"in node group {_hardware_text(group.hardware)}: "
+        # a Topology holds every node that carries its keys, also nodes of other groups: its levels
+        # are ordered on all of them (and their figures counted on all of them)
+        covered = group
+        if len(groups) > 1:
+            own = set(group.positions)
+            others = [p for p in range(count) if p not in own and all(columns[k][p] is not None for k in group.keys)]
+            covered = _Group(group.hardware, sorted(group.positions + others), group.keys)
+        levels, aliases = _order(covered, nodes, columns, findings, extra, scope)
+        if [key for key in levels if key != HOSTNAME]:  # check reads every node that carries the levels
+            levels, left_out = _accepted_levels(levels, nodes, columns, scope)
+            findings.extend(left_out)
+        if not [key for key in levels if key != HOSTNAME]:
+            names = sorted(nodes[p].name for p in group.positions)
+            what = _hardware_text(group.hardware)
+            findings.append(Finding(
+                NO_TOPOLOGY, ", ".join(sorted(group.keys)) or "(none)",
+                f"{_plural(len(names), 'node')} ({what}) carry no topology label that makes a level besides "
+                f"{HOSTNAME}: no Topology for them: {names_text(names)}",
+                "label them with their network position (or pass --label KEY for the key you use)",
+                (), tuple(names)))
+            continue
+        kept_groups.append((group, covered, levels, aliases))
+    return kept_groups
 
 
 def _hostname_notes(nodes: Sequence[NodeLabels], column: Sequence[str | None] | None) -> list[Finding]:
