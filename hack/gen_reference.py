@@ -132,7 +132,8 @@ def render_flags() -> str:
         lines += [f"## `segment-webhook {words}`\n", _cell(sub.description or ""), "",
                   "| flag | value | help |", "|---|---|---|"]
         for action in sub._actions:
-            if isinstance(action, argparse._HelpAction) or not action.option_strings or action.help == argparse.SUPPRESS:
+            hidden = action.help == argparse.SUPPRESS
+            if isinstance(action, argparse._HelpAction) or not action.option_strings or hidden:
                 continue
             flags = ", ".join(f"`{flag}`" for flag in action.option_strings)
             if action.choices:

@@ -621,7 +621,8 @@ def _accepted_levels(levels: tuple[str, ...], members: Sequence[NodeLabels],
                      given: Mapping[str, Sequence[str | None]], scope: str
                      ) -> tuple[tuple[str, ...], list[Finding]]:
     """``levels`` less the levels that ``topology check`` would reject on ``members`` (every node read;
-    ``given``: their candidate keys' values, ``None`` where missing), one at a time, each with a :data:`LEFT_OUT` finding quoting what check says.
+    ``given``: their candidate keys' values, ``None`` where missing), one at a time, each with a
+    :data:`LEFT_OUT` finding quoting what check says.
 
     :func:`_order` relates keys pairwise on the nodes that carry both; check reads the nodes that
     carry every level, where two keys can split alike, one can have a single value, or a value can
