@@ -537,6 +537,10 @@ class _Group:
 #: A node group with its Topology: ``(group, covered, levels, aliases)``; ``covered``: the group
 #: with the other groups' nodes that carry all its keys.
 GroupLevels = tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]
+#: What :func:`_examine` returns: findings, per-level figures, kept nodes.
+Examined = tuple[list[Finding], list[LevelStats], int]
+#: Levels and aliases, the key under which an :data:`Examined` on every node is kept.
+ExaminedKey = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
 
 
 def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str = DEFAULT_NAME) -> InferResult:
@@ -582,7 +586,8 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
         findings.append(Finding(FEW_NODES, key, "--label names a key no node carries with a real value",
                                 "check the spelling (kubectl get nodes --show-labels)"))
     groups = _groups(nodes, hardware, columns, findings)
-    kept_groups = _levels_per_group(groups, nodes, columns, findings, extra)
+    examined: dict[ExaminedKey, Examined] = {}  # check on every node, kept for reuse below
+    kept_groups = _levels_per_group(groups, nodes, columns, findings, extra, examined)
     kept_groups = _without_zone_only(kept_groups, nodes, findings)
     topologies = [InferredTopology(name, levels, [], group.hardware, 0, [], aliases)
                   for group, _, levels, aliases in kept_groups]
@@ -593,8 +598,13 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
         findings.extend(_group_notes(group_levels, topologies, count))
     for topo, (group, levels), covered in zip(topologies, group_levels, covering):
         everyone = len(covered.positions) == count
-        members = nodes if everyone else [nodes[p] for p in covered.positions]
-        found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
+        key = (levels, tuple(sorted(topo.aliases.items())))
+        if everyone and key in examined:  # the same levels on the same nodes: only the name differs
+            found, stats, kept = examined[key]
+            found = [replace(f, topology=topo.name) for f in found]
+        else:
+            members = nodes if everyone else [nodes[p] for p in covered.positions]
+            found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
         topo.findings = [f for f in found if f.kind != PLACEHOLDER]  # reported once, for every key
         topo.stats = stats
         topo.kept = kept
@@ -618,7 +628,8 @@ def _level_to_leave_out(found: Finding) -> str:
 
 
 def _accepted_levels(levels: tuple[str, ...], members: Sequence[NodeLabels],
-                     given: Mapping[str, Sequence[str | None]], scope: str
+                     given: Mapping[str, Sequence[str | None]], scope: str,
+                     aliases: Mapping[str, tuple[str, ...]], examined: dict[ExaminedKey, Examined]
                      ) -> tuple[tuple[str, ...], list[Finding]]:
     """``levels`` less the levels that ``topology check`` would reject on ``members`` (every node read;
     ``given``: their candidate keys' values, ``None`` where missing), one at a time, each with a
@@ -626,12 +637,14 @@ def _accepted_levels(levels: tuple[str, ...], members: Sequence[NodeLabels],
 
     :func:`_order` relates keys pairwise on the nodes that carry both; check reads the nodes that
     carry every level, where two keys can split alike, one can have a single value, or a value can
-    lie under two parents. Returns the levels (possibly only the hostname) and the findings."""
+    lie under two parents. Returns the levels (possibly only the hostname) and the findings; the
+    last :func:`_examine` (with ``aliases``) is left in ``examined`` under the levels and aliases."""
     notes: list[Finding] = []
     while True:
-        found, _, kept = _examine(levels, members, "", None, given)
+        found, stats, kept = _examine(levels, members, "", aliases, given)
         blocking = [f for f in found if f.kind in STRUCTURAL]
         if not blocking:
+            examined[(levels, tuple(sorted(aliases.items())))] = (found, stats, kept)
             return levels, notes
         first = blocking[0]
         key = _level_to_leave_out(first)
@@ -669,7 +682,7 @@ def _without_zone_only(kept_groups: list[GroupLevels], nodes: Sequence[NodeLabel
 
 def _levels_per_group(groups: Sequence[_Group], nodes: Sequence[NodeLabels],
                       columns: Mapping[str, Sequence[str | None]], findings: list[Finding],
-                      extra: frozenset[str]) -> list[GroupLevels]:
+                      extra: frozenset[str], examined: dict[ExaminedKey, Examined]) -> list[GroupLevels]:
     """Each group's levels (:func:`_order`, then :func:`_accepted_levels`), for the groups with a
     level besides the hostname; the others are reported (:data:`NO_TOPOLOGY`)."""
     count = len(nodes)
@@ -685,7 +698,7 @@ def _levels_per_group(groups: Sequence[_Group], nodes: Sequence[NodeLabels],
             covered = _Group(group.hardware, sorted(group.positions + others), group.keys)
         levels, aliases = _order(covered, nodes, columns, findings, extra, scope)
         if [key for key in levels if key != HOSTNAME]:  # check reads every node that carries the levels
-            levels, left_out = _accepted_levels(levels, nodes, columns, scope)
+            levels, left_out = _accepted_levels(levels, nodes, columns, scope, aliases, examined)
             findings.extend(left_out)
         if not [key for key in levels if key != HOSTNAME]:
             names = sorted(nodes[p].name for p in group.positions)
