@@ -56,3 +56,8 @@ def test_check_mode_names_the_stale_file_and_the_command(tmp_path, monkeypatch, 
     assert f"docs/reference/rules.md is stale; regenerate with: {REGENERATE}" in err
     assert generator.main([]) == 0 and generator.main(["--check"]) == 0
     sys.modules.pop("gen_reference", None)
+
+
+def test_the_readme_stays_a_short_users_page():
+    # everything else lives in docs/ (issue: a user's README of at most 300 lines)
+    assert len((REPO / "README.md").read_text(encoding="utf-8").splitlines()) <= 300
