@@ -447,3 +447,19 @@ def test_infer_never_writes_a_topology_that_check_rejects_on_the_same_nodes():
             rejected = [f.text() for f in check(topo.levels, nodes, topo.name) if f.kind in STRUCTURAL_KINDS]
             assert rejected == [], (topo.levels, [(n.name, n.labels) for n in nodes])
     assert left_out > 0  # the dumps do reach the case
+
+
+def test_check_never_advises_the_order_the_topology_already_has():
+    # two nodes share the hostname "h" under different racks: each rack value lies under one
+    # hostname value, yet rack > hostname is the only order; the problem is the repeated hostname
+    rack = "example.com/rack"
+    nodes = [NodeLabels("n1", {rack: "a", HOST: "h"}), NodeLabels("n2", {rack: "b", HOST: "h"}),
+             NodeLabels("n3", {rack: "c", HOST: "g"})]
+    found = check([rack, HOST], nodes)
+    assert kinds(found) == ["hostname-not-unique"]
+    assert found[0].nodes == ("n1", "n2")
+    # infer leaves the hostname level out rather than write what check rejects, and says so
+    result = infer(nodes, [rack])
+    assert [list(t.levels) for t in result.topologies] == [[rack]]
+    assert "level-left-out" in kinds(result.findings)
+    assert check(result.topologies[0].levels, nodes) == []

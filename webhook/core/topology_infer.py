@@ -415,8 +415,10 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
         upper_nests = len({up for up, _ in pairs}) == len(pairs)
         if lower_nests:
             continue  # in order (or a duplicate, reported above)
-        if upper_nests:
-            suggested = sorted(levels, key=lambda k: (k == HOSTNAME, stats[levels.index(k)].domains))
+        suggested = sorted(levels, key=lambda k: (k == HOSTNAME, stats[levels.index(k)].domains))
+        if upper_nests and suggested == levels and lower_key == HOSTNAME:
+            continue  # a hostname on two nodes, not an order: hostname-not-unique reports it below
+        if upper_nests and suggested != levels:  # an order that nests exists: name it
             findings.append(Finding(
                 ORDER, f"{upper_key} / {lower_key}",
                 f"{upper_key} ({stats[upper_at].domains:,} domains) is listed above {lower_key} "
