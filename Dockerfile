@@ -10,7 +10,10 @@
 # written at run time are /tmp (gunicorn worker heartbeat files; an emptyDir in deploy/base),
 # /dev/shm, and $PROMETHEUS_MULTIPROC_DIR (an emptyDir in deploy/base). The Debian base provides
 # /bin/sleep for the Deployment's preStop pause.
-FROM python:3.11.14-slim-bookworm
+# BASE_IMAGE: what users pull by default; hack/image.sh passes a base made from Debian's packages
+# (bookworm's Python 3.11, pip under /usr/local) where no image registry is reachable.
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm
+FROM ${BASE_IMAGE}
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

@@ -12,8 +12,8 @@ the modules pinned by ``hack/go/*/go.mod`` (fetched from the Go module proxy; no
 kept in this repository) into a cache outside the checkout, keyed by the hash of those go.mod and
 go.sum files: ``$SEGMENT_WEBHOOK_CLUSTER_CACHE`` or ``~/.cache/segment-webhook/cluster``. A second
 ``build`` with the same pins reuses the binaries. The upstream programs ``up --with`` starts
-(:data:`UPSTREAM`) are built the same way, each from its own module under ``hack/go/`` into its
-own cache directory keyed by that module's go.mod and go.sum.
+(:data:`UPSTREAM`) and the tools of :data:`TOOLS` (helm) are built the same way, each from its own
+module under ``hack/go/`` into its own cache directory keyed by that module's go.mod and go.sum.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import yaml
 
@@ -56,15 +57,22 @@ BINARIES: dict[str, tuple[str, str]] = {
 CONTROL_PLANE_MODULES = ("etcd", "kubernetes")
 
 
+def _plain_ldflags() -> str:
+    """The linker flags of a build without version stamps: no symbol table, no DWARF."""
+    return "-s -w"
+
+
 @dataclass(frozen=True)
 class Upstream:
     """An upstream program ``up --with NAME`` builds and starts: ``module_dir`` under hack/go,
-    the Go ``module`` it pins and the ``package`` built into ``binary``."""
+    the Go ``module`` it pins and the ``package`` built into ``binary`` with the linker flags
+    ``ldflags()`` returns."""
 
     module_dir: str
     module: str
     package: str
     binary: str
+    ldflags: Callable[[], str] = _plain_ldflags
 
 
 #: ``--with`` names -> what is built. KAI Scheduler's pod-grouper is not here: the Go module proxy
@@ -77,6 +85,25 @@ UPSTREAM: dict[str, Upstream] = {
 UNAVAILABLE_UPSTREAM = {
     "kai-podgrouper": "the Go module proxy refuses github.com/NVIDIA/KAI-scheduler (403 'This module version is "
                       "not available' for v0.9.0, v0.10.0, v0.13.0-rc1 and v0.13.0), so cmd/podgrouper cannot be built",
+}
+
+
+def _helm_ldflags() -> str:
+    """helm's release flags (its Makefile, helm.sh/helm/v3 v3.22.0): the version ``helm version``
+    prints and the Kubernetes version ``helm template``/``lint`` assume, 1.(client-go minor)."""
+    version = module_version("helm", "helm.sh/helm/v3")
+    minor = module_version("helm", "k8s.io/client-go").split(".")[1]
+    flags = ["-s", "-w", f"-X=helm.sh/helm/v3/internal/version.version={version}",
+             "-X=helm.sh/helm/v3/internal/version.gitTreeState=clean"]
+    for package in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X={package}.k8sVersionMajor=1", f"-X={package}.k8sVersionMinor={minor}"]
+    return " ".join(flags)
+
+
+#: Tools ``build`` also builds, the same way as :data:`UPSTREAM` but never started by ``up``
+#: (``helm`` for the chart's tests, deploy/helm).
+TOOLS: dict[str, Upstream] = {
+    "helm": Upstream("helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", "helm", ldflags=_helm_ldflags),
 }
 
 
@@ -133,15 +160,15 @@ def build_target() -> Path:
 
 
 def upstream_target(name: str) -> Path:
-    """The cache directory of upstream program ``name``: ``<cache>/<name>-<version>-<digest>``."""
-    program = UPSTREAM[name]
+    """The cache directory of upstream program (or tool) ``name``: ``<cache>/<name>-<version>-<digest>``."""
+    program = UPSTREAM.get(name) or TOOLS[name]
     version = module_version(program.module_dir, program.module)
     return cache_root() / f"{name}-{version}-{pins_digest((program.module_dir,))}"
 
 
 def upstream_binary(name: str) -> Path:
     """The path of the built binary of upstream program ``name`` (see :func:`build_upstream`)."""
-    return upstream_target(name) / UPSTREAM[name].binary
+    return upstream_target(name) / (UPSTREAM.get(name) or TOOLS[name]).binary
 
 
 def build_upstream(name: str, log=sys.stderr) -> Path:
@@ -153,11 +180,11 @@ def build_upstream(name: str, log=sys.stderr) -> Path:
     """
     if name in UNAVAILABLE_UPSTREAM:
         raise ClusterError(f"build: {name}: {UNAVAILABLE_UPSTREAM[name]}")
-    if name not in UPSTREAM:
+    if name not in UPSTREAM and name not in TOOLS:
         raise ClusterError(f"build: unknown upstream program {name!r} (known: {', '.join(sorted(UPSTREAM))})")
     if shutil.which("go") is None:
         raise ClusterError("build: no `go` on PATH (Go 1.26 is needed; see README 'Cluster suite')")
-    program = UPSTREAM[name]
+    program = UPSTREAM.get(name) or TOOLS[name]
     target = upstream_target(name)
     if (target / program.binary).is_file():
         print(f"build: reusing {target / program.binary}", file=log)
@@ -168,7 +195,7 @@ def build_upstream(name: str, log=sys.stderr) -> Path:
     started = time.monotonic()
     print(f"build: {program.binary} ({program.package})", file=log, flush=True)
     result = subprocess.run(
-        ["go", "build", "-ldflags", "-s -w", "-o", str(staging / program.binary), program.package],
+        ["go", "build", "-ldflags", program.ldflags(), "-o", str(staging / program.binary), program.package],
         cwd=GO_MODULES / program.module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if result.returncode != 0:
         raise ClusterError(f"build: go build {program.package} failed:\n{result.stdout[-4000:]}")
@@ -1042,7 +1069,7 @@ def main(argv: list[str]) -> int:
     try:
         if args.command == "build":
             control_plane = build()
-            for name in UPSTREAM:
+            for name in [*UPSTREAM, *TOOLS]:
                 build_upstream(name)
             print(control_plane)
         elif args.command == "heartbeat":

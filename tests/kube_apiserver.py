@@ -53,9 +53,11 @@ _ROUTES = [
     (re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/events(?:/(?P<name>[^/]+))?$"), "events", True),
     (re.compile(r"^/apis/kai\.scheduler/v1alpha1/topologies(?:/(?P<name>[^/]+))?$"), "topologies", False),
     (re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/leases(?:/(?P<name>[^/]+))?$"), "leases", True),
+    (re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/pytorchjobs(?:/(?P<name>[^/]+))?$"), "pytorchjobs", True),
 ]
 _KINDS = {"pods": ("v1", "Pod"), "nodes": ("v1", "Node"), "events": ("v1", "Event"),
-          "topologies": ("kai.scheduler/v1alpha1", "Topology"), "leases": ("coordination.k8s.io/v1", "Lease")}
+          "topologies": ("kai.scheduler/v1alpha1", "Topology"), "leases": ("coordination.k8s.io/v1", "Lease"),
+          "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob")}
 
 
 def _status(code: int, reason: str, message: str) -> dict:
@@ -108,6 +110,7 @@ class KubeApiServer:
         #: resources whose API is not installed (404 on every request), e.g. {"topologies"}
         self.missing: set[str] = set()
         self.patch_log: list[tuple[float, str, str, list, str]] = []  # (time, ns, name, ops, user agent)
+        self.merge_log: list[tuple[str, str, str, dict]] = []  # merge patches: (resource, ns, name, patch)
         self.created_at: dict[tuple[str, str], float] = {}
         self.ungated_at: dict[tuple[str, str], float] = {}
         self.bind_after = bind_after
@@ -296,6 +299,8 @@ class KubeApiServer:
             new["metadata"]["name"] = name
             return 200, self.update(resource, new, check_rv=True, user_agent=user_agent)
         if method == "PATCH":
+            if content_type.startswith("application/merge-patch+json") and resource != "pods":
+                return 200, self.merge_patch(resource, namespace, name, json.loads(body), user_agent)
             if not content_type.startswith("application/json-patch+json"):
                 raise ApiError(415, "UnsupportedMediaType", f"only application/json-patch+json here, not {content_type}")
             ops = json.loads(body)
@@ -313,6 +318,27 @@ class KubeApiServer:
                 self.patch_log.append((time.monotonic(), namespace, name, ops, user_agent))
                 return 200, self.update(resource, new, check_rv=False, user_agent=user_agent)
         raise ApiError(405, "MethodNotAllowed", method)
+
+    def merge_patch(self, resource, namespace, name, patch, user_agent):
+        """RFC 7386 JSON merge patch (objects merged, ``null`` deletes), as kube-apiserver applies
+        ``application/merge-patch+json``."""
+        def merge(target, change):
+            if not isinstance(change, dict):
+                return copy.deepcopy(change)
+            out = dict(target) if isinstance(target, dict) else {}
+            for key, value in change.items():
+                if value is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = merge(out.get(key), value)
+            return out
+
+        with self.cond:
+            old = self.objects.get((resource, namespace or "", name))
+            if old is None:
+                raise ApiError(404, "NotFound", f'{resource} "{name}" not found')
+            self.merge_log.append((resource, namespace, name, patch))
+            return self.update(resource, merge(copy.deepcopy(old), patch), check_rv=False, user_agent=user_agent)
 
     def serve_watch(self, handler, resource, namespace, query) -> None:
         since = query.get("resourceVersion")

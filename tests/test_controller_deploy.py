@@ -47,14 +47,29 @@ def test_every_object_is_valid_kubernetes(docs):
     assert checked == 11 + 7
 
 
+def workload_rules() -> list[dict]:
+    """get + patch (the segments.dev/gang-state annotation) on every kind of the kind registry,
+    one rule per API group in the registry's order."""
+    from webhook.core.kinds.registry import DESCRIPTIONS
+
+    groups: dict[str, list[str]] = {}
+    for description in DESCRIPTIONS:
+        groups.setdefault(description.group, []).append(description.resource)
+    return [{"apiGroups": [group], "resources": resources, "verbs": ["get", "patch"]}
+            for group, resources in groups.items()]
+
+
 def test_controller_rbac_is_least_privilege(docs):
     role = one(docs, "ClusterRole", "segment-webhook-controller")
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["kai.scheduler"], "resources": ["topologies"], "verbs": ["get", "list", "watch"]},
-        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
-    ]
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        # the owners between a pod and its workload (webhook/controller/owners.py)
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+    ] + workload_rules()
     lease_role = one(docs, "Role", "segment-webhook-controller-lease")
     assert lease_role["metadata"]["namespace"] == NAMESPACE
     assert lease_role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],

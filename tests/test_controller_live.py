@@ -8,6 +8,7 @@ against node labels and capacities (tests/controller_checks.py, which never call
 
 from __future__ import annotations
 
+import copy
 import time
 
 import pytest
@@ -113,32 +114,34 @@ def test_gang_is_released_when_its_last_pod_arrives(server, controllers):
     assert metric(ctl, ctl.metrics.placed) == 1
 
 
-def test_infeasible_gang_gets_an_event_per_pod_and_is_retried_when_nodes_change(server, controllers):
+def test_infeasible_gang_gets_one_event_on_one_pod_and_is_retried_when_nodes_change(server, controllers):
+    """Pods whose owner cannot be read (none here) keep the gang's Event on one pod: the first
+    gated one by name (DESIGN.md §9, last bullet: at most one Event per pod)."""
     nodes = cluster()
     load(server, nodes[:4])  # 2 racks: half the GPUs the gang needs
     pods = gang_pods(pytorchjob())
     ctl = controllers(retry_initial=0.2, retry_max=0.4)
     for p in pods:
         server.create("pods", p)
-    eventually(lambda: len(server.list("events")) == 17, "17 events")
-    events = server.list("events")
-    assert {e["involvedObject"]["name"] for e in events} == {p["metadata"]["name"] for p in pods}
-    # 4 nodes of 4 GPUs cannot hold 32 GPUs even when free: "can never fit" (issue 17 item 3)
-    assert {e["reason"] for e in events} == {"PlacementNeverFits"}
-    assert all(e["message"].startswith("gang team-a/job-a: can never fit, not even on the empty cluster") and
-               ZONE in e["message"] for e in events)
+    eventually(lambda: len(server.list("events")) == 1, "one event")
+    [event] = server.list("events")
+    assert event["involvedObject"]["name"] == "job-a-master-0"
+    # 4 nodes of 4 GPUs cannot hold 32 GPUs even when free: "can never fit"
+    assert event["reason"] == "PlacementNeverFits"
+    assert event["message"].startswith("gang team-a/job-a: can never fit, not even on the empty cluster")
+    assert ZONE in event["message"]
     eventually(lambda: ctl.idle() and metric(ctl, ctl.metrics.never_fit) == 1, "the gang counted never-fits")
     assert metric(ctl, ctl.metrics.never_fit) == 1 and metric(ctl, ctl.metrics.infeasible) == 1
     uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in server.list("pods")}
     # kubectl describe pod selects Events by involvedObject name, namespace, kind and uid
-    assert all(e["involvedObject"]["uid"] == uids[e["involvedObject"]["name"]] for e in events)
-    assert all(e["involvedObject"]["kind"] == "Pod" and e["type"] == "Warning" for e in events)
+    assert event["involvedObject"]["uid"] == uids["job-a-master-0"]
+    assert event["involvedObject"]["kind"] == "Pod" and event["type"] == "Warning"
     # nothing changes: the queue goes idle (a busy loop never would) and stays so, no new events
     eventually(ctl.idle, "nothing queued, delayed or reconciled")
     passes = ctl.metrics.passes._value.get()
     ctl.log_topology_findings()
     assert ctl.idle() and ctl.metrics.passes._value.get() == passes
-    assert len(server.list("events")) == 17
+    assert len(server.list("events")) == 1
     for n in nodes[4:]:
         server.create("nodes", n)
     eventually(lambda: not any(gated(p) for p in server.list("pods")), "released once the racks exist")
@@ -189,7 +192,7 @@ def test_without_the_topology_crd_the_controller_still_runs(server, controllers)
     eventually(lambda: ctl.synced, "synced without topologies")
     for p in gang_pods(pytorchjob()):
         server.create("pods", p)
-    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    eventually(lambda: len(server.list("events")) == 1, "one event")
     assert {e["message"] for e in server.list("events")} == {
         'gang team-a/job-a: topology "cluster-topology" is not known (known: none)'}
 
@@ -345,13 +348,13 @@ def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
 
     load(server, cluster())
     ctl = controllers()
-    assert ctl._release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x")) is None
+    assert ctl.patches.release(Release("team-a", "gone", "zone-a-r1-n1", [], "team-a/x")) is None
     assert ctl.metrics.patch_errors.labels(code="404")._value.get() == 1
     pod = gang_pods(pytorchjob())[0]
     pod["spec"]["schedulingGates"] = [{"name": "segments.dev/placement"}, {"name": "other.io/wait"}]
     stale = release_patch({"spec": {"schedulingGates": [{"name": "x"}, {"name": "segments.dev/placement"}]}}, "zone-a-r1-n1")
     server.create("pods", pod)
-    answer = ctl._release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"))
+    answer = ctl.patches.release(Release("team-a", pod["metadata"]["name"], "zone-a-r1-n1", stale, "team-a/job-a"))
     assert answer["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "zone-a-r1-n1"}  # the API's answer
     stored = server.get("pods", "team-a", pod["metadata"]["name"])
     assert stored["spec"]["schedulingGates"] == [{"name": "other.io/wait"}]
@@ -372,7 +375,7 @@ def never_fitting_gang(server, ctl):
     pods = gang_pods(pytorchjob("job-a", gpus_per_worker=3))
     for p in pods:
         server.create("pods", p)
-    eventually(lambda: len(server.list("events")) == 17, "job-a's 17 events")
+    eventually(lambda: len(server.list("events")) == 1, "job-a's event")
     eventually(lambda: metric(ctl, ctl.metrics.infeasible) == 1, "job-a counted infeasible")
     return pods
 
@@ -414,7 +417,7 @@ def test_gang_waiting_for_capacity_says_for_what_and_is_placed_when_a_pod_leaves
     ctl = controllers(retry_initial=0.2, retry_max=0.4)
     for p in gang_pods(pytorchjob()):
         server.create("pods", p)
-    eventually(lambda: len(server.list("events")) == 17, "17 events")
+    eventually(lambda: len(server.list("events")) == 1, "one event")
     assert {e["reason"] for e in server.list("events")} == {"PlacementInfeasible"}
     assert all(e["message"].startswith("gang team-a/job-a: waiting for capacity: nvidia.com/gpu in "
                                        "topology.kubernetes.io/zone zone-a (room for 15 of 16 pods like "
@@ -463,10 +466,10 @@ def test_an_old_gated_version_of_a_released_pod_is_ignored(server, controllers):
     eventually(lambda: metric(ctl, ctl.metrics.placed) == 1, "job-a placed")
     eventually(lambda: all(p["spec"].get("nodeName") for p in server.list("pods")), "bound")
     for p in pods:  # the versions as created: gated, no node
-        ctl._on_pod(MODIFIED, p)
+        ctl.cache.on_pod(MODIFIED, p)
     eventually(ctl.idle, "nothing left to reconcile")
     assert len(server.patch_log) == 17  # no second release
-    index = ctl._ledger.index(None, None)
+    index = ctl.cache.ledger.index(None, None)
     assert int(index.free[:, index.col["nvidia.com/gpu"]].sum()) == 0  # every GPU still charged
 
 
@@ -585,3 +588,71 @@ def test_a_list_the_server_refuses_is_one_warning_per_attempt_without_a_tracebac
         "list pods: HTTP 404 Not Found"}
     server.missing = set()
     eventually(lambda: ctl.synced, "synced once the server lists pods")
+
+
+# ------------------------------------------------------------------ a gang's state on its workload
+def owned_gang(server, job):
+    """``job`` stored in the server and its pods owned by it (a controller ownerReference, as the
+    training operator sets it)."""
+    stored = server.create("pytorchjobs", job)
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": stored["metadata"]["name"],
+             "uid": stored["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    pods = gang_pods(job)
+    for pod in pods:
+        pod["metadata"]["ownerReferences"] = [owner]
+    return stored, pods
+
+
+def events_on(server, kind):
+    return [e for e in server.list("events") if e["involvedObject"]["kind"] == kind]
+
+
+def gang_state(server, name):
+    return server.get("pytorchjobs", "team-a", name)["metadata"].get("annotations", {}).get("segments.dev/gang-state")
+
+
+def test_a_gang_s_state_is_on_its_pytorchjob_not_on_its_pods(server, controllers):
+    """DESIGN.md §9, last bullet: waiting for the missing pod (named), then released: one Event each
+    on the PyTorchJob (kubectl describe selects by its uid) and the segments.dev/gang-state
+    annotation; no Event on any pod."""
+    load(server, cluster())
+    stored, pods = owned_gang(server, pytorchjob())
+    ctl = controllers(incomplete_grace=0)
+    for p in pods[:-1]:
+        server.create("pods", p)
+    waiting = "gang team-a/job-a: waiting for 1 more pod (16 of 17 exist): job-a-worker-15"
+    eventually(lambda: gang_state(server, "job-a") == waiting, "the missing pod named on the PyTorchJob")
+    eventually(lambda: [e["message"] for e in events_on(server, "PyTorchJob")] == [waiting], "one Event")
+    [event] = events_on(server, "PyTorchJob")
+    assert (event["reason"], event["type"]) == ("GangIncomplete", "Normal")
+    assert event["involvedObject"] == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "namespace": "team-a",
+                                       "name": "job-a", "uid": stored["metadata"]["uid"]}
+    server.create("pods", pods[-1])
+    # 32 GPUs: every node; the narrowest level they all share is the one block zone-a-b1
+    released = "gang team-a/job-a: released 17 pods to cloud.provider.com/topology-block=zone-a-b1"
+    eventually(lambda: gang_state(server, "job-a") == released, "released on the PyTorchJob")
+    eventually(lambda: len(events_on(server, "PyTorchJob")) == 2, "the second Event")
+    assert sorted((e["reason"], e["message"]) for e in events_on(server, "PyTorchJob")) == [
+        ("GangIncomplete", waiting), ("GangReleased", released)]
+    assert events_on(server, "Pod") == []
+
+
+def test_the_same_state_again_counts_the_event_instead_of_adding_one(server, controllers):
+    """client-go's EventCorrelator: the same reason and message on the same object is one Event
+    whose count rises (kubectl describe: "(x2 over ...)")."""
+    nodes = cluster()
+    load(server, nodes[:4])  # 16 GPUs: job-a's 32 never fit
+    _, pods = owned_gang(server, pytorchjob())
+    ctl = controllers(retry_initial=0.1, retry_max=0.1)
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: len(events_on(server, "PyTorchJob")) == 1, "the never-fits Event")
+    eventually(ctl.idle, "idle")
+    [before] = events_on(server, "PyTorchJob")
+    ctl.reconcile("team-a/job-a")  # the same outcome again (as a retry after a change that does not help)
+    [event] = events_on(server, "PyTorchJob")
+    assert event["metadata"]["name"] == before["metadata"]["name"]
+    assert event["count"] == before["count"] + 1
+    assert event["reason"] == "PlacementNeverFits"
+    assert event["message"].startswith("gang team-a/job-a: can never fit")
+    assert events_on(server, "Pod") == []

@@ -118,8 +118,13 @@ def test_lws_segmented_pods(example_catalog):
 
 def test_native_automatic(example_catalog):
     decision, patched = admit(load_example("distributedworkload-native.yaml"), example_catalog, AUTO)
+    # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper for segments.dev (one flat PodGroup), so the
+    # template is marked flat (its pods get no subgroup-name) and the user is told
     assert patched["spec"]["worker"]["template"]["metadata"]["annotations"] == {
-        SIZE: "8", TOPO: "cluster-topology", SEG_PREF: HOST}
+        SIZE: "8", TOPO: "cluster-topology", SEG_PREF: HOST, "segments.dev/kai-flat-gang": "true"}
+    assert decision.warnings == [
+        "KAI makes DistributedWorkload one flat gang: segment size 8 and segment preferred level not enforced; "
+        "--gate-pods does"]
     assert patched["metadata"]["annotations"][WL_PREF] == HOST
     assert patched["metadata"]["annotations"] == {WL_PREF: HOST, TOPO: "cluster-topology"}
     assert patched["spec"]["workersPerSegment"] == 8
@@ -158,12 +163,13 @@ def test_unsegmented_pytorchjob_master_template_is_untouched(example_catalog):
     assert "metadata" not in patched["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
 
 
-def test_native_master_template_gets_master_subgroup_label(example_catalog):
+def test_native_master_template_gets_no_subgroup_label(example_catalog):
+    # DESIGN.md §4.5: KAI's default grouper makes one flat PodGroup for segments.dev (no subgroup
+    # `master` exists), so a `subgroup-name: master` label would name a subgroup KAI lacks
     workload = load_example("distributedworkload-native.yaml")
     workload["spec"]["master"] = {"template": {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": []}}}
     _, patched = admit(workload, example_catalog, AUTO)
-    assert patched["spec"]["master"]["template"]["metadata"]["labels"] == {
-        "team": "a", "kai.scheduler/subgroup-name": "master"}
+    assert patched["spec"]["master"]["template"]["metadata"]["labels"] == {"team": "a"}
 
 
 def test_master_pod_of_segmented_job_keeps_master_label(example_catalog):

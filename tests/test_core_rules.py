@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import jsonpatch
+import yaml
 import pytest
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
 
@@ -76,8 +77,8 @@ MESSAGES = {
     'placement-without-topology': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
         'ed-placement"] = "cloud.provider.com/topology-rack": a placement level needs a topology name (rule p'
-        'lacement-without-topology); fix: set kai.scheduler/topology (e.g. "cluster-topology") in spec.pytorc'
-        'hReplicaSpecs.Worker.template.metadata.annotations or metadata.annotations.'
+        'lacement-without-topology); fix: set kai.scheduler/topology (e.g. "cluster-topology") in metadata.an'
+        'notations or spec.pytorchReplicaSpecs.Worker.template.metadata.annotations.'
     ),
     'invalid-level': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
@@ -153,6 +154,21 @@ MESSAGES = {
         'l, but KAI and this webhook read this key only as an annotation, so this constraint would be lost (r'
         'ule placement-key-as-label); fix: move it to spec.pytorchReplicaSpecs.Worker.template.metadata.annot'
         'ations["kai.scheduler/segment-size"].'
+    ),
+    'template-level-without-topology': (
+        'spec.workerGroupSpecs[0].template.metadata.annotations["kai.scheduler/topology-required-placement"] '
+        '= "cloud.provider.com/topology-block": spec.workerGroupSpecs[0].template.metadata.annotations names '
+        "no kai.scheduler/topology, and KAI reads this level with that template's topology only: KAI's Ray gr"
+        'ouper errors on every pod of the cluster and makes no PodGroup (rule template-level-without-topology'
+        '); fix: set kai.scheduler/topology in spec.workerGroupSpecs[0].template.metadata.annotations too, or'
+        ' move the level to metadata.annotations.'
+    ),
+    'per-job-level-differs': (
+        'spec.replicatedJobs[0].template.metadata.annotations["kai.scheduler/topology-preferred-placement"] ='
+        ' "kubernetes.io/hostname": segment size = parallelism makes each Job one segment, and KAI enforces t'
+        "his per-Job key as the segment's kai.scheduler/segment-topology-preferred-placement (unset) (rule pe"
+        'r-job-level-differs); fix: remove it, or set kai.scheduler/segment-topology-preferred-placement on t'
+        'he pod template instead.'
     ),
 }
 
@@ -243,6 +259,9 @@ TRIGGERS = {
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
     "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
+    # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
+    "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
+    "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),
 }
 
@@ -252,6 +271,10 @@ def _size_as_label():
     template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
     template["labels"] = {SIZE: template["annotations"].pop(SIZE)}
     return obj
+
+
+def _kai_reader(name):
+    return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
 
 
 def _ray_size_3():

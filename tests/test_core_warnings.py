@@ -135,6 +135,15 @@ EXAMPLES = {
     "segment-size-disagrees-with-spec": (lambda: (native(**{SIZE: "4"}), PLAIN, CATALOG),
                                          'kai.scheduler/segment-size="4" disagrees with workersPerSegment=8; '
                                          "overwritten"),
+    # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for segments.dev (hub/hub.go)
+    "kai-flat-gang": (lambda: (manifest("kai-reader-class-b-distributedworkload.yaml"), PLAIN, CATALOG),
+                      "KAI makes DistributedWorkload one flat gang: segment size 4 and segment required level "
+                      "not enforced; --gate-pods does"),
+    # DESIGN.md §4.5: KAI's Ray grouper makes a group template's level that group's constraint
+    "kai-template-level-whole-group": (lambda: (manifest("kai-reader-class-c-raycluster-with-topology.yaml"), PLAIN,
+                                                CATALOG),
+                                       "workload required level cloud.provider.com/topology-block on worker group "
+                                       "gpu: KAI enforces it on the whole group"),
     "root-key-ignored-spec-wins": (lambda: (native(root={SIZE: "2"}, **{SIZE: "4"}), PLAIN, CATALOG),
                                    'root kai.scheduler/segment-size="2" ignored: workersPerSegment=8 wins'),
     "root-key-overridden": (lambda: (pytorchjob(root={SIZE: "8"}), PLAIN, CATALOG),

@@ -157,4 +157,5 @@ def test_patch_json_literal_cases():
     assert envelope.patch_json([{"value": "名\x01"}]) == b'[{"value":"\\u540d\\u0001"}]'
     assert envelope.patch_json([2**64]) == b"[18446744073709551616]"
     assert envelope.patch_json([{"value": "\ud800"}]) == b'[{"value":"\\ud800"}]'
+    assert envelope.patch_json([{"value": "\x7f"}]) == b'[{"value":"\\u007f"}]'  # DEL: json escapes it
     assert envelope.patch_json([{1: "x"}]) == b'[{"1":"x"}]'

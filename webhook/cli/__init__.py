@@ -29,7 +29,8 @@ COMMAND_MODULES = (
     "webhook.cli.place",        # place
     "webhook.cli.gen_cluster",  # gen-cluster
     "webhook.cli.controller",   # controller (gang ungater, DESIGN.md §9)
-    "webhook.cli.topology",     # topology infer | check (DESIGN.md §12)
+    "webhook.cli.topology",     # topology infer | check | export (DESIGN.md §12, §13)
+    "webhook.cli.capacity",     # capacity (DESIGN.md §13)
 )
 
 

@@ -42,6 +42,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--svg", metavar="FILE", help="write an SVG drawing of the placement")
     p.add_argument("--user", default="kubectl-user", help="request.userInfo.username the webhook sees (default: kubectl-user)")
     p.add_argument("--group", action="append", default=[], help="request.userInfo.groups entry (repeatable)")
+    p.add_argument("--what-if", action="store_true",
+                   help="when it does not fit: fits / waiting for capacity / can never fit (a second opinion on a "
+                        "pending gang), and the smallest changes that fit, each verified by the engine "
+                        "(docs/planning.md); exit 0 fits as is, 1 does not")
     add_topology_flags(p, env=False)  # the resolution flags of `serve` and `review`
     p.set_defaults(func=run)
 
@@ -130,6 +134,10 @@ SVG_FIX = "give a file in an existing directory you can write to (e.g. --svg pla
 
 def run(args: argparse.Namespace) -> int:
     """The ``place`` command: exit 0 placed, 1 not placed or denied, 2 bad input."""
+    if getattr(args, "what_if", False):
+        from webhook.cli.what_if import run_what_if
+
+        return run_what_if(args)
     try:
         if args.svg:
             check_writable_file(args.svg, "--svg", SVG_FIX)

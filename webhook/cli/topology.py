@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
         "topology", help="infer a Topology from the nodes' labels, or check one against the nodes",
         description="infer: the Topology the node labels support (DESIGN.md §12), with a report on stderr. "
                     "check: the §12 findings of a Topology on the nodes; exit 1 on any.")
-    sub = topo.add_subparsers(dest="topology_command", metavar="{infer,check}")
+    sub = topo.add_subparsers(dest="topology_command", metavar="{infer,check,export}")
     sub.required = True
     infer = sub.add_parser(
         "infer", help="write the Topology (or one per node group) that the node labels support",
@@ -85,6 +85,9 @@ def register(subparsers: Any) -> None:
                             "key!=value, key, !key, key in (a,b), key notin (a,b) (e.g. "
                             "node.kubernetes.io/instance-type=p5.48xlarge, or the levels `topology infer` names)")
     check.set_defaults(func=run_check)
+    from webhook.cli.topology_export import add_export_parser
+
+    add_export_parser(sub)  # topology export (DESIGN.md §13)
 
 
 # ------------------------------------------------------------------------------------- selector

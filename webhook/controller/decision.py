@@ -404,10 +404,13 @@ class GangDecision:
     releases: tuple[Release, ...] = ()
     placed: Placed | None = None
     waiting: Waiting | None = None
+    #: ``((namespace, name), node, requests in milli-units)`` per release: the capacity it takes
+    charges: tuple[tuple[tuple[str, str], str, dict[str, int]], ...] = ()
 
 
 def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLedger,
-                catalog: Mapping[str, Topology], default_topology: str | None, cache: ParseCache) -> GangDecision:
+                catalog: Mapping[str, Topology], default_topology: str | None, cache: ParseCache, *,
+                assume: bool = True) -> GangDecision:
     """Decide one gang (DESIGN.md §9): the per-gang step of :func:`decide` and of the live
     controller's reconcile (one code path).
 
@@ -416,8 +419,10 @@ def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLed
     included: they are given back while the gang is placed, then taken again); ``catalog``: known
     Topologies by name. When placed, every gated pod's release is charged to the ledger as
     assumed (:meth:`CapacityLedger.assume`) before this returns, so the next gang decided on the
-    same ledger never takes the same capacity. Never raises for malformed pods: they make the
-    gang ``invalid``.
+    same ledger never takes the same capacity; with ``assume=False`` the ledger is left as it was
+    found and the caller charges :attr:`GangDecision.charges` itself (the live controller's pure
+    reconcile, :mod:`webhook.controller.reconcile`). Never raises for malformed pods: they make
+    the gang ``invalid``.
     """
     gang = _Gang(key, [p for p in pods if not is_terminated(p) and not is_deleting(p)])
     if not gang.gated:
@@ -467,10 +472,12 @@ def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLed
     except ValueError as exc:  # a gated pod that selects another host than the engine chose
         return GangDecision(key, waiting=Waiting(key, INVALID, f"pod {namespace}/{name}: {exc}", refs))
     by_key = {r.key: r for r in requests}
-    for release in releases:
-        ledger.assume((release.namespace, release.name), release.node, by_key[f"{release.namespace}/{release.name}"].requests)
+    charges = tuple(((r.namespace, r.name), r.node, dict(by_key[f"{r.namespace}/{r.name}"].requests)) for r in releases)
+    if assume:
+        for ref, node, milli in charges:
+            ledger.assume(ref, node, milli)
     domain = f"{placement.workload_level}={placement.workload_domain}"
-    return GangDecision(key, tuple(releases), Placed(key, len(members), gang.last_created, domain))
+    return GangDecision(key, tuple(releases), Placed(key, len(members), gang.last_created, domain), charges=charges)
 
 
 # ----------------------------------------------------------------------------- the pass

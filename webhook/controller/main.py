@@ -31,6 +31,7 @@ from webhook.core.topology import StaticTopologyCatalog, Topology, default_catal
 from webhook.manifests import ManifestError, load_objects
 from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
+from webhook.output import write_output
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +92,20 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         from webhook.placement.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
+        from webhook.core.kinds.trainingruntime import split_runtimes
+
         workload_files = [(path, read_workloads(path)) for path in workload_paths]
+        # as ``place -f``: a TrainJob's runtime may be in any -f file
+        runtimes = split_runtimes([obj for _, located in workload_files for obj in located])[1]
         # as ``place -f``: an error names the document too when the files hold more than one object
         several = sum(len(workloads) for _, workloads in workload_files) > 1
         for path, workloads in workload_files:
             if not workloads:  # an empty file is bad input, as for ``place -f``
                 raise SnapshotError(f"{path}: expected at least one workload object, found none")
-            for location, workload in workloads:
+            for location, workload in split_runtimes(workloads)[0]:
                 source = f"{path}: {location}" if several else path
                 try:
-                    exp = expand(workload, catalog, settings)
+                    exp = expand(workload, catalog, settings, runtimes=runtimes)
                 except ExpandError as exc:
                     raise SnapshotError(f"{source}: {exc}") from None
                 if exp.denied:
@@ -135,8 +140,6 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
         print(f"segment-webhook controller: {exc}", file=err)
         return 1
     docs = documents(result)
-    from webhook.cli.output import write_output
-
     if output == "json":
         text = json.dumps(docs, indent=2) + "\n"
     else:

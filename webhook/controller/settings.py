@@ -31,6 +31,8 @@ class ControllerSettings:
     seconds (client-go's ``ItemExponentialFailureRateLimiter``) after a gang could not be placed or
     a release failed. ``workers``: gangs reconciled at once (their capacity is charged one at a
     time, under one lock). ``patch_concurrency``: release patches in flight at once.
+    ``incomplete_grace``: seconds a gang may stay incomplete after its newest pod was created before
+    its state ("waiting for N more pods") is written (operators create a gang's pods one by one).
     """
 
     identity: str
@@ -45,6 +47,7 @@ class ControllerSettings:
     retry_max: float = 60.0
     workers: int = 2
     patch_concurrency: int = 8
+    incomplete_grace: float = 10.0
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the flag when a value breaks its rule (the Lease timings:
@@ -57,5 +60,7 @@ class ControllerSettings:
             raise ValueError(f"--lease-duration {self.lease_duration} must be > --renew-deadline ({self.renew_deadline})")
         if not 0 < self.retry_initial <= self.retry_max:
             raise ValueError(f"retry_initial {self.retry_initial} and retry_max {self.retry_max}: need 0 < initial <= max")
+        if self.incomplete_grace < 0:
+            raise ValueError(f"incomplete_grace {self.incomplete_grace} must be >= 0 seconds")
         if self.workers < 1 or self.patch_concurrency < 1:
             raise ValueError(f"workers {self.workers} and patch_concurrency {self.patch_concurrency} must be >= 1")

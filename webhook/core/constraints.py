@@ -44,7 +44,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     topology": a warning, no segment keys written).
     """
     root, worker = inp.root, inp.worker
-    placement = resolve_keys(root, worker, decision)
+    placement = resolve_keys(root, worker, decision, template_levels_read=inp.template_levels_read)
     topology_source, seg_required, seg_preferred, wl_required, wl_preferred = placement
     asked_size = resolve_size(root, worker, inp.spec_size, decision)
     size = valid = requested = None
@@ -208,7 +208,9 @@ def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: s
     if not scoped:
         return
     if topology_name is None:  # the rule's inputs are built only when it can be violated
-        where = f"{inp.worker.field} or metadata.annotations" if inp.worker is not None else "metadata.annotations"
+        # metadata.annotations first: KAI reads the workload levels' topology there alone, and
+        # every template inherits it (§4.5)
+        where = f"metadata.annotations or {inp.worker.field}" if inp.worker is not None else "metadata.annotations"
         rules.check_placement_has_topology(decision, [(s.field, s.value) for s, _ in scoped], None, where)
         for level, _ in scoped:
             _check_level(level, None, decision)

@@ -11,6 +11,11 @@ SEGMENT_PREFERRED = "kai.scheduler/segment-topology-preferred-placement"
 # --- written on pod templates (DESIGN.md §2) -----------------------------------------------
 SEGMENT_LEADER_POLICY = "kai.scheduler/segment-leader-policy"
 
+#: Written on the worker template of a workload whose owner chain KAI's pod-grouper cannot group
+#: (DESIGN.md §4.5; the native kind: KAI d5bc503 has no plugin for ``segments.dev``, its default
+#: grouper makes one flat PodGroup): its pods get ``segment-index`` but never ``subgroup-name``.
+KAI_FLAT_GANG = "segments.dev/kai-flat-gang"
+
 # --- written on pods (DESIGN.md §2, §7) ----------------------------------------------------
 SEGMENT_INDEX = "kai.scheduler/segment-index"
 SUBGROUP_NAME = "kai.scheduler/subgroup-name"

@@ -115,6 +115,9 @@ class SegmentInputs(NamedTuple):
     segment size the stored object asks for; ``None`` on CREATE. When the new object asks for the
     same size, the size rule's fix names only changes the webhook admits (§5 "UPDATE compares like
     with like", :func:`webhook.core.rules.scale_fix`).
+    ``template_levels_read``: KAI's pod-grouper reads workload-level keys on this worker template
+    (Ray: the group's subgroup constraint, §4.5), so they are not warned about as ignored; the kind
+    checks them itself.
     """
 
     kind: str
@@ -130,6 +133,7 @@ class SegmentInputs(NamedTuple):
     extra_worker_keys: Mapping[str, str] | None = None
     size_rule: KindSizeRule | None = None
     running_size: int | None = None
+    template_levels_read: bool = False
 
 
 class SegmentSize(NamedTuple):
@@ -238,13 +242,18 @@ class Resolution(NamedTuple):
         return out
 
     def root_keys(self, root: AnnotationMap) -> dict[str, str]:
-        """Owned keys automatic mode writes on the workload root ``metadata.annotations``: the
-        workload preferred level, plus the topology name when the root names none (so the root's
-        workload-level constraint is complete on its own). Empty without automatic mode."""
+        """Owned keys written on the workload root ``metadata.annotations``: automatic mode's
+        workload preferred level (§6), and the resolved topology name when a workload level is in
+        force (the user's or automatic mode's) and the root names none (§4.5: KAI's pod-grouper
+        reads the PodGroup's topology from the top owner's own annotations, KAI d5bc503
+        ``pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go``, and the scheduler
+        ignores a level without a topology name). Empty when neither applies."""
         out: dict[str, str] = {}
-        if self.auto_workload_preferred is not None:
+        workload_level = self.wl_required is not None or self.wl_preferred is not None
+        if workload_level or self.auto_workload_preferred is not None:
             if keys.TOPOLOGY not in root.values and self.topology_name is not None:
                 out[keys.TOPOLOGY] = self.topology_name
+        if self.auto_workload_preferred is not None:
             out[keys.TOPOLOGY_PREFERRED] = self.auto_workload_preferred
         return out
 
@@ -285,13 +294,15 @@ def pick(root: AnnotationMap, worker: AnnotationMap | None, key: str) -> Sourced
 PlacementKeys = tuple[Sourced | None, Sourced | None, Sourced | None, Sourced | None, Sourced | None]
 
 
-def resolve_keys(root: AnnotationMap, worker: AnnotationMap | None, decision: Decision) -> PlacementKeys:
+def resolve_keys(root: AnnotationMap, worker: AnnotationMap | None, decision: Decision, *,
+                 template_levels_read: bool = False) -> PlacementKeys:
     """The placement keys of §4.2 (:data:`PlacementKeys`) from the workload's ``root`` annotations
     and its ``worker`` template's (:attr:`SegmentInputs.root` / ``.worker``): the topology name and
     segment levels from the template, else the root; the workload levels from the root.
     Workload-level keys on the worker template are ignored with a warning
-    (``workload-key-on-template``)."""
-    if worker is not None:
+    (``workload-key-on-template``), unless ``template_levels_read`` (a template KAI reads them
+    from, :attr:`SegmentInputs.template_levels_read`)."""
+    if worker is not None and not template_levels_read:
         for key in keys.WORKLOAD_PLACEMENT_KEYS:
             if key in worker.values:
                 say(decision, "workload-key-on-template", key=key)

@@ -436,6 +436,48 @@ def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, 
     return ok
 
 
+@rule("template-level-without-topology", "DESIGN.md §4",
+      "a workload level on a template KAI reads it from (Ray group, JobSet Job) without a topology name there")
+def check_template_level_has_topology(decision: Decision, field_path: str, level: str, topology_on_template: bool,
+                                      template_field: str, reader: str) -> bool:
+    """A workload-level key (``field_path`` = ``level``) on a template whose levels KAI's
+    pod-grouper reads together with the topology name of that same template only (``reader``: which
+    grouper, e.g. ``KAI's Ray grouper errors on every pod and makes no PodGroup``): without a
+    topology name on ``template_field`` after admission (``topology_on_template`` False) the level
+    is never honoured (DESIGN.md §4.5; KAI d5bc503 ``plugins/ray/ray_grouper.go``
+    ``getTemplateTopologyConstraints``, ``plugins/jobset/jobset_grouper.go``
+    ``singleReplicaSubGroupTopology``). Returns True when ok."""
+    if topology_on_template:
+        return True
+    violate(decision, "template-level-without-topology", field_path, level,
+            f"{template_field} names no {keys.TOPOLOGY}, and KAI reads this level with that template's "
+            f"topology only: {reader}",
+            f"set {keys.TOPOLOGY} in {template_field} too, or move the level to metadata.annotations")
+    return False
+
+
+@rule("per-job-level-differs", "DESIGN.md §3b",
+      "JobSet with segment size = parallelism: a user per-Job level other than the segment's")
+def check_per_job_level(decision: Decision, field_path: str, written: str, wanted: str | None,
+                        segment_key: str) -> bool:
+    """JobSet with ``S == parallelism``: KAI enforces each Job (one segment) from the per-Job keys
+    on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
+    ``plugins/jobset/jobset_grouper.go``), which the webhook sets to the segment's topology and
+    levels (DESIGN.md §3b). A user value there (``written`` at ``field_path``) other than the one
+    the segment gives (``wanted``, ``None`` when the segment sets none; ``segment_key``: the pod
+    template key that sets it) would be replaced or enforced beside the segment's: denied, never
+    replaced silently (§4.5). Returns True when ok."""
+    if written == wanted:
+        return True
+    says = quote(wanted) if wanted is not None else "unset"
+    violate(decision, "per-job-level-differs", field_path, written,
+            f"segment size = parallelism makes each Job one segment, and KAI enforces this per-Job key as the "
+            f"segment's {segment_key} ({says})",
+            f"remove it, or set it to {quote(wanted)}" if wanted is not None else
+            f"remove it, or set {segment_key} on the pod template instead")
+    return False
+
+
 # --------------------------------------------------------------------------------------------
 # kinds, keys, updates
 # --------------------------------------------------------------------------------------------

@@ -123,6 +123,12 @@ _ALL = (
     WarningRule("kai-does-not-enforce", "DESIGN.md §3b",
                 "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does",
                 "KAI {why}: it does not enforce these {kind} segments; --gate-pods does"),
+    WarningRule("kai-flat-gang", "DESIGN.md §4.5",
+                "a segmented workload whose owner chain KAI's pod-grouper cannot group (native kind)",
+                "KAI makes {kind} one flat gang: {constraints} not enforced; --gate-pods does"),
+    WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
+                "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
+                "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "

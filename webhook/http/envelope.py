@@ -294,7 +294,8 @@ def patch_json(patch: list) -> bytes:
 
     Encoded by :mod:`orjson` (cheaper than :mod:`json`: README, "Work per review, counted"); its
     text is :mod:`json`'s byte for byte when it is ASCII and holds no float (orjson writes other
-    characters as UTF-8 where json escapes them, and refuses integers beyond 64 bits, lone
+    characters as UTF-8 where json escapes them, and DEL (0x7f) raw where json writes ``\\u007f``;
+    it refuses integers beyond 64 bits, lone
     surrogates and keys that are not strings: all of those go to :mod:`json`). A float, which no
     patch of the webhook's own carries, is spelled the shortest way that reads back as the same
     number (``1e16`` for json's ``1e+16``): kube-apiserver decodes the same patch.
@@ -304,7 +305,9 @@ def patch_json(patch: list) -> bytes:
         encoded = orjson.dumps(patch)
     except TypeError:
         return encode_json(patch).encode()
-    return encoded if encoded.isascii() else encode_json(patch).encode()
+    if encoded.isascii() and b"\x7f" not in encoded:
+        return encoded
+    return encode_json(patch).encode()
 
 
 def review_response(

@@ -23,6 +23,7 @@ the returned JSONPatch is applied with ``jsonpatch``.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -226,7 +227,9 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     if patched is None:
         return exp
     exp.workload = patched
+    owner_ann: Mapping[str, str] = {}  # a skipped top owner's annotations (TrainJob), read as KAI reads them
     if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's
+        owner_ann = (patched.get("metadata") or {}).get("annotations") or {}
         _check_trainer_resources(patched)
         try:
             jobset = trainingruntime.jobset_for(patched, runtime)
@@ -245,7 +248,7 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     except ExpandError as exc:
         raise ExpandError(in_runtime + str(exc), runtime) from None
     pods = [(g, pod, in_runtime + path) for g, pod, path in pods]
-    root_ann = (patched.get("metadata") or {}).get("annotations") or {}
+    root_ann = inherited_annotations((patched.get("metadata") or {}).get("annotations") or {}, owner_ann)
     by_group: dict[int, list[dict]] = {}
     templates: dict[str, str] = {}
     topo = root_ann.get(keys.TOPOLOGY)
@@ -268,7 +271,44 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
             exp.gangs.append(gang_from_pods(by_group[g], workload_annotations=root_ann, name=name, templates=templates))
         except ExpandError as exc:  # a TrainJob's pod templates are its runtime's
             raise ExpandError(str(exc), runtime) from None
+    if BY_KIND[kind].one_podgroup:
+        exp.gangs = one_podgroup(exp.gangs, str(meta["name"]))
     return exp
+
+
+def one_podgroup(gangs: list[Gang], name: str) -> list[Gang]:
+    """The gangs of one object that KAI groups as ONE PodGroup (JobSet, Ray:
+    :attr:`~webhook.core.kinds.description.KindDescription.one_podgroup`) as one gang, when a
+    workload level is set and the groups agree on their segment levels, so the root's level holds
+    across every group, as KAI d5bc503 enforces it on the PodGroup (DESIGN.md §4.5). Each pod's
+    segment becomes ``(group position, index)``, so segments of different groups stay apart.
+    Returns ``gangs`` unchanged otherwise (no workload level, one group, or groups whose segment
+    levels differ, which one gang cannot say)."""
+    if len(gangs) < 2 or not any(g.workload_required or g.workload_preferred for g in gangs):
+        return gangs
+    if len({(g.segment_required, g.segment_preferred) for g in gangs if any(p.segment for p in g.pods)}) > 1:
+        return gangs
+    pods = [dataclasses.replace(pod, segment=(k, pod.segment[1])) if pod.segment is not None else pod
+            for k, gang in enumerate(gangs) for pod in gang.pods]
+    segmented = next((g for g in gangs if any(p.segment for p in g.pods)), gangs[0])
+    first = gangs[0]
+    return [Gang(pods=pods, workload_required=first.workload_required, workload_preferred=first.workload_preferred,
+                 segment_required=segmented.segment_required, segment_preferred=segmented.segment_preferred,
+                 name=name)]
+
+
+def inherited_annotations(own: Mapping[str, str], skipped_owner: Mapping[str, str]) -> dict[str, str]:
+    """The annotations the workload-level keys of a gang are read from (DESIGN.md §4.5): the
+    expanded object's ``own`` ``metadata.annotations``, each key it lacks taken from the
+    ``skipped_owner``'s (a TrainJob above its JobSet; empty otherwise). This is how KAI d5bc503
+    reads a TrainJob: its pod-grouper skips the TrainJob and groups the JobSet, copying down every
+    TrainJob annotation the JobSet does not set (``pkg/podgrouper/podgrouper/plugins/skiptopowner/
+    skiptopowner.go``, ``propagateMetadataDownChain``), so a TrainJob's root
+    ``kai.scheduler/topology-required-placement`` is the PodGroup's. Returns a new dict."""
+    out = dict(own)
+    for key, value in skipped_owner.items():
+        out.setdefault(key, value)
+    return out
 
 
 def _check_trainer_resources(trainjob: Mapping) -> None:

@@ -23,7 +23,7 @@ from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.resolution import Resolution
-from webhook.core.rules import check_unchanged, malformed
+from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import TopologyCatalog
@@ -88,6 +88,9 @@ class Plan:
     #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
     #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
     extra_ops: list[dict] = field(default_factory=list)
+    #: False when KAI's pod-grouper cannot group the object's owner chain into subgroups (native
+    #: kind, DESIGN.md §4.5): no template or pod then gets ``kai.scheduler/subgroup-name``
+    kai_subgroups: bool = True
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map (those of every unit included)."""
@@ -272,7 +275,7 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
         out.append((plan.worker.container, "annotations", res.worker_keys()))
     for template, wanted in plan.other_templates:
         out.append((template.container, "annotations", wanted))
-    if plan.master is not None and res.segmented:
+    if plan.master is not None and res.segmented and plan.kai_subgroups:
         out.append((plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"}))
     for _, unit in plan.units:
         out.extend(template_entries(unit))
@@ -362,6 +365,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
     check_label_keys(obj, maps, decision)
+    if plan.resolution.inputs is None:  # a kind of units, or none to resolve: the root's own levels (§4.5)
+        _check_root_levels_of_units(plan, scratch)
     ours = plan.always_ours or opted_in(maps) or (
         stored is not None and opted_in(stored.annotation_maps()))
     if not ours:
@@ -381,6 +386,31 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         gang = gang_entries(plan) if settings.gate_pods and operation == "CREATE" else []  # §9
         decision.patch = build_patch(obj, plan, gang)
     return decision
+
+
+def _check_root_levels_of_units(plan: Plan, decision: Decision) -> None:
+    """DESIGN.md §4.5 for a kind of units (JobSet, Ray; or an object with nothing to resolve):
+    KAI reads the workload levels with the root's own topology name only
+    (``plugins/defaultgrouper/default_grouper.go``, KAI d5bc503). Each unit resolves the name the
+    root gets (:meth:`Resolution.root_keys`); when the root names none and the units resolve no
+    name, or several, the root's levels cannot be honoured: denied (``placement-without-topology``)
+    with the fix naming ``metadata.annotations``."""
+    root = plan.root
+    if keys.TOPOLOGY in root.values:
+        return
+    levels = [level for level in (root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS) if level is not None]
+    if not levels:
+        return
+    names = {unit.root_keys().get(keys.TOPOLOGY) for _, unit in plan.units} - {None}
+    if len(names) == 1:
+        return
+    if not plan.units:
+        where = "metadata.annotations"
+    elif names:
+        where = "metadata.annotations (the templates name " + " and ".join(sorted(names)) + ")"
+    else:
+        return  # each unit has denied the levels itself (placement-without-topology)
+    check_placement_has_topology(decision, [(level.field, level.value) for level in levels], None, where)
 
 
 def warn_ignored_segment_keys(template: AnnotationMap | None, why: str, decision: Decision) -> None:

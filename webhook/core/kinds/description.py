@@ -132,7 +132,9 @@ class KindDescription:
     ``pods``: the :class:`PodRules` of its pods. ``per_group``: the workload has one gang per group
     (LWS), which ``place`` names and numbers.
     ``kai``: how KAI's pod-grouper groups it (for docs and messages). ``resource``: its plural
-    resource name, as ``deploy/`` registers the webhook for it.
+    resource name, as ``deploy/`` registers the webhook for it. ``one_podgroup``: KAI makes one
+    PodGroup of every group of the object (JobSet, Ray; not LWS, whose PodGroup is one group), so
+    a root workload level holds across the groups (DESIGN.md §4.5).
     """
 
     group: str
@@ -145,6 +147,7 @@ class KindDescription:
     pods: PodRules
     per_group: bool = False
     kai: str = ""
+    one_podgroup: bool = False
 
 
 # ----------------------------------------------------------------------------- shared readers

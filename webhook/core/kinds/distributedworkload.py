@@ -26,10 +26,11 @@ from webhook.core.kinds.description import (ControllerPod, KindDescription, PodC
                                             replicas)
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
-from webhook.core.resolution import SegmentInputs, SpecSizeField
+from webhook.core.resolution import Resolution, SegmentInputs, SpecSizeField
 from webhook.core.messages import UNSET
 from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say
 
 KIND = "DistributedWorkload"
 GROUP = "segments.dev"
@@ -47,7 +48,7 @@ def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, require
     if template is None:
         return None
     if role == "master" and read_string_map(template, f"spec.{role}.template", "labels", decision) is None:
-        return None  # the master template's labels receive kai.scheduler/subgroup-name
+        return None  # the master template's labels are validated as every template's are
     return read_annotations(template, f"spec.{role}.template", ("spec", role, "template"), decision)
 
 
@@ -101,10 +102,28 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=SpecSizeField.stated("spec.workersPerSegment", spec.get("workersPerSegment"), per_segment, wins=True),
         automatic=automatic.applies(KIND, request, settings, update.defaults, supported=supported),
         running_size=update.running_size(),
+        extra_worker_keys={keys.KAI_FLAT_GANG: "true"},
     )
     gang = workers + (master is not None) if isinstance(workers, int) else None  # gang size, §9
-    return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker, master=master,
-                always_ours=True, gang_size=gang)
+    resolution = resolve(inputs, catalog, settings, decision)
+    if resolution.segmented:
+        _warn_flat_gang(resolution, decision)
+    return Plan(resolution=resolution, root=root, worker=worker, master=master,
+                always_ours=True, gang_size=gang, kai_subgroups=False)
+
+
+def _warn_flat_gang(resolution: Resolution, decision: Decision) -> None:
+    """DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for ``segments.dev``
+    (``pkg/podgrouper/podgrouper/hub/hub.go``), so its default grouper
+    (``plugins/defaultgrouper/default_grouper.go``) makes one flat PodGroup without subgroups: the
+    segment size and segment levels in force are named as not enforced by KAI (the workload levels
+    are read from the root and are enforced)."""
+    levels = [scope for scope, level in (("required", resolution.segment_required),
+                                         ("preferred", resolution.segment_preferred)) if level is not None]
+    named = f"segment size {resolution.size_in_force}"
+    if levels:
+        named += f" and segment {'/'.join(levels)} level" + ("s" if len(levels) > 1 else "")
+    say(decision, "kai-flat-gang", kind=KIND, constraints=named)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -147,5 +166,5 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 DESCRIPTION = KindDescription(
     group=GROUP, version="v1alpha1", kind=KIND, resource="distributedworkloads", review=review,
     expected_pods=expected_pods, controller_pods=controller_pods, pods=TRAINING_PODS,
-    kai="labelled like a PyTorchJob: subgroups master and worker-<k>",
+    kai="one flat PodGroup (KAI d5bc503 has no grouper for segments.dev): no subgroup-name, segments not enforced",
 )

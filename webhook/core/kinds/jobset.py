@@ -34,9 +34,9 @@ from webhook.core.kinds.description import (ControllerPod, KindDescription, PodC
                                             lenient_count, name_and_namespace, pod_int, pod_template, replicas,
                                             shown)
 from webhook.core.messages import UNSET
-from webhook.core.reading import get_int, get_mapping, read_annotations
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import Resolution, SegmentInputs
-from webhook.core.rules import malformed
+from webhook.core.rules import check_per_job_level, check_template_level_has_topology, malformed
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
 
@@ -82,6 +82,9 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
                            extra_worker_keys={JOB_PARALLELISM: str(parallelism)} if whole_jobs else {})
     res = resolve(inputs, catalog, settings, decision)
     unit = Plan(resolution=res, root=root, worker=worker, templates=[job_meta], gang_size=pods)
+    per_job_segment = res.segmented and whole_jobs and res.size_in_force == parallelism
+    if not per_job_segment:
+        _check_user_per_job_levels(job_meta, decision)
     if res.segmented and whole_jobs:
         size = res.size_in_force
         if size == parallelism:  # one Job = one segment: KAI's per-Job keys (§3b)
@@ -90,12 +93,39 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
                 per_job[keys.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
                 per_job[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
-            unit.other_templates.append((job_meta, per_job))
+            agreed = True
+            for key, segment_key in PER_JOB_KEYS.items():  # §4.5: a user per-Job value is never replaced silently
+                written = job_meta.get(key)
+                if written is not None:
+                    agreed = check_per_job_level(decision, written.field, written.value, per_job.get(key),
+                                                 segment_key) and agreed
+            if agreed:
+                unit.other_templates.append((job_meta, per_job))
         else:
             if parallelism % size and size % parallelism:
                 say(decision, "jobset-segments-straddle-jobs", replicated_job=name, size=size, parallelism=parallelism)
             say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces JobSet segments only of size = parallelism ({parallelism})")
     return name, unit
+
+
+#: KAI's per-Job keys on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
+#: ``pkg/podgrouper/podgrouper/plugins/jobset/jobset_grouper.go``, ``singleReplicaSubGroupTopology``)
+#: → the pod template key whose resolved value the webhook writes there
+PER_JOB_KEYS = {keys.TOPOLOGY: keys.TOPOLOGY, keys.TOPOLOGY_REQUIRED: keys.SEGMENT_REQUIRED,
+                keys.TOPOLOGY_PREFERRED: keys.SEGMENT_PREFERRED}
+
+
+def _check_user_per_job_levels(job_meta: AnnotationMap, decision: Decision) -> None:
+    """DESIGN.md §4.5: the user's own per-Job levels on a Job template the webhook does not write
+    (segment size other than ``parallelism``, or no segments). KAI's JobSet grouper reads them
+    with the topology name of that Job template alone and drops them silently without one: denied
+    (``template-level-without-topology``); with one, KAI enforces them on each Job."""
+    has_topology = keys.TOPOLOGY in job_meta.values
+    for key in keys.WORKLOAD_PLACEMENT_KEYS:
+        level = job_meta.get(key)
+        if level is not None:
+            check_template_level_has_topology(decision, level.field, level.value, has_topology, job_meta.field,
+                                              "KAI's JobSet grouper drops the level silently")
 
 
 def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
@@ -234,7 +264,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
 
 DESCRIPTION = KindDescription(
     group=GROUP, version=VERSION, kind=KIND, resource="jobsets", review=review,
-    expected_pods=expected_pods, controller_pods=controller_pods, pods=JOBSET_PODS, per_group=True,
+    expected_pods=expected_pods, controller_pods=controller_pods, pods=JOBSET_PODS, per_group=True, one_podgroup=True,
     kai="one PodGroup, one subgroup per Job (<replicatedJob>-replica-<job-index>, KAI d5bc503 jobset grouper): "
         "segments enforced only when S == parallelism",
 )

@@ -131,11 +131,14 @@ class TrainingOperatorPods(PodRules):
         return True
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
-        """Master: ``subgroup-name: master``; worker ``i``: segment ``i // size`` (DESIGN.md §7)."""
+        """Master: ``subgroup-name: master``; worker ``i``: segment ``i // size`` (DESIGN.md §7).
+        A pod whose template carries ``segments.dev/kai-flat-gang: "true"`` (native kind, §4.5)
+        gets its segment index only, never ``subgroup-name``."""
         rtype = labels.get(keys.KF_REPLICA_TYPE)
         role = rtype.lower() if isinstance(rtype, str) else None
+        flat = annotations.get(keys.KAI_FLAT_GANG) == "true"  # KAI makes one flat PodGroup (§4.5)
         if role == "master":
-            return {keys.SUBGROUP_NAME: training_subgroup_name(None)}, []
+            return ({} if flat else {keys.SUBGROUP_NAME: training_subgroup_name(None)}), []
         if role != "worker":
             return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_TYPE, shown=shown(rtype),
                              expected="is missing or not worker/master")]
@@ -145,6 +148,8 @@ class TrainingOperatorPods(PodRules):
             return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_INDEX, shown=shown(raw_i),
                              expected="missing or not an int32")]
         segment = training_segment(index, size)
+        if flat:
+            return {keys.SEGMENT_INDEX: str(segment)}, []
         return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:

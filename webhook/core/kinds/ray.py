@@ -34,9 +34,10 @@ from webhook.core.kinds.description import (ControllerPod, KindDescription, PodC
                                             lenient_count, name_and_namespace, pod_int, pod_template, replicas,
                                             shown)
 from webhook.core.messages import UNSET
-from webhook.core.reading import get_int, get_mapping, read_annotations
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import Resolution, SegmentInputs, SegmentSize
-from webhook.core.rules import check_ray_whole_replicas, malformed
+from webhook.core.rules import (check_level_in_topology, check_level_syntax, check_ray_whole_replicas,
+                                check_template_level_has_topology, malformed)
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
 
@@ -80,14 +81,47 @@ def _unit(kind: str, root, group: Any, k: int, prefix: tuple[str, ...], catalog:
     inputs = SegmentInputs(kind=kind, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × numOfHosts",
                            pods_noun=f"pods of worker group {name}", running_size=update.running_size(name),
                            extra_worker_keys={NUM_OF_HOSTS: str(hosts)} if isinstance(hosts, int) else {},
-                           size_rule=whole_replicas)
+                           size_rule=whole_replicas, template_levels_read=True)
     res = resolve(inputs, catalog, settings, decision)
+    written = res.worker_keys().get(keys.TOPOLOGY)
+    check_template_levels(worker, worker.values.get(keys.TOPOLOGY, written), f"worker group {name}", catalog,
+                          decision)
     if res.segmented and isinstance(hosts, int):
         say(decision, "kai-does-not-enforce", kind=kind, why="groups Ray pods by worker group")
     return name, Plan(resolution=res, root=root, worker=worker, gang_size=pods)
 
 
-def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], decision: Decision):
+def check_template_levels(template: AnnotationMap, topology_name: str | None, group: str, catalog: TopologyCatalog,
+                          decision: Decision) -> None:
+    """DESIGN.md §4.5, the workload-level keys on a Ray group template (``template``; ``group``:
+    ``head`` or ``worker group <name>``): KAI d5bc503 (``pkg/podgrouper/podgrouper/plugins/ray/
+    ray_grouper.go``, ``getTemplateTopologyConstraints``) makes them the constraint of that group's
+    subgroup, with the topology name of that same template (``topology_name``: as the admitted
+    object has it, the webhook's own copy included, or ``None``), and errors on every pod of the
+    cluster when the template has a level but no topology name. No name: denied
+    (``template-level-without-topology``); else the level is checked against that topology and
+    the ``kai-template-level-whole-group`` warning says what KAI does with it."""
+    levels = [(key, template.get(key)) for key in keys.WORKLOAD_PLACEMENT_KEYS if key in template.values]
+    if not levels:
+        return
+    topology = catalog.get(topology_name) if topology_name is not None else None
+    for key, level in levels:
+        if level is None:
+            continue
+        if not check_template_level_has_topology(
+                decision, level.field, level.value, topology_name is not None, template.field,
+                "KAI's Ray grouper errors on every pod of the cluster and makes no PodGroup"):
+            continue
+        if not check_level_syntax(decision, level.field, level.value, topology.levels if topology else None):
+            continue
+        if topology is not None and not check_level_in_topology(decision, level.field, level.value, topology.name,
+                                                                topology.levels):
+            continue
+        scope = "required" if key == keys.TOPOLOGY_REQUIRED else "preferred"
+        say(decision, "kai-template-level-whole-group", scope=scope, level=level.value, group=group)
+
+
+def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], catalog: TopologyCatalog, decision: Decision):
     """The head template's annotation map (read for the opt-in and misspelled-key rules; never
     segmented: segment keys there get a warning and are left alone), ``None`` without a head
     template, ``False`` when malformed (400 recorded)."""
@@ -100,6 +134,7 @@ def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], decision: Decisio
     if amap is None:
         return False
     warn_ignored_segment_keys(amap, "the head template", decision)
+    check_template_levels(amap, amap.values.get(keys.TOPOLOGY), "head", catalog, decision)
     return amap
 
 
@@ -127,7 +162,7 @@ def _analyser(kind: str):
         if not isinstance(groups, list):
             malformed(decision, _field(prefix + (GROUPS,)), groups, "a list of WorkerGroupSpec objects")
             return None
-        head = _head(cluster, prefix, decision)
+        head = _head(cluster, prefix, catalog, decision)
         if head is False:
             return None
         units = []
@@ -282,8 +317,9 @@ def _controller(kind: str):
 def _description(kind: str, resource: str) -> KindDescription:
     return KindDescription(
         group=GROUP, version=VERSION, kind=kind, resource=resource, review=_reviewer(kind),
-        expected_pods=_expected(kind), controller_pods=_controller(kind), pods=RAY_PODS, per_group=True,
-        kai="one PodGroup per cluster, one subgroup per worker group (KAI d5bc503 ray grouper): segments not enforced",
+        expected_pods=_expected(kind), controller_pods=_controller(kind), pods=RAY_PODS, per_group=True, one_podgroup=True,
+        kai="one PodGroup per cluster, one subgroup per worker group (KAI d5bc503 ray grouper): segments not enforced; "
+            "a template's workload level is its group's constraint",
     )
 
 

@@ -45,10 +45,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.core.kinds.description import ShapeError
 from webhook.core.messages import quote
+
+#: an item of :func:`split_runtimes`
+T = TypeVar("T")
 
 GROUP = "trainer.kubeflow.org"
 TRAINJOB = "TrainJob"
@@ -101,6 +104,22 @@ def is_runtime(obj: Mapping[str, Any]) -> bool:
     """True when ``obj`` is a ``ClusterTrainingRuntime`` or ``TrainingRuntime`` (``trainer.kubeflow.org``)."""
     api = obj.get("apiVersion")
     return obj.get("kind") in RUNTIME_KINDS and isinstance(api, str) and api.split("/")[0] == GROUP
+
+
+def split_runtimes(objects: Sequence[T]) -> tuple[list[T], list[Mapping[str, Any]]]:
+    """The ``-f`` documents of ``place`` and ``controller --once`` split into the workloads and
+    the training runtimes given with them (:func:`is_runtime`), in order. ``objects``: the
+    documents, each a mapping or a tuple whose last item is the mapping (``(location, object)``).
+    Returns ``(workloads, runtimes)``: the workload items as given, the runtime objects."""
+    workloads: list[T] = []
+    runtimes: list[Mapping[str, Any]] = []
+    for item in objects:
+        obj = item[-1] if isinstance(item, tuple) else item
+        if isinstance(obj, Mapping) and is_runtime(obj):
+            runtimes.append(obj)
+        else:
+            workloads.append(item)
+    return workloads, runtimes
 
 
 def runtime_ref(trainjob: Mapping[str, Any]) -> RuntimeRef:

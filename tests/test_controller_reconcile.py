@@ -1,0 +1,175 @@
+"""The controller's pure reconcile (webhook/controller/reconcile.py; DESIGN.md §9, last bullet):
+a view of the cache in, one literal Result out — the Events to write, the state on the gang's top
+owner workload, when to look again.
+
+Pods are made by the webhook with ``--gate-pods`` from pytorchjob-zone-and-rack.yaml (17 pods:
+Master + 16 Workers, the training operator's names ``<job>-master-0``, ``<job>-worker-<i>``;
+tests/test_controller_decision.py), on 8 nodes of 4 GPUs in one block ``zone-a-b1``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from test_controller_decision import TOPOLOGY, cluster, gang_pods, pytorchjob
+
+from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, ParseCache, Waiting, ledger_of
+from webhook.controller.election import RenewalLogFilter
+from webhook.controller.events import EventCorrelator, Observation
+from webhook.controller.reconcile import (EventSpec, GangView, ObjectRef, OwnerPatch, Result, TopOwner,
+                                          expected_pod_names, owner_annotation, reconcile)
+
+GANG = "team-a/job-a"
+#: 2026-01-01T00:00:00Z in seconds since the epoch
+CREATED = 1767225600.0
+OWNER = ObjectRef("kubeflow.org/v1", "PyTorchJob", "team-a", "job-a", "uid-job-a")
+NAMES = ["job-a-master-0"] + [f"job-a-worker-{i}" for i in range(16)]
+
+
+def made_pods(count: int = 17) -> list[dict]:
+    """The gang's first ``count`` pods, each with a uid and the creation time :data:`CREATED`."""
+    pods = gang_pods(pytorchjob())[:count]
+    for pod in pods:
+        pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
+        pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    return pods
+
+
+def owner(annotation: str | None = None) -> TopOwner:
+    job = pytorchjob()
+    job["metadata"]["uid"] = "uid-job-a"
+    return TopOwner(OWNER, "pytorchjobs", job, annotation)
+
+
+def view(pods: list[dict], *, nodes: list[dict] | None = None, top: TopOwner | None = None, now: float = CREATED + 60,
+         grace: float = 10.0, siblings: dict[str, str] | None = None) -> GangView:
+    cache = ParseCache()
+    ledger = ledger_of(cluster() if nodes is None else nodes, pods, [], cache)
+    return GangView(pods, ledger, {TOPOLOGY.name: TOPOLOGY}, None, cache, top, siblings or {}, now, grace)
+
+
+def refs(names: list[str]) -> tuple[tuple[str, str], ...]:
+    """The sorted (namespace, name) pairs of ``names`` (Waiting.pods is sorted)."""
+    return tuple(sorted(("team-a", name) for name in names))
+
+
+def test_an_incomplete_gang_in_its_grace_is_looked_at_again_when_the_grace_ends():
+    pods = made_pods(16)
+    assert reconcile(GANG, view(pods, top=owner(), now=CREATED + 3, grace=10.0)) == Result(
+        GANG, INCOMPLETE, requeue_after=7.0,
+        waiting=Waiting(GANG, INCOMPLETE, "16 of 17 pods exist", refs(NAMES[:16])))
+
+
+def test_an_incomplete_gang_after_its_grace_names_the_missing_pod_on_its_owner():
+    line = "gang team-a/job-a: waiting for 1 more pod (16 of 17 exist): job-a-worker-15"
+    assert reconcile(GANG, view(made_pods(16), top=owner())) == Result(
+        GANG, INCOMPLETE, line,
+        events=(EventSpec(OWNER, "Normal", "GangIncomplete", line),),
+        owner_patch=OwnerPatch(OWNER, "pytorchjobs", line),
+        waiting=Waiting(GANG, INCOMPLETE, "16 of 17 pods exist", refs(NAMES[:16])))
+
+
+def test_an_owner_that_already_shows_the_line_is_not_patched_again_but_the_event_is_written():
+    line = "gang team-a/job-a: waiting for 3 more pods (14 of 17 exist): job-a-worker-13, job-a-worker-14, job-a-worker-15"
+    assert reconcile(GANG, view(made_pods(14), top=owner(line))) == Result(
+        GANG, INCOMPLETE, line,
+        events=(EventSpec(OWNER, "Normal", "GangIncomplete", line),),
+        waiting=Waiting(GANG, INCOMPLETE, "14 of 17 pods exist", refs(NAMES[:14])))
+
+
+def test_without_a_readable_owner_the_event_goes_on_the_first_gated_pod_and_no_annotation():
+    pods = made_pods()
+    pods[0]["metadata"]["annotations"]["segments.dev/gang-size"] = "18"  # the Master disagrees
+    line = 'gang team-a/job-a: pods disagree on segments.dev/gang-size: "17", "18"'
+    master = ObjectRef("v1", "Pod", "team-a", "job-a-master-0", "uid-job-a-master-0")
+    assert reconcile(GANG, view(pods)) == Result(
+        GANG, INVALID, line, events=(EventSpec(master, "Warning", "GangInvalid", line),),
+        waiting=Waiting(GANG, INVALID, 'pods disagree on segments.dev/gang-size: "17", "18"', refs(NAMES)))
+
+
+def test_a_gang_naming_an_unknown_topology_waits_with_back_off():
+    pods = made_pods()
+    for pod in pods:
+        pod["metadata"]["annotations"]["kai.scheduler/topology"] = "other"
+        pod["metadata"]["annotations"]["segments.dev/topology"] = "other"
+    line = 'gang team-a/job-a: topology "other" is not known (known: "cluster-topology")'
+    result = reconcile(GANG, view(pods, top=owner()))
+    assert result == Result(
+        GANG, INFEASIBLE, line, events=(EventSpec(OWNER, "Warning", "PlacementInfeasible", line),),
+        owner_patch=OwnerPatch(OWNER, "pytorchjobs", line), backoff=True,
+        waiting=Waiting(GANG, INFEASIBLE, 'topology "other" is not known (known: "cluster-topology")', refs(NAMES)))
+
+
+def test_a_gang_that_never_fits_says_so_with_back_off():
+    result = reconcile(GANG, view(made_pods(), nodes=cluster()[:4], top=owner()))  # 16 of the 32 GPUs it needs
+    assert (result.kind, result.backoff, result.releases, result.requeue_after) == ("never-fits", True, (), None)
+    [event] = result.events
+    assert (event.target, event.type, event.reason) == (OWNER, "Warning", "PlacementNeverFits")
+    assert event.message.startswith("gang team-a/job-a: can never fit, not even on the empty cluster")
+    assert result.owner_patch == OwnerPatch(OWNER, "pytorchjobs", event.message)
+
+
+def test_a_placed_gang_is_released_and_the_ledger_is_left_as_it_was():
+    pods = made_pods()
+    seen = view(pods, top=owner())
+    free_before = seen.ledger.index(None, None).free.copy()
+    result = reconcile(GANG, seen)
+    # 32 GPUs: every node; the narrowest level they all share is the one block zone-a-b1
+    line = "gang team-a/job-a: released 17 pods to cloud.provider.com/topology-block=zone-a-b1"
+    assert (result.kind, result.state, result.waiting, result.requeue_after, result.backoff) == (
+        "released", line, None, None, False)
+    assert result.events == (EventSpec(OWNER, "Normal", "GangReleased", line),)
+    assert result.owner_patch == OwnerPatch(OWNER, "pytorchjobs", line)
+    assert sorted(r.name for r in result.releases) == sorted(NAMES)
+    assert sorted(ref for ref, _, _ in result.charges) == sorted(refs(NAMES))
+    assert (seen.ledger.index(None, None).free == free_before).all()  # the runner charges, not reconcile
+
+
+def test_an_owner_with_several_gangs_shows_every_gang_s_line():
+    line = "gang team-a/job-a: waiting for 1 more pod (16 of 17 exist): job-a-worker-15"
+    sibling = "gang team-a/job-0: released 4 pods to cloud.provider.com/topology-rack=zone-a-r1"
+    result = reconcile(GANG, view(made_pods(16), top=owner(), siblings={"team-a/job-0": sibling}))
+    assert result.owner_patch == OwnerPatch(OWNER, "pytorchjobs", f"{sibling}; {line}")
+    assert owner_annotation({"b": "gang b: x", "a": "gang a: y", "c": ""}) == "gang a: y; gang b: x"
+
+
+def test_expected_pod_names_are_the_operator_s():
+    assert expected_pod_names(GANG, pytorchjob(), "PyTorchJob") == NAMES
+    assert expected_pod_names("team-a/other", pytorchjob(), "PyTorchJob") is None
+    assert expected_pod_names(GANG, pytorchjob(), "Deployment") is None
+
+
+def test_the_event_key_is_client_go_s_and_the_memory_is_an_lru():
+    spec = EventSpec(OWNER, "Warning", "PlacementNeverFits", "gang team-a/job-a: can never fit")
+    assert EventCorrelator.key("c", spec) == ("c", "kubeflow.org/v1", "PyTorchJob", "team-a", "job-a", "uid-job-a",
+                                              "Warning", "PlacementNeverFits", "gang team-a/job-a: can never fit")
+    correlator = EventCorrelator(capacity=2)
+    for name in ("a", "b", "c"):
+        correlator.record((name,), Observation(f"ev-{name}", 1, "t"))
+    assert correlator.last(("a",)) is None  # the oldest went
+    assert correlator.last(("c",)) == Observation("ev-c", 1, "t")
+
+
+def test_lease_renewals_log_at_debug():
+    """The library logs "leader X has successfully acquired lease" at every renewal (every 2 s):
+    a DEBUG line; taking part in the election ("is a follower") stays INFO."""
+    renewal = logging.LogRecord("leaderelection", logging.INFO, __file__, 1,
+                                "leader c-1 has successfully acquired lease", None, None)
+    follower = logging.LogRecord("leaderelection", logging.INFO, __file__, 1, "c-1 is a follower", None, None)
+    assert RenewalLogFilter().filter(renewal) is False and renewal.levelno == logging.DEBUG
+    assert RenewalLogFilter().filter(follower) is True and follower.levelno == logging.INFO
+
+
+def test_the_planned_stop_is_not_an_error_traceback():
+    """Stopping, the leading callback raises to end the library's renew loop; the library logs
+    that with a traceback at ERROR: a DEBUG record. Any other exception stays an ERROR."""
+    from webhook.controller.election import _Stopping
+
+    def record(error: Exception) -> logging.LogRecord:
+        return logging.LogRecord("leaderelection", logging.ERROR, __file__, 1,
+                                 "onstarted_leading raised an exception, stopping leading", None,
+                                 (type(error), error, None))
+
+    planned, bug = record(_Stopping("c-1 stops")), record(RuntimeError("a bug"))
+    assert RenewalLogFilter().filter(planned) is False and planned.levelno == logging.DEBUG
+    assert RenewalLogFilter().filter(bug) is True and bug.levelno == logging.ERROR

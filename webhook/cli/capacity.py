@@ -1,0 +1,126 @@
+"""``segment-webhook capacity``: how many gangs and segments of one shape fit now, per domain of each
+topology level, and the capacity stranded for that shape (DESIGN.md §13). The counting is
+:func:`webhook.placement.capacity.capacity`'s; this module reads the files and prints.
+
+Exit 0 report written, 2 bad input (the message names the flag, file or field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from typing import Any
+
+import yaml
+
+from webhook.cli.flags import UsageError, error
+from webhook.cli.output import write_output
+from webhook.core.messages import quote
+from webhook.manifests import ManifestError
+from webhook.placement.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.expand import ExpandError, Expansion
+from webhook.placement.model import PlacementError
+from webhook.placement.snapshot import Snapshot, SnapshotError, load_snapshot
+
+
+def register(subparsers: Any) -> None:
+    """Add ``capacity`` to the ``segment-webhook`` command line."""
+    p = subparsers.add_parser(
+        "capacity", help="how many gangs and segments of a shape fit now, per domain (DESIGN.md §13)",
+        description="For each domain of each level of a Topology: how many gangs and how many segments of one "
+                    "shape fit now at once (computed exactly from the snapshot's free capacity), the free capacity "
+                    "and what is stranded for that shape. Exit 0 written, 2 bad input.")
+    p.add_argument("--cluster", action="append", required=True, metavar="FILE",
+                   help="kubectl get nodes,pods[,topologies] -A -o yaml|json output (repeatable)")
+    p.add_argument("--topology-file", action="append", default=[], metavar="FILE",
+                   help="Topology objects, when the dump has none (repeatable)")
+    p.add_argument("--topology", metavar="NAME", help="the Topology to count on (default: the only one loaded)")
+    shape = p.add_mutually_exclusive_group(required=True)
+    shape.add_argument("--shape", metavar="SHAPE",
+                       help="pods=N,segment-size=S,<resource>=<quantity>[,...][,segment-level=KEY][,workload-level=KEY] "
+                            "(e.g. pods=32,segment-size=8,nvidia.com/gpu=1,segment-level=cloud.provider.com/topology-rack)")
+    shape.add_argument("-f", "--filename", metavar="FILE",
+                       help="a workload manifest that stands for the shape: its pod count, segment size, levels and "
+                            "the requests of its most common pod, as the webhook resolves them")
+    p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
+                   help="table: one line per domain (default); json/yaml: every domain with free and stranded capacity")
+    p.set_defaults(func=run)
+
+
+def shape_of(exp: Expansion, source: str) -> GangShape:
+    """The shape a workload manifest stands for: its first gang's pod count, resolved segment size
+    (the gang's size when unsegmented), levels, and the requests of its most common pod. Raises
+    :class:`UsageError` when the webhook denied it."""
+    if exp.denied:
+        raise UsageError(f"{source}: denied by the webhook: {exp.message}")
+    gang = exp.gangs[0]
+    counts: Counter[tuple[tuple[str, int], ...]] = Counter(tuple(sorted(p.requests.items())) for p in gang.pods)
+    requests = dict(counts.most_common(1)[0][0])
+    per_segment = Counter(p.segment for p in gang.pods if p.segment is not None)
+    size = max(per_segment.values()) if per_segment else len(gang.pods)
+    return GangShape(len(gang.pods), size, requests, gang.segment_required, gang.workload_required)
+
+
+def _index(snapshot: Snapshot, name: str | None) -> ClusterIndex:
+    names = [t.name for t in snapshot.topologies]
+    if not names:
+        raise UsageError("no Topology in the --cluster dumps; fix: add the Topology with --topology-file "
+                         "(kubectl get topologies.kai.scheduler -o yaml)")
+    if name is None:
+        if len(names) > 1:
+            raise UsageError(f"several Topologies are loaded ({', '.join(names)}); fix: name one with --topology")
+        name = names[0]
+    topo = next((t for t in snapshot.topologies if t.name == name), None)
+    if topo is None:
+        raise UsageError(f"--topology {quote(name)} is not loaded; loaded: {', '.join(names)}")
+    return ClusterIndex(snapshot.nodes, topo)
+
+
+def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str | None]:
+    if args.shape is not None:
+        return parse_shape(args.shape), args.topology
+    from webhook.cli.place import load_workload
+    from webhook.placement.whatif import planner_for
+
+    given = load_workload(args.filename)
+    planner = planner_for(snapshot, runtimes=given.runtimes)
+    exp = planner.expand(given.workload)
+    return shape_of(exp, given.source), args.topology or exp.topology
+
+
+def render(doc: dict[str, Any]) -> str:
+    """The ``-o table`` text: the shape, then one line per domain (broadest level first)."""
+    shape = doc["shape"]
+    resource = doc["resources"][0]
+    lines = [f"shape: {shape['pods']} pods per gang, segments of {shape['segment_size']} at "
+             f"{shape['segment_level'] or 'any level'}, gang at {shape['workload_level'] or 'any level'}; "
+             f"topology {doc['topology']}",
+             f"{'LEVEL':<34} {'DOMAIN':<24} {'NODES':>6} {'FREE ' + resource:>20} {'SEGMENTS':>9} {'GANGS':>6} "
+             f"{'STRANDED':>9}"]
+    rows = [("cluster", doc["cluster"])] + [(lv["level"], d) for lv in doc["levels"] for d in lv["domains"]]
+    for level, d in rows:
+        lines.append(f"{level:<34} {d['domain']:<24} {d['nodes']:>6} {d['free'][resource]:>20} {d['segments']:>9} "
+                     f"{d['gangs']:>6} {d['stranded'][resource]:>9}")
+    lines.append(f"STRANDED: free {resource} on eligible nodes that no segment of this shape can use")
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """The ``capacity`` command: exit 0 written, 2 bad input."""
+    try:
+        snapshot = load_snapshot(args.cluster, args.topology_file)
+        shape, topology = _shape(args, snapshot)
+        report = capacity(_index(snapshot, topology), shape)
+    except (SnapshotError, ManifestError, PlacementError, CapacityError, UsageError, ExpandError) as exc:
+        return error("capacity", str(exc))
+    doc = report_document(report)
+    if args.output == "json":
+        text = json.dumps(doc, indent=2) + "\n"
+    elif args.output == "yaml":
+        text = yaml.safe_dump(doc, sort_keys=False)
+    else:
+        text = render(doc)
+    return write_output(text, "capacity")
+

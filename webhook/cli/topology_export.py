@@ -1,0 +1,82 @@
+"""``segment-webhook topology export``: a Topology and the nodes' labels as Volcano HyperNodes or a
+Slurm ``topology.yaml`` (DESIGN.md §13). The rules are :mod:`webhook.core.topology_export`'s; this
+module reads the files (as ``topology check`` does), prints the objects on stdout and the §12
+findings (the dropped nodes named) on stderr.
+
+Exit 0 written, 2 bad usage or input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import yaml
+
+from webhook.cli.flags import error
+from webhook.cli.output import write_output
+from webhook.core import topology_export, topology_infer
+
+
+def add_export_parser(sub: Any) -> None:
+    """Add ``export`` to the ``topology`` sub-commands."""
+    export = sub.add_parser(
+        "export", help="write the Topology as Volcano HyperNodes or a Slurm topology.yaml",
+        description="Write a Topology and the nodes' labels as Volcano HyperNodes (topology.volcano.sh/v1alpha1: "
+                    "one per domain, tier 1 = the narrowest level) or a Slurm topology.yaml (tree or block plugin). "
+                    "Nodes that lack a level label are left out and named on stderr, with the other DESIGN.md §12 "
+                    "findings. Exit 0 written, 2 bad input.")
+    export.add_argument("-f", "--filename", required=True, metavar="TOPOLOGY", help="file with Topology objects")
+    export.add_argument("--nodes", required=True, metavar="NODES", help="kubectl get nodes -o yaml|json output")
+    export.add_argument("--format", required=True, choices=("volcano", "slurm"), help="volcano or slurm")
+    export.add_argument("--topology", metavar="NAME", help="which Topology of the file (default: the only one)")
+    export.add_argument("--members", choices=("name", "labels"), default="name",
+                        help="volcano: tier-1 HyperNode members by exact node name (default) or by one label selector")
+    export.add_argument("--plugin", choices=("tree", "block"), default="tree",
+                        help="slurm: the topology/tree (default) or topology/block form")
+    export.add_argument("--block-level", metavar="KEY", help="slurm block: the level whose domains are the blocks "
+                                                              "(default: the narrowest level)")
+    export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="format (default: yaml)")
+    export.set_defaults(func=run_export)
+
+
+def _render(documents: Any, output: str, volcano: bool) -> str:
+    if output == "json":
+        doc = {"apiVersion": "v1", "kind": "List", "items": documents} if volcano else documents
+        return json.dumps(doc, indent=2) + "\n"
+    if volcano:
+        return yaml.safe_dump_all(documents, sort_keys=False, explicit_start=True)
+    return yaml.safe_dump(documents, sort_keys=False)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """``topology export``: exit 0 written, 2 bad input."""
+    from webhook.cli.topology import InputError, collector_paused, read_nodes, read_topologies
+
+    with collector_paused():
+        try:
+            topologies = read_topologies(args.filename)
+            nodes = read_nodes(args.nodes)
+            names = [t.name for t in topologies]
+            if args.topology is None and len(topologies) > 1:
+                raise InputError(f"{args.filename} holds several Topologies ({', '.join(names)}); "
+                                 "fix: name one with --topology")
+            chosen = next((t for t in topologies if args.topology in (None, t.name)), None)
+            if chosen is None:
+                raise InputError(f"--topology {args.topology} is not in {args.filename}; it holds {', '.join(names)}")
+            export = topology_export.domains_of(chosen.name, chosen.levels, nodes)
+            if args.format == "volcano":
+                documents: Any = topology_export.volcano_hypernodes(export, members=args.members)
+            else:
+                documents = topology_export.slurm_topology(export, plugin=args.plugin, block_level=args.block_level)
+        except (InputError, topology_export.ExportError) as exc:
+            return error("topology export", exc)
+    written = write_output(_render(documents, args.output, args.format == "volcano"), "topology export")
+    for finding in export.findings:
+        print(finding.text(), file=sys.stderr)
+    if export.dropped:
+        print(f"left out: {len(export.dropped)} node{'s' if len(export.dropped) != 1 else ''} without every level "
+              f"of Topology {chosen.name}: {topology_infer.names_text(export.dropped)}", file=sys.stderr)
+    return written

@@ -1,0 +1,282 @@
+"""The controller's cache (DESIGN.md §9): informers, each gang's pods and the capacity ledger — the
+part controller-runtime calls the cache, which every reconcile reads.
+
+* **Informers.** Pods (all namespaces) and nodes: ``kubernetes.informer.SharedInformer`` with a
+  list function that hands plain dicts to it (:class:`webhook.cluster.informers.DictLister`;
+  back-off 0.5 s doubling to 30 s, as client-go's reflector). Topologies: the same
+  :class:`webhook.cluster.topology_cache.LiveTopologyCatalog` that ``serve`` uses.
+* **The view**, under one lock: each gang's pods (keyed by
+  :func:`webhook.controller.decision.gang_key_of`), the one
+  :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
+  :func:`~webhook.placement.occupancy.occupied_node` says; node heartbeats that do not change the
+  engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
+  deadline, and each gang's state line and owner (for its siblings' annotation).
+* **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
+  gated pods or was left gated; capacity given back (a pod deleted or terminated) queues the gangs
+  waiting for capacity; a node change queues every complete gang left gated; a Topology change
+  every gang left gated (and the Topology findings, DESIGN.md §12).
+* A replayed older version of a released pod (gated) is ignored: a gate is never added back
+  (KEP-3838).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from kubernetes import client as k8s_client
+from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
+
+from webhook.cluster.api_server import ApiServerReachability, Backoff
+from webhook.cluster.informers import DictLister
+from webhook.cluster.topology_cache import LiveTopologyCatalog
+from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref
+from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
+from webhook.core import gating
+from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
+from webhook.placement.quantity import QuantityError
+from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
+
+__all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "ControllerCache"]
+
+log = logging.getLogger(__name__)
+
+#: Back-off of the pod and node informers, seconds: client-go's reflector waits 0.8 s doubling to
+#: 30 s and starts again after 2 minutes without a failure (``k8s.io/client-go/tools/cache/reflector.go``).
+INFORMER_BACKOFF_INITIAL = 0.5
+INFORMER_BACKOFF_MAX = 30.0
+BACKOFF_RESET_SECONDS = 120.0
+
+PodRef = tuple[str, str]
+
+
+def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
+    """A pod's requests in milli-units, ``None`` (logged) when a quantity is malformed."""
+    spec = pod.get("spec")
+    try:
+        return pod_requests_milli(spec if isinstance(spec, Mapping) else {}, "spec")
+    except QuantityError as exc:
+        log.warning("pod %s: %s; not charged to its node (fix the pod)", "/".join(pod_ref(pod)), exc)
+        return None
+
+
+class ControllerCache:
+    """The cache (module docstring). ``api_client``: a configured ``kubernetes.client.ApiClient``;
+    ``reachability``: the process's outage log; ``stop``: set when the process stops;
+    ``enqueue(keys)``: queue gang keys (the runner's, which honours each gang's back-off);
+    ``topologies_changed()``: called when a Topology changes; ``gang_gone(key)``: called when a
+    gang's last pod went (its back-off and gauges are reset)."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability, stop: threading.Event,
+                 enqueue: Callable[[Iterable[str]], None], topologies_changed: Callable[[], None],
+                 gang_gone: Callable[[str], None]) -> None:
+        self._stop = stop
+        self._enqueue = enqueue
+        self._gang_gone = gang_gone
+        self._reachability = reachability
+        self.lock = threading.Lock()  # everything below
+        self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
+        self.ledger = CapacityLedger()
+        self.kinds: dict[str, str] = {}  # gangs left gated -> their kind
+        self.not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
+        self.states: dict[str, tuple[ObjectRef | None, str]] = {}  # gang -> (owner, state line)
+        self._ungated: set[PodRef] = set()  # gang pods known released (seen, or our patch accepted)
+        self._bad_nodes: set[tuple[str, str]] = set()  # (name, resourceVersion) of malformed nodes logged
+        self._parse_cache = ParseCache()
+        self._listed: set[str] = set()
+        self.topologies = LiveTopologyCatalog(api_client, reachability=reachability)
+        self.topologies.add_listener(topologies_changed)
+        core = k8s_client.CoreV1Api(api_client)
+        methods: dict[str, Callable[..., Any]] = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
+        handlers = {"pods": self.on_pod, "nodes": self.on_node}
+        self.informers: dict[str, SharedInformer] = {}
+        for name, method in methods.items():
+            backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
+                              reset_after=BACKOFF_RESET_SECONDS)
+            informer = SharedInformer(DictLister(method, name, self._mark_listed(name), stop,
+                                                 reachability=reachability, backoff=backoff))
+            self.informers[name] = informer
+            for event in (ADDED, MODIFIED, DELETED):
+                informer.add_event_handler(event, self._handler(handlers[name], event, backoff))
+            informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
+            informer.add_event_handler(ERROR, self._on_error(name, backoff))
+
+    def _mark_listed(self, name: str) -> Callable[[], None]:
+        """The list function's "listed once" callback of the ``name`` informer."""
+        return lambda: self._listed.add(name)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the Topology watch and the informers."""
+        self.topologies.start()
+        for informer in self.informers.values():
+            informer.start()
+
+    def stop(self) -> None:
+        """Stop the informers (after the process's ``stop`` was set) and the Topology watch."""
+        for informer in self.informers.values():
+            informer.stop()
+        self.topologies.stop()
+
+    @property
+    def synced(self) -> bool:
+        """True once pods and nodes were each listed once and the Topology catalog is known."""
+        return len(self._listed) == len(self.informers) and self.topologies.synced
+
+    # ------------------------------------------------------------------ informer callbacks
+    def _handler(self, handle: Callable[[str, Mapping[str, Any]], None], event: str,
+                 backoff: Backoff) -> Callable[[Any], None]:
+        def on_event(obj: Any) -> None:
+            backoff.reset()
+            if isinstance(obj, Mapping) and not self._stop.is_set():
+                handle(event, obj)
+        return on_event
+
+    def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
+        """The informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A watch
+        that broke for want of a connection goes to the outage log; after the process stopped
+        (whose socket shutdown ends the watch with such an error) nothing is logged."""
+        def handle(error: Any) -> None:
+            if self._stop.is_set():
+                return
+            delay = backoff.next_delay()
+            if not (isinstance(error, BaseException) and self._reachability.failed(f"watch {name}", error)):
+                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
+            self._stop.wait(delay)
+        return handle
+
+    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+        """Keep the gang's pods and the ledger current; queue what this change may unblock."""
+        ref = pod_ref(pod)
+        key = gang_key_of(pod)
+        gone = event == DELETED or is_terminated(pod)
+        gated = gating.is_gated(pod)
+        with self.lock:
+            if not gone and gated and ref in self._ungated:
+                return  # an older version replayed: a gate is never added back (KEP-3838)
+            if gone:
+                self._ungated.discard(ref)
+                freed = self.ledger.remove(ref)
+            else:
+                if not gated and key is not None:
+                    self._ungated.add(ref)
+                node = occupied_node(pod)
+                freed = self.ledger.observe(ref, node, requests_or_none(pod) if node else None)
+            left = key is not None and self._keep_member(key, ref, None if gone else pod)
+            members = self.gangs.get(key) if key is not None else None
+            own = [key] if key is not None and members is not None and \
+                (key in self.kinds or any(gating.is_gated(p) for p in members.values())) else []
+            waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
+        if left and key is not None:
+            self._gang_gone(key)
+        self._enqueue(own + waiting)
+
+    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+        """Store (or, ``pod`` None, drop) one member of gang ``key`` (lock held); True when the
+        gang's last pod went (the gang is forgotten)."""
+        if pod is not None:
+            self.gangs.setdefault(key, {})[ref] = pod
+            return False
+        members = self.gangs.get(key)
+        if members is None:
+            return False
+        members.pop(ref, None)
+        if members:
+            return False
+        del self.gangs[key]
+        self.kinds.pop(key, None)
+        self.not_before.pop(key, None)
+        self.states.pop(key, None)
+        return True
+
+    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+        """A node's engine view changed (not a heartbeat): every complete gang left gated may fit now."""
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        name = str((meta or {}).get("name") or "")
+        if event == DELETED:
+            with self.lock:
+                changed = self.ledger.remove_node(name)
+        else:
+            try:
+                node = parse_node(obj)
+            except SnapshotError as exc:
+                seen = (name, str((meta or {}).get("resourceVersion") or ""))
+                if seen not in self._bad_nodes:
+                    self._bad_nodes.add(seen)
+                    log.warning("malformed node left out of placement (fix it; the other nodes are used): %s", exc)
+                with self.lock:
+                    changed = self.ledger.remove_node(name)
+            else:
+                with self.lock:
+                    changed = self.ledger.set_node(node)
+        if changed:
+            self._enqueue(self.waiting_gangs(lambda kind: kind != INCOMPLETE))
+
+    # ------------------------------------------------------------------ the runner's reads and writes
+    def waiting_gangs(self, which: Callable[[str], bool]) -> list[str]:
+        """Gangs left gated whose kind ``which`` accepts."""
+        with self.lock:
+            return [g for g, kind in self.kinds.items() if which(kind)]
+
+    def gated_gangs(self) -> list[str]:
+        """Every gang with a gated pod."""
+        with self.lock:
+            return [k for k, pods in self.gangs.items() if any(gating.is_gated(p) for p in pods.values())]
+
+    def first_pod(self, key: str) -> Mapping[str, Any] | None:
+        """The gang's pod first by name (its owner is the gang's), ``None`` for an unknown gang."""
+        with self.lock:
+            members = self.gangs.get(key) or {}
+            return members[min(members)] if members else None
+
+    def knows_node(self, name: str) -> bool:
+        """True when node ``name`` is in the capacity ledger (listed or watched, well formed)."""
+        with self.lock:
+            return self.ledger.has_node(name)
+
+    def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
+                  backoff_delay: Callable[[str], float]) -> Result:
+        """Run the pure :func:`webhook.controller.reconcile.reconcile` on this cache under its lock,
+        charge the releases as assumed (as kube-scheduler's assume: gangs reconciled at once never
+        double-book), record the gang's kind and back-off (``backoff_delay(key)``: seconds)."""
+        catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
+        with self.lock:
+            owner_ref = owner.ref if owner is not None else None
+            siblings = {g: line for g, (ref, line) in self.states.items() if g != key and ref == owner_ref and ref}
+            view = GangView(list(self.gangs.get(key, {}).values()), self.ledger, catalog, default_topology,
+                            self._parse_cache, owner, siblings, time.time(), grace)
+            result = reconcile(key, view)
+            for ref, node, milli in result.charges:
+                self.ledger.assume(ref, node, milli)
+            if result.waiting is None:
+                self.kinds.pop(key, None)
+                self.not_before.pop(key, None)
+            else:
+                self.kinds[key] = result.waiting.kind
+                if result.backoff:
+                    self.not_before[key] = time.monotonic() + backoff_delay(key)
+            return result
+
+    def record_state(self, key: str, owner: ObjectRef | None, line: str) -> None:
+        """The gang's state line as written (its owner's annotation is built from its gangs' lines)."""
+        with self.lock:
+            if key in self.gangs:
+                self.states[key] = (owner, line)
+
+    def release_answered(self, key: str, ref: PodRef, updated: Mapping[str, Any] | None) -> None:
+        """One release patch's answer: the pod as updated (this process's view until the informer
+        shows it), or ``None`` (not released: its assumed capacity is free again)."""
+        with self.lock:
+            if updated is None:
+                self.ledger.forget(ref)
+                return
+            members = self.gangs.get(key)
+            self._ungated.add(ref)
+            if members is not None and ref in members and gating.is_gated(members[ref]):
+                members[ref] = updated
+                node = occupied_node(updated)
+                if node is not None:
+                    self.ledger.observe(ref, node, requests_or_none(updated))
