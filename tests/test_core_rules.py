@@ -170,6 +170,20 @@ MESSAGES = {
         'r-job-level-differs); fix: remove it, or set kai.scheduler/segment-topology-preferred-placement on t'
         'he pod template instead.'
     ),
+    'target-unknown': (
+        'metadata.labels[segments.dev/target] = "volcano": not a target this webhook serves (kai, kueue) (rul'
+        "e target-unknown); fix: use one of them, or remove the label to use the webhook's --target."
+    ),
+    'target-cannot-express': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
+        "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever (kueue #15277) (ru"
+        'le target-cannot-express); fix: a segment size dividing 16 (2, 4, 8, 16), or target gate.'
+    ),
+    'job-segments-need-indexed': (
+        'spec.completionMode = "NonIndexed": only an Indexed Job gives its pods the completion index segments'
+        ' are counted by (rule job-segments-need-indexed); fix: set completionMode: Indexed and parallelism e'
+        'qual to completions.'
+    ),
 }
 
 
@@ -262,6 +276,9 @@ TRIGGERS = {
     # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
+    "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
+    "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),
 }
 
@@ -275,6 +292,17 @@ def _size_as_label():
 
 def _kai_reader(name):
     return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
+
+
+def _labelled(obj, target):
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = target
+    return obj
+
+
+def _non_indexed_job():
+    from test_targets import job
+
+    return job(mode="NonIndexed")
 
 
 def _ray_size_3():

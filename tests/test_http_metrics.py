@@ -58,9 +58,9 @@ def test_label_values_are_bounded(monkeypatch):
 
 
 #: Every kind the webhook reviews (DESIGN.md §3 and §3b: the training operator, LWS, the native
-#: CRD, JobSet, MPIJob, KubeRay's three, Trainer v2) and pods.
+#: CRD, JobSet, MPIJob, KubeRay's three, Trainer v2; an Indexed batch/v1 Job) and pods.
 REVIEWED_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "MPIJob", "JobSet", "RayCluster", "RayJob",
-                  "RayService", "TrainJob", "Pod")
+                  "RayService", "TrainJob", "Job", "Pod")
 
 
 def test_every_reviewed_kind_is_its_own_label_value(monkeypatch):

@@ -417,6 +417,40 @@ def check_segment_within_workload(decision: Decision, segment: tuple[str, str], 
     return False
 
 
+@rule("target-unknown", "DESIGN.md §9b", "a segments.dev/target label naming no target this webhook serves")
+def check_target_known(decision: Decision, field_path: str, value: Any, served: tuple[str, ...]) -> bool:
+    """The workload label ``segments.dev/target`` must name one of ``served`` (the targets the
+    running webhook can honour: ``gate`` only under ``--gate-pods``). Returns True when ok."""
+    if isinstance(value, str) and value in served:
+        return True
+    violate(decision, "target-unknown", field_path, value,
+            f"not a target this webhook serves ({', '.join(served)})",
+            "use one of them, or remove the label to use the webhook's --target")
+    return False
+
+
+@rule("target-cannot-express", "DESIGN.md §9b",
+      "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
+def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,
+                               fix: str) -> None:
+    """Deny what ``target`` (``kueue``, ``workload-api``) would admit but never place as resolved:
+    ``problem`` says why, naming the target's rule; ``fix`` what to change."""
+    violate(decision, "target-cannot-express", field_path, value, f"target {target}: {problem}", fix)
+
+
+@rule("job-segments-need-indexed", "DESIGN.md §3b",
+      "a segmented batch/v1 Job that is not Indexed with parallelism = completions")
+def check_job_indexed(decision: Decision, field_path: str, value: Any, problem: str | None) -> bool:
+    """A Job's pods are segmented by ``batch.kubernetes.io/job-completion-index``: only an Indexed
+    Job has it, and a segment's pods run together only when every completion runs at once.
+    ``problem``: what is wrong, or ``None``. Returns True when ok."""
+    if problem is None:
+        return True
+    violate(decision, "job-segments-need-indexed", field_path, value, problem,
+            "set completionMode: Indexed and parallelism equal to completions")
+    return False
+
+
 @rule("conflicting-topology", "README: decisions", "workload levels of another topology than the worker template's")
 def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, str]], root_topology: str,
                        template_topology: tuple[str, str]) -> bool:

@@ -129,6 +129,9 @@ _ALL = (
     WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
                 "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
                 "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),
+    WarningRule("target-cannot-express", "DESIGN.md §9b",
+                "a constraint the chosen target (kueue, workload-api) cannot express: what it will do instead",
+                "target {target}: {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "

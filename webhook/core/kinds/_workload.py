@@ -26,6 +26,7 @@ from webhook.core.resolution import Resolution
 from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
+from webhook.core.targets import GATE, compile_workload
 from webhook.core.topology import TopologyCatalog
 
 
@@ -382,9 +383,10 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
             for violation in decision.violations:
                 unique.setdefault((violation.rule, violation.field, violation.message), violation)
             decision.violations[:] = list(unique.values())
+    target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
     if decision.allowed and mutate:
-        gang = gang_entries(plan) if settings.gate_pods and operation == "CREATE" else []  # §9
-        decision.patch = build_patch(obj, plan, gang)
+        gang = gang_entries(plan) if target == GATE and operation == "CREATE" else []  # §9
+        decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
 
 
