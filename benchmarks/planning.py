@@ -44,9 +44,9 @@ from placement import realistic_dump
 from webhook.cli.what_if import load_cluster
 from webhook.placement.capacity import capacity, parse_shape
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.tooling.gencluster import topology_object
 from webhook.placement.pipeline import place_workload
 from webhook.placement.whatif import planner_for, what_if
+from webhook.tooling.gencluster import topology_object
 
 RACK = "cloud.provider.com/topology-rack"
 BLOCK = "cloud.provider.com/topology-block"

@@ -3,7 +3,8 @@
 Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
-    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws,kueue] [--workload-api]
+    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
+                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
@@ -84,6 +85,15 @@ class Upstream:
 UPSTREAM: dict[str, Upstream] = {
     "lws": Upstream("lws", "sigs.k8s.io/lws", "sigs.k8s.io/lws/cmd", "lws-manager"),
     "kueue": Upstream("kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue", "kueue-manager"),
+    "training-operator": Upstream("training-operator", "github.com/kubeflow/training-operator",
+                                       "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+                                       "training-operator"),
+        "jobset": Upstream("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset", "jobset-manager"),
+        "trainer": Upstream("trainer", "github.com/kubeflow/trainer/v2",
+                             "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+                             "trainer-controller-manager"),
+        "kuberay": Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
+                             "github.com/ray-project/kuberay/ray-operator", "ray-operator"),
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -632,11 +642,14 @@ class LocalCluster:
     # -- upstream programs (--with)
     def start_upstream(self, names: list[str]) -> None:
         """Start each ``--with`` program (built first when needed) with its CRDs and RBAC."""
-        for name in names:
+        operators = _operators()  # hack/operators.py: training-operator, Trainer, JobSet, KubeRay
+        for name in operators.ordered(names):
             if name == "lws":
                 self.start_lws()
             elif name == "kueue":
                 start_kueue(self)
+            elif name in operators.STARTERS:
+                operators.start(self, name)
             else:  # build_upstream names the reason
                 build_upstream(name)
 
@@ -1204,6 +1217,15 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
+def _operators():
+    """hack/operators.py (the training operators ``--with`` starts), imported from this directory."""
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import operators
+
+    return operators
+
+
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
        upstream: tuple[str, ...] = (), workload_api: bool = False) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
@@ -1226,7 +1248,7 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
     try:
         started = time.monotonic()
         cluster.start_control_plane()
-        for name in upstream:  # fail before starting anything when a program cannot be built
+        for name in _operators().ordered(list(upstream)):  # fail before starting anything when a program cannot be built
             build_upstream(name)
         if webhook or controller:
             docs = cluster.start_webhook(gate_pods, controller=controller)

@@ -1,7 +1,8 @@
 """Every admission rule in one place: the registry and one check function per rule.
 
-A :class:`Rule` ties a stable id (used in messages, metrics and the README's rejection table) to
-its source (a DESIGN.md section, or the README's "Decisions where DESIGN.md is silent"), its
+A :class:`Rule` ties a stable id (used in messages, metrics and docs/reference/rules.md) to
+its source (a DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where
+DESIGN.md is silent"), its
 status code and the one function that checks it. The check functions are small and take plain
 values (the readers in :mod:`webhook.core.reading` and the resolution in
 :mod:`webhook.core.resolution` prepare them), in the spirit of Kueue's ``validateX`` functions
@@ -9,8 +10,8 @@ for topology-aware scheduling. Every denial goes through :func:`violate`, so eve
 the house format of :mod:`webhook.core.messages`: the field path, the value, the rule id and the
 fix.
 
-``tests/test_core_rules.py`` checks that :data:`RULES` and the README's table of rejections list
-the same ids, and that each rule has a test that triggers it.
+``tests/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
+the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md from :data:`RULES`.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ INT32_MAX = 2**31 - 1
 #: A rule's check function (:attr:`Rule.check`), kept as its own type by :func:`rule`.
 CheckT = TypeVar("CheckT", bound=Callable[..., "bool | None"])
 
-#: Rule id → :class:`Rule`, in the order of the README's rejection table.
+#: Rule id → :class:`Rule`, in the order of docs/reference/rules.md.
 RULES: dict[str, Rule] = {}
 
 
@@ -570,6 +571,24 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
         say(decision, "unknown-kai-key", key=key)
     if len(unknown) > _MOST_UNKNOWN_WARNINGS:
         say(decision, "more-unknown-kai-keys", count=len(unknown) - _MOST_UNKNOWN_WARNINGS, map_field=map_field)
+    return ok
+
+
+@rule("placement-key-as-label", "DESIGN.md §5", "a placement key written as a label instead of an annotation")
+def check_placement_keys_not_labels(decision: Decision, labels_field: str, labels: Mapping[str, str],
+                                    annotations_field: str) -> bool:
+    """Deny each placement key of DESIGN.md §2 in one labels map (workload root or a pod template):
+    the keys are annotations (the seed's manifests, DESIGN.md §2), read as such by KAI and by this
+    webhook, so a label holding one is a hard constraint that would vanish silently, as a misspelled
+    key would (§5 "Misspelled keys"). ``labels_field`` / ``annotations_field``: the field
+    paths of the two maps of the same metadata. Returns True when no placement key is a label."""
+    ok = True
+    for key in keys.PLACEMENT_KEYS:
+        if key in labels:
+            violate(decision, "placement-key-as-label", key_field(labels_field, key), labels[key],
+                    "a label, but KAI and this webhook read this key only as an annotation, so this constraint "
+                    "would be lost", f"move it to {key_field(annotations_field, key)}")
+            ok = False
     return ok
 
 

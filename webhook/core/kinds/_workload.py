@@ -18,7 +18,7 @@ from webhook.core import gating, keys
 from webhook.core.admission_decision import Decision, Violation
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.automatic import Defaults, update_defaults
-from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
+from webhook.core.constraints import check_annotation_keys, check_label_keys, mentions_placement_keys, opted_in
 from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
@@ -365,6 +365,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         return scratch if plan_is_ours(kind, obj) else decision
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
+    check_label_keys(obj, maps, decision)
     if plan.resolution.inputs is None:  # a kind of units, or none to resolve: the root's own levels (§4.5)
         _check_root_levels_of_units(plan, scratch)
     ours = plan.always_ours or opted_in(maps) or (
