@@ -518,7 +518,7 @@ class Prober:
         while not self._stop.wait(every_s):
             self.results.append(probe(port, ca_file, body))
 
-    def __enter__(self) -> "Prober":
+    def __enter__(self) -> Prober:
         self._thread.start()
         return self
 

@@ -32,7 +32,7 @@ METRIC = "apiserver_admission_webhook_admission_duration_seconds"
 POD_WEBHOOK = "pods.segment-webhook.segments.dev"
 
 
-def histogram(cluster: "local_cluster.LocalCluster", webhook: str) -> dict[float, float]:
+def histogram(cluster: local_cluster.LocalCluster, webhook: str) -> dict[float, float]:
     """Cumulative bucket counts (upper bound in seconds -> count) of the admit histogram of
     ``webhook`` for CREATE, from kube-apiserver's /metrics."""
     import http.client
@@ -87,7 +87,7 @@ def worker_pod(index: int, namespace: str) -> dict:
             "spec": {"containers": [{"name": "worker", "image": "busybox"}]}}
 
 
-def burst(cluster: "local_cluster.LocalCluster", pods: int, concurrency: int, namespace: str = "burst") -> dict:
+def burst(cluster: local_cluster.LocalCluster, pods: int, concurrency: int, namespace: str = "burst") -> dict:
     """Create ``pods`` worker pods with ``concurrency`` clients; return the figures (seconds)."""
     from kubernetes import client, config
 

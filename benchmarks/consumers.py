@@ -50,7 +50,7 @@ TOPOLOGY = REPO.parent / "shared" / "examples" / "topology.yaml"
 RACKS_PER_BLOCK = 16
 
 
-def register(cluster: "local_cluster.LocalCluster", nodes: int, rack: int, work: Path) -> int:
+def register(cluster: local_cluster.LocalCluster, nodes: int, rack: int, work: Path) -> int:
     """Register ``nodes`` nodes (racks of ``rack``, blocks of 16 racks) made by gen-cluster."""
     racks = max(1, nodes // rack)
     blocks, per_block = max(1, racks // RACKS_PER_BLOCK), min(racks, RACKS_PER_BLOCK)
@@ -94,7 +94,7 @@ class BindWatch(threading.Thread):
     """Watches the pods of ``namespace``: ``released[name]`` / ``bound[name]`` = monotonic time
     the pod was first seen without a scheduling gate / with a nodeName."""
 
-    def __init__(self, cluster: "local_cluster.LocalCluster", namespace: str):
+    def __init__(self, cluster: local_cluster.LocalCluster, namespace: str):
         super().__init__(daemon=True)
         self.cluster, self.namespace = cluster, namespace
         self.bound: dict[str, float] = {}
@@ -129,7 +129,7 @@ class BindWatch(threading.Thread):
                 connection.close()
 
 
-def cpu_seconds(cluster: "local_cluster.LocalCluster") -> float:
+def cpu_seconds(cluster: local_cluster.LocalCluster) -> float:
     """utime + stime of the controller replicas (``/proc/<pid>/stat``), seconds."""
     total = 0.0
     for name in cluster.state["controller"]["replicas"]:
@@ -140,7 +140,7 @@ def cpu_seconds(cluster: "local_cluster.LocalCluster") -> float:
     return total
 
 
-def patch_errors(cluster: "local_cluster.LocalCluster") -> Counter:
+def patch_errors(cluster: local_cluster.LocalCluster) -> Counter:
     """The running controller replicas' ``segment_controller_patch_errors_total``, by HTTP status."""
     by_code: Counter = Counter()
     for name in cluster.state["controller"]["replicas"]:
@@ -156,7 +156,7 @@ def patch_errors(cluster: "local_cluster.LocalCluster") -> Counter:
     return by_code
 
 
-def run(cluster: "local_cluster.LocalCluster", gangs: int, pods: int, concurrency: int = 8,
+def run(cluster: local_cluster.LocalCluster, gangs: int, pods: int, concurrency: int = 8,
         namespace: str = "bench", timeout: float = 600, gap: float = 0.0) -> dict:
     """Create ``gangs`` gangs of ``pods`` pods (``gap`` seconds between two gangs; 0: as fast as
     the clients go), wait until bound (or ``timeout`` s after the last create); return the
@@ -236,7 +236,7 @@ def main() -> int:
     parser.add_argument("--logs", type=Path, help="copy the control plane's logs here before stopping it")
     args = parser.parse_args()
 
-    def measure(cluster: "local_cluster.LocalCluster") -> None:
+    def measure(cluster: local_cluster.LocalCluster) -> None:
         figures = run(cluster, args.gangs, args.pods, args.concurrency, gap=args.gap)
         print(report(figures))
         if args.json:

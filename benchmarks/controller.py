@@ -27,12 +27,12 @@ import statistics
 import time
 
 from webhook.controller.decision import ParseCache, decide, decide_gang, gang_key_of, ledger_of
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.engine import ClusterIndex, place
 from webhook.placement.expand import expand
-from webhook.placement.gencluster import generate, topology_object
 from webhook.placement.snapshot import snapshot_from_objects
+from webhook.tooling.gencluster import generate, topology_object
 
 TOPO = Topology.from_object(topology_object())
 LAYOUTS = {512: (2, 4, 8, 8), 4096: (4, 8, 16, 8)}

@@ -18,7 +18,7 @@ import copy
 import gc
 import time
 
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand
 

@@ -42,10 +42,10 @@ import tracemalloc
 
 import numpy as np
 
-from webhook.placement.engine import ClusterIndex, Gang, Placement, PodRequest, place
-from webhook.placement.gencluster import BLOCK, RACK, generate, topology_object
 from webhook.core.topology import Topology
+from webhook.placement.engine import ClusterIndex, Gang, Placement, PodRequest, place
 from webhook.placement.snapshot import snapshot_from_objects
+from webhook.tooling.gencluster import BLOCK, RACK, generate, topology_object
 
 LAYOUTS = {512: (2, 4, 8, 8), 4096: (4, 8, 16, 8), 32768: (8, 16, 32, 8), 1024: (4, 4, 8, 8)}
 GIB = 2**30 * 1000
@@ -91,7 +91,7 @@ def _template(gpus: int = 4, annotations: dict | None = None) -> dict:
 def kind_gang(family: str, pods: int) -> Gang:
     """The gang of a §3b family: ``pods`` pods (rounded down to whole Jobs / replicas), segments of 8
     preferred in a rack, the workload preferred in a block, expanded and admitted as ``place`` does."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import StaticTopologyCatalog
     from webhook.placement.expand import expand
 
@@ -362,7 +362,8 @@ def kueue_greedy(index: ClusterIndex, gang: Gang) -> Placement:
             break
     else:
         return Placement(placed=False, reason="no room")
-    a = int(index.starts[d][j]); b = int(index.starts[d][j + 1]) if j + 1 < len(index.starts[d]) else index.n
+    a = int(index.starts[d][j])
+    b = int(index.starts[d][j + 1]) if j + 1 < len(index.starts[d]) else index.n
     # greedy by domain with most free capacity at every level below d
     keys = [np.arange(a, b), -s[a:b]]
     for dd in range(index.node_depth - 1, d, -1):

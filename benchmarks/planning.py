@@ -40,14 +40,13 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from placement import realistic_dump  # noqa: E402  (benchmarks/placement.py)
-
-from webhook.cli.what_if import load_cluster  # noqa: E402
-from webhook.placement.capacity import capacity, parse_shape  # noqa: E402
-from webhook.placement.cluster_index import ClusterIndex  # noqa: E402
-from webhook.placement.gencluster import topology_object  # noqa: E402
-from webhook.placement.pipeline import place_workload  # noqa: E402
-from webhook.placement.whatif import planner_for, what_if  # noqa: E402
+from placement import realistic_dump
+from webhook.cli.what_if import load_cluster
+from webhook.placement.capacity import capacity, parse_shape
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.pipeline import place_workload
+from webhook.placement.whatif import planner_for, what_if
+from webhook.tooling.gencluster import topology_object
 
 RACK = "cloud.provider.com/topology-rack"
 BLOCK = "cloud.provider.com/topology-block"

@@ -114,7 +114,7 @@ def granian_app():
     """The webhook's app as ``serve`` builds it (embedded topology, default settings), for granian
     (``--granian``: the server with public head-deadline settings weighed in the README)."""
     from webhook.cli.flags import static_topologies
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.http.app import create_app
 
     catalog, default = static_topologies(None, None)
@@ -505,7 +505,7 @@ def keepalive(server: Server, give_up: float = 40.0) -> float | None:
         tls.recv(1)
         closed: float | None = time.monotonic() - started
         print(f"idle keep-alive connection closed by the server after {closed:.1f} s")
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         closed = None
         print(f"idle keep-alive connection still open after {give_up:.0f} s")
     tls.close()

@@ -32,7 +32,7 @@ import time
 import yaml
 
 from webhook.cli import main
-from webhook.placement.gencluster import generate
+from webhook.tooling.gencluster import generate
 
 LAYOUT = {10_000: (2, 5, 25, 40)}  # zones x blocks x racks x nodes
 
@@ -153,8 +153,9 @@ def main_(argv: list[str] | None = None) -> int:
         command(["topology", "check", "-f", topology_path, "--nodes", json_path], 0)
         for label, path in (("json", json_path), ("yaml", yaml_path)):
             parse, infer, check = best(
-                args.repeat, lambda: bare_parse(path), lambda: command(["topology", "infer", "-f", path], 0),
-                lambda: command(["topology", "check", "-f", topology_path, "--nodes", path], 0))
+                args.repeat, lambda path=path: bare_parse(path),
+                lambda path=path: command(["topology", "infer", "-f", path], 0),
+                lambda path=path: command(["topology", "check", "-f", topology_path, "--nodes", path], 0))
             worst = max(worst, infer / parse, check / parse)
             print(f"{label:<6} {parse:>8.3f}s {infer:>8.3f}s {check:>8.3f}s {infer / parse:>12.2f} {check / parse:>12.2f}")
         print(f"worst ratio {worst:.2f} (bar: under 2)")

@@ -24,10 +24,9 @@ import argparse
 import base64
 import concurrent.futures
 import hashlib
-import math
-import threading
 import http.client
 import json
+import math
 import os
 import secrets
 import shutil
@@ -36,11 +35,12 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Callable
 
 import yaml
 
@@ -85,17 +85,15 @@ class Upstream:
 UPSTREAM: dict[str, Upstream] = {
     "lws": Upstream("lws", "sigs.k8s.io/lws", "sigs.k8s.io/lws/cmd", "lws-manager"),
     "kueue": Upstream("kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue", "kueue-manager"),
-    **{name: program for name, program in (
-        ("training-operator", Upstream("training-operator", "github.com/kubeflow/training-operator",
+    "training-operator": Upstream("training-operator", "github.com/kubeflow/training-operator",
                                        "github.com/kubeflow/training-operator/cmd/training-operator.v1",
-                                       "training-operator")),
-        ("jobset", Upstream("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset", "jobset-manager")),
-        ("trainer", Upstream("trainer", "github.com/kubeflow/trainer/v2",
+                                       "training-operator"),
+        "jobset": Upstream("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset", "jobset-manager"),
+        "trainer": Upstream("trainer", "github.com/kubeflow/trainer/v2",
                              "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
-                             "trainer-controller-manager")),
-        ("kuberay", Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
-                             "github.com/ray-project/kuberay/ray-operator", "ray-operator")),
-    )},
+                             "trainer-controller-manager"),
+        "kuberay": Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
+                             "github.com/ray-project/kuberay/ray-operator", "ray-operator"),
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -730,7 +728,7 @@ class LocalCluster:
         partial.write_text(json.dumps(names) + "\n")
         partial.rename(self.dir / "nodes.json")
 
-    def wait_for_node_taints(self, api: "ApiClient", taints: dict[str, list], timeout: float = 120) -> None:
+    def wait_for_node_taints(self, api: ApiClient, taints: dict[str, list], timeout: float = 120) -> None:
         """Wait until every node of ``taints`` carries exactly its dump's taints: the apiserver's
         TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready:NoSchedule`` at
         create, and kube-controller-manager's node lifecycle controller removes it once it has seen
@@ -1172,7 +1170,7 @@ def heartbeat(directory: Path) -> int:
         names = set(json.loads((directory / "nodes.json").read_text()))
         patch = {"spec": {"renewTime": rfc3339_now(micro=True)}}
         try:
-            api.map(lambda name: api.request(
+            api.map(lambda name, patch=patch: api.request(
                 "PATCH", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}", patch,
                 content_type="application/merge-patch+json"), sorted(names))
             not_ready = [n["metadata"]["name"] for n in api.request("GET", "/api/v1/nodes")["items"]
@@ -1180,7 +1178,7 @@ def heartbeat(directory: Path) -> int:
                          and not any(c.get("type") == "Ready" and c.get("status") == "True"
                                      for c in n.get("status", {}).get("conditions") or [])]
             status = {"status": {"conditions": ready_conditions(rfc3339_now())}}
-            api.map(lambda name: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
+            api.map(lambda name, status=status: api.request("PATCH", f"/api/v1/nodes/{name}/status", status,
                                              content_type="application/strategic-merge-patch+json"), not_ready)
             print(f"{rfc3339_now()} renewed {len(names)} node Leases, {len(not_ready)} set Ready again, "
                   f"in {time.monotonic() - started:.1f} s", flush=True)

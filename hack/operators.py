@@ -125,7 +125,7 @@ def rotator_bundle(ca_name: str, dns_name: str, days: int = 365) -> dict[str, by
             "tls.crt": cert.public_bytes(serialization.Encoding.PEM), "tls.key": pem_key(key)}
 
 
-def render(cluster: "LocalCluster", source: Path, resources: list[str] | None = None,
+def render(cluster: LocalCluster, source: Path, resources: list[str] | None = None,
            namespace: str | None = None) -> list[dict[str, Any]]:
     """``kubectl kustomize`` of ``source`` (a kustomization directory in the module cache); with
     ``resources`` (paths relative to ``source``), of a kustomization listing them (and setting
@@ -148,7 +148,7 @@ def render(cluster: "LocalCluster", source: Path, resources: list[str] | None = 
     return [doc for doc in yaml.safe_load_all(cluster.kubectl("kustomize", str(source)).stdout) if doc]
 
 
-def install(cluster: "LocalCluster", docs: list[dict[str, Any]], crds: set[str] | None = None) -> None:
+def install(cluster: LocalCluster, docs: list[dict[str, Any]], crds: set[str] | None = None) -> None:
     """Apply ``docs`` but :data:`NOT_APPLIED` (and CRDs not named in ``crds`` when given), the
     namespaces they use first; wait for the CRDs."""
     namespaces = sorted({d["metadata"]["namespace"] for d in docs if d["metadata"].get("namespace")})
@@ -160,7 +160,7 @@ def install(cluster: "LocalCluster", docs: list[dict[str, Any]], crds: set[str] 
     cluster.wait_for_crds()
 
 
-def account_kubeconfig(cluster: "LocalCluster", docs: list[dict[str, Any]], workdir: Path) -> Path:
+def account_kubeconfig(cluster: LocalCluster, docs: list[dict[str, Any]], workdir: Path) -> Path:
     """A kubeconfig holding a 24 h token of the (first) ServiceAccount of ``docs``."""
     account = next(d for d in docs if d["kind"] == "ServiceAccount")
     name, namespace = account["metadata"]["name"], account["metadata"]["namespace"]
@@ -187,7 +187,7 @@ def webhooks_by_url(docs: list[dict[str, Any]], port: int, ca_pem: bytes) -> lis
     return configurations
 
 
-def run_manager(cluster: "LocalCluster", name: str, argv: list[str], env: dict[str, str],
+def run_manager(cluster: LocalCluster, name: str, argv: list[str], env: dict[str, str],
                 probe_port: int, webhook_port: int | None) -> None:
     """Start the manager process ``name`` and wait for its ``/readyz`` (and webhook port)."""
     from local_cluster import _http_ok, port_open
@@ -198,7 +198,7 @@ def run_manager(cluster: "LocalCluster", name: str, argv: list[str], env: dict[s
         cluster.wait_until(name, process, lambda: port_open(webhook_port), "serving its webhooks")
 
 
-def start_with_rotator(cluster: "LocalCluster", name: str, docs: list[dict[str, Any]], certs: RotatorCerts,
+def start_with_rotator(cluster: LocalCluster, name: str, docs: list[dict[str, Any]], certs: RotatorCerts,
                        argv: Callable[[int, int], list[str]], env: dict[str, str]) -> None:
     """Install ``docs`` (as :func:`install`), create the rotator's Secret from
     :func:`rotator_bundle`, write the serving files, apply the webhook configurations by url and
@@ -227,7 +227,7 @@ def start_with_rotator(cluster: "LocalCluster", name: str, docs: list[dict[str, 
                 dict(env, KUBECONFIG=str(kubeconfig), TMPDIR=str(workdir / "tmp")), probe_port, webhook_port)
 
 
-def start_training_operator(cluster: "LocalCluster", binary: Path, source: Path) -> None:
+def start_training_operator(cluster: LocalCluster, binary: Path, source: Path) -> None:
     """training-operator v1.8.1 (``cmd/training-operator.v1``) with only the PyTorchJob scheme:
     its ``manifests/overlays/standalone`` (namespace ``kubeflow``), of whose CRDs only
     ``pytorchjobs.kubeflow.org`` is applied (its MPIJob CRD is ``kubeflow.org/v1`` and would replace
@@ -241,7 +241,7 @@ def start_training_operator(cluster: "LocalCluster", binary: Path, source: Path)
         {"MY_POD_NAMESPACE": certs.namespace})
 
 
-def start_trainer(cluster: "LocalCluster", binary: Path, source: Path) -> None:
+def start_trainer(cluster: LocalCluster, binary: Path, source: Path) -> None:
     """Kubeflow Trainer v2.0.0 (``cmd/trainer-controller-manager``): ``manifests/base/{crds,
     manager,rbac,webhook}`` in namespace ``kubeflow-system`` (its ``overlays/manager`` also pulls
     JobSet's release manifests from a URL; JobSet runs from its own module instead), and the
@@ -258,7 +258,7 @@ def start_trainer(cluster: "LocalCluster", binary: Path, source: Path) -> None:
     cluster.kubectl("apply", "--server-side", "-f", str(runtime))
 
 
-def start_jobset(cluster: "LocalCluster", binary: Path, source: Path) -> None:
+def start_jobset(cluster: LocalCluster, binary: Path, source: Path) -> None:
     """JobSet (the version Trainer v2.0.0 requires) as its ``config/default`` deploys it, with a
     Configuration as LWS's (internal cert management off, webhook on loopback)."""
     from local_cluster import free_port
@@ -288,7 +288,7 @@ def start_jobset(cluster: "LocalCluster", binary: Path, source: Path) -> None:
     cluster.apply(webhooks_by_url(docs, webhook_port, bundle.ca_pem))
 
 
-def start_kuberay(cluster: "LocalCluster", binary: Path, source: Path) -> None:
+def start_kuberay(cluster: LocalCluster, binary: Path, source: Path) -> None:
     """KubeRay's ray-operator v1.5.0 as its ``config/default`` deploys it (CRDs, RBAC; namespace
     ``default``), no webhook (see the module docstring), ``RayMultiHostIndexing`` on."""
     from local_cluster import free_port
@@ -308,7 +308,7 @@ def start_kuberay(cluster: "LocalCluster", binary: Path, source: Path) -> None:
 
 
 #: ``--with`` name -> its starter ``(cluster, built binary, module source directory)``.
-STARTERS: dict[str, Callable[["LocalCluster", Path, Path], None]] = {
+STARTERS: dict[str, Callable[[LocalCluster, Path, Path], None]] = {
     "training-operator": start_training_operator,
     "trainer": start_trainer,
     "jobset": start_jobset,
@@ -316,7 +316,7 @@ STARTERS: dict[str, Callable[["LocalCluster", Path, Path], None]] = {
 }
 
 
-def start(cluster: "LocalCluster", name: str) -> None:
+def start(cluster: LocalCluster, name: str) -> None:
     """Build (or reuse) and start operator ``name`` of :data:`STARTERS` against ``cluster``.
     Raises local_cluster.ClusterError (build, render, apply or start failed; the message names it)."""
     from local_cluster import REPO, build_upstream, upstream_source

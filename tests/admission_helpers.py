@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import jsonpatch
-from conftest import SIZE, load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import SIZE, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 
 PLAIN = AdmissionSettings()

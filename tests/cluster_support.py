@@ -37,7 +37,7 @@ DEPLOY_FLAGS = ("--default-topology", "cluster-topology",
 ADMIN_FLAGS = ("--user", "admin", "--group", "system:masters")
 
 
-def start_cluster(tmp_dir: Path) -> "local_cluster.LocalCluster":
+def start_cluster(tmp_dir: Path) -> local_cluster.LocalCluster:
     """``up tmp_dir --webhook`` (building first only in CI); pytest.skip outside CI without binaries."""
     in_ci = os.environ.get("CI") == "true"
     if not in_ci and not local_cluster.built():
@@ -51,7 +51,7 @@ def start_cluster(tmp_dir: Path) -> "local_cluster.LocalCluster":
 class Kubectl:
     """The real kubectl against the local cluster; every call returns the CompletedProcess."""
 
-    def __init__(self, cluster: "local_cluster.LocalCluster"):
+    def __init__(self, cluster: local_cluster.LocalCluster):
         self.cluster = cluster
 
     def __call__(self, *args: str, input_text: str | None = None, kubeconfig: Path | None = None,

@@ -46,7 +46,7 @@ POLICY = "kai.scheduler/segment-leader-policy"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parsed(name: str) -> Any:
     with open(EXAMPLES / name, encoding="utf-8") as fh:
         return yaml.load(fh, Loader=_Loader)

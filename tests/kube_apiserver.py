@@ -176,7 +176,7 @@ class KubeApiServer:
             self._threads.append(threading.Thread(target=self._scheduler, daemon=True))
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "KubeApiServer":
+    def start(self) -> KubeApiServer:
         for t in self._threads:
             t.start()
         return self
@@ -191,7 +191,7 @@ class KubeApiServer:
     # ------------------------------------------------------------------ store
     @staticmethod
     def route(path: str) -> tuple[str, str | None, str | None]:
-        for pattern, resource, namespaced in _ROUTES:
+        for pattern, resource, _namespaced in _ROUTES:
             m = pattern.match(path)
             if m:
                 groups = m.groupdict()
@@ -314,7 +314,8 @@ class KubeApiServer:
                 try:
                     new = jsonpatch.apply_patch(copy.deepcopy(old), ops)
                 except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
-                    raise ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}")
+                    raise ApiError(422, "Invalid",
+                                   f"the server rejected our request due to an error in our request: {exc}") from exc
                 self.patch_log.append((time.monotonic(), namespace, name, ops, user_agent))
                 return 200, self.update(resource, new, check_rv=False, user_agent=user_agent)
         raise ApiError(405, "MethodNotAllowed", method)

@@ -14,12 +14,17 @@ import threading
 import pytest
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
-from webhook.cluster.api_server import (INFORMER_LOGGER, ApiServerReachability, Backoff, InformerTransportTracebacks,
-                                        client_retries, send_until_answered,
-                                        transport_cause)
+from webhook.cluster.api_server import (
+    INFORMER_LOGGER,
+    ApiServerReachability,
+    Backoff,
+    InformerTransportTracebacks,
+    client_retries,
+    send_until_answered,
+    transport_cause,
+)
 
 WAIT = 10.0
 

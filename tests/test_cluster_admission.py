@@ -18,6 +18,7 @@ import jsonpatch
 import jsonpointer
 import pytest
 import yaml
+
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, response_patch, review, write_manifest
 from conftest import SIZE, load_example
 from test_core_rules import MESSAGES, TRIGGERS

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cluster_support import EXAMPLES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
-import cluster_admission  # noqa: E402
+import cluster_admission
 
 
 def test_quantile_is_prometheus_histogram_quantile():

@@ -21,7 +21,6 @@ nodes, 8 GPUs each: 32 nodes, 256 GPUs):
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -33,7 +32,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-import yaml
+
 from cluster_support import EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
 from conftest import load_example
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from cluster_support import review, write_manifest
 from test_cluster_admission import create_and_compare, review_flags, topologies  # noqa: F401 (fixture)
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from cluster_support import EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
 
 pytestmark = pytest.mark.cluster

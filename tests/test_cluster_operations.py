@@ -18,6 +18,7 @@ import json
 
 import pytest
 import yaml
+
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, review, write_manifest
 from conftest import load_example
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
 
 pytestmark = pytest.mark.cluster

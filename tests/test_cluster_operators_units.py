@@ -9,7 +9,6 @@ import ipaddress
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 from cryptography import x509
 

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cluster_support import REPO, Kubectl, local_cluster, write_manifest
 from test_cluster_kueue import BLOCK, NODE_COUNT, PODS, RACK, SIZE, gen_cluster, indexed_job, wait_for
 

@@ -241,7 +241,7 @@ def _gpu_nodes(racks=3, per_rack=8):
 
 def _kind_pods(kind):
     """The gated pods of one sample of ``kind``, made through the webhook with --gate-pods."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import StaticTopologyCatalog, Topology
     from webhook.placement.expand import expand
 
@@ -306,10 +306,10 @@ def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
     # pod of the same JobSet is never in the trainer's gang (DESIGN.md §9).
     import jsonpatch
 
-    from test_kinds_trainjob import CATALOG, own_entry, trainjob
-    from webhook.core.settings import AdmissionSettings
-    from webhook.core.review import review
     from conftest import make_request
+    from test_kinds_trainjob import CATALOG, own_entry, trainjob
+    from webhook.core.admission_settings import AdmissionSettings
+    from webhook.core.review import review
 
     gating = AdmissionSettings(gate_pods=True)
     admitted = jsonpatch.apply_patch(trainjob(size="8"), review(make_request(trainjob(size="8")), CATALOG, gating).patch)

@@ -12,15 +12,13 @@ import copy
 
 import jsonpatch
 import pytest
-from conftest import load_example
 
+from conftest import load_example
 from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, decide
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.placement.engine import ClusterIndex, place
 from webhook.placement.expand import expand
-from webhook.placement.snapshot import snapshot_from_objects
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"

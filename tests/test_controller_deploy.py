@@ -4,15 +4,15 @@ against the Kubernetes OpenAPI schema, and checked against the contract: 2 contr
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import pytest
-from conftest import no_kubectl
 import yaml
+
+from conftest import no_kubectl
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERLAY = ROOT / "deploy" / "overlays" / "with-controller"

@@ -8,7 +8,6 @@ against node labels and capacities (tests/controller_checks.py, which never call
 
 from __future__ import annotations
 
-import copy
 import time
 
 import pytest
@@ -617,7 +616,7 @@ def test_a_gang_s_state_is_on_its_pytorchjob_not_on_its_pods(server, controllers
     annotation; no Event on any pod."""
     load(server, cluster())
     stored, pods = owned_gang(server, pytorchjob())
-    ctl = controllers(incomplete_grace=0)
+    controllers(incomplete_grace=0)
     for p in pods[:-1]:
         server.create("pods", p)
     waiting = "gang team-a/job-a: waiting for 1 more pod (16 of 17 exist): job-a-worker-15"

@@ -12,12 +12,20 @@ from __future__ import annotations
 import logging
 
 from test_controller_decision import TOPOLOGY, cluster, gang_pods, pytorchjob
-
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, ParseCache, Waiting, ledger_of
 from webhook.controller.election import RenewalLogFilter
 from webhook.controller.events import EventCorrelator, Observation
-from webhook.controller.reconcile import (EventSpec, GangView, ObjectRef, OwnerPatch, Result, TopOwner,
-                                          expected_pod_names, owner_annotation, reconcile)
+from webhook.controller.reconcile import (
+    EventSpec,
+    GangView,
+    ObjectRef,
+    OwnerPatch,
+    Result,
+    TopOwner,
+    expected_pod_names,
+    owner_annotation,
+    reconcile,
+)
 
 GANG = "team-a/job-a"
 #: 2026-01-01T00:00:00Z in seconds since the epoch

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from cluster_support import EXAMPLES, Kubectl, local_cluster
 from test_cluster_consumers import create, gen_cluster, gpu_job, operator_pods, pods_of, wait_for
 
@@ -102,7 +103,7 @@ def test_describe_pytorchjob_shows_one_line_per_gang_state(kube, tmp_path, capsy
         "gang-waits": one_line(kube, "gang-waits", "PlacementInfeasible",
                                f"gang {NAMESPACE}/gang-waits: waiting for capacity: nvidia.com/gpu"),
     }
-    for name, text in shown.items():
+    for name, _text in shown.items():
         line = describe_events(kube, name)[1][0]
         assert gang_state(kube, name) == re.split(rf"{COMPONENT}\s+", line, maxsplit=1)[1], name
     assert controller_events_on_pods(kube) == []

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 
 RACK = "cloud.provider.com/topology-rack"

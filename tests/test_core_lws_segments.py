@@ -6,9 +6,9 @@ fix names the smallest size LWS accepts; segments are counted as the pod index r
 from __future__ import annotations
 
 import pytest
+
 from admission_helpers import LWT, lws, lws_example, run
 from conftest import POLICY, SIZE, TOPO, load_example
-
 from webhook.core.kinds.pod import segment_labels
 
 SGS = f"{LWT}.subGroupPolicy.subGroupSize"

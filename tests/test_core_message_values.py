@@ -6,11 +6,10 @@ as their text, as kubectl reads them)."""
 from __future__ import annotations
 
 import pytest
+
 from admission_helpers import PLAIN, run, tp4
 from conftest import TOPO
-
 from webhook.core.review import review
-
 
 # ------------------------------------------------------------------ the manifest's own fields are named
 

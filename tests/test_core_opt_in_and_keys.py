@@ -6,10 +6,10 @@ unknown kai.scheduler/ keys warned; segments without a topology warn and write n
 from __future__ import annotations
 
 import pytest
+
 from admission_helpers import LWT, W_ANN, lws, run, tp4
 from conftest import SEG_REQ, SIZE, TOPO
-
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 
 RACK = "cloud.provider.com/topology-rack"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import make_request
 from hypothesis import given, settings
-from test_core_segments import lws_groups, lws_subgroup_index_oracle
 
-from webhook.core.settings import AdmissionSettings
+from conftest import make_request
+from test_core_segments import lws_groups, lws_subgroup_index_oracle
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.pod import segment_labels
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog

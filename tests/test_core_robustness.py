@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import copy
 
-from conftest import load_example, make_request
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.settings import AdmissionSettings
+from conftest import load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import dispatch
 from webhook.core.review import review
 from webhook.core.topology import default_catalog

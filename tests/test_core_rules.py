@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 
 import jsonpatch
-import yaml
 import pytest
-from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
+import yaml
 
-from webhook.core.settings import AdmissionSettings
+from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.rules import RULES
 from webhook.core.topology import StaticTopologyCatalog, Topology
@@ -436,10 +436,12 @@ def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():
 
 def test_the_quoted_warning_texts_are_what_review_says():
     # the §3b texts the guides quote are the warnings the webhook gives the sample manifests
-    from test_kinds_mpijob import mpijob, run as run_mpijob
-
-    from test_kinds_jobset import jobset, run as run_jobset
-    from test_kinds_ray import pod as ray_pod, run as run_ray
+    from test_kinds_jobset import jobset
+    from test_kinds_jobset import run as run_jobset
+    from test_kinds_mpijob import mpijob
+    from test_kinds_mpijob import run as run_mpijob
+    from test_kinds_ray import pod as ray_pod
+    from test_kinds_ray import run as run_ray
 
     assert "KAI keeps MPIJob PodGroups flat: it does not enforce these MPIJob segments; --gate-pods does" \
         in run_mpijob(mpijob()).warnings

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 
 import jsonpatch
+
 from admission_helpers import AUTO, LWT, W_ANN, created, lws, lws_example, run, tp4
 from conftest import SIZE, TOPO, load_example
 
@@ -118,9 +119,9 @@ def test_lws_update_with_an_invalid_stored_subgroupsize(example_catalog):
 # ------------------------------------------------------------------ nothing unchanged reads as changed
 
 def _review_update(capsys, tmp_path, name, edit):
-    from conftest import EXAMPLES
     import yaml
 
+    from conftest import EXAMPLES
     from webhook.cli import main
 
     new = load_example(name)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, UnsyncedCatalog, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, UnsyncedCatalog, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 
@@ -590,9 +590,9 @@ def test_lws_partial_segment_warns(example_catalog):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(size=5, sub_size=2, policy="LeaderExcluded"),
-    dict(size=5, sub_size=2, leader={SEG_REQ: ZONE}),
-    dict(size=8, sub_size=2, leader_template=False),
+    {"size": 5, "sub_size": 2, "policy": "LeaderExcluded"},
+    {"size": 5, "sub_size": 2, "leader": {SEG_REQ: ZONE}},
+    {"size": 8, "sub_size": 2, "leader_template": False},
 ])
 def test_lws_idempotent(kwargs, example_catalog):
     obj = lws({TOPO: "cluster-topology", SEG_REQ: RACK}, **kwargs)
@@ -744,7 +744,7 @@ def test_native_replace_scaling_32_to_16_with_a_default_topology_writes_the_crea
     # issue 18 item 6: `kubectl replace` of the created manifest, 32 -> 16 workers, --default-topology
     # with two topologies; UPDATE writes what CREATE wrote (was: "segment-size ignored: KAI needs
     # kai.scheduler/topology", no keys)
-    two = StaticTopologyCatalog(list(example_catalog.get(n) for n in example_catalog.names())
+    two = StaticTopologyCatalog([example_catalog.get(n) for n in example_catalog.names()]
                                 + [Topology("gpu-fabric", (BLOCK, HOST))])
     settings = AdmissionSettings(default_topology="cluster-topology")
     for stored in (native(workers=32), patched(native(workers=32), run(native(workers=32), two, settings))):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import REPO, POLICY, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
 
+from conftest import POLICY, REPO, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.warning_rules import WARNINGS
 from webhook.manifests import load_topology_files
 

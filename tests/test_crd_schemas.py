@@ -15,9 +15,9 @@ import jsonpatch
 import jsonschema
 import pytest
 import yaml
-from conftest import CRDS, load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import CRDS, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import default_catalog
 

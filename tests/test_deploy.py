@@ -20,10 +20,11 @@ import jsonpatch
 import jsonschema
 import kubernetes_validate
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from conftest import no_kubectl
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -782,7 +783,7 @@ def _pruning_schema(node):
 def test_webhook_patch_of_the_native_example_fits_the_crd(dw_schema):
     """The webhook's automatic placement (DESIGN.md §6, native kind) writes annotations the CRD
     keeps: the patched object validates with pruning made strict."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.review import review
     from webhook.core.topology import default_catalog
 

@@ -169,7 +169,6 @@ def test_lock_satisfies_setup_cfg_and_the_build_backend():
     requirement must be pinned there at a version its bound allows (a raised bound fails here
     until the lock is refreshed)."""
     import tomllib
-
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 

@@ -8,6 +8,7 @@ import importlib.util
 import sys
 
 import pytest
+
 from conftest import REPO
 
 REGENERATE = "python3 hack/gen_reference.py"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import WL_REQ, load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import WL_REQ, load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.gating import release_patch
 from webhook.core.kinds.registry import gang_key
 from webhook.core.review import review

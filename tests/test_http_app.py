@@ -9,15 +9,15 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import logging
+import os
 
 import jsonpatch
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.http import envelope
 from webhook.http.app import MAX_BODY_BYTES, create_app

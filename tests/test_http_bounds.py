@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http import envelope
 from webhook.http.app import create_app

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from packaging.utils import canonicalize_name
+
 from test_deploy_docker import _lock_entries
 
 REPO = Path(__file__).resolve().parent.parent

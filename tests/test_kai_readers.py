@@ -16,12 +16,12 @@ from pathlib import Path
 import jsonpatch
 import pytest
 import yaml
-from conftest import REPO, make_request
 
 import kai_oracle
+from conftest import REPO, make_request
 from webhook.cli import main
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 
 MANIFESTS = REPO / "tests" / "manifests"

@@ -14,10 +14,10 @@ from pathlib import Path
 import jsonpatch
 import pytest
 import yaml
-from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
 
+from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
 from webhook.controller.decision import decide
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand

@@ -9,16 +9,15 @@ and ``replica-index`` (workers i, or i + 1 under ``runLauncherAsWorker``, when t
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 
 import jsonpatch
 import pytest
 import yaml
-from conftest import SEG_REQ, SIZE, TOPO, make_request
 
+from conftest import SEG_REQ, SIZE, TOPO, make_request
 from webhook.controller.decision import decide
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand

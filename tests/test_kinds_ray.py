@@ -16,11 +16,11 @@ from pathlib import Path
 import jsonpatch
 import pytest
 import yaml
-from conftest import SEG_REQ, SIZE, TOPO, make_request
 
+from conftest import SEG_REQ, SIZE, TOPO, make_request
 from controller_checks import kep3838_violations
 from webhook.controller.decision import decide
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.placement.expand import expand

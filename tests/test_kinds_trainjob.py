@@ -14,9 +14,9 @@ from pathlib import Path
 import jsonpatch
 import pytest
 import yaml
-from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import StaticTopologyCatalog, Topology
 

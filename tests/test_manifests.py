@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 import yaml.scanner
-from bounded_work import Visits, list_bomb, map_bomb
 
+from bounded_work import Visits, list_bomb, map_bomb
 from webhook import manifests
 from webhook.core.messages import json_type, quote
 from webhook.manifests import ManifestError

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
-
 from placement_helpers import CLUSTER_TOPOLOGY, GPU, HOST, node
+from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
 
 
 def affinity(*terms) -> tuple:

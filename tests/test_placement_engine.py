@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
-
 from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, RACK, ZONE, node, workers
+from webhook.placement.engine import ClusterIndex, Gang, PlacementError, PodRequest, place
 
 
 def cluster(gpus_per_rack: dict[str, list[int]]):
@@ -104,7 +103,7 @@ def test_a_webhook_patch_that_does_not_apply_is_named(monkeypatch):
     from types import SimpleNamespace
 
     import webhook.core.review
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import default_catalog
     from webhook.placement.expand import ExpandError, expand
 
@@ -123,7 +122,7 @@ def test_failed_placement_svg_holds_its_whole_reason():
     import xml.etree.ElementTree as ET
 
     from webhook.placement.engine import Placement
-    from webhook.placement.svg import REASON_CHAR_WIDTH, render
+    from webhook.tooling.svg import REASON_CHAR_WIDTH, render
 
     reason = "workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole demand; " * 4
     svg = render(cluster({"r-000": [8]}), Placement(placed=False, reason=reason), title="PyTorchJob j")

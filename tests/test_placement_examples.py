@@ -10,7 +10,6 @@ import yaml
 from conftest import EXAMPLES, load_example
 from webhook.cli import main
 
-
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"

@@ -49,7 +49,7 @@ def test_a_trainjobs_gang_is_a_one_job_jobset_gang():
 
     import yaml
 
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import StaticTopologyCatalog, Topology
     from webhook.placement.expand import expand
 

@@ -7,11 +7,17 @@ from __future__ import annotations
 
 import pytest
 
+from placement_helpers import (
+    BLOCK,
+    CLUSTER_TOPOLOGY,
+    GPU,
+    RACK,
+    node,
+    racks_of_one_gpu_nodes,
+    racks_of_segments,
+    workers,
+)
 from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
-
-from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, RACK, node, racks_of_one_gpu_nodes, racks_of_segments, workers
-
-
 
 
 # Partial last segment (DESIGN.md §7's 10/4 example): the tail must share a rack with a full segment.

@@ -7,10 +7,10 @@ from fractions import Fraction
 import pytest
 import yaml
 
+from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, HOST, RACK, ZONE
+from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
 from webhook.placement.quantity import QuantityError, parse_quantity, to_milli
 from webhook.placement.snapshot import SnapshotError, load_snapshot, pod_requests, snapshot_from_objects
-from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
-from placement_helpers import CLUSTER_TOPOLOGY, HOST, RACK, BLOCK, ZONE
 
 
 @pytest.mark.parametrize("text, value", [
@@ -96,9 +96,9 @@ def test_json_and_stream_files(tmp_path):
     import json
     (tmp_path / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [_node("n1")]}))
     (tmp_path / "pods.yaml").write_text(yaml.safe_dump_all([_pod("p", "n1", cpu="2"), None]))
-    (tmp_path / "topo.yaml").write_text((
+    (tmp_path / "topo.yaml").write_text(
         "apiVersion: kai.scheduler/v1alpha1\nkind: TopologyList\nitems:\n- apiVersion: kai.scheduler/v1alpha1\n"
-        "  kind: Topology\n  metadata: {name: t}\n  spec: {levels: [{nodeLabel: topology.kubernetes.io/zone}]}\n"))
+        "  kind: Topology\n  metadata: {name: t}\n  spec: {levels: [{nodeLabel: topology.kubernetes.io/zone}]}\n")
     snap = load_snapshot([str(tmp_path / "nodes.json"), str(tmp_path / "pods.yaml"), str(tmp_path / "topo.yaml")])
     assert snap.nodes[0].free["cpu"] == 6000
     assert [t.name for t in snap.topologies] == ["t"]
@@ -408,8 +408,8 @@ def test_json_dump_read_as_json_whatever_its_name(tmp_path, monkeypatch):
 
 
 def test_pod_requests_fast_path_agrees_with_the_exact_rule():
-    from webhook.placement.snapshot import pod_requests, pod_requests_milli
     from webhook.placement.quantity import to_milli
+    from webhook.placement.snapshot import pod_requests, pod_requests_milli
 
     specs = [KUBECTL_POD["spec"],
              {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}}]},

@@ -28,10 +28,9 @@ import random
 import pytest
 from ortools.sat.python import cp_model
 
+from placement_helpers import BLOCK, HOST, RACK, ZONE, node
 from webhook.core.topology import Topology
 from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
-
-from placement_helpers import BLOCK, HOST, RACK, ZONE, node
 
 GPU, CPU, MEM = "nvidia.com/gpu", "cpu", "memory"
 GIB = 2**30 * 1000
@@ -232,7 +231,7 @@ def make_instance(rng: random.Random) -> dict:
     segmented = any(p.segment is not None for p in pods)
     if not segmented:
         sreq = spref = None
-    return dict(family=family, levels=levels, nodes=nodes, pods=pods, wreq=wreq, wpref=wpref, sreq=sreq, spref=spref)
+    return {"family": family, "levels": levels, "nodes": nodes, "pods": pods, "wreq": wreq, "wpref": wpref, "sreq": sreq, "spref": spref}
 
 
 def gang_of(inst: dict) -> Gang:
@@ -392,8 +391,8 @@ def solve(inst: dict):
 # ---------------------------------------------------------------------------------------------
 def run_instances(count: int, seed: int) -> None:
     rng = random.Random(seed)
-    stats = dict(instances=0, feasible=0, infeasible=0, unknown=0, optimal=0, missed_feasible=0, nontrivial=0,
-                 inexact=0)
+    stats = {"instances": 0, "feasible": 0, "infeasible": 0, "unknown": 0, "optimal": 0, "missed_feasible": 0, "nontrivial": 0,
+                 "inexact": 0}
     families: dict[str, int] = {}
     misses = []
     for k in range(count):

@@ -10,12 +10,11 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
+from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, HOST, RACK, ZONE
 from webhook.cli import main
 from webhook.placement.capacity import CapacityError, GangShape, capacity, most_gangs, parse_shape
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.snapshot import Node
-
-from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, HOST, RACK, ZONE
 
 SEED = 20261204
 

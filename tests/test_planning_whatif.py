@@ -57,7 +57,7 @@ def other_pod(k: int, node: str) -> dict:
 def ten_of_sixteen_busy(tmp_path_factory) -> tuple[str, dict]:
     """1 block × 4 racks × 4 nodes of 8 GPUs; the first 10 nodes (by name) each run one 8-GPU pod of
     its own job: 48 GPUs free, 64 needed, every node one whole segment of 8."""
-    from webhook.placement.gencluster import generate
+    from webhook.tooling.gencluster import generate
 
     doc = generate(1, 1, 4, 4, 8, fill=0.0)
     names = sorted(i["metadata"]["name"] for i in doc["items"] if i["kind"] == "Node")
@@ -202,7 +202,7 @@ def test_nodes_to_free_against_every_subset(case):
     busy = [i for i in range(index.n) if index.free[i, index.col[GPU]] < index.alloc[i, index.col[GPU]]]
     saved = index.free.copy()
     fewest = None
-    for count in range(0, len(busy) + 1):
+    for count in range(len(busy) + 1):
         for subset in itertools.combinations(busy, count):
             index.free[:] = saved
             for i in subset:

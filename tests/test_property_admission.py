@@ -16,12 +16,12 @@ import os
 import jsonpatch
 import pytest
 import requests
-from serving import running_serve
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from webhook.core.settings import AdmissionSettings
+from serving import running_serve
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics

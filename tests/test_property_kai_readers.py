@@ -23,15 +23,15 @@ from __future__ import annotations
 import copy
 
 import jsonpatch
-import kai_oracle
 import yaml
-from conftest import REPO, make_request
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import kai_oracle
+from conftest import REPO, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import trainingruntime
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import default_catalog
 from webhook.placement.expand import expand
 

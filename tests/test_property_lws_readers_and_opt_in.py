@@ -30,13 +30,13 @@ import json
 import re
 
 import jsonpatch
-from conftest import SIZE, TOPO, make_request
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.settings import AdmissionSettings
-from webhook.core.review import review
+from conftest import SIZE, TOPO, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.keys import KAI_KEYS
+from webhook.core.review import review
 from webhook.core.topology import default_catalog
 
 CATALOG = default_catalog()
@@ -421,8 +421,8 @@ def test_new_kinds_deny_a_misspelled_placement_key_anywhere(data, spelled, where
     decision = review(make_request(obj), CATALOG, PLAIN)
     assert not decision.allowed and "misspelled-key" in {v.rule for v in decision.violations}
     assert f'["{wrong}"] = "cloud.provider.com/topology-rack": not a key KAI reads but close to {meant}' in decision.message \
-        or f'close to kai.scheduler/' in decision.message  # a nearer placement key may be named
-    assert f"(rule misspelled-key); fix: rename the key to kai.scheduler/" in decision.message
+        or 'close to kai.scheduler/' in decision.message  # a nearer placement key may be named
+    assert "(rule misspelled-key); fix: rename the key to kai.scheduler/" in decision.message
 
 
 @settings(max_examples=150, deadline=None)

@@ -363,7 +363,7 @@ def test_bind_outside_the_port_range_says_the_range(capsys):
 
 
 def test_admission_review_without_api_version_says_missing_not_none():
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import default_catalog
     from webhook.http import envelope
 

@@ -6,9 +6,9 @@ placement keys"): distance 3 is denied, distance 4 is not, on keys inside and ou
 from __future__ import annotations
 
 import pytest
-from conftest import load_example, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import load_example, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import jsonpatch
 import pytest
 import yaml
-from conftest import SEG_REQ, SIZE, TOPO, make_request
 
-from webhook.core.settings import AdmissionSettings
+from conftest import SEG_REQ, SIZE, TOPO, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
 from webhook.core.topology import default_catalog
 

@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-from serving import free_port, running_serve
 import yaml
 
+from serving import free_port, running_serve
 from webhook.cli import build_parser, main
 from webhook.cli import serve as serve_command
 

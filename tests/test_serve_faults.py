@@ -3,6 +3,7 @@ the settings ``serve`` uses, around a small WSGI app; no test-only hook in the p
 
 * idle connections beyond the idle limit do not keep a new connection from being answered;
 * after SIGTERM, a connection accepted before it is answered, not closed unanswered;
+* after SIGTERM, a request that already arrived on an idle keep-alive connection is answered;
 * a review that computes in the review thread (``run_apart``) does not stop other answers.
 
 No clock decides a result: every wait is for a condition (a file, a refused connect, an answer),
@@ -24,8 +25,8 @@ import time
 
 import pytest
 import requests
-from serving import free_port, wait_ready
 
+from serving import free_port, wait_ready
 from webhook.http import certs
 
 SERVER = textwrap.dedent(
@@ -136,6 +137,61 @@ def test_after_sigterm_a_connection_accepted_before_it_is_answered(server):
     answer = read_answer(held)
     held.close()
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"\r\nConnection: close\r\n" in answer
+    assert answer.endswith(b"fast")
+    assert server["proc"].wait(30) == 0
+
+
+def worker_pid(proc: subprocess.Popen) -> int:
+    """The pid of the server's one gunicorn worker (the master's only child)."""
+    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as children:
+        pids = [int(pid) for pid in children.read().split()]
+    assert len(pids) == 1, f"expected one worker, found {pids}"
+    return pids[0]
+
+
+def process_status(pid: int, field: str) -> str:
+    """The value of ``field`` (e.g. ``State``, ``ShdPnd``) in /proc/<pid>/status."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(line.split(":", 1)[1].strip() for line in status if line.startswith(field + ":"))
+
+
+def signal_pending(pid: int, signum: int) -> bool:
+    """Whether ``signum`` is pending for process ``pid`` (its ``ShdPnd`` mask)."""
+    return bool(int(process_status(pid, "ShdPnd"), 16) & (1 << (signum - 1)))
+
+
+def test_after_sigterm_a_request_already_received_on_an_idle_connection_is_answered(server):
+    """One keep-alive connection answered once, so idle in the worker; the worker is stopped
+    (SIGSTOP), the next request is sent on that connection, the server gets SIGTERM (which the
+    master passes on to the stopped worker), then the worker goes on (SIGCONT). SIGTERM wakes the
+    idle connection and the request has already arrived: it is answered, with Connection: close,
+    never dropped (kube-apiserver's Go client does not retry such a POST)."""
+    conn = tls_connection(server)
+    try:
+        conn.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+        first = read_answer(conn)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" not in first
+        worker = worker_pid(server["proc"])
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            end = time.monotonic() + 20
+            # stopped before SIGTERM comes: a SIGTERM that met the worker still running would be
+            # taken (its handler frame set up) on the way to the stop, no longer pending
+            while not process_status(worker, "State").startswith("T"):
+                assert time.monotonic() < end, "the worker did not stop"
+                time.sleep(0.01)
+            conn.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
+            server["proc"].send_signal(signal.SIGTERM)
+            while not signal_pending(worker, signal.SIGTERM):  # the master has passed SIGTERM on
+                assert time.monotonic() < end, "the master did not pass SIGTERM on to the worker"
+                time.sleep(0.02)
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        answer = read_answer(conn)
+    finally:
+        conn.close()
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer
     assert b"\r\nConnection: close\r\n" in answer
     assert answer.endswith(b"fast")
     assert server["proc"].wait(30) == 0

@@ -2,7 +2,7 @@
 (issue 20 item 5): when a release of either moves or changes one, this test names it.
 
 The serving modules are ``webhook/http/worker.py`` and ``webhook/http/server.py`` (the only ones
-importing gunicorn or gevent, tests/test_layout.py). :data:`SURFACE` names what they use;
+importing gunicorn or gevent: an import-linter contract in setup.cfg). :data:`SURFACE` names what they use;
 :func:`test_the_list_is_complete` reads both modules and fails when they use a framework name
 that is missing here, so the list cannot fall behind the code. CI runs this on the newest allowed
 releases and on the oldest (``.ci/server-oldest.txt``).

@@ -18,6 +18,7 @@ import time
 import jsonpatch
 import pytest
 import requests
+
 from serving import admission_review, running_serve
 
 SEG = "kai.scheduler/segment-size"

@@ -11,18 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import threading
 import time
 import uuid
 
-import re
-
 import pytest
 import requests
-from serving import running_serve
 
+from serving import running_serve
 from webhook.http import certs
 from webhook.http.tls import CertificateLoadError, CertificateReloader
 

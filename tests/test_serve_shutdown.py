@@ -17,8 +17,8 @@ import time
 
 import pytest
 import requests
-from serving import free_port, wait_ready
 
+from serving import free_port, wait_ready
 from webhook.http import certs
 
 SERVER = textwrap.dedent(

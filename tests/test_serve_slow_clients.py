@@ -16,6 +16,7 @@ import time
 
 import pytest
 import requests
+
 from serving import admission_review, running_serve
 
 READ_TIMEOUT = 1.0
@@ -88,7 +89,7 @@ class Dribblers:
             finally:
                 sock.close()
 
-    def __enter__(self) -> "Dribblers":
+    def __enter__(self) -> Dribblers:
         for t in self.threads:
             t.start()
         time.sleep(0.5)  # every dribbler connected and sending

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+
 from serving import running_serve
 
 READ_TIMEOUT = 1.0

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import jsonpatch
 import pytest
-from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
 
+from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.review import review
-from webhook.core.settings import AdmissionSettings
 from webhook.core.targets import default_target, served_targets
 from webhook.core.topology import StaticTopologyCatalog, Topology
 

@@ -729,6 +729,7 @@ def test_serve_without_the_topology_crd_is_ready_and_answers_as_design_10(server
 
     import jsonpatch
     import requests
+
     from serving import admission_review, clean_env, running_serve
 
     server.list_status = [404] * 100_000
@@ -783,6 +784,7 @@ def test_serve_with_a_failing_topology_list_is_not_ready_and_says_why(server, tm
     """DESIGN.md §10: other list errors keep the webhook unready until a list succeeds, and
     /readyz shows the reason."""
     import requests
+
     from serving import clean_env, running_serve
 
     server.list_status = [403] * 100_000
@@ -802,6 +804,7 @@ def test_serve_without_an_api_server_logs_one_line_per_worker_and_one_when_it_an
     attempt and worker. Now each worker's catalog logs one line naming the server and the cause,
     /readyz says why it is not ready, and each logs one line when a server starts there."""
     import requests
+
     from serving import clean_env, running_serve
 
     port = closed_port()

@@ -9,7 +9,6 @@ import json
 import logging
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -133,7 +132,7 @@ def test_infer_names_placeholders_and_dropped_nodes(tmp_path, capsys):
     err = capsys.readouterr().err
     name = nodes[0]["metadata"]["name"]
     assert f'placeholder-value: level topology.k8s.aws/network-node-layer-3: value "no-imds-data" on 1 node counts as missing: {name}' in err
-    assert f"dropped-nodes: Topology cluster-topology: level topology.k8s.aws/network-node-layer-3: 1 node of 32" in err
+    assert "dropped-nodes: Topology cluster-topology: level topology.k8s.aws/network-node-layer-3: 1 node of 32" in err
 
 
 def test_infer_label_flag_adds_a_candidate_key(tmp_path, capsys):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.topology_infer import NodeLabels, check, infer, node_labels_of, NodeLabelError
-from webhook.placement.gencluster import generate
+from webhook.core.topology_infer import NodeLabelError, NodeLabels, check, infer, node_labels_of
+from webhook.tooling.gencluster import generate
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

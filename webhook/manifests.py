@@ -351,7 +351,7 @@ def _list_item_kind(kind: Any) -> str | None:
 
 
 def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: str | None = None,
-            ) -> Iterator[tuple[str, Mapping]]:
+            ) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """``(location, object)`` for every Kubernetes object of ``documents``: ``kind: List`` /
     ``*List`` objects (and kind-less objects with ``items``) are replaced by their items, empty
     documents skipped. Items of a typed list without a ``kind`` of their own (the raw API's
@@ -392,7 +392,7 @@ def object_source(path: str, location: str, count: int) -> str:
     return f"{path}: {location}" if count > 1 else path
 
 
-def load_objects(path: str, *, json_duplicates: bool = True) -> list[tuple[str, Mapping]]:
+def load_objects(path: str, *, json_duplicates: bool = True) -> list[tuple[str, Mapping[str, Any]]]:
     """The ``(location, object)`` pairs of the file ``path`` (:func:`load_documents` then
     :func:`flatten`; ``json_duplicates``: see :func:`parse_documents`). Raises
     :class:`ManifestError`."""

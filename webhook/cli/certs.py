@@ -9,8 +9,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from webhook.cli.flags import (DEFAULT_CERT_DIR, add_env_flag, apply_env, check_not_a_file, check_writable_directory,
-                               env_name, env_note, positive_int)
+from webhook.cli.flags import (
+    DEFAULT_CERT_DIR,
+    add_env_flag,
+    apply_env,
+    check_not_a_file,
+    check_writable_directory,
+    env_name,
+    env_note,
+    positive_int,
+)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -20,10 +28,10 @@ def run(args: argparse.Namespace) -> int:
     from webhook.http import certs
 
     apply_env(args)
-    out_dir = dict(directory=args.out, flag="--out",
-                   writes=f"{certs.CERT_FILE}, {certs.KEY_FILE}, {certs.CA_FILE}, {certs.CA_KEY_FILE} and "
+    out_dir = {"directory": args.out, "flag": "--out",
+                   "writes": f"{certs.CERT_FILE}, {certs.KEY_FILE}, {certs.CA_FILE}, {certs.CA_KEY_FILE} and "
                           f"{certs.CA_BUNDLE_FILE}",
-                   fix=f"set --out ({env_name('--out')}) to a directory you can write")
+                   "fix": f"set --out ({env_name('--out')}) to a directory you can write"}
     check_not_a_file(**out_dir)  # before the CA kept there is read
     bundle = certs.renew(args.out, args.service, args.namespace, args.days, new_ca=args.new_ca)
     check_writable_directory(**out_dir)  # after every check of the flags: a bad one leaves no directory behind

@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 from webhook.cli.flags import UsageError, add_env_flag, apply_env, env_note, error, positive_int, topology_name
-
 from webhook.controller.settings import DEFAULT_LEASE_NAMESPACE, ControllerSettings, default_lease_namespace
 
 _DEFAULTS = ControllerSettings(identity="")  # the one home of the defaults (webhook/controller/settings.py)

@@ -13,16 +13,17 @@ topology was loaded from files or the embedded default, that one; else none.
 
 from __future__ import annotations
 
-from webhook.errors import EXIT_USAGE, SegmentWebhookError
-
 import argparse
 import errno
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+
+from webhook.errors import EXIT_USAGE, SegmentWebhookError
 
 ENV_PREFIX = "SEGMENT_WEBHOOK_"
 DEFAULT_CERT_DIR = "certs"
@@ -95,7 +96,7 @@ def add_env_flag(
     parser.set_defaults(_env_flags=specs + [_EnvFlag(dest, flag, repeatable, type, default)])
 
 
-def apply_env(args: argparse.Namespace, environ: dict | None = None) -> argparse.Namespace:
+def apply_env(args: argparse.Namespace, environ: dict[str, Any] | None = None) -> argparse.Namespace:
     """Fill flags not given on the command line from their environment variables or defaults.
 
     Raises :class:`UsageError` naming the variable when its value does not convert.
@@ -284,7 +285,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b); ``target``:
     ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on)."""
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
 
     return AdmissionSettings(
         target=target,

@@ -59,9 +59,9 @@ class PlaceInput:
     :func:`webhook.manifests.flatten` location) when the files hold more than one object, the file
     name alone for the one object of one file."""
 
-    workload: dict
+    workload: dict[str, Any]
     source: str
-    runtimes: list[dict] = field(default_factory=list)
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
     runtime_sources: list[str] = field(default_factory=list)
 
     def source_of(self, runtime: Any = None) -> str:
@@ -100,7 +100,7 @@ def load_workload(paths: str | list[str]) -> PlaceInput:
     return PlaceInput(workload, source, [obj for _, obj in runtimes], [where for where, _ in runtimes])
 
 
-def render_table(result: dict) -> str:
+def render_table(result: dict[str, Any]) -> str:
     """The ``-o table`` text of a result document (:func:`webhook.placement.pipeline.result_document`)."""
     if not result["placed"]:
         unproven = " (search budget reached: not proven)" if result.get("exact") is False else ""
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if written:
         return written
     if args.svg:
-        from webhook.placement.svg import render
+        from webhook.tooling.svg import render
 
         p = out.placement or Placement(placed=False, reason=result["reason"])
         if out.index is not None:

@@ -28,12 +28,17 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import (UsageError, add_target_flag, add_topology_flags, admission_settings, error,
-                               static_topologies)
+from webhook.cli.flags import (
+    UsageError,
+    add_target_flag,
+    add_topology_flags,
+    admission_settings,
+    error,
+    static_topologies,
+)
 from webhook.cli.output import write_output
-from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
-
 from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind, manifest_problem
+from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
 #: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
@@ -51,7 +56,7 @@ NO_OBJECT = ("no Kubernetes object found; fix: give a file with at least one obj
              "is it empty, or only comments and ---?")
 
 
-def read_objects(path: str) -> list[tuple[str, dict]]:
+def read_objects(path: str) -> list[tuple[str, dict[str, Any]]]:
     """The Kubernetes objects of a YAML/JSON file (``-`` = stdin) to review, read by
     :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped), each with
     where it was read (:func:`webhook.manifests.object_source`: ``multi.yaml: document 2`` when
@@ -59,7 +64,7 @@ def read_objects(path: str) -> list[tuple[str, dict]]:
     ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming
     the file and document."""
     located = load_objects(path)
-    objects: list[tuple[str, dict]] = []
+    objects: list[tuple[str, dict[str, Any]]] = []
     for here, obj in located:
         if deeper_than(obj, MAX_NESTING):
             raise ManifestError(path, NESTED_TOO_DEEPLY)
@@ -86,7 +91,7 @@ def denial_line(path: str, operation: str, reason: str, message: str, kind: str 
             f'"{webhook_name(kind)}" denied the request: {message}')
 
 
-def unhandled_kind_note(obj: dict) -> str | None:
+def unhandled_kind_note(obj: dict[str, Any]) -> str | None:
     """A note for an object whose kind the webhook does not handle (``None`` when it does)."""
     from webhook.core.kinds import handled_kinds, handles
 

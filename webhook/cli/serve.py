@@ -22,7 +22,8 @@ import shutil
 import socket
 import subprocess
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from webhook.cli.flags import (
     DEFAULT_CERT_DIR,

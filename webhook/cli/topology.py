@@ -25,10 +25,9 @@ from webhook.cli.flags import error, topology_name
 from webhook.cli.output import write_output
 from webhook.core import topology_infer
 from webhook.core.messages import quote
-from webhook.core.topology import (TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError,
-                                   is_valid_label_key)
-from webhook.manifests import ManifestError, load_objects
+from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError, is_valid_label_key
 from webhook.errors import SegmentWebhookError
+from webhook.manifests import ManifestError, load_objects
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
@@ -161,7 +160,7 @@ def selected(labels: Mapping[str, str], requirements: Iterable[Requirement]) -> 
 
 # ------------------------------------------------------------------------------------- reading
 
-def nodes_from_objects(objects: Iterable[tuple[str, Mapping]], source: str) -> list[topology_infer.NodeLabels]:
+def nodes_from_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], source: str) -> list[topology_infer.NodeLabels]:
     """The Nodes of ``(location, object)`` pairs (other kinds skipped). Raises :class:`InputError`
     naming ``source``, the location and the field for every malformed Node and for a name listed
     twice, and when there is no Node at all."""
@@ -216,7 +215,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
         api = k8s_client.CoreV1Api(api_client_from_kubeconfig(kubeconfig))
     except KubeconfigError as exc:
         raise InputError(f"--kubeconfig: {exc}") from None
-    items: list[Mapping] = []
+    items: list[Mapping[str, Any]] = []
     token = None
     try:
         while True:
@@ -245,7 +244,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
                               f"cluster of {kubeconfig}")
 
 
-def _normalised(obj: Mapping) -> Mapping | None:
+def _normalised(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A Topology object as KAI's (Kueue's ``kueue.x-k8s.io/*`` Topology has the same fields), or
     ``None`` for another kind."""
     if obj.get("kind") != TOPOLOGY_KIND:
@@ -280,7 +279,7 @@ def read_topologies(path: str) -> list[Topology]:
 
 # ------------------------------------------------------------------------------------- commands
 
-def _dump(documents: list[dict], output: str) -> str:
+def _dump(documents: list[dict[str, Any]], output: str) -> str:
     if output == "json":
         doc = documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
         return json.dumps(doc, indent=2) + "\n"

@@ -44,7 +44,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
-from typing import NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import urllib3
 from kubernetes.client.rest import ApiException
@@ -56,6 +56,13 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+#: HTTP connect timeout in seconds of every request to kube-apiserver.
+CONNECT_TIMEOUT_SECONDS = 10.0
+#: Read timeout in seconds of a request that is not a watch (a list, a patch, a lease update).
+REQUEST_TIMEOUT_SECONDS = 30.0
+#: Server-side watch timeout in seconds (client-go uses 5-10 min); the watch then resumes from the
+#: last resource version.
+WATCH_TIMEOUT_SECONDS = 300
 #: Seconds between two "still unreachable" lines of one outage.
 STILL_UNREACHABLE_EVERY_SECONDS = 60.0
 #: The logger of ``kubernetes.informer.SharedInformer`` (``kubernetes/informer/informer.py``).
@@ -244,7 +251,7 @@ class ApiServerReachability:
             self._causes.add(cause)
             if self._since is None:
                 self._since, self._last_line = now, now
-                line: tuple = ("API server %s unreachable: %s (%s); retrying with back-off", self.url, cause, request)
+                line: tuple[Any, ...] = ("API server %s unreachable: %s (%s); retrying with back-off", self.url, cause, request)
             elif new_cause or now - self._last_line >= self._still_every:
                 self._last_line = now
                 line = ("API server %s still unreachable after %.0f s: %s (%d failed requests)",

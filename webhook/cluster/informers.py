@@ -37,15 +37,23 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
-                                        install_informer_traceback_filter, send_until_answered)
+from webhook.cluster.api_server import (
+    CONNECT_TIMEOUT_SECONDS as CONNECT_TIMEOUT_SECONDS,
+)
+from webhook.cluster.api_server import (
+    REQUEST_TIMEOUT_SECONDS as REQUEST_TIMEOUT_SECONDS,
+)
+from webhook.cluster.api_server import (
+    WATCH_TIMEOUT_SECONDS,
+    ApiServerReachability,
+    Backoff,
+    informer_stopped,
+    install_informer_traceback_filter,
+    send_until_answered,
+)
 
 log = logging.getLogger(__name__)
 
-#: Server-side watch timeout (seconds); the informer then watches again from the last version.
-WATCH_TIMEOUT_SECONDS = 300
-CONNECT_TIMEOUT_SECONDS = 10.0
-REQUEST_TIMEOUT_SECONDS = 30.0
 #: Least time between two watch requests of one informer, seconds.
 MIN_WATCH_SPACING_SECONDS = 1.0
 
@@ -84,7 +92,7 @@ class DictLister:
             return self._watch(kwargs)
         return self._list(kwargs)
 
-    def _watch(self, kwargs: dict) -> object:
+    def _watch(self, kwargs: dict[str, Any]) -> object:
         wait = self._last_watch + MIN_WATCH_SPACING_SECONDS - time.monotonic()
         if wait > 0:
             self._stop.wait(wait)
@@ -98,7 +106,7 @@ class DictLister:
             informer_stopped()
         return response
 
-    def _list(self, kwargs: dict) -> object:
+    def _list(self, kwargs: dict[str, Any]) -> object:
         kwargs["_preload_content"] = False
         kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
         request = f"list {self._resource}"

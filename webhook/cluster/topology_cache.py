@@ -66,8 +66,16 @@ from kubernetes import client as k8s_client
 from kubernetes.client.rest import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import (ApiServerReachability, Backoff, informer_stopped,
-                                        install_informer_traceback_filter, send_until_answered)
+from webhook.cluster.api_server import (
+    CONNECT_TIMEOUT_SECONDS,
+    REQUEST_TIMEOUT_SECONDS,
+    WATCH_TIMEOUT_SECONDS,
+    ApiServerReachability,
+    Backoff,
+    informer_stopped,
+    install_informer_traceback_filter,
+    send_until_answered,
+)
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
@@ -78,12 +86,8 @@ GROUP = "kai.scheduler"
 VERSION = "v1alpha1"
 PLURAL = "topologies"
 
-#: Server-side watch timeout in seconds (client-go uses 5-10 min); the watch then resumes.
-DEFAULT_WATCH_TIMEOUT_SECONDS = 300
-#: HTTP connect timeout in seconds for list and watch requests.
-CONNECT_TIMEOUT_SECONDS = 10.0
 #: Read timeout of a list request, in seconds.
-LIST_READ_TIMEOUT_SECONDS = 30.0
+LIST_READ_TIMEOUT_SECONDS = REQUEST_TIMEOUT_SECONDS
 #: Extra read time beyond the watch's ``timeoutSeconds`` before the client gives up on a silent
 #: connection (bookmarks arrive about once a minute, so a healthy watch is never that quiet).
 WATCH_READ_SLACK_SECONDS = 60.0
@@ -171,7 +175,7 @@ class LiveTopologyCatalog:
         api_client: k8s_client.ApiClient,
         *,
         backoff: Backoff | None = None,
-        watch_timeout_seconds: int = DEFAULT_WATCH_TIMEOUT_SECONDS,
+        watch_timeout_seconds: int = WATCH_TIMEOUT_SECONDS,
         reachability: ApiServerReachability | None = None,
     ):
         if not isinstance(watch_timeout_seconds, int) or watch_timeout_seconds < 1:
@@ -271,7 +275,7 @@ class LiveTopologyCatalog:
         for callback in list(self._listeners):
             try:
                 callback()
-            except Exception:  # noqa: BLE001 - a listener's bug must not stop the watch
+            except Exception:
                 log.exception("topology cache listener failed")
 
     # ---------------------------------------------------------------- lifecycle
@@ -366,7 +370,7 @@ class LiveTopologyCatalog:
             return SimpleNamespace(items=items, metadata=SimpleNamespace(resource_version=rv))
         informer_stopped()  # stopped: no answer, the informer's loop then ends
 
-    def _start_watch(self, kwargs: dict) -> Any:
+    def _start_watch(self, kwargs: dict[str, Any]) -> Any:
         """Open one watch request (called by ``kubernetes.watch.Watch.stream``), retried with
         back-off while the server cannot be reached; once stopped, none
         (:func:`~webhook.cluster.api_server.informer_stopped`)."""

@@ -19,7 +19,7 @@ Rules:
   gang waits (``incomplete``, or ``invalid`` with the reason).
 * **Used capacity**: :func:`webhook.placement.occupancy.occupied_node` — every live pod with
   ``spec.nodeName`` AND every live pod that is not bound, not gated by this webhook and pinned by
-  ``nodeSelector["kubernetes.io/hostname"]`` (released, whoever released it: kube-scheduler can
+  ``nodeSelector[kubernetes.io/hostname]`` (released, whoever released it: kube-scheduler can
   only put it there) is charged to its node, as ``place --cluster`` charges it. Pods a gang
   releases are charged as soon as it is placed, so two gangs decided on one ledger never share
   capacity.
@@ -44,8 +44,8 @@ from typing import Any
 
 from webhook.core import gating, keys
 from webhook.core.kinds import registry
-from webhook.core.topology import Topology
 from webhook.core.messages import quote
+from webhook.core.topology import Topology
 from webhook.placement.eligibility import pod_request
 from webhook.placement.engine import Gang, PlacementError, PodRequest, place
 from webhook.placement.expand import pod_role
@@ -53,7 +53,6 @@ from webhook.placement.occupancy import CapacityLedger, is_deleting, is_terminat
 from webhook.placement.quantity import QuantityError
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Node, SnapshotError, parse_node, pod_requests_milli
-
 
 INCOMPLETE = "incomplete"
 #: the engine found no placement now, but the gang fits when its nodes are free: waiting for capacity
@@ -71,7 +70,7 @@ class Release:
     namespace: str
     name: str
     node: str
-    patch: list
+    patch: list[Any]
     gang: str
 
 
@@ -149,7 +148,7 @@ class ParseCache:
         return key if key[2] else None
 
     @staticmethod
-    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, parse: Any) -> Any:
+    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], parse: Any) -> Any:
         """The value cached for ``obj`` (``parse(obj)`` on a miss): in ``kept`` under ``key`` (marked
         ``seen`` in this pass), or, for an object without a resourceVersion (``key`` None), in
         ``this_pass`` by identity."""
@@ -173,7 +172,7 @@ class ParseCache:
                             _requests_or_error)
 
     @staticmethod
-    def _store(obj: Mapping[str, Any], key: Any, kept: dict, seen: set, this_pass: dict, value: Any) -> None:
+    def _store(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], value: Any) -> None:
         """Cache ``value`` for ``obj`` where :meth:`_lookup` finds it."""
         if key is None:
             this_pass[id(obj)] = (obj, value)

@@ -124,7 +124,7 @@ class LeaderElector:
             delay: float = s.retry_period
             try:
                 leaderelection.LeaderElection(config).run()
-            except Exception as exc:  # noqa: BLE001 - the election must survive API errors
+            except Exception as exc:
                 if self._stop.is_set():
                     delay = 0.0  # an error of the last renewal: nothing to report, and no retry
                 elif self._reachability.failed(self.lease_request, exc):

@@ -28,10 +28,10 @@ import yaml
 
 from webhook.controller.decision import ParseCache, PassResult, decide
 from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
-from webhook.manifests import ManifestError, load_objects
-from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
+from webhook.manifests import ManifestError, load_objects
 from webhook.output import write_output
+from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         default_topology = next(iter(topologies))
     catalog = StaticTopologyCatalog(list(topologies.values()))
     if workload_paths:
-        from webhook.core.settings import AdmissionSettings
+        from webhook.core.admission_settings import AdmissionSettings
         from webhook.placement.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
@@ -118,9 +118,9 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     return result
 
 
-def documents(result: PassResult) -> list[dict]:
+def documents(result: PassResult) -> list[dict[str, Any]]:
     """The dry run's output documents: released pods, then gangs left gated."""
-    docs: list[dict] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
+    docs: list[dict[str, Any]] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
                         for r in result.releases]
     docs.extend({"gang": w.gang, "waiting": w.reason} for w in result.waiting)
     return docs

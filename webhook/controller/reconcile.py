@@ -40,8 +40,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from webhook.controller.decision import (INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, ParseCache,
-                                         Placed, Release, Waiting, decide_gang, pod_ref)
+from webhook.controller.decision import (
+    INCOMPLETE,
+    INFEASIBLE,
+    INVALID,
+    NEVER_FITS,
+    ParseCache,
+    Placed,
+    Release,
+    Waiting,
+    decide_gang,
+    pod_ref,
+)
 from webhook.core import gating
 from webhook.core.kinds import registry
 from webhook.core.topology import Topology

@@ -146,7 +146,7 @@ class Controller:
         self.metrics.leader.set(0)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "Controller":
+    def start(self) -> Controller:
         """Start the cache, the leader election (unless ``elect=False``), the workers and the resync."""
         self.cache.start()
         if self._elect:
@@ -214,7 +214,7 @@ class Controller:
                         self.log_topology_findings()
                     else:
                         self.reconcile(str(key))
-            except Exception:  # noqa: BLE001 - a bug in one reconcile must not end the worker
+            except Exception:
                 log.exception("reconcile of gang %s failed; retried with back-off", key)
                 self._queue.add_rate_limited(key)
             finally:

@@ -10,7 +10,7 @@ through the webhook), the tests and the benchmarks. The HTTP adapter only decode
 Request fields where kube-apiserver's exact values do not matter to the webhook (decisions):
 ``uid`` a random UUID unless given; ``kind``/``requestKind`` from the object's ``apiVersion`` and
 ``kind`` (``v1`` alone is the core group ""); ``resource``/``requestResource`` the lower-case
-plural (:data:`PLURALS`, else kind + ``s``); ``namespace`` = ``metadata.namespace`` when it is
+plural (:func:`plural`); ``namespace`` = ``metadata.namespace`` when it is
 a non-empty string, else ``default`` (a ``metadata.namespace`` of another type is denied by the
 core, naming that field); ``userInfo.groups`` = the given groups plus ``system:authenticated`` (kube-apiserver adds it to
 every authenticated user); ``options`` CreateOptions / UpdateOptions.
@@ -26,16 +26,25 @@ from webhook.core.messages import quote
 
 if TYPE_CHECKING:  # the types of the seam; imported at run time they would make a cycle
     from webhook.core.admission_decision import Decision
-    from webhook.core.settings import AdmissionSettings
+    from webhook.core.admission_settings import AdmissionSettings
     from webhook.core.topology import TopologyCatalog
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 AUTHENTICATED_GROUP = "system:authenticated"
 DEFAULT_USER = "kubectl-user"
 
-#: Plural resource names of the kinds the webhook handles (others: lower-case kind + "s").
-PLURALS = {"PyTorchJob": "pytorchjobs", "LeaderWorkerSet": "leaderworkersets",
-           "DistributedWorkload": "distributedworkloads", "Pod": "pods", "Topology": "topologies"}
+#: Plural resource names of the kinds outside the workload registry (Pod, the Topology CRD).
+OTHER_PLURALS = {"Pod": "pods", "Topology": "topologies"}
+
+
+def plural(kind: str) -> str:
+    """The plural resource name of ``kind``: a workload kind's from the registry
+    (:attr:`webhook.core.kinds.description.KindDescription.resource`), else :data:`OTHER_PLURALS`,
+    else lower-case ``kind`` + ``s``."""
+    from webhook.core.kinds.registry import BY_KIND  # the kinds import this module: read at call time
+
+    described = BY_KIND.get(kind)
+    return described.resource if described is not None else OTHER_PLURALS.get(kind, kind.lower() + "s")
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
 
@@ -169,7 +178,7 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
     source = obj if isinstance(obj, (dict, Mapping)) else old if isinstance(old, (dict, Mapping)) else {}
     gvk = kind if kind is not None else group_version_kind(source)
     gvr: GroupVersionResource = {"group": gvk["group"], "version": gvk["version"],
-                                 "resource": PLURALS.get(gvk["kind"], gvk["kind"].lower() + "s")}
+                                 "resource": plural(gvk["kind"])}
     meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
     all_groups = [g for g in groups if g != AUTHENTICATED_GROUP] + [AUTHENTICATED_GROUP]
     request: AdmissionRequest = {

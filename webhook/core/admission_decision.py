@@ -5,9 +5,9 @@ the transport (:mod:`webhook.http.envelope`) turns it into an AdmissionResponse.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.core.keys import MAX_WARNING_CHARS
-
 
 #: Violations listed in full in :attr:`Decision.message` at most (README "Every rejection a user
 #: can meet": the message stays under 4 KiB however many violations); the rest are counted by rule.
@@ -50,7 +50,7 @@ class Decision:
     """
 
     kind: str
-    patch: list[dict] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.core import keys
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap
 from webhook.core.topology import Topology, TopologyCatalog

@@ -14,14 +14,21 @@ from typing import Any
 
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, Sourced
-from webhook.core.resolution import (PlacementKeys, Resolution, SegmentInputs, SegmentSize, resolve_keys, resolve_size,
-                                     topology_source_field)
-from webhook.core.warning_rules import say
+from webhook.core.resolution import (
+    PlacementKeys,
+    Resolution,
+    SegmentInputs,
+    SegmentSize,
+    resolve_keys,
+    resolve_size,
+    topology_source_field,
+)
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.topology import Topology, TopologyCatalog
+from webhook.core.warning_rules import say
 
 
 def _misspelled(key: str, *annotation_maps: AnnotationMap | None) -> bool:
@@ -237,7 +244,7 @@ def check_annotation_keys(maps: list[AnnotationMap], decision: Decision) -> None
         rules.check_key_spelling(decision, amap.field, amap.values)
 
 
-def check_label_keys(obj: Mapping, maps: list[AnnotationMap], decision: Decision) -> None:
+def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision: Decision) -> None:
     """§5: no placement key is written as a label beside any annotation map of a workload (the
     labels of the same metadata, found by the map's container path)."""
     for amap in maps:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.core import keys
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.core.patching import pointer
 from webhook.core.warning_rules import text
@@ -40,8 +41,6 @@ GANG_REQUIRED = "segments.dev/topology-required-placement"
 GANG_PREFERRED = "segments.dev/topology-preferred-placement"
 #: Every annotation this module writes on templates; a pod carrying one belongs to a gang.
 GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED)
-#: The node label the controller pins a released pod to (``spec.nodeSelector``).
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def gang_template_annotations(size: int, topology: str | None, required: str | None,
@@ -78,7 +77,7 @@ def wants_gate(labels: Mapping[str, str], annotations: Mapping[str, str], segmen
             or any(k in annotations for k in GANG_KEYS))
 
 
-def gate_operations(pod: Mapping[str, Any]) -> list[dict]:
+def gate_operations(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
     """RFC 6902 operations that add the gate to ``pod.spec.schedulingGates`` (append; the list is
     created when absent). Empty when the gate is already there or ``spec`` is not an object."""
     spec = pod.get("spec")
@@ -94,7 +93,7 @@ def gate_operations(pod: Mapping[str, Any]) -> list[dict]:
 
 def gate_pod(pod: Mapping[str, Any], namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str],
              segment_labels: Mapping[str, str], *, gang: str | None, size_keys: Sequence[str],
-             gang_labels: str) -> tuple[list[dict], list[str]]:
+             gang_labels: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The pod CREATE hook: ``(operations, warnings)``.
 
     ``pod``: the admitted Pod object; ``namespace``: the request's namespace (a pod's own
@@ -130,12 +129,12 @@ def is_gated(pod: Mapping[str, Any]) -> bool:
     return isinstance(gates, list) and any(isinstance(g, (dict, Mapping)) and g.get("name") == GATE for g in gates)
 
 
-def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
+def release_patch(pod: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     """The ONE patch that releases a gated pod to ``node`` (DESIGN.md §9, KEP-3838).
 
     A ``test`` of the gate's position (so a gate list that changed meanwhile fails the patch
     instead of removing another gate), the ``remove`` of the gate, and the ``add`` of
-    ``spec.nodeSelector["kubernetes.io/hostname"] = node`` (the whole map when absent). KEP-3838
+    ``spec.nodeSelector[kubernetes.io/hostname] = node`` (the whole map when absent). KEP-3838
     allows exactly these changes on a gated pod: removing gates and adding node-selector entries
     (never changing or removing one). Raises ``ValueError`` when the pod is not gated, or
     already selects another host (that entry cannot change while gated).
@@ -145,7 +144,7 @@ def release_patch(pod: Mapping[str, Any], node: str) -> list[dict]:
     position = next((i for i, g in enumerate(gates or []) if isinstance(g, (dict, Mapping)) and g.get("name") == GATE), None)
     if position is None:
         raise ValueError(f"pod has no {GATE} scheduling gate")
-    ops: list[dict] = [
+    ops: list[dict[str, Any]] = [
         {"op": "test", "path": f"/spec/schedulingGates/{position}/name", "value": GATE},
         {"op": "remove", "path": f"/spec/schedulingGates/{position}"},
     ]

@@ -48,6 +48,13 @@ WEBHOOK_KEYS = frozenset((SEGMENT_LEADER_POLICY, SEGMENT_INDEX, SUBGROUP_NAME))
 #: Largest edit distance at which an unknown key counts as a misspelling of a placement key (§5).
 MISSPELLING_DISTANCE = 3
 
+# --- Kubernetes well-known node labels (kubernetes.io docs, "Well-Known Labels") ------------
+#: The node's name as a label: the lowest topology level, and the label the controller pins a
+#: released pod to (``spec.nodeSelector``).
+HOSTNAME = "kubernetes.io/hostname"
+#: The node's zone label.
+ZONE = "topology.kubernetes.io/zone"
+
 # --- upstream labels and annotations (Kubeflow training-operator, LWS) ---------------------
 KF_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 KF_REPLICA_INDEX = "training.kubeflow.org/replica-index"

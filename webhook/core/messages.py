@@ -7,14 +7,14 @@ JSON ``null`` never appears: an absent value is said in words.
 
 from __future__ import annotations
 
-from webhook.errors import SegmentWebhookError
-
 import base64
 import heapq
 import json
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from webhook.errors import SegmentWebhookError
 
 
 class _Unset:

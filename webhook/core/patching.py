@@ -32,7 +32,7 @@ def pointer(parts: Sequence[str]) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _pointer_of(parts: tuple) -> str:
+def _pointer_of(parts: tuple[Any, ...]) -> str:
     # Memoised: the same few paths (a template's metadata, the owned keys) recur review after review.
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
@@ -48,10 +48,10 @@ class PatchBuilder:
 
     def __init__(self, obj: Mapping[str, Any]):
         self._obj = obj
-        self._ops: list[dict] = []
+        self._ops: list[dict[str, Any]] = []
         # Every dict inside a value added whole by this builder, by its path: a later call for a
         # map at or below it extends that dict instead of adding the path again.
-        self._created: dict[tuple[str, ...], dict] = {}
+        self._created: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
@@ -102,11 +102,11 @@ class PatchBuilder:
             elif node[key] != val:
                 self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
 
-    def _whole(self, parts: tuple[str, ...], depth: int, desired: Mapping[str, str]) -> dict:
+    def _whole(self, parts: tuple[str, ...], depth: int, desired: Mapping[str, str]) -> dict[str, Any]:
         """The value that adds ``parts[depth]`` whole (the maps below it down to ``desired``), each
         of its dicts remembered by path so that later calls extend it rather than add it again
         (two ``add`` operations of one path: the second would replace the first)."""
-        value: dict = dict(desired)
+        value: dict[str, Any] = dict(desired)
         for outer in reversed(parts[depth + 1:]):
             value = {outer: value}
         inner = value
@@ -133,13 +133,13 @@ class PatchBuilder:
         elif node[last] != value or type(node[last]) is not type(value):
             self._ops.append({"op": "replace", "path": pointer(parts), "value": value})
 
-    def build(self) -> list[dict]:
+    def build(self) -> list[dict[str, Any]]:
         """The RFC 6902 operations (``add`` / ``replace`` dicts with ``op``, ``path``, ``value``),
         in emission order, as a new list."""
         return list(self._ops)
 
 
-def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping]) -> Any:
+def apply_patch(obj: Mapping[str, Any], ops: Sequence[Mapping[str, Any]]) -> Any:
     """Apply RFC 6902 ``ops`` to a copy of ``obj`` with :mod:`jsonpatch` and return the copy
     (offline dry runs and tests; not used on the request hot path)."""
     return jsonpatch.JsonPatch(list(ops)).apply(obj, in_place=False)

@@ -9,7 +9,7 @@ and the reader returns ``None``. Field paths look like
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, join_field, key_field, key_text
@@ -50,7 +50,7 @@ class AnnotationMap(NamedTuple):
         return not self.values.keys().isdisjoint(names)
 
 
-def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision, *, required: bool = False) -> Mapping | None:
+def get_mapping(parent: Mapping[str, Any], key: str, parent_field: str, decision: Decision, *, required: bool = False) -> Mapping[str, Any] | None:
     """``parent[key]`` when it is a mapping; ``{}``-like ``None`` when absent/null (a denial
     naming the field when ``required``); a 400 denial naming the field when it is another type."""
     value = parent.get(key)
@@ -70,7 +70,7 @@ def get_mapping(parent: Mapping, key: str, parent_field: str, decision: Decision
 #: only after mutating admission.
 
 
-def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *, default: int | None,
+def get_int(parent: Mapping[str, Any], key: str, parent_field: str, decision: Decision, *, default: int | None,
             minimum: int = 0, maximum: int = INT32_MAX) -> int | None:
     """``parent[key]`` as an integer in ``[minimum, maximum]`` (``default`` when absent or null).
     Booleans, floats, strings and out-of-range numbers → 400 denial naming the field, returns
@@ -84,7 +84,7 @@ def get_int(parent: Mapping, key: str, parent_field: str, decision: Decision, *,
     return value
 
 
-def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: Decision) -> Mapping[str, str] | None:
+def read_string_map(owner: Mapping[str, Any], owner_field: str, map_name: str, decision: Decision) -> Mapping[str, str] | None:
     """Validate ``owner.metadata.<map_name>`` (``annotations`` or ``labels``) as a map of
     strings. Returns the map (``{}`` when ``metadata`` or the map is absent or null), or ``None``
     after a 400 denial naming the offending field (metadata not an object, map not an object,
@@ -116,7 +116,7 @@ def read_string_map(owner: Mapping, owner_field: str, map_name: str, decision: D
     return None
 
 
-def read_annotations(owner: Mapping, owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:
+def read_annotations(owner: Mapping[str, Any], owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:
     """:func:`read_string_map` for ``annotations``, wrapped in an :class:`AnnotationMap`."""
     values = read_string_map(owner, owner_field, "annotations", decision)
     if values is None:
@@ -129,7 +129,7 @@ _META_NOUN = {"name": "name", "namespace": "namespace name"}
 _EXAMPLE_META = {"name": "train-job", "namespace": "team-a"}
 
 
-def check_object_meta(obj: Mapping, decision: Decision) -> bool:
+def check_object_meta(obj: Mapping[str, Any], decision: Decision) -> bool:
     """The object's own ``metadata.name`` and ``metadata.namespace``, when set, are strings
     (Kubernetes ObjectMeta); another type is a 400 denial naming that field (``metadata.namespace
     = ["a"]``), so no request field built from it (``request.namespace``) is blamed instead.

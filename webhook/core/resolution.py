@@ -14,13 +14,13 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
 from webhook.core import keys
-from webhook.core.warning_rules import say
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote
 from webhook.core.reading import AnnotationMap, Sourced
 from webhook.core.rules import check_size_is_integer
 from webhook.core.segments import SATURATION, parse_plain_decimal
 from webhook.core.topology import Topology
+from webhook.core.warning_rules import say
 
 #: Where a segment size was read: the annotation (template, else root), or a spec field.
 ORIGIN_ANNOTATION = "annotation"
@@ -40,7 +40,7 @@ class KindSizeRule(Protocol):
     after theirs. Records its denials and warnings in ``decision``; returns True when the size
     stays in force."""
 
-    def __call__(self, size: "SegmentSize", decision: Decision) -> bool: ...
+    def __call__(self, size: SegmentSize, decision: Decision) -> bool: ...
 
 
 class SpecSizeField(NamedTuple):
@@ -61,7 +61,7 @@ class SpecSizeField(NamedTuple):
     wins: bool
 
     @classmethod
-    def stated(cls, field: str, written: Any, value: int | None, *, wins: bool) -> "SpecSizeField | None":
+    def stated(cls, field: str, written: Any, value: int | None, *, wins: bool) -> SpecSizeField | None:
         """The spec field at path ``field`` as the object writes it (``written``: the raw value,
         ``None`` when absent or null; ``value``: what its reader made of it, ``None`` when it
         denied it), or ``None`` when the object does not write it. ``wins``: see the class."""
@@ -207,7 +207,7 @@ class Resolution(NamedTuple):
         """Effective segment preferred level (the user's, else the automatic one)."""
         return self.seg_preferred.value if self.seg_preferred else self.auto_segment_preferred
 
-    def without_defaults(self) -> "Resolution":
+    def without_defaults(self) -> Resolution:
         """This resolution as if automatic mode were off (§6): no automatic levels, no default
         topology name (and then no segments in force, §5 "Segments without a topology"). What the
         stored object of an UPDATE says by itself, from the one analysis that also tells whether

@@ -11,7 +11,7 @@ from typing import Any
 
 from webhook.core.admission import AdmissionRequest
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import dispatch
 from webhook.core.topology import TopologyCatalog
 

@@ -17,10 +17,9 @@ the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md 
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from rapidfuzz.distance import Levenshtein
 
@@ -28,8 +27,8 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
-from webhook.core.warning_rules import say
 from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
+from webhook.core.warning_rules import say
 
 
 @dataclass(frozen=True)
@@ -53,15 +52,18 @@ class Rule:
 #: :mod:`webhook.core.reading` as every count's maximum.
 INT32_MAX = 2**31 - 1
 
+#: A rule's check function (:attr:`Rule.check`), kept as its own type by :func:`rule`.
+CheckT = TypeVar("CheckT", bound=Callable[..., "bool | None"])
+
 #: Rule id → :class:`Rule`, in the order of docs/reference/rules.md.
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[Callable], Callable]:
+def rule(rule_id: str, source: str, summary: str, code: int = 403) -> Callable[[CheckT], CheckT]:
     """Decorator registering ``check`` as THE check function of rule ``rule_id``.
     Raises ``ValueError`` when the id is registered twice (a programming error)."""
 
-    def register(check: Callable) -> Callable:
+    def register(check: CheckT) -> CheckT:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id} registered twice")
         RULES[rule_id] = Rule(rule_id, source, summary, code, check)

@@ -35,10 +35,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
 from webhook.core.rules import check_target_known, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
-from webhook.core.settings import AdmissionSettings
 from webhook.core.warning_rules import say
 
 if TYPE_CHECKING:  # the Plan of a workload kind; imported for types only (the kinds import this module)
@@ -102,7 +102,7 @@ def chosen_target(obj: Mapping[str, Any], settings: AdmissionSettings, decision:
     return str(value)
 
 
-def compile_workload(kind: str, obj: Mapping[str, Any], plan: "Plan", settings: AdmissionSettings,
+def compile_workload(kind: str, obj: Mapping[str, Any], plan: Plan, settings: AdmissionSettings,
                      decision: Decision) -> tuple[str | None, list[Entry]]:
     """Compile ``plan`` (one admitted workload of ``kind``) to its target. Returns ``(target,
     entries)``: the target chosen (``None`` when the label was denied) and the template entries the
@@ -127,7 +127,7 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: "Plan", settings: 
     return target, entries
 
 
-def _workload_level(unit: "Plan") -> tuple[str | None, str | None]:
+def _workload_level(unit: Plan) -> tuple[str | None, str | None]:
     """The workload level of ``unit``: (required, preferred; the user's, else the automatic one)."""
     res = unit.resolution
     required = res.wl_required.value if res.wl_required else None
@@ -148,7 +148,7 @@ class KueuePodSet(NamedTuple):
     problem: str | None = None
 
 
-def kueue_podset(kind: str, obj: Mapping[str, Any], unit: "Plan", size: int) -> KueuePodSet | None:
+def kueue_podset(kind: str, obj: Mapping[str, Any], unit: Plan, size: int) -> KueuePodSet | None:
     """The :class:`KueuePodSet` of ``unit`` (segment size ``size``), or ``None`` when Kueue has no
     integration for ``kind`` (v0.17.0 ``pkg/controller/jobs``: no DistributedWorkload)."""
     res = unit.resolution
@@ -165,7 +165,7 @@ def kueue_podset(kind: str, obj: Mapping[str, Any], unit: "Plan", size: int) -> 
     return KueuePodSet(pods, ranked, tuple(i // size for i in range(pods)))
 
 
-def _kueue_lws(unit: "Plan", size: int) -> KueuePodSet | None:
+def _kueue_lws(unit: Plan, size: int) -> KueuePodSet | None:
     """LWS: with a ``leaderTemplate`` the leader is its own PodSet and the workers' rank is
     ``worker-index - 1`` (Kueue's LWS webhook writes ``pod-index-offset: 1``); without one the group
     is one PodSet ranked by ``worker-index``. ``slices`` lists every pod of a group, leader first."""
@@ -181,7 +181,7 @@ def _kueue_lws(unit: "Plan", size: int) -> KueuePodSet | None:
     return KueuePodSet(count, True, slices, problem)
 
 
-def kueue_entries(kind: str, obj: Mapping[str, Any], unit: "Plan", name: str | None,
+def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | None,
                   decision: Decision) -> list[Entry]:
     """The Kueue TAS annotations of one unit (module docstring), with the target's denials and
     warnings recorded in ``decision``. ``name``: the unit's name (JobSet replicatedJob, Ray group)."""
@@ -210,7 +210,7 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: "Plan", name: str | N
     return [(where.container, "annotations", {**wanted, TARGET_KEY: KUEUE})]
 
 
-def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: "Plan", decision: Decision) -> dict[str, str]:
+def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decision) -> dict[str, str]:
     """The slice annotations of a segmented unit, or ``{}`` after a denial or when only a
     preferred segment level is set (Kueue slices are required only: warned)."""
     res = unit.resolution
@@ -258,7 +258,7 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: "Plan", decision: Dec
     return {KUEUE_SLICE_REQUIRED: res.segment_required, KUEUE_SLICE_SIZE: str(size)}
 
 
-def _slice_within_podset(unit: "Plan", decision: Decision) -> bool:
+def _slice_within_podset(unit: Plan, decision: Decision) -> bool:
     """Kueue refuses a slice level broader than the PodSet's level (``findTopologyAssignment``:
     "podset slice topology ... is above the podset topology") and the workload then never admits:
     denied when the topology is known. §5 already denies this against a required workload level;
@@ -293,7 +293,7 @@ def _check_user_kueue_keys(field: str, values: Mapping[str, str], wanted: Mappin
                                        "a Kueue topology annotation that disagrees with the resolved segments", fix)
 
 
-def _kueue_other_podsets(kind: str, unit: "Plan", level: str | None, decision: Decision) -> None:
+def _kueue_other_podsets(kind: str, unit: Plan, level: str | None, decision: Decision) -> None:
     """Kueue holds each PodSet to its level on its own; a Master / leader / launcher PodSet is not
     held in the workers' domain (``podset-group-name``, which would, excludes slices): warned."""
     if level is None:
@@ -307,7 +307,7 @@ def _kueue_other_podsets(kind: str, unit: "Plan", level: str | None, decision: D
             what=f"the {role} is its own PodSet, not held in the workers' {level} domain")
 
 
-def _workload_api_checks(unit: "Plan", decision: Decision) -> None:
+def _workload_api_checks(unit: Plan, decision: Decision) -> None:
     """What the Workload API cannot express (k8s.io/api v0.37.2: ``TopologyConstraint`` has only a
     required ``key``): preferred levels are warned about."""
     res = unit.resolution

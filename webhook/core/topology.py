@@ -9,10 +9,10 @@ a :class:`TopologyCatalog` (a static one built from files here, a live one in
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -84,7 +84,7 @@ class Topology:
         return self.levels[-1]
 
     @classmethod
-    def from_object(cls, obj: Mapping) -> "Topology":
+    def from_object(cls, obj: Mapping[str, Any]) -> Topology:
         """Build from a ``kai.scheduler/v1alpha1`` Topology object (a dict).
 
         Raises :class:`TopologyError` when the kind, name or levels are missing or invalid

@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core import topology_infer
+from webhook.core.keys import HOSTNAME
 from webhook.core.topology_infer import Finding, NodeLabels
 from webhook.errors import SegmentWebhookError
 
-HOSTNAME = "kubernetes.io/hostname"
 VOLCANO_API_VERSION = "topology.volcano.sh/v1alpha1"
 #: Longest Slurm switch name (topology.yaml(5): "cannot be longer than 64 characters").
 SLURM_NAME_LIMIT = 64

@@ -46,12 +46,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cmp_to_key
+from typing import Any
 
+from webhook.core.keys import HOSTNAME, ZONE
 from webhook.core.messages import json_type, quote
 from webhook.errors import SegmentWebhookError
 
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 #: Values that mean "not known" (DESIGN.md §12): compared after stripping and lower-casing; ""
 #: is the empty value. ``no-imds-data`` is what EKS writes when the instance metadata is unreachable.
 PLACEHOLDER_VALUES = frozenset({"", "unknown", "none", "no-imds-data"})
@@ -116,7 +116,7 @@ class NodeLabels:
     labels: Mapping[str, str]
 
 
-def node_labels_of(obj: Mapping) -> NodeLabels:
+def node_labels_of(obj: Mapping[str, Any]) -> NodeLabels:
     """The :class:`NodeLabels` of a Node object (a dict as kubectl dumps it).
 
     Raises :class:`NodeLabelError` naming the node and the field when ``metadata.name`` is not a
@@ -200,7 +200,7 @@ class Finding:
         line = f"{self.kind}: {where}level {self.level}: {self.message}"
         return line + (f"\n  fix: {self.fix}" if self.fix else "")
 
-    def document(self) -> dict:
+    def document(self) -> dict[str, Any]:
         """The finding as a JSON-ready dict (every value and node name, not only the shown ones)."""
         out = {"kind": self.kind, "level": self.level, "message": self.message, "fix": self.fix,
                "values": list(self.values), "nodes": list(self.nodes)}
@@ -266,7 +266,7 @@ def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
 
-def topology_object(name: str, levels: Sequence[str], kind: str = "kai") -> dict:
+def topology_object(name: str, levels: Sequence[str], kind: str = "kai") -> dict[str, Any]:
     """A Topology object with ``levels`` (broadest first): ``kind="kai"`` →
     ``kai.scheduler/v1alpha1`` (the default), ``"kueue"`` → ``kueue.x-k8s.io/v1beta2``. Raises
     ``ValueError`` for another ``kind``."""
@@ -319,6 +319,41 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
     findings: list[Finding] = []
     levels = list(levels)
     aliases = aliases or {}
+    raw, missing, placeholders = _read_levels(levels, nodes, given)
+    if any(missing.values()):
+        kept_positions = [position for position, row in enumerate(zip(*raw)) if None not in row]
+        columns = [[column[p] for p in kept_positions] for column in raw]
+        kept_names = [nodes[p].name for p in kept_positions]
+    else:
+        columns = raw
+        kept_names = [node.name for node in nodes]
+    if not nodes:
+        findings.append(Finding(NO_NODES, ", ".join(levels), "no nodes to check the Topology against",
+                                "dump the nodes with `kubectl get nodes -o yaml`", topology=topology))
+        return findings, [], 0
+    findings.extend(_missing_findings(levels, nodes, missing, placeholders, topology))
+    kept = len(kept_names)
+    stats = [_level_stats(key, column, tuple(aliases.get(key, ()))) for key, column in zip(levels, columns)]
+    if HOSTNAME in levels and levels[-1] != HOSTNAME:
+        findings.append(Finding(
+            ORDER, HOSTNAME, f"is level {levels.index(HOSTNAME) + 1} of {len(levels)}; it must be the last level "
+                             "(KAI's and Kueue's Topology CRDs reject it anywhere else)",
+            f"move {HOSTNAME} to the end of spec.levels", (), (), topology))
+    if kept == 0:
+        return findings, stats, 0
+    findings.extend(_alike_findings(levels, columns, stats, kept, topology))
+    single = {stat.key for stat in stats if stat.domains == 1 and kept >= 2}
+    findings.extend(_nesting_findings(levels, columns, stats, kept_names, single, topology))
+    findings.extend(_hostname_findings(levels, columns, kept_names, topology))
+    findings.extend(_collisions(levels, columns, kept_names, topology))
+    return findings, stats, kept
+
+
+def _read_levels(levels: list[str], nodes: Sequence[NodeLabels], given: Mapping[str, Sequence[str | None]] | None,
+                 ) -> tuple[list[list[str | None]], dict[str, list[str]], dict[tuple[str, str], list[str]]]:
+    """The values of ``levels`` on ``nodes``, one column per level (``None`` where a node lacks the
+    label or carries a placeholder value), the names of the nodes missing each level, and the
+    nodes of each (level, placeholder value)."""
     missing: dict[str, list[str]] = {key: [] for key in levels}
     placeholders: dict[tuple[str, str], list[str]] = defaultdict(list)
     label_maps = [node.labels for node in nodes]
@@ -336,18 +371,14 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 placeholders[(key, value)].append(nodes[position].name)
                 missing[key].append(nodes[position].name)
                 column[position] = None
-    if any(missing.values()):
-        kept_positions = [position for position, row in enumerate(zip(*raw)) if None not in row]
-        columns = [[column[p] for p in kept_positions] for column in raw]
-        kept_names = [nodes[p].name for p in kept_positions]
-    else:
-        columns = raw
-        kept_names = [node.name for node in nodes]
+    return raw, missing, placeholders
+
+
+def _missing_findings(levels: list[str], nodes: Sequence[NodeLabels], missing: Mapping[str, list[str]],
+                      placeholders: Mapping[tuple[str, str], list[str]], topology: str) -> list[Finding]:
+    """The findings of placeholder values and of nodes left out of a level (:func:`_read_levels`)."""
+    findings: list[Finding] = []
     total = len(nodes)
-    if not total:
-        findings.append(Finding(NO_NODES, ", ".join(levels), "no nodes to check the Topology against",
-                                "dump the nodes with `kubectl get nodes -o yaml`", topology=topology))
-        return findings, [], 0
     for (key, value), names in sorted(placeholders.items()):
         names = sorted(names)
         findings.append(Finding(
@@ -373,15 +404,14 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                           f"KAI and Kueue leave them out of this Topology without a word: {names_text(names)}",
             f"label them (kubectl label node NAME {key}=VALUE), or give them a Topology of their own without this "
             "level", (), tuple(names), topology))
-    kept = len(kept_names)
-    stats = [_level_stats(key, column, tuple(aliases.get(key, ()))) for key, column in zip(levels, columns)]
-    if HOSTNAME in levels and levels[-1] != HOSTNAME:
-        findings.append(Finding(
-            ORDER, HOSTNAME, f"is level {levels.index(HOSTNAME) + 1} of {len(levels)}; it must be the last level "
-                             "(KAI's and Kueue's Topology CRDs reject it anywhere else)",
-            f"move {HOSTNAME} to the end of spec.levels", (), (), topology))
-    if kept == 0:
-        return findings, stats, 0
+    return findings
+
+
+def _alike_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats], kept: int,
+                    topology: str) -> list[Finding]:
+    """Levels that constrain nothing (one domain for all kept nodes) and levels listed twice (the
+    same split of the kept nodes)."""
+    findings: list[Finding] = []
     if kept >= 2:
         for key, column, stat in zip(levels, columns, stats):
             if stat.domains == 1:
@@ -405,6 +435,13 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 f"keep one of them in spec.levels (e.g. {first})", (first, key), (), topology))
         else:
             signatures[sig] = key
+    return findings
+
+
+def _nesting_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats],
+                      kept_names: list[str], single: set[str], topology: str) -> list[Finding]:
+    """Each pair of adjacent levels: listed in the wrong order, or a lower value under two parents."""
+    findings: list[Finding] = []
     for upper_at in range(len(levels) - 1):
         upper_key, lower_key = levels[upper_at], levels[upper_at + 1]
         upper, lower = columns[upper_at], columns[upper_at + 1]
@@ -435,6 +472,13 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
             f"give each {lower_key} value one {upper_key} parent (make the values unique, e.g. prefix the "
             f"{upper_key} value), or relabel the nodes that sit under the wrong parent",
             tuple(value for value, _ in straddlers), tuple(names), topology))
+    return findings
+
+
+def _hostname_findings(levels: list[str], columns: list[list[str | None]], kept_names: list[str],
+                       topology: str) -> list[Finding]:
+    """One ``kubernetes.io/hostname`` value on more than one node (the last level only)."""
+    findings: list[Finding] = []
     if levels[-1] == HOSTNAME:
         repeated = sorted(value for value, count in Counter(columns[-1]).items() if count > 1)
         if repeated:
@@ -445,8 +489,7 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
                 f": a pod pinned to one of them by {HOSTNAME} may land on the other: {names_text(names)}",
                 f"give every node its own {HOSTNAME} (the kubelet's --hostname-override)",
                 tuple(repeated), tuple(names), topology))
-    findings.extend(_collisions(levels, columns, kept_names, topology))
-    return findings, stats, kept
+    return findings
 
 
 def _collisions(levels: Sequence[str], columns: Sequence[Sequence[str]], names: Sequence[str],
@@ -598,7 +641,7 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
     if len(topologies) > 1:
         _name_topologies(topologies, name)
         findings.extend(_group_notes(group_levels, topologies, count))
-    for topo, (group, levels), covered in zip(topologies, group_levels, covering):
+    for topo, (_group, levels), covered in zip(topologies, group_levels, covering):
         everyone = len(covered.positions) == count
         key = (levels, tuple(sorted(topo.aliases.items())))
         if everyone and key in examined:  # the same levels on the same nodes: only the name differs
@@ -773,6 +816,25 @@ def _hardware_text(hardware: Sequence[tuple[str, int]]) -> str:
     return ", ".join(f"{hw or 'no instance type'} ({count:,})" for hw, count in hardware)
 
 
+def _constraining(keys: list[str], local: Mapping[str, Sequence[str | None]], findings: list[Finding],
+                  scope: str) -> list[str]:
+    """``keys`` without the hostname and without single-domain keys (they constrain nothing; each is
+    reported in ``findings``, its message starting with ``scope``), in their order."""
+    levels = []
+    for key in keys:
+        if key == HOSTNAME:
+            continue
+        values = {value for value in local[key] if value is not None}
+        carriers = sum(1 for value in local[key] if value is not None)
+        if len(values) == 1 and carriers >= 2:
+            findings.append(Finding(
+                SINGLE, key, f"{scope}all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
+                             "level would be the whole cluster, so it is left out", "", tuple(values), ()))
+            continue
+        levels.append(key)
+    return levels
+
+
 def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Sequence[str | None]],
            findings: list[Finding], extra: frozenset[str], scope: str = ""
            ) -> tuple[tuple[str, ...], dict[str, tuple[str, ...]]]:
@@ -821,19 +883,7 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
                 ALIAS, kept, f"{scope}{', '.join(others)} split{'s' if len(others) == 1 else ''} the nodes exactly as {kept} "
                              f"does: one level; {kept} is kept ({family_of(kept)} key)",
                 "", others, ()))
-    # single-domain keys constrain nothing
-    levels = []
-    for key in representatives:
-        if key == HOSTNAME:
-            continue
-        values = {value for value in local[key] if value is not None}
-        carriers = sum(1 for value in local[key] if value is not None)
-        if len(values) == 1 and carriers >= 2:
-            findings.append(Finding(
-                SINGLE, key, f"{scope}all {carriers:,} nodes that carry it share one value {quote(next(iter(values)))}: the "
-                             "level would be the whole cluster, so it is left out", "", tuple(values), ()))
-            continue
-        levels.append(key)
+    levels = _constraining(representatives, local, findings, scope)
     # keys that do not nest are never ordered silently: the key that fails to nest with the most
     # others is left out, again until every pair nests; keys tied for the most are all left out
     pairs = [(upper, lower) for i, upper in enumerate(levels) for lower in levels[i + 1:]
@@ -877,8 +927,8 @@ def _not_nested(first: str, second: str, found: str, local: Mapping[str, Sequenc
         f"neither is below the other, so {out}: values of {second} under two or more "
         f"values of {first}: {_straddle_text(below_first) or 'none'}; values of {first} under two or more values of "
         f"{second}: {_straddle_text(below_second) or 'none'}",
-        f"relabel so that each value of the narrower key lies under one value of the broader one (values that "
-        f"repeat under two parents: make them unique, e.g. prefix the parent's value), then infer again",
+        "relabel so that each value of the narrower key lies under one value of the broader one (values that "
+        "repeat under two parents: make them unique, e.g. prefix the parent's value), then infer again",
         tuple(v for v, _ in below_first + below_second), tuple(nodes))
 
 

@@ -49,7 +49,8 @@ import json
 import logging
 import os
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 from flask import Flask, Response, request
@@ -57,13 +58,14 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
-from webhook.core.settings import AdmissionSettings
-from webhook.core.topology import TopologyCatalog
-from webhook.http import envelope, wsgi_extensions
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
+from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
+from webhook.http import envelope, wsgi_extensions
 from webhook.http.bounds import bounded_review
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
-from webhook.errors import SegmentWebhookError
+from webhook.http.options import DEFAULT_READ_TIMEOUT
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -78,9 +80,6 @@ DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 #: the worker's review thread), so that their CPU time does not hold up small reviews: the seed's
 #: PyTorchJob review is about 2 KB and takes about 1 ms.
 RUN_APART_BYTES = 32 * 1024
-#: Default for ``create_app(read_timeout=...)``: seconds a 413's body is drained at most.
-DEFAULT_READ_TIMEOUT = 10.0
-
 #: The clock of review latency (a module attribute so that tests can replace it).
 _clock = time.perf_counter
 
@@ -103,7 +102,7 @@ class BodyTooLarge(SegmentWebhookError):
     """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
 
 
-def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
+def _drain(environ: dict[str, Any], max_bytes: int, seconds: float) -> None:
     """Read and drop what the client sends of an unwanted body, at most ``max_bytes`` and for
     at most ``seconds`` in all ("lingering close", as nginx does), so that a client still
     sending receives the answer instead of a connection reset. Runs after the answer is written
@@ -127,7 +126,7 @@ def _drain(environ: dict, max_bytes: int, seconds: float) -> None:
             max_bytes -= len(chunk)
     except (OSError, ValueError):
         return  # timed out, reset or closed: the connection is closed anyway
-    except Exception:  # noqa: BLE001 - the connection is closed anyway
+    except Exception:
         log.debug("draining an oversized body stopped", exc_info=True)
 
 
@@ -135,7 +134,7 @@ class BodyIncomplete(SegmentWebhookError):
     """The client sent fewer body bytes than its ``Content-Length`` and closed: not a review."""
 
 
-def _read_body(environ: dict, length: int | None, limit: int) -> bytes:
+def _read_body(environ: dict[str, Any], length: int | None, limit: int) -> bytes:
     """Read the request body, at most ``limit`` bytes.
 
     With ``Content-Length`` (already checked against ``limit``) exactly that many bytes are read.
@@ -227,7 +226,7 @@ def create_app(
 
     ``catalog``: a ``TopologyCatalog`` (``.synced``, ``.get(name)``, ``.names()``; a live one may
     also have ``.stop()``, called by the server when the worker exits). ``settings``:
-    ``webhook.core.settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
+    ``webhook.core.admission_settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:
@@ -245,13 +244,26 @@ def create_app(
     app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
     counter = metrics
-    worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
     def get_metrics() -> ReviewMetrics:
         nonlocal counter
         if counter is None:
             counter = default_metrics()
         return counter
+
+    admit = _admission_view(catalog, settings, review_fn, get_metrics, max_body_bytes, read_timeout)
+    _add_routes(app, admit, catalog, tls_ready, get_metrics, max_body_bytes)
+    coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
+    if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
+        raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
+    return app
+
+
+def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, review_fn: envelope.ReviewFunction,
+                    get_metrics: Callable[[], ReviewMetrics], max_body_bytes: int,
+                    read_timeout: float) -> Callable[[bool], Response]:
+    """The body of ``/mutate`` and ``/validate`` for :func:`create_app` (its arguments of the same
+    names): ``admit(mutate)`` reads and bounds the body, reviews it, and counts and logs the review."""
 
     def closing(resp: Response, drain_bytes: int = 0) -> Response:
         """``resp`` with ``Connection: close``; after it is written, drain up to ``drain_bytes``
@@ -303,9 +315,20 @@ def create_app(
         try:
             get_metrics().observe(outcome, elapsed)
             log_review(outcome, elapsed)
-        except Exception:  # noqa: BLE001 - bookkeeping must never fail a review
+        except Exception:
             log.exception("could not record metrics/log for uid=%s", outcome.uid)
         return resp
+
+    return admit
+
+
+def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: TopologyCatalog,
+                tls_ready: Callable[[], bool] | None, get_metrics: Callable[[], ReviewMetrics],
+                max_body_bytes: int) -> None:
+    """Register :func:`create_app`'s views and error handlers on ``app``: ``/mutate`` and
+    ``/validate`` (``admit``), ``/healthz``, ``/readyz`` (header :data:`WORKER_HEADER`: this
+    worker's pid), ``/metrics``, and JSON answers for werkzeug's HTTP errors."""
+    worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
     @app.post("/mutate")
     def mutate() -> Response:
@@ -353,8 +376,3 @@ def create_app(
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
         return _json({"error": exc.description, "code": exc.code}, exc.code or 400)
-
-    coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
-    if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
-        raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
-    return app

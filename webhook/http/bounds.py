@@ -37,8 +37,8 @@ from typing import Any
 from webhook.core import keys
 from webhook.core.admission import AdmissionHandler, AdmissionRequest
 from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES, deny_oversized_annotations
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.http.envelope import encode_json
 
@@ -46,7 +46,7 @@ from webhook.http.envelope import encode_json
 MAX_WARNING_CHARS = 120
 
 
-def annotations_size(annotations: Mapping) -> int:
+def annotations_size(annotations: Mapping[str, Any]) -> int:
     """Bytes of ``annotations`` as kube-apiserver counts them: the UTF-8 length of every key and
     value. A key or value that is not a string (never sent by kube-apiserver, whose annotations are
     ``map[string]string``) counts as the length of its JSON text."""
@@ -66,12 +66,12 @@ def _text_bytes(value: Any) -> int:
     return len(encode_json(value))
 
 
-def annotation_maps(obj: Any) -> Iterator[tuple[str, Mapping]]:
+def annotation_maps(obj: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
     """Every ``metadata.annotations`` map of ``obj``: its own and every one nested in it (the pod
     templates of every workload kind, at any depth), as ``(field path, map)``, e.g.
     ``("spec.replicatedJobs[1].template.spec.template.metadata.annotations", {...})``. Linear in
     the size of ``obj`` (the maps' entries are not visited); never raises for JSON-shaped input."""
-    stack: list[tuple[Any, tuple]] = [(obj, ())]
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(obj, ())]
     while stack:
         node, path = stack.pop()
         if isinstance(node, Mapping):

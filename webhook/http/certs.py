@@ -27,8 +27,6 @@ A new CA is valid for :data:`CA_DAYS` days, a serving certificate for ``days``.
 
 from __future__ import annotations
 
-from webhook.errors import SegmentWebhookError
-
 import datetime as _dt
 import ipaddress
 import os
@@ -39,6 +37,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from webhook.errors import SegmentWebhookError
 
 DEFAULT_SERVICE = "segment-webhook"
 DEFAULT_NAMESPACE = "segment-webhook-system"

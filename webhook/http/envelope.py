@@ -30,15 +30,15 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import orjson
 
 from webhook.core.admission import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import json_type, quote
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 
@@ -117,8 +117,8 @@ class ReviewOutcome:
     decision: str = DECISION_MALFORMED
     rules: tuple[str, ...] = ()
     message: str = ""
-    patch: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)
+    patch: list[Any] = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
     kind: str = ""
     operation: str = ""
     namespace: str = ""
@@ -197,7 +197,7 @@ def _malformed(uid: str, path: str, message: str) -> EnvelopeError:
     return EnvelopeError(f"malformed AdmissionReview: {path} {message}", field=path, uid=uid)
 
 
-def _all_strings(values: list) -> bool:
+def _all_strings(values: list[Any]) -> bool:
     """True when every item of ``values`` is a string (a loop: cheaper than ``all`` over a generator)."""
     for value in values:
         if not isinstance(value, str):
@@ -277,7 +277,7 @@ def parse_review(body: Any) -> AdmissionRequest:
     return cast(AdmissionRequest, dict(request))
 
 
-def _is_value(parent: Mapping, key: str) -> str:
+def _is_value(parent: Mapping[str, Any], key: str) -> str:
     """``is missing`` / ``is null`` / ``is "v1beta1"`` (JSON), never Python's ``None``."""
     if key not in parent:
         return "is missing"
@@ -288,7 +288,7 @@ def _is_value(parent: Mapping, key: str) -> str:
 STATUS_REASONS = {400: "BadRequest", 403: "Forbidden", 500: "InternalError"}
 
 
-def patch_json(patch: list) -> bytes:
+def patch_json(patch: list[Any]) -> bytes:
     """The JSON text of a JSONPatch, as sent (base64) in ``response.patch``: compact, ASCII, the
     bytes of ``encode_json(patch).encode()``.
 
@@ -314,7 +314,7 @@ def review_response(
     uid: str,
     *,
     allowed: bool,
-    patch: list | None = None,
+    patch: list[Any] | None = None,
     warnings: list[str] | None = None,
     code: int | None = None,
     message: str | None = None,
@@ -346,7 +346,7 @@ def review_response(
     return {"apiVersion": ADMISSION_API_VERSION, "kind": ADMISSION_KIND, "response": response}
 
 
-def bounded_warnings(warnings: list) -> list[str]:
+def bounded_warnings(warnings: list[Any]) -> list[str]:
     """At most :data:`MAX_WARNINGS` warnings (each already at most 120 characters, DESIGN.md §5,
     clipped here too): the first ``MAX_WARNINGS - 1`` and, when there are more, one
     ``… and N more warnings`` line."""
@@ -357,12 +357,12 @@ def bounded_warnings(warnings: list) -> list[str]:
     return shown + [f"… and {len(texts) - len(shown)} more warnings"]
 
 
-def error_body(message: str, field_path: str) -> dict:
+def error_body(message: str, field_path: str) -> dict[str, Any]:
     """A plain JSON error for a body that cannot be answered with an AdmissionReview."""
     return {"error": message, "field": field_path}
 
 
-def decode_patch(response_review: Mapping) -> list:
+def decode_patch(response_review: Mapping[str, Any]) -> list[Any]:
     """Inverse of the patch encoding of :func:`review_response`: the RFC 6902 operations of an
     AdmissionReview response (``[]`` when it has no patch). Raises ``ValueError`` when the
     ``patch`` member is not base64 of a JSON array."""
@@ -382,7 +382,7 @@ def _default_review() -> ReviewFunction:
 
 
 def handle(
-    raw: bytes | str | Mapping,
+    raw: bytes | str | Mapping[str, Any],
     catalog: TopologyCatalog,
     settings: AdmissionSettings,
     *,
@@ -442,7 +442,7 @@ def handle(
             log.warning("uid=%s: %s", uid, message)
             outcome.body = review_response(uid, allowed=False, warnings=warnings, code=500, message=message)
             allowed, patch, rules = False, [], [RULE_ANSWER_TOO_LARGE]
-    except Exception:  # noqa: BLE001 - an internal error must become a visible denial, not a 5xx
+    except Exception:
         log.exception("internal error while reviewing uid=%s kind=%s", uid, outcome.kind)
         message = f"internal error in segment-webhook while reviewing this object (uid {uid}); see the webhook log"
         outcome.body = review_response(uid, allowed=False, code=500, message=message)

@@ -208,7 +208,7 @@ def utc_timestamp(seconds: float) -> str:
     return f"{prefix}.{millis:03d}Z"
 
 
-def review_fields(outcome: Any, seconds: float) -> dict:
+def review_fields(outcome: Any, seconds: float) -> dict[str, Any]:
     """One review's log line as a dict, in its order (the fields listed in the module docstring):
     ``time`` (None here: :class:`ReviewLineFormatter` fills it in from the record's creation
     time), ``msg`` (:data:`REVIEW_MESSAGE`), then ``uid`` … ``http_status``. ``outcome``: a

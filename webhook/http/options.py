@@ -4,8 +4,12 @@ line reads their defaults (their one home) without importing gunicorn or gevent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from webhook.http.tls import CertificateReloader
+
+#: Default ``read_timeout`` of :class:`ServeOptions` (``--read-timeout``), seconds.
+DEFAULT_READ_TIMEOUT = 10.0
 
 
 @dataclass
@@ -32,7 +36,7 @@ class ServeOptions:
     keyfile: str | None = None
     reloader: CertificateReloader | None = None
     workers: int = 2
-    read_timeout: float = 10.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT
     graceful_timeout: int = 30
     keepalive: int = 120
     timeout: int = 30
@@ -40,4 +44,4 @@ class ServeOptions:
     loglevel: str = "info"
     accesslog: str | None = None
     proc_name: str = "segment-webhook"
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)

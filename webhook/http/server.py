@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
@@ -50,7 +51,7 @@ def _worker_exit(server: Any, worker: Any) -> None:
     if callable(stop):
         try:
             stop()
-        except Exception:  # noqa: BLE001 - exiting anyway
+        except Exception:
             log.exception("stopping the topology catalog failed")
 
 
@@ -59,7 +60,7 @@ _OPTIONAL_SETTINGS = frozenset({"control_socket_disable"})
 
 
 class _Application(BaseApplication):
-    def __init__(self, app_factory: Callable[[], WSGIApplication], settings: dict):
+    def __init__(self, app_factory: Callable[[], WSGIApplication], settings: dict[str, Any]):
         self._factory = app_factory
         self._settings = settings
         super().__init__()
@@ -74,7 +75,7 @@ class _Application(BaseApplication):
         return self._factory()
 
 
-def gunicorn_settings(options: ServeOptions) -> dict:
+def gunicorn_settings(options: ServeOptions) -> dict[str, Any]:
     """The gunicorn settings for ``options``: a dict of gunicorn setting names to values.
 
     Includes the worker class (:func:`worker_class`: gevent with ``options.read_timeout``), ``preload_app = False`` (the app factory runs in each

@@ -45,11 +45,11 @@ class CertificateReloader:
         self.keyfile = keyfile
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
-        self._stamp: tuple | None = None
+        self._stamp: tuple[Any, ...] | None = None
         self._fingerprint: str | None = None
         self.reloads = 0  # number of successful loads (1 after the first)
 
-    def _file_stamp(self) -> tuple:
+    def _file_stamp(self) -> tuple[Any, ...]:
         # The files' content, hashed: a few KiB read per handshake (microseconds, against a
         # millisecond handshake), immune to coarse mtimes and in-place rewrites.
         stamp = []
@@ -109,7 +109,7 @@ class CertificateReloader:
     def _switch(self, ssl_socket: Any, server_name: str | None, initial: ssl.SSLContext) -> None:
         try:
             ssl_socket.context = self.context()
-        except Exception:  # noqa: BLE001 - keep the context the handshake started with
+        except Exception:
             log.exception("cannot switch a handshake to the current serving certificate")
 
     def serving_context(self, context_class: type | None = None) -> ssl.SSLContext:

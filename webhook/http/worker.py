@@ -21,7 +21,9 @@ seconds (``--read-timeout``, default 10) being every deadline:
   within ``read_timeout`` (one deadline, however the bytes trickle in), else the connection is
   closed; the body likewise (the app answers 408, see :class:`DeadlineInput`). Writing the answer
   waits at most ``read_timeout`` per send.
-* **SIGTERM**: idle keep-alive connections are closed at once; a connection that was accepted and
+* **SIGTERM**: idle keep-alive connections are closed at once, except one whose next request has
+  already arrived (:func:`input_waiting`): that request is answered, with ``Connection: close``
+  (kube-apiserver's Go client does not retry a POST dropped there); a connection that was accepted and
   has not sent its first request yet (also one accepted in the second gunicorn takes to stop its
   listeners) is given ``read_timeout`` seconds to send it, is answered, and then closed: no
   connection is accepted and closed without an answer. In-flight requests finish (up to
@@ -38,13 +40,17 @@ seconds (``--read-timeout``, default 10) being every deadline:
 from __future__ import annotations
 
 import collections
+import fcntl
 import gc
 import json
 import logging
 import ssl
+import struct
 import sys
+import termios
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gevent
 import gevent.hub
@@ -54,6 +60,7 @@ from gunicorn.http import errors as gunicorn_errors
 from gunicorn.workers.ggevent import GeventWorker
 
 from webhook.http import wsgi_extensions
+from webhook.http.options import DEFAULT_READ_TIMEOUT
 from webhook.http.serving_log import SocketTimeoutAsInfo
 
 WSGIApplication = Callable[..., Any]
@@ -135,7 +142,7 @@ class DeadlineInput:
     def readline(self, size: int | None = None) -> bytes:
         return self._call("readline", size)
 
-    def readlines(self, hint: int | None = None) -> list:
+    def readlines(self, hint: int | None = None) -> list[Any]:
         return self._call("readlines", hint)
 
     def __iter__(self) -> Any:
@@ -162,6 +169,19 @@ def drain_socket(sock: Any, max_bytes: int, seconds: float) -> None:
             sock.settimeout(prior)
     except (OSError, ValueError):
         return  # timed out, reset or closed: the connection is closed anyway
+
+
+def input_waiting(sock: Any) -> bool:
+    """Whether bytes have arrived on ``sock`` that nobody has read yet: decrypted TLS bytes in the
+    ``SSLSocket``'s buffer, or bytes in the kernel's receive queue (``FIONREAD``), without waiting
+    or yielding. False for a closed socket or one whose client has closed it with nothing sent."""
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        queued = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        return struct.unpack("i", queued)[0] > 0
+    except (OSError, ValueError):
+        return False
 
 
 class _CloseConnection(StopIteration):
@@ -204,11 +224,11 @@ class _RequestHeadDeadline:
     within ``read_timeout`` (a ``gevent.Timeout`` that ends the read silently, and gunicorn closes
     the connection). An idle wait that ends without data raises :class:`_CloseConnection`."""
 
-    def __init__(self, worker: "WebhookWorker", conn: _Connection | None):
+    def __init__(self, worker: WebhookWorker, conn: _Connection | None):
         self._worker, self._conn = worker, conn
         self._timeout: Any = None
 
-    def __enter__(self) -> "_RequestHeadDeadline":
+    def __enter__(self) -> _RequestHeadDeadline:
         conn, worker = self._conn, self._worker
         if conn is not None:
             first = conn.requests == 0
@@ -217,12 +237,15 @@ class _RequestHeadDeadline:
             if not (hasattr(sock, "pending") and sock.pending()):
                 sock.settimeout(None)  # the head deadline below bounds the reads, not a per-read timeout
                 if not worker.alive and not first:
-                    raise _CloseConnection("the worker is shutting down")
-                ended = worker._idle_wait(conn, worker.cfg.keepalive if worker.alive else worker.read_timeout)
-                if ended == _STOPPING and first:  # accepted before SIGTERM: its first request is answered
-                    ended = worker._idle_wait(conn, worker.read_timeout)
-                if ended != _READABLE:
-                    raise _CloseConnection(f"connection closed: {ended}")
+                    # stopping: a next request that has already arrived is answered (Connection: close)
+                    if not input_waiting(sock):
+                        raise _CloseConnection("the worker is shutting down")
+                else:
+                    ended = worker._idle_wait(conn, worker.cfg.keepalive if worker.alive else worker.read_timeout)
+                    if ended == _STOPPING and first:  # accepted before SIGTERM: its first request is answered
+                        ended = worker._idle_wait(conn, worker.read_timeout)
+                    if ended != _READABLE:
+                        raise _CloseConnection(f"connection closed: {ended}")
         self._timeout = gevent.Timeout(self._worker.read_timeout, False)
         self._timeout.__enter__()
         return self
@@ -236,7 +259,7 @@ class WebhookWorker(GeventWorker):
     module docstring. Built per ``read_timeout`` by :func:`worker_class`; gunicorn instantiates it
     in each worker process."""
 
-    read_timeout: float = 10.0
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     # ---------------------------------------------------------------- process
     def init_process(self) -> None:
@@ -323,7 +346,12 @@ class WebhookWorker(GeventWorker):
         conn.waiter = waiter
         self._idle[conn] = None
         try:
-            return waiter.get()
+            ended: str = waiter.get()
+            if ended in (_STOPPING, _EVICTED) and input_waiting(conn.sock):
+                # woken while its next request (or ClientHello) had already arrived: it is not idle,
+                # and a request received is answered, never dropped
+                return _READABLE
+            return ended
         finally:
             readable.stop()
             timer.stop()
@@ -383,7 +411,7 @@ class WebhookWorker(GeventWorker):
         read_timeout = self.read_timeout
         run_apart = self.run_apart
 
-        def wrapped(environ: dict, start_response: Callable[..., Any]) -> Any:
+        def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
             sock = environ.get("gunicorn.socket")
             if sock is not None and hasattr(sock, "settimeout"):
                 sock.settimeout(read_timeout)
@@ -391,7 +419,7 @@ class WebhookWorker(GeventWorker):
                 environ[wsgi_extensions.DRAIN] = lambda max_bytes, seconds: drain_socket(sock, max_bytes, seconds)
             environ[wsgi_extensions.RUN_APART] = run_apart
 
-            def closing_start_response(status: str, headers: list, exc_info: Any = None) -> Any:
+            def closing_start_response(status: str, headers: list[Any], exc_info: Any = None) -> Any:
                 if any(k.lower() == "connection" and v.strip().lower() == "close" for k, v in headers):
                     force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
                     if callable(force_close):
@@ -422,7 +450,7 @@ def deferred_handshake_context_class() -> type:
     return cls
 
 
-_DEFERRED_CLASSES: dict = {}
+_DEFERRED_CLASSES: dict[str, Any] = {}
 
 
 def worker_class(read_timeout: float) -> type:

@@ -18,7 +18,8 @@ app does the plain WSGI thing instead, as documented for each key.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 #: ``environ`` key of the connection's drain (see the module docstring).
 DRAIN = "segment_webhook.drain"

@@ -25,14 +25,14 @@ their current capacity; a branch whose bound is not above the incumbent is cut.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.choose import spread_per_segment
+from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, reduce_ranges
 from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
-
 
 #: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
 GREEDY_WORK = 256
@@ -58,12 +58,12 @@ class SearchResult:
     position in the index) of the best placement found, ``None`` when none; ``complete``:
     the search ended without the budget cutting it (so ``key`` is optimal in the domain)."""
 
-    key: tuple | None = None
+    key: tuple[Any, ...] | None = None
     assignment: dict[str, int] | None = None
     complete: bool = True
 
 
-def objective_keys(index: ClusterIndex, demand: Demand, levels: Levels, assignment: dict[str, int]) -> tuple:
+def objective_keys(index: ClusterIndex, demand: Demand, levels: Levels, assignment: dict[str, int]) -> tuple[Any, ...]:
     """``(segment vector, -workload packing, -segment packing)`` of a full assignment
     (DESIGN.md §8 order; the workload depth is the caller's). Segment vector: ``n(L)`` for ``L``
     in ``p … r+1``, the segments whose pods share a domain of depth ``L`` or deeper. Workload
@@ -98,7 +98,7 @@ class Search:
     """The branch and bound of one workload domain (see the module docstring)."""
 
     def __init__(self, index: ClusterIndex, demand: Demand, levels: Levels, domain: int,
-                 incumbent: tuple | None, bound: tuple, budget: Budget, first_leaf: bool = False):
+                 incumbent: tuple[Any, ...] | None, bound: tuple[Any, ...], budget: Budget, first_leaf: bool = False):
         self.index, self.demand, self.levels, self.budget = index, demand, levels, budget
         a, b = index.domain_range(levels.wd, domain)
         self.first, self.size = a, b - a
@@ -151,7 +151,7 @@ class Search:
         v = int((self.free[n, self.main_cols] // self.main_q[self.main_cols]).min())
         return max(0, min(v, SLOT_CAP))
 
-    def _apply(self, u: int, c: int, n: int) -> tuple:
+    def _apply(self, u: int, c: int, n: int) -> tuple[Any, ...]:
         q = self.demand.classes[c].q
         self.free[n] -= q
         old = int(self.main_slots[n])
@@ -174,7 +174,7 @@ class Search:
         nodes.append(n)
         return (u, c, n, old, changes, depth_before)
 
-    def _undo(self, record: tuple) -> None:
+    def _undo(self, record: tuple[Any, ...]) -> None:
         u, c, n, old, changes, depth_before = record
         self.free[n] += self.demand.classes[c].q
         if changes:
@@ -193,7 +193,7 @@ class Search:
         return 0
 
     # -- bound ---------------------------------------------------------------------------------
-    def bound(self) -> tuple | None:
+    def bound(self) -> tuple[Any, ...] | None:
         """Upper bound of the keys below this search node; ``None`` when the main segments no
         longer fit at the segment required depth. ``n(L)`` is at most the started special
         segments already sharing depth ``L`` plus, for the rest, both the count bound (main
@@ -297,7 +297,7 @@ class Search:
             if self.done:
                 return
 
-    def _leaf(self, bound: tuple) -> None:
+    def _leaf(self, bound: tuple[Any, ...]) -> None:
         if self.packing_leaves is not None:
             self.packing_leaves -= 1
             if self.packing_leaves < 0:
@@ -393,8 +393,8 @@ class Search:
         return out
 
 
-def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple,
-                incumbent: tuple | None, budget: Budget, *, first_leaf: bool = False) -> SearchResult:
+def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple[Any, ...],
+                incumbent: tuple[Any, ...] | None, budget: Budget, *, first_leaf: bool = False) -> SearchResult:
     """Phase 3 for one workload domain: the best placement whose keys beat ``incumbent``
     (``None``: any placement), searched as the module docstring says, within ``budget``.
     ``first_leaf``: stop at the first placement found (the greedy answer; ``complete`` is then

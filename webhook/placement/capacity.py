@@ -114,7 +114,7 @@ def _packs(bins: np.ndarray, full_needed: int, rest_needed: int, size: int, rest
     for capacity in (int(c) for c in bins):
         new = np.full(full_needed + 1, -1, dtype=np.int64)
         reachable = best >= 0
-        for placed in range(0, min(capacity // size, full_needed) + 1):
+        for placed in range(min(capacity // size, full_needed) + 1):
             extra = (capacity - placed * size) // rest
             targets = np.minimum(full_needed, positions + placed)
             np.maximum.at(new, targets[reachable], best[reachable] + extra)
@@ -187,7 +187,7 @@ def capacity(index: ClusterIndex, shape: GangShape) -> CapacityReport:
     seg_of_node = index.dom[segment]
     levels: dict[str, list[DomainCapacity]] = {}
     cluster = None
-    for depth in range(0, len(index.levels) + 1):
+    for depth in range(len(index.levels) + 1):
         rows = []
         level = index.level_name(depth)
         for domain in range(len(index.starts[depth]) if index.n else 0):

@@ -15,6 +15,7 @@ State: a list of :class:`Candidate` per workload depth.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,11 +31,11 @@ class Candidate:
     main-class slots left after the main segments (best fit: smaller first)."""
 
     domain: int
-    bound: tuple
+    bound: tuple[Any, ...]
     leftover: int
 
 
-def vector_bound(demand: Demand, levels: Levels, main_segments: dict[int, int], special_fit: list[dict[int, bool]]) -> tuple:
+def vector_bound(demand: Demand, levels: Levels, main_segments: dict[int, int], special_fit: list[dict[int, bool]]) -> tuple[Any, ...]:
     """Upper bound of the segment vector ``(n(p), …, n(r+1))``: main segments counted by capacity,
     every special segment that fits alone at a depth counted there."""
     n_seg, n_main = demand.n_segments, len(demand.main)
@@ -45,7 +46,7 @@ def vector_bound(demand: Demand, levels: Levels, main_segments: dict[int, int], 
     return tuple(out)
 
 
-def packing_bounds(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple) -> tuple[int, int]:
+def packing_bounds(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple[Any, ...]) -> tuple[int, int]:
     """Lower bounds of the packing keys in one workload domain: workload packing (wp-domains
     used beyond the first, when ``wd < wp``: at least as many as the main pods need by
     capacity, and at least 2) and segment packing (each segment not meeting at ``p`` spans at
@@ -94,7 +95,7 @@ def choose_domains(index: ClusterIndex, demand: Demand, levels: Levels, counts: 
     return out
 
 
-def packing_lower_bound(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple) -> int:
+def packing_lower_bound(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, vector: tuple[Any, ...]) -> int:
     """Workload packing lower bound for placements in ``domain`` whose segment vector is
     ``vector`` (the optimum): beside :func:`packing_bounds`' capacity bound, the segments meeting
     at a depth ``L >= wp`` lie inside single ``wp``-domains, so at least as many ``wp``-domains

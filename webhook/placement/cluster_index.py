@@ -10,14 +10,15 @@ tie-break of DESIGN.md §8).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.core.topology import Topology
 from webhook.placement.eligibility import EligibilityIndex
-from webhook.placement.model import PlacementError, Placement, PodRequest
-from webhook.placement.snapshot import Node
+from webhook.placement.model import Node, Placement, PlacementError, PodRequest
 
 
 class ClusterIndex:
@@ -58,7 +59,7 @@ class ClusterIndex:
             for r, v in n.allocatable.items():
                 self.alloc[i, self.col[r]] = v
         base_ok = np.array([n.ready and not n.unschedulable for n in inside], dtype=bool)
-        signatures: dict[tuple, int] = {}
+        signatures: dict[tuple[Any, ...], int] = {}
         taint_sig = np.array([signatures.setdefault(n.taints, len(signatures)) for n in inside], dtype=np.int32)
         self.eligibility = EligibilityIndex([n.labels for n in inside], self.node_names, base_ok,
                                             taint_sig, list(signatures))
@@ -147,6 +148,6 @@ class ClusterIndex:
 
     def display_depth(self, depth: int) -> int:
         """A shared node is reported at the hostname level when the topology's lowest level is it."""
-        if depth == self.node_depth and self.levels and self.levels[-1] == "kubernetes.io/hostname":
+        if depth == self.node_depth and self.levels and self.levels[-1] == HOSTNAME:
             return depth - 1
         return depth

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ class Demand:
 def read_gang(index: ClusterIndex, gang: Gang) -> Demand:
     """Split ``gang`` into classes, main segments and special units (requests must be known to
     the index: the caller checks :meth:`ClusterIndex.req_vector` first)."""
-    keys: dict[tuple, int] = {}
+    keys: dict[tuple[Any, ...], int] = {}
     classes: list[PodClass] = []
     class_of: dict[str, int] = {}
     for p in gang.pods:

@@ -37,7 +37,7 @@ def freeze(value: Any) -> Any:
     return value
 
 
-def tolerates(tolerations: Sequence, taint: tuple[str, str, str]) -> bool:
+def tolerates(tolerations: Sequence[Any], taint: tuple[str, str, str]) -> bool:
     """Kubernetes ``Toleration.ToleratesTaint`` for frozen tolerations and a ``(key, value, effect)`` taint."""
     key, value, effect = taint
     for frozen in tolerations:
@@ -56,7 +56,7 @@ def tolerates(tolerations: Sequence, taint: tuple[str, str, str]) -> bool:
     return False
 
 
-def _requirements(raw: Any, where: str, fields: bool) -> tuple:
+def _requirements(raw: Any, where: str, fields: bool) -> tuple[Any, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -94,7 +94,7 @@ def _requirements(raw: Any, where: str, fields: bool) -> tuple:
     return tuple(out)
 
 
-def required_node_affinity(spec: Mapping, where: str = "spec") -> tuple | None:
+def required_node_affinity(spec: Mapping[str, Any], where: str = "spec") -> tuple[Any, ...] | None:
     """The pod's required node affinity as frozen terms (see :class:`PodRequest`), ``None`` when
     it has none. Raises :class:`PlacementError` naming the field for a malformed term."""
     aff = spec.get("affinity")
@@ -119,7 +119,7 @@ def required_node_affinity(spec: Mapping, where: str = "spec") -> tuple | None:
     return tuple(terms)
 
 
-def pinned_to_node(affinity: tuple | None, node_name: str) -> tuple:
+def pinned_to_node(affinity: tuple[Any, ...] | None, node_name: str) -> tuple[Any, ...]:
     """``affinity`` (frozen terms, or ``None``) ANDed with "this node only": a pod whose
     ``spec.nodeName`` is set bypasses kube-scheduler and runs on that node or not at all, so the
     engine may only count it there (as the requirement ``matchFields metadata.name In
@@ -131,7 +131,7 @@ def pinned_to_node(affinity: tuple | None, node_name: str) -> tuple:
     return tuple((exprs, tuple(fields) + (pin,)) if (exprs or fields) else (exprs, fields) for exprs, fields in affinity)
 
 
-def pod_request(pod: Mapping, requests: Mapping[str, int], segment: tuple[int, int] | None = None,
+def pod_request(pod: Mapping[str, Any], requests: Mapping[str, int], segment: tuple[int, int] | None = None,
                 role: str = "", spec_path: str = "spec") -> PodRequest:
     """A :class:`PodRequest` from a Pod manifest (``metadata``, ``spec``) and its requests in
     milli-units. Raises :class:`PlacementError` naming the pod and the field for malformed
@@ -178,14 +178,14 @@ class EligibilityIndex:
     """
 
     def __init__(self, labels: Sequence[Mapping[str, str]], names: Sequence[str], base_ok: np.ndarray,
-                 taint_sig: np.ndarray, taint_sigs: list[tuple]):
+                 taint_sig: np.ndarray, taint_sigs: list[tuple[Any, ...]]):
         self.labels = labels
         self.names = np.array(names, dtype=object)
         self.base_ok = base_ok
         self.taint_sig = taint_sig
         self.taint_sigs = taint_sigs
         self._columns: dict[str, np.ndarray] = {}
-        self._cache: dict[tuple, np.ndarray] = {}
+        self._cache: dict[tuple[Any, ...], np.ndarray] = {}
 
     def column(self, key: str) -> np.ndarray:
         """Label ``key`` of every node (``None`` where absent), as an object array."""
@@ -195,7 +195,7 @@ class EligibilityIndex:
             self._columns[key] = col
         return col
 
-    def _expression(self, key: str, op: str, values: tuple, fields: bool) -> np.ndarray:
+    def _expression(self, key: str, op: str, values: tuple[Any, ...], fields: bool) -> np.ndarray:
         col = self.names if fields else self.column(key)
         present = np.not_equal(col, None)
         if op == "Exists":
@@ -215,7 +215,7 @@ class EligibilityIndex:
             out[i] = v > bound if op == "Gt" else v < bound
         return out
 
-    def affinity_mask(self, terms: tuple) -> np.ndarray:
+    def affinity_mask(self, terms: tuple[Any, ...]) -> np.ndarray:
         """Nodes matching a frozen NodeSelectorTerms list (terms ORed, requirements ANDed)."""
         n = len(self.labels)
         out = np.zeros(n, dtype=bool)
@@ -230,13 +230,13 @@ class EligibilityIndex:
             out |= m
         return out
 
-    def selector_mask(self, selector: tuple) -> np.ndarray:
+    def selector_mask(self, selector: tuple[Any, ...]) -> np.ndarray:
         m = np.ones(len(self.labels), dtype=bool)
         for key, value in selector:
             m &= np.equal(self.column(key), value)
         return m
 
-    def taint_mask(self, tolerations: tuple) -> np.ndarray:
+    def taint_mask(self, tolerations: tuple[Any, ...]) -> np.ndarray:
         ok = np.array([all(tolerates(tolerations, t) for t in sig) for sig in self.taint_sigs] or [True], dtype=bool)
         return ok[self.taint_sig] if len(self.taint_sig) else np.zeros(0, dtype=bool)
 
@@ -279,7 +279,7 @@ class EligibilityIndex:
         return "; ".join(parts) if parts else "no node is eligible"
 
 
-def describe_affinity(terms: tuple) -> str:
+def describe_affinity(terms: tuple[Any, ...]) -> str:
     """Short text of frozen NodeSelectorTerms: ``gpu-type In [a100] or metadata.name NotIn [n1]``."""
     out = []
     for exprs, fields in terms:

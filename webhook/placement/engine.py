@@ -47,6 +47,7 @@ first answer, and the result says ``exact: False``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from webhook.placement.assign import Budget, assign_pods
 from webhook.placement.choose import choose_domains, packing_lower_bound, spread_per_segment
@@ -54,8 +55,7 @@ from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
 from webhook.placement.demand import read_gang
 from webhook.placement.explain import excluded_roles, explain_level, restricted_roles
-from webhook.placement.model import (HOSTNAME, Gang, Placement, PlacementError, PodRequest,
-                                     SegmentResult)
+from webhook.placement.model import HOSTNAME, Gang, Placement, PlacementError, PodRequest, SegmentResult
 from webhook.placement.verify import verify
 
 __all__ = ["ClusterIndex", "Gang", "HOSTNAME", "Placement", "PlacementError", "PodRequest", "SegmentResult",
@@ -137,10 +137,10 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
 
 
-def _result(index: ClusterIndex, gang: Gang, demand, assignment: dict[str, int], objective: tuple, exact: bool) -> Placement:
+def _result(index: ClusterIndex, gang: Gang, demand, assignment: dict[str, int], objective: tuple[Any, ...], exact: bool) -> Placement:
     segments = []
     if not demand.pseudo:
-        by_sid: dict[tuple, list[PodRequest]] = {}
+        by_sid: dict[tuple[Any, ...], list[PodRequest]] = {}
         for p in gang.pods:
             if p.segment is not None:
                 by_sid.setdefault(p.segment, []).append(p)

@@ -1,20 +1,10 @@
 """Workload expansion (DESIGN.md §8): a workload manifest → the pods its controller would create,
 passed through the admission core so the engine places exactly the segments the webhook stamps.
 
-Pod naming and labels follow the upstream controllers, as each kind's description says
-(:attr:`webhook.core.kinds.description.KindDescription.controller_pods`):
-
-* PyTorchJob (Kubeflow training-operator): ``<job>-master-0``, ``<job>-worker-<i>``; labels
-  ``training.kubeflow.org/replica-type: master|worker``, ``…/replica-index``, ``…/job-name``,
-  ``…/operator-name: pytorchjob-controller``.
-* DistributedWorkload (``segments.dev/v1alpha1``, DESIGN.md §3): named and labelled the same way,
-  operator name ``distributedworkload-controller``.
-* TrainJob: the pods of the JobSet the Trainer builds from its runtime
-  (:mod:`webhook.core.kinds.trainingruntime`), named and labelled as JobSet pods.
-* LeaderWorkerSet: one group per replica; leader ``<lws>-<g>``, workers ``<lws>-<g>-<w>``; labels
-  ``leaderworkerset.sigs.k8s.io/name``, ``…/group-index``, ``…/worker-index``; annotations
-  ``leaderworkerset.sigs.k8s.io/size`` and, when ``subGroupPolicy`` is set, ``…/subgroup-size``
-  (all pods) and ``…/subgroup-policy-type`` (leader pod, as upstream LWS does).
+Pod naming and labels follow the upstream controllers: every kind of the registry
+(:data:`webhook.core.kinds.registry.DESCRIPTIONS`) says how its controller names and labels its
+pods (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`, with the upstream
+source), and this module follows that; no kind is named here.
 
 The workload (CREATE), then each pod (CREATE), goes through :func:`webhook.core.review.review`;
 the returned JSONPatch is applied with ``jsonpatch``.
@@ -24,24 +14,25 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonpatch
 
 from webhook.core import keys
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds import trainingruntime
 from webhook.core.kinds.description import ShapeError
-from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role as _pod_role, segment_group
-from webhook.core.settings import AdmissionSettings
+from webhook.core.kinds.registry import BY_KIND, DESCRIPTIONS, segment_group
+from webhook.core.kinds.registry import pod_role as _pod_role
 from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
+from webhook.errors import SegmentWebhookError
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli, resource_requirements
-from webhook.errors import SegmentWebhookError
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.core.kinds.registry.DESCRIPTIONS`)
 SUPPORTED = {d.kind: (d.group, d.version) for d in DESCRIPTIONS}
@@ -55,7 +46,7 @@ class ExpandError(SegmentWebhookError, ValueError):
     read it from another file than the TrainJob names that file; ``None`` when the message is about
     the workload."""
 
-    def __init__(self, message: str, runtime: Mapping | None = None) -> None:
+    def __init__(self, message: str, runtime: Mapping[str, Any] | None = None) -> None:
         super().__init__(message)
         self.runtime = runtime
 
@@ -75,8 +66,8 @@ class Expansion:
     denied: bool = False
     message: str = ""
     gangs: list[Gang] = field(default_factory=list)
-    pods: list[dict] = field(default_factory=list)
-    workload: dict | None = None
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    workload: dict[str, Any] | None = None
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
     expanded_kind: str = ""
@@ -106,7 +97,7 @@ def group_warnings(notes: list[tuple[str, str, str]]) -> list[str]:
     return lines
 
 
-def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
+def _request(obj: Mapping[str, Any], kind: str, user: str, groups: list[str]) -> dict[str, Any]:
     from webhook.core.admission import build_request
 
     group, version = SUPPORTED.get(kind, ("", "v1"))
@@ -114,7 +105,7 @@ def _request(obj: Mapping, kind: str, user: str, groups: list[str]) -> dict:
                               kind={"group": group, "version": version, "kind": kind}))
 
 
-def _admit(obj: dict, kind: str, catalog, settings, user, groups, exp: Expansion) -> dict | None:
+def _admit(obj: dict[str, Any], kind: str, catalog, settings, user, groups, exp: Expansion) -> dict[str, Any] | None:
     from webhook.core.review import review
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
@@ -144,7 +135,7 @@ def _copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _pod(name: str, ns: str, tmpl: Mapping, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict:
+def _pod(name: str, ns: str, tmpl: Mapping[str, Any], labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, Any]:
     meta = tmpl.get("metadata") or {}
     lab = dict(meta.get("labels") or {})
     lab.update(labels)
@@ -166,7 +157,7 @@ def _check_pod_count(total: int, where: str) -> None:
         raise ExpandError(f"{where}: {total} pods is more than the {MAX_PODS} this command expands")
 
 
-def _precheck_pod_count(obj: Mapping, kind: str) -> None:
+def _precheck_pod_count(obj: Mapping[str, Any], kind: str) -> None:
     """Apply the :data:`MAX_PODS` cap to the manifest as written, before the webhook sees it, so an
     oversized workload is bad input (exit 2) at once whatever the webhook would say. Malformed
     counts are left to the full expansion (which names the field). The count is the kind
@@ -176,7 +167,7 @@ def _precheck_pod_count(obj: Mapping, kind: str) -> None:
         _check_pod_count(*expected)
 
 
-def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
+def _controller_pods(obj: Mapping[str, Any], kind: str) -> list[tuple[int, dict[str, Any], str]]:
     """``(group, pod, template path)`` for each pod the kind's controller creates from ``obj``
     (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`)."""
     ns = obj["metadata"].get("namespace", "default")
@@ -187,9 +178,27 @@ def _controller_pods(obj: Mapping, kind: str) -> list[tuple[int, dict, str]]:
     return [(p.group, _pod(p.name, ns, p.template, p.labels, p.annotations), p.path) for p in made]
 
 
-def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSettings,
+def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """A deep copy of ``workload`` (its namespace defaulted to ``default``) and its kind. Raises
+    :class:`ExpandError` when it is not an object, its kind is not one of :data:`SUPPORTED`, or
+    ``metadata.name`` is missing."""
+    if not isinstance(workload, Mapping):
+        raise ExpandError("the workload file must hold one Kubernetes object")
+    kind = workload.get("kind")
+    if kind not in SUPPORTED:
+        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
+    meta = workload.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise ExpandError("metadata.name is missing")
+    obj = copy.deepcopy(dict(workload))
+    obj["metadata"] = dict(meta)
+    obj["metadata"].setdefault("namespace", "default")
+    return obj, kind
+
+
+def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings,
            user: str = "kubectl-user", groups: list[str] | None = None,
-           runtimes: Sequence[Mapping] = ()) -> Expansion:
+           runtimes: Sequence[Mapping[str, Any]] = ()) -> Expansion:
     """Expand ``workload`` into pods, admit everything through the webhook, build gangs.
 
     ``workload``: an object of a kind of :data:`SUPPORTED` (dict). ``runtimes``: the
@@ -204,17 +213,8 @@ def expand(workload: Mapping, catalog: TopologyCatalog, settings: AdmissionSetti
     names the field).
     """
     groups = list(groups or [])
-    if not isinstance(workload, Mapping):
-        raise ExpandError("the workload file must hold one Kubernetes object")
-    kind = workload.get("kind")
-    if kind not in SUPPORTED:
-        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
-    meta = workload.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ExpandError("metadata.name is missing")
-    obj = copy.deepcopy(dict(workload))
-    obj["metadata"] = dict(meta)
-    obj["metadata"].setdefault("namespace", "default")
+    obj, kind = _workload_copy(workload)
+    meta = obj["metadata"]
     _precheck_pod_count(obj, kind)
     runtime = None
     if kind == trainingruntime.TRAINJOB:
@@ -334,7 +334,7 @@ def pod_role(labels: Mapping[str, str]) -> str:
     return _pod_role(labels)
 
 
-def gang_from_pods(pods: list[Mapping], *, workload_annotations: Mapping[str, str] | None = None,
+def gang_from_pods(pods: list[Mapping[str, Any]], *, workload_annotations: Mapping[str, str] | None = None,
                    name: str = "", templates: Mapping[str, str] | None = None) -> Gang:
     """The engine's input for one gang from its admitted Pod manifests (the pods the webhook
     stamped, DESIGN.md §7; the controller passes the gated pods of one gang).

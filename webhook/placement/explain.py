@@ -15,6 +15,8 @@ Two kinds of reasons, both true statements about the snapshot:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from webhook.placement.cluster_index import ClusterIndex
@@ -29,7 +31,7 @@ def _who(cls: PodClass) -> str:
     def one(pod) -> str:
         return f"{pod.key} ({pod.role})" if pod.role else pod.key
 
-    roles: dict[str, list] = {}  # role -> [count, first pod], in gang order
+    roles: dict[str, list[Any]] = {}  # role -> [count, first pod], in gang order
     for pod in cls.pods:
         roles.setdefault(pod.role, [0, pod])[0] += 1
     if len(roles) <= 1:

@@ -7,12 +7,14 @@ Gang, PodRequest, Placement``).
 
 from __future__ import annotations
 
-from webhook.errors import SegmentWebhookError
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-HOSTNAME = "kubernetes.io/hostname"
+from webhook.core.keys import HOSTNAME
+from webhook.errors import SegmentWebhookError
+
+__all__ = ["HOSTNAME", "Gang", "Node", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
 
 
 class PlacementError(SegmentWebhookError, ValueError):
@@ -42,9 +44,9 @@ class PodRequest:
     key: str
     requests: Mapping[str, int]
     segment: tuple[int, int] | None = None
-    tolerations: tuple = ()
-    node_selector: tuple = ()
-    node_affinity: tuple | None = None
+    tolerations: tuple[Any, ...] = ()
+    node_selector: tuple[Any, ...] = ()
+    node_affinity: tuple[Any, ...] | None = None
     role: str = ""
 
 
@@ -91,5 +93,24 @@ class Placement:
     workload_domain: str | None = None
     workload_level: str | None = None
     reason: str | None = None
-    objective: tuple = ()
+    objective: tuple[Any, ...] = ()
     exact: bool = True
+
+
+@dataclass
+class Node:
+    """One node of the snapshot.
+
+    ``allocatable`` / ``free``: integer milli-units per resource name (``cpu`` 1 core = 1000,
+    ``memory`` 1 byte = 1000, ``pods`` 1 pod = 1000). ``free`` may be negative (over-committed).
+    ``taints``: the node's ``NoSchedule``/``NoExecute`` taints as ``(key, value, effect)``.
+    """
+
+    name: str
+    labels: dict[str, str]
+    allocatable: dict[str, int]
+    free: dict[str, int]
+    unschedulable: bool = False
+    ready: bool = True
+    taints: tuple[tuple[str, str, str], ...] = ()
+    source: str = ""

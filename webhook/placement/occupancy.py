@@ -4,7 +4,7 @@
 the live controller all ask this module, so a pod counts the same everywhere:
 
 * :func:`occupied_node` — the node a pod holds capacity on: ``spec.nodeName`` (bound), else, for a
-  pod that is NOT gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]`` (released
+  pod that is NOT gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]`` (released
   but not bound yet: kube-scheduler can only put it there, DESIGN.md §9); ``None`` for a
   ``Succeeded``/``Failed`` pod (a terminated pod holds nothing, as in kube-scheduler). A pod that
   is being deleted (``metadata.deletionTimestamp``) still holds its node until it is gone, as
@@ -23,14 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from webhook.core import gating
+from webhook.core.keys import HOSTNAME
 from webhook.core.topology import Topology
-
-if TYPE_CHECKING:  # the snapshot reader charges with occupied_node: no import cycle at run time
-    from webhook.placement.cluster_index import ClusterIndex
-    from webhook.placement.snapshot import Node
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.model import Node
 
 #: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -61,7 +60,7 @@ def is_deleting(pod: Mapping[str, Any]) -> bool:
 
 def occupied_node(pod: Mapping[str, Any]) -> str | None:
     """The node ``pod`` holds capacity on (module docstring): ``spec.nodeName``; else, when the
-    pod is not gated by this webhook, ``spec.nodeSelector["kubernetes.io/hostname"]``; ``None``
+    pod is not gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]``; ``None``
     for a terminated pod, a gated pod and a pod pinned nowhere. Never raises (malformed fields
     read as absent)."""
     if is_terminated(pod):
@@ -72,7 +71,7 @@ def occupied_node(pod: Mapping[str, Any]) -> str | None:
         return node
     if gating.is_gated(pod):
         return None
-    pinned = _section(spec, "nodeSelector").get(gating.HOSTNAME)
+    pinned = _section(spec, "nodeSelector").get(HOSTNAME)
     return pinned if isinstance(pinned, str) and pinned else None
 
 
@@ -191,8 +190,6 @@ class CapacityLedger:
         """The :class:`ClusterIndex` of ``topology`` (``None``: nodes alone) with every charge
         applied. The same object is returned until the node set changes; do not keep it across
         charges made by someone else without the caller's lock."""
-        from webhook.placement.cluster_index import ClusterIndex
-
         index = self._indexes.get(name)
         if index is None or index.topology != topology:
             index = ClusterIndex([replace(n, free=dict(n.allocatable)) for n in self._nodes.values()], topology)

@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
 from webhook.core.targets import target_annotations
-from webhook.core.workload_api import gang_object_name, gang_objects
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
+from webhook.core.workload_api import gang_object_name, gang_objects
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
-from webhook.placement.model import Gang
 from webhook.placement.expand import ExpandError, expand
+from webhook.placement.model import Gang
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Snapshot
 
@@ -32,7 +33,7 @@ class PlaceResult:
     """
 
     placed: bool
-    document: dict
+    document: dict[str, Any]
     index: ClusterIndex | None
     placement: Placement | None
     warnings: list[str] = field(default_factory=list)
@@ -140,7 +141,7 @@ def _natural(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def result_document(p: Placement | None, reason: str | None) -> dict:
+def result_document(p: Placement | None, reason: str | None) -> dict[str, Any]:
     """The JSON result of ``place`` (``-o json``): ``placed``, ``assignments`` (pod → node, in
     natural pod order), ``segments`` (``index``, ``domain``, ``level``, ``pods``), ``workload``
     (``domain``, ``level``), ``reason`` (``None`` when placed) and ``exact`` (the engine proved

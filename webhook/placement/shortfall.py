@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place) -> S
 
 def _shape(gang: Gang) -> PodRequest:
     """The gang's most common pod shape (requests and node constraints), first in gang order on ties."""
-    def key(p: PodRequest) -> tuple:
+    def key(p: PodRequest) -> tuple[Any, ...]:
         return tuple(sorted(p.requests.items())), p.tolerations, p.node_selector, p.node_affinity
 
     counts = Counter(key(p) for p in gang.pods)

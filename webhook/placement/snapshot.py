@@ -12,18 +12,25 @@ controller charges by).
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from webhook import manifests
-from webhook.core.topology import Topology, TopologyError
 from webhook.core.messages import json_type, quote
-from webhook.placement.occupancy import occupied_node
-from webhook.placement.quantity import (MAX_MILLI, QuantityError, allocatable_milli, exact_milli, non_negative_quantity,
-                                        to_milli)
+from webhook.core.topology import Topology, TopologyError
 from webhook.errors import SegmentWebhookError
+from webhook.placement.model import Node as Node  # the snapshot's nodes (their home: model)
+from webhook.placement.occupancy import occupied_node
+from webhook.placement.quantity import (
+    MAX_MILLI,
+    QuantityError,
+    allocatable_milli,
+    exact_milli,
+    non_negative_quantity,
+    to_milli,
+)
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
 DEFAULT_MAX_PODS = 110
@@ -32,25 +39,6 @@ _BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
 class SnapshotError(SegmentWebhookError, ValueError):
     """Bad snapshot input; the message names the file, the object and the field."""
-
-
-@dataclass
-class Node:
-    """One node of the snapshot.
-
-    ``allocatable`` / ``free``: integer milli-units per resource name (``cpu`` 1 core = 1000,
-    ``memory`` 1 byte = 1000, ``pods`` 1 pod = 1000). ``free`` may be negative (over-committed).
-    ``taints``: the node's ``NoSchedule``/``NoExecute`` taints as ``(key, value, effect)``.
-    """
-
-    name: str
-    labels: dict[str, str]
-    allocatable: dict[str, int]
-    free: dict[str, int]
-    unschedulable: bool = False
-    ready: bool = True
-    taints: tuple[tuple[str, str, str], ...] = ()
-    source: str = ""
 
 
 @dataclass
@@ -68,7 +56,7 @@ def _fail(source: str, obj: str, msg: str) -> SnapshotError:
     return SnapshotError(f"{source}: {obj}: {msg}" if source else f"{obj}: {msg}")
 
 
-def _requests_of(container: Mapping, where: str) -> dict[str, Fraction]:
+def _requests_of(container: Mapping[str, Any], where: str) -> dict[str, Fraction]:
     """A container's effective requests (:func:`resource_requirements` of its ``resources``)."""
     if not isinstance(container, Mapping):
         raise QuantityError(f"{where}: expected a container object")
@@ -96,7 +84,7 @@ def resource_requirements(resources: Any, where: str) -> dict[str, Fraction]:
     return out
 
 
-def pod_requests(spec: Mapping, where: str = "spec") -> dict[str, Fraction]:
+def pod_requests(spec: Mapping[str, Any], where: str = "spec") -> dict[str, Fraction]:
     """Effective requests of a pod (a ``PodSpec`` dict), by the Kubernetes scheduler's rule.
 
     Sum of ``containers`` requests (a limit without a request counts as the request); each
@@ -148,7 +136,7 @@ def pod_requests(spec: Mapping, where: str = "spec") -> dict[str, Fraction]:
     return total
 
 
-def pod_requests_milli(spec: Mapping, where: str = "spec") -> dict[str, int]:
+def pod_requests_milli(spec: Mapping[str, Any], where: str = "spec") -> dict[str, int]:
     """:func:`pod_requests` in integer milli-units (rounded up), plus ``pods: 1000`` (one pod).
 
     Fast path for the common pod (containers only, every quantity a whole number of milli-units,
@@ -195,7 +183,7 @@ def _plain_requests_milli(spec: object) -> dict[str, int] | None:
     return out
 
 
-def _name_of(obj: Mapping, source: str, here: str, kind: str) -> tuple[str, str]:
+def _name_of(obj: Mapping[str, Any], source: str, here: str, kind: str) -> tuple[str, str]:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     if not isinstance(name, str) or not name:
@@ -206,7 +194,7 @@ def _name_of(obj: Mapping, source: str, here: str, kind: str) -> tuple[str, str]
     return name, ns if isinstance(ns, str) else ""
 
 
-def _string_labels(labels: Mapping, what: str, source: str) -> dict[str, str]:
+def _string_labels(labels: Mapping[str, Any], what: str, source: str) -> dict[str, str]:
     """``metadata.labels`` as read: every key and value must be a string (Kubernetes label values
     are strings; ``null``, ``7`` or ``true`` unquoted in YAML are not). Never ``str()`` a value: a
     ``null`` would become a domain named ``None``, and a YAML alias bomb would be expanded."""
@@ -220,7 +208,7 @@ def _string_labels(labels: Mapping, what: str, source: str) -> dict[str, str]:
     return dict(labels)
 
 
-def parse_node(obj: Mapping, source: str = "", here: str = "") -> Node:
+def parse_node(obj: Mapping[str, Any], source: str = "", here: str = "") -> Node:
     """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
     and the field (and ``source``, the file, when given: the live controller passes none)."""
     name, _ = _name_of(obj, source, here, "Node")
@@ -296,12 +284,12 @@ class ParsedSink(Protocol):
     """Receives what :func:`build_snapshot` parsed, so a later reader of the same objects does not
     parse them again (:class:`webhook.controller.decision.ParseCache`, for ``controller --once``)."""
 
-    def add_node(self, obj: Mapping, node: Node) -> None: ...
+    def add_node(self, obj: Mapping[str, Any], node: Node) -> None: ...
 
-    def add_requests(self, pod: Mapping, requests: dict[str, int]) -> None: ...
+    def add_requests(self, pod: Mapping[str, Any], requests: dict[str, int]) -> None: ...
 
 
-def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSink | None = None) -> Snapshot:
+def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed: ParsedSink | None = None) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
     Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, two
@@ -315,7 +303,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
     problems: list[str] = []
     nodes: dict[str, Node] = {}
     node_where: dict[str, str] = {}
-    pods: list[tuple[str, str, Mapping]] = []
+    pods: list[tuple[str, str, Mapping[str, Any]]] = []
     topologies: dict[str, Topology] = {}
     topology_where: dict[str, str] = {}
     for source, here, obj in objects:
@@ -349,6 +337,21 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
                 continue
             topologies.setdefault(topo.name, topo)
             topology_where.setdefault(topo.name, f"{source}: {here}")
+    bound = _charge_pods(pods, nodes, parsed, problems)
+    if problems:
+        raise snapshot_problems(problems)
+    return Snapshot(
+        nodes=[nodes[k] for k in sorted(nodes)],
+        topologies=[topologies[k] for k in sorted(topologies)],
+        bound_pods=bound,
+    )
+
+
+def _charge_pods(pods: list[tuple[str, str, Mapping[str, Any]]], nodes: dict[str, Node], parsed: ParsedSink | None,
+                 problems: list[str]) -> int:
+    """Charge each pod that occupies a node of ``nodes`` (:func:`occupied_node`) to its node's
+    ``free`` (clamped to :data:`MAX_MILLI`); problems are appended to ``problems``. Returns the
+    number of pods charged. :func:`build_snapshot`'s second pass."""
     bound = 0
     for source, here, obj in pods:
         try:
@@ -379,13 +382,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping]], parsed: ParsedSi
         for res, v in req.items():
             # clamped like every quantity, so huge requests on one node stay within int64
             node.free[res] = max(-MAX_MILLI, node.free.get(res, 0) - v)
-    if problems:
-        raise snapshot_problems(problems)
-    return Snapshot(
-        nodes=[nodes[k] for k in sorted(nodes)],
-        topologies=[topologies[k] for k in sorted(topologies)],
-        bound_pods=bound,
-    )
+    return bound
 
 
 def no_topology_message(path: str) -> str:
@@ -415,13 +412,13 @@ def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> S
             gc.enable()
 
 
-def read_located(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> list[tuple[str, str, Mapping]]:
+def read_located(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> list[tuple[str, str, Mapping[str, Any]]]:
     """The ``(file, location, object)`` triples of ``--topology-file`` files (their Topologies
     only, first: they are named first) and of cluster dumps ``paths`` (every object), the input of
     :func:`build_snapshot` for ``place --cluster`` and ``controller --once --snapshot``. Raises
     :class:`SnapshotError` naming the file for an unreadable or unparsable file and for a
     ``--topology-file`` without a Topology (:func:`no_topology_message`)."""
-    objects: list[tuple[str, str, Mapping]] = []
+    objects: list[tuple[str, str, Mapping[str, Any]]] = []
     try:
         for path in topology_paths:
             found = [(path, here, obj) for here, obj in manifests.load_objects(path) if obj.get("kind") == "Topology"]
@@ -445,7 +442,7 @@ def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snaps
     return snapshot
 
 
-def snapshot_from_objects(objs: Iterable[Mapping], source: str = "<objects>") -> Snapshot:
+def snapshot_from_objects(objs: Iterable[Mapping[str, Any]], source: str = "<objects>") -> Snapshot:
     """Build a :class:`Snapshot` from in-memory objects (tests, benchmarks, ``gen-cluster``)."""
     try:
         located = list(manifests.flatten(list(objs), source))

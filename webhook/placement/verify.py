@@ -9,11 +9,13 @@ segment inside one domain of the segment required level. A failure is an engine 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from webhook.errors import EXIT_BUG, SegmentWebhookError
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import Gang
-from webhook.errors import EXIT_BUG, SegmentWebhookError
 
 
 class PlacementBug(SegmentWebhookError, RuntimeError):
@@ -41,7 +43,7 @@ def verify(index: ClusterIndex, gang: Gang, assignment: dict[str, int], required
     if required and index.shared_depth(positions) < required:
         raise PlacementBug("placement engine broke the workload required level (bug)")
     if segment_required:
-        segments: dict[tuple, list[int]] = {}
+        segments: dict[tuple[Any, ...], list[int]] = {}
         for p in gang.pods:
             if p.segment is not None:
                 segments.setdefault(p.segment, []).append(assignment[p.key])

@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 
 from webhook.core import keys
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
-from webhook.core.settings import AdmissionSettings
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex

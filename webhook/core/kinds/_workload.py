@@ -10,24 +10,24 @@ root, further templates such as the LWS leader template, and spec fields such as
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from webhook.core import gating, keys
+from webhook.core.admission_decision import Decision, Violation
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.automatic import Defaults, update_defaults
 from webhook.core.constraints import check_annotation_keys, check_label_keys, mentions_placement_keys, opted_in
-from webhook.core.admission_decision import Decision, Violation
-from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import UNSET, key_field
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.resolution import Resolution
 from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
-from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.targets import GATE, compile_workload
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import say
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Plan:
     #: a kind whose segmented templates are resolved each on its own (JobSet: one per
     #: replicatedJob, DESIGN.md §3b): ``(name, plan)`` per unit; the object's own plan then carries
     #: no resolution of its own, and UPDATE compares each unit with the stored unit of that name
-    units: list[tuple[str, "Plan"]] = field(default_factory=list)
+    units: list[tuple[str, Plan]] = field(default_factory=list)
     #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
     #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
     extra_ops: list[dict] = field(default_factory=list)
@@ -129,7 +129,7 @@ class Plan:
         """(worker template keys, root keys) this plan makes the webhook own (DESIGN.md §2)."""
         return self.resolution.worker_keys(), self.root_keys()
 
-    def without_defaults(self) -> "Plan":
+    def without_defaults(self) -> Plan:
         """This plan with every resolution as if automatic mode were off
         (:meth:`Resolution.without_defaults`): what a stored object says by itself."""
         return replace(self, resolution=self.resolution.without_defaults(),
@@ -297,7 +297,7 @@ def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
 
 
-def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list | tuple = ()) -> list[dict]:
+def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
     """The RFC 6902 patch of one admitted workload: :func:`template_entries` (and ``extra``
     entries of the same shape) and the spec fields of ``plan.reader_edits`` (LWS ``subGroupSize``)."""
     builder = PatchBuilder(obj)

@@ -142,8 +142,8 @@ class KindDescription:
     kind: str
     resource: str
     review: AdmissionHandler
-    expected_pods: Callable[[Mapping[str, Any]], "tuple[int, str] | None"]
-    controller_pods: Callable[[Mapping[str, Any], PodCap], "list[ControllerPod]"]
+    expected_pods: Callable[[Mapping[str, Any]], tuple[int, str] | None]
+    controller_pods: Callable[[Mapping[str, Any], PodCap], list[ControllerPod]]
     pods: PodRules
     per_group: bool = False
     kai: str = ""
@@ -200,7 +200,7 @@ def replicas(value: Any, where: str, default: int = 1) -> int:
     return value
 
 
-def pod_template(spec_part: Any, where: str) -> dict:
+def pod_template(spec_part: Any, where: str) -> dict[str, Any]:
     """A copy of the PodTemplateSpec ``spec_part`` found at field ``where``; raises
     :class:`ShapeError` when it is not an object, its metadata is not an object or it has no spec."""
     if not isinstance(spec_part, Mapping):

@@ -18,16 +18,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import automatic, keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
-from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, lenient_count, pod_template,
-                                            replicas)
+from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, lenient_count, pod_template, replicas
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
+from webhook.core.messages import UNSET
 from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import Resolution, SegmentInputs, SpecSizeField
-from webhook.core.messages import UNSET
 from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say

@@ -26,13 +26,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
-from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
-                                            shown)
+from webhook.core.kinds.description import (
+    ControllerPod,
+    KindDescription,
+    PodCap,
+    PodRules,
+    ShapeError,
+    lenient_count,
+    name_and_namespace,
+    pod_int,
+    pod_template,
+    replicas,
+    shown,
+)
 from webhook.core.messages import UNSET
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import Resolution, SegmentInputs

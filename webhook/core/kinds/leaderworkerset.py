@@ -35,19 +35,40 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, Plan, ReaderEdits, UpdateContext, review_workload
-from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            lenient_count, name_and_namespace, pod_int, pod_template, replicas,
-                                            shown)
+from webhook.core.kinds.description import (
+    ControllerPod,
+    KindDescription,
+    PodCap,
+    PodRules,
+    ShapeError,
+    lenient_count,
+    name_and_namespace,
+    pod_int,
+    pod_template,
+    replicas,
+    shown,
+)
 from webhook.core.messages import quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
-from webhook.core.resolution import (ORIGIN_ANNOTATION, KindSizeRule, LwsGroup, Resolution, SegmentInputs, SegmentSize,
-                                     SpecSizeField)
-from webhook.core.rules import (check_leader_excluded_divisibility, check_lws_accepts_subgroup_size,
-                                check_lws_startup_policy, malformed)
+from webhook.core.resolution import (
+    ORIGIN_ANNOTATION,
+    KindSizeRule,
+    LwsGroup,
+    Resolution,
+    SegmentInputs,
+    SegmentSize,
+    SpecSizeField,
+)
+from webhook.core.rules import (
+    check_leader_excluded_divisibility,
+    check_lws_accepts_subgroup_size,
+    check_lws_startup_policy,
+    malformed,
+)
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text

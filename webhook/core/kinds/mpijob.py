@@ -22,13 +22,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
-from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
-                                            shown)
+from webhook.core.kinds.description import (
+    ControllerPod,
+    KindDescription,
+    PodCap,
+    PodRules,
+    ShapeError,
+    name_and_namespace,
+    pod_int,
+    pod_template,
+    replica_spec_count,
+    replicas,
+    shown,
+)
 from webhook.core.reading import get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed

@@ -32,17 +32,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import gating, keys
+from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.description import pod_int
 from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
 from webhook.core.messages import UNSET, quote
+from webhook.core.patching import PatchBuilder
 from webhook.core.reading import check_object_meta, read_string_map
 from webhook.core.rules import malformed
-from webhook.core.warning_rules import text as warning_text
-from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
 from webhook.core.targets import GATE, TARGET_KEY
-from webhook.core.patching import PatchBuilder
 from webhook.core.topology import TopologyCatalog
+from webhook.core.warning_rules import text as warning_text
 
 KIND = "Pod"
 GROUP = ""
@@ -128,7 +128,7 @@ def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
 _INDEX_LABELS = (keys.RAY_REPLICA_INDEX,)
 
 
-def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict]:
+def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict[str, Any]]:
     """RFC 6902 operations giving every container of ``pod`` (``spec.containers``; init containers
     run before the pod is placed and get none) ``KAI_SEGMENT_INDEX`` (downward API ``fieldRef`` on
     ``metadata.labels['kai.scheduler/segment-index']``, so a label written at release works too)
@@ -158,7 +158,7 @@ def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> li
     return ops
 
 
-def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict]:
+def build_pod_patch(pod: Mapping[str, Any], labels: Mapping[str, str]) -> list[dict[str, Any]]:
     """The RFC 6902 patch of one admitted pod: the segment ``labels`` (``metadata.labels`` added
     whole when missing). One place to hook further pod changes into."""
     builder = PatchBuilder(pod)

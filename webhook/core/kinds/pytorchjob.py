@@ -12,13 +12,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import automatic, keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
-from webhook.core.kinds.description import (ControllerPod, KindDescription, PodCap, PodRules, ShapeError,
-                                            name_and_namespace, pod_int, pod_template, replica_spec_count, replicas,
-                                            shown)
+from webhook.core.kinds.description import (
+    ControllerPod,
+    KindDescription,
+    PodCap,
+    PodRules,
+    ShapeError,
+    name_and_namespace,
+    pod_int,
+    pod_template,
+    replica_spec_count,
+    replicas,
+    shown,
+)
 from webhook.core.reading import INT32_MAX, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
@@ -174,7 +184,7 @@ def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
     return replica_spec_count(obj, SPECS, (("Master", 1), ("Worker", 1)))
 
 
-def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict, str]], fields: list[str],
+def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, dict[str, Any], str]], fields: list[str],
                            operator: str, cap: PodCap) -> list[ControllerPod]:
     """The pods the training operator creates for ``parts`` (``(replica type, count, template,
     template path)``): ``<job>-<type>-<i>``, labelled ``training.kubeflow.org/replica-type`` (lower

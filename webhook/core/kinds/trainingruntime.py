@@ -185,7 +185,7 @@ def merge_patch(base: Any, patch: Any) -> Any:
     return out
 
 
-def _merge_keyed_list(base: list, patch: list, key: str) -> list:
+def _merge_keyed_list(base: list[Any], patch: list[Any], key: str) -> list:
     """Items of ``patch`` merged into the item of ``base`` with the same ``key``, appended when none has it."""
     out = list(base)
     for item in patch:
@@ -216,7 +216,7 @@ def _count(value: Any, where: str, default: int = 1) -> int:
     return value
 
 
-def jobset_for(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict:
+def jobset_for(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict[str, Any]:
     """The JobSet (``jobset.x-k8s.io/v1alpha2``) the Trainer builds for ``trainjob`` from ``runtime``
     (its admitted object: the webhook's own ``runtimePatches`` entry included), by the rules of the
     module docstring. Returns a new object. Raises :class:`ShapeError` naming the document
@@ -262,7 +262,7 @@ def jobset_for(trainjob: Mapping[str, Any], runtime: Mapping[str, Any]) -> dict:
             "spec": spec}
 
 
-def _set_counts(spec: dict, rspec: Mapping[str, Any], tspec: Mapping[str, Any], where: str) -> None:
+def _set_counts(spec: dict[str, Any], rspec: Mapping[str, Any], tspec: Mapping[str, Any], where: str) -> None:
     """Pod counts, replicas and the trainer's resources on the merged JobSet ``spec`` (in place)."""
     policy = _mapping(rspec.get("mlPolicy"), f"{where}: spec.mlPolicy") if rspec.get("mlPolicy") is not None else None
     mpi = _mapping(policy.get("mpi"), f"{where}: spec.mlPolicy.mpi") if policy and policy.get("mpi") is not None else None
@@ -299,7 +299,7 @@ def _set_counts(spec: dict, rspec: Mapping[str, Any], tspec: Mapping[str, Any], 
                                    image=ancestor == TRAINER_ANCESTOR)
 
 
-def _set_trainer_container(job_spec: dict, trainer: Mapping[str, Any], at: str, *, resources: bool, image: bool) -> None:
+def _set_trainer_container(job_spec: dict[str, Any], trainer: Mapping[str, Any], at: str, *, resources: bool, image: bool) -> None:
     """On the container named ``node`` of the Job spec ``job_spec`` (in place): ``spec.trainer``'s
     resourcesPerNode merged key by key when ``resources``, its image, command and args when ``image``."""
     pod_spec = _mapping(_mapping(job_spec.get("template"), f"{at}.template.spec.template").get("spec"),

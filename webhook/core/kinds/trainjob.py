@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.core import gating, keys
-from webhook.core.constraints import resolve
 from webhook.core.admission_decision import Decision
-from webhook.core.settings import AdmissionSettings
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
 from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
@@ -37,7 +37,7 @@ from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annot
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
-from webhook.core.warning_rules import say, text
+from webhook.core.warning_rules import say
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
@@ -131,7 +131,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
 
 
 def _entry_ops(spec: Mapping[str, Any], position: int | None, entry: Any, rjob: str, pod_keys: dict[str, str],
-               job_keys: dict[str, str]) -> list[dict]:
+               job_keys: dict[str, str]) -> list[dict[str, Any]]:
     """RFC 6902 operations that make the webhook's ``runtimePatches`` entry say ``pod_keys`` (and
     ``job_keys`` on the replicatedJob's template): added when missing, replaced when different,
     removed when the object is no longer segmented, nothing when equal."""

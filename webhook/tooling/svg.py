@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import textwrap
 from html import escape
+from typing import Any
 
+from webhook.core.keys import HOSTNAME
 from webhook.placement.engine import ClusterIndex, Placement
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -19,7 +21,7 @@ SQ, GAP, PAD, HEAD = 10, 2, 6, 16
 REASON_COLUMNS, REASON_CHAR_WIDTH = 100, 7
 
 
-def _colour(key: tuple | None) -> str:
+def _colour(key: tuple[Any, ...] | None) -> str:
     if key is None:
         return OTHER
     g, i = key
@@ -33,17 +35,9 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
     segments are grey. Domains are nested boxes labelled ``level=value``. Raises nothing; an
     unplaced result draws only the title and the reason.
     """
-    seg_of: dict[str, tuple | None] = {}
-    for s in placement.segments:
-        for p in s.pods:
-            seg_of[p] = (s.group, s.index)
-    pods_on: dict[int, list[str]] = {}
-    for pod, node in placement.assignments.items():
-        pods_on.setdefault(index.node_pos[node], []).append(pod)
-    for v in pods_on.values():
-        v.sort(key=lambda p: (seg_of.get(p) or (-1, -1), p))
+    seg_of, pods_on = _pods_by_node(index, placement)
     # the leaf row is the node; a lowest level of kubernetes.io/hostname is the node itself
-    k = index.node_depth - 1 if index.levels and index.levels[-1] == "kubernetes.io/hostname" else index.node_depth
+    k = index.node_depth - 1 if index.levels and index.levels[-1] == HOSTNAME else index.node_depth
     # tree of used domains: dict path-of-ids -> children
     used = sorted(pods_on)
     out: list[str] = []
@@ -99,13 +93,33 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
     top = 40
     if placement.placed and used:
         w, h = subtree(0, 0, 10, top)
-    else:  # the reason wrapped into lines, the drawing sized to hold them (long reasons were clipped)
-        lines = textwrap.wrap(f"not placed: {placement.reason or ''}", REASON_COLUMNS) or ["not placed"]
-        w = max(600, max(len(line) for line in lines) * REASON_CHAR_WIDTH + 20)
-        h = 16 * len(lines) + 4
-        for i, line in enumerate(lines):
-            out.append(f'<text x="10" y="{top + 14 + 16 * i}" font-size="12">{escape(line)}</text>')
+    else:
+        w, h = _reason(placement, top, out)
     legend_y = top + h + 20
+    legend, lx = _legend(placement, seg_of, legend_y)
+    total_w = max(w + 20, lx + 10, 400)
+    total_h = legend_y + 30
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{total_h}" '
+            f'viewBox="0 0 {total_w} {total_h}" font-family="sans-serif">'
+            f'<rect width="100%" height="100%" fill="white"/>'
+            f'<text x="10" y="22" font-size="14" font-weight="bold">{escape(title)}</text>')
+    return head + "".join(out) + "".join(legend) + "</svg>\n"
+
+
+def _reason(placement: Placement, top: int, out: list[str]) -> tuple[int, int]:
+    """Draw an unplaced result's reason into ``out`` below ``top``: wrapped into lines, the drawing
+    sized to hold them. Returns its (width, height)."""
+    lines = textwrap.wrap(f"not placed: {placement.reason or ''}", REASON_COLUMNS) or ["not placed"]
+    w = max(600, max(len(line) for line in lines) * REASON_CHAR_WIDTH + 20)
+    h = 16 * len(lines) + 4
+    for i, line in enumerate(lines):
+        out.append(f'<text x="10" y="{top + 14 + 16 * i}" font-size="12">{escape(line)}</text>')
+    return w, h
+
+
+def _legend(placement: Placement, seg_of: dict[str, tuple[Any, ...] | None], legend_y: int) -> tuple[list[str], int]:
+    """The legend at ``legend_y``: one swatch per segment (the first 32), and "no segment" when a
+    pod is in none. Returns its SVG elements and the x after the last one."""
     segs = sorted({(s.group, s.index) for s in placement.segments})
     lx = 10
     legend = []
@@ -117,10 +131,19 @@ def render(index: ClusterIndex, placement: Placement, title: str = "") -> str:
         legend.append(f'<rect x="{lx}" y="{legend_y}" width="{SQ}" height="{SQ}" fill="{OTHER}"/>'
                       f'<text x="{lx + SQ + 3}" y="{legend_y + 9}" font-size="10">no segment</text>')
         lx += 80
-    total_w = max(w + 20, lx + 10, 400)
-    total_h = legend_y + 30
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w}" height="{total_h}" '
-            f'viewBox="0 0 {total_w} {total_h}" font-family="sans-serif">'
-            f'<rect width="100%" height="100%" fill="white"/>'
-            f'<text x="10" y="22" font-size="14" font-weight="bold">{escape(title)}</text>')
-    return head + "".join(out) + "".join(legend) + "</svg>\n"
+    return legend, lx
+
+
+def _pods_by_node(index: ClusterIndex, placement: Placement,
+                  ) -> tuple[dict[str, tuple[Any, ...] | None], dict[int, list[str]]]:
+    """Each pod's ``(group, segment index)``, and the pods of each node position, in segment order."""
+    seg_of: dict[str, tuple[Any, ...] | None] = {}
+    for s in placement.segments:
+        for p in s.pods:
+            seg_of[p] = (s.group, s.index)
+    pods_on: dict[int, list[str]] = {}
+    for pod, node in placement.assignments.items():
+        pods_on.setdefault(index.node_pos[node], []).append(pod)
+    for v in pods_on.values():
+        v.sort(key=lambda p: (seg_of.get(p) or (-1, -1), p))
+    return seg_of, pods_on

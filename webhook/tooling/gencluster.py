@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import random
+from typing import Any
 
-ZONE = "topology.kubernetes.io/zone"
+from webhook.core import keys
+
+ZONE = keys.ZONE
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
-HOST = "kubernetes.io/hostname"
+HOST = keys.HOSTNAME
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16
@@ -27,7 +30,7 @@ MAX_GPUS_PER_NODE = 64
 MAX_TOTAL_GPUS = 1_000_000
 
 
-def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict:
+def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict[str, Any]:
     """The ``kai.scheduler/v1alpha1`` Topology of the generated clusters (zone > block > rack >
     hostname, or a preset's ``levels``)."""
     return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
@@ -184,7 +187,7 @@ PRESETS = {
 
 
 def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: float = 0.3, seed: int = 0,
-             labels: str | None = None) -> dict:
+             labels: str | None = None) -> dict[str, Any]:
     """A ``kind: List`` of Nodes, bound Pods and the Topology.
 
     ``blocks`` per zone, ``racks`` per block, ``nodes`` per rack, ``gpus`` per node. Each node
@@ -215,8 +218,8 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
         raise ValueError(f"--fill must be between 0 and 1, got {fill!r}")
     rng = random.Random(seed)
     wz, wb, wr, wn = (len(str(x - 1)) for x in (zones, blocks, racks, nodes))
-    items: list[dict] = []
-    names = []
+    items: list[dict[str, Any]] = []
+    names: list[str] = []
     for z in range(zones):
         for b in range(blocks):
             for r in range(racks):
