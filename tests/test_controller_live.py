@@ -616,9 +616,9 @@ def test_a_gang_s_state_is_on_its_pytorchjob_not_on_its_pods(server, controllers
     annotation; no Event on any pod."""
     load(server, cluster())
     stored, pods = owned_gang(server, pytorchjob())
-    controllers(incomplete_grace=0)
-    for p in pods[:-1]:
+    for p in pods[:-1]:  # all 16 before the controller starts: no Event for 15 of 17 under load
         server.create("pods", p)
+    controllers(incomplete_grace=0)
     waiting = "gang team-a/job-a: waiting for 1 more pod (16 of 17 exist): job-a-worker-15"
     eventually(lambda: gang_state(server, "job-a") == waiting, "the missing pod named on the PyTorchJob")
     eventually(lambda: [e["message"] for e in events_on(server, "PyTorchJob")] == [waiting], "one Event")
