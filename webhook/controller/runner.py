@@ -49,7 +49,7 @@ from webhook.cluster.api_server import ApiServerReachability
 from webhook.controller.cache import ControllerCache
 from webhook.controller.election import LeaderElector
 from webhook.controller.events import EventRecorder
-from webhook.controller.metrics import Metrics
+from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
 from webhook.controller.patches import PATCH_ATTEMPTS, PatchSender
 from webhook.controller.reconcile import Result, TopOwner
@@ -81,7 +81,7 @@ class Controller:
 
     ``api_client``: a configured ``kubernetes.client.ApiClient``. ``settings``:
     :class:`ControllerSettings` (``ValueError`` from its ``check``). ``metrics``: a
-    :class:`~webhook.controller.metrics.Metrics` (a fresh one by default). ``elect``: False
+    :class:`~webhook.controller.gang_metrics.Metrics` (a fresh one by default). ``elect``: False
     reconciles without a Lease (tests of the loop alone). Start with :meth:`start`; stop with
     :meth:`stop`. The parts: :attr:`cache`, :attr:`patches`, :attr:`events`, :attr:`owners`,
     :attr:`election`.
