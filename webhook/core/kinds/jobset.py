@@ -147,7 +147,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         if unit is None:
             return None
         units.append(unit)
-    return Plan(resolution=Resolution(), root=root, worker=None, units=units)
+    return Plan(resolution=Resolution(), root=root, worker=None, units=units, one_podgroup=True)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -198,6 +198,10 @@ class JobSetPods(PodRules):
         """``<namespace>/<jobset>/<replicatedJob>``; ``None`` without a replicatedjob-name."""
         rjob = labels.get(keys.JOBSET_RJOB_NAME)
         return f"{namespace}/{labels[keys.JOBSET_NAME]}/{rjob}" if rjob else None
+
+    def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<jobset>/*``: every replicatedJob in one gang (DESIGN.md §4.5, §9)."""
+        return f"{namespace}/{labels[keys.JOBSET_NAME]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """The replicatedJob's name."""

@@ -171,7 +171,8 @@ def _analyser(kind: str):
             if unit is None:
                 return None
             units.append(unit)
-        return Plan(resolution=Resolution(), root=root, worker=None, units=units, templates=[head] if head else [])
+        return Plan(resolution=Resolution(), root=root, worker=None, units=units, templates=[head] if head else [],
+                    one_podgroup=True, ungated="the Ray head" if head else None)
 
     return analyse
 
@@ -236,6 +237,13 @@ class RayPods(PodRules):
         if labels.get(keys.RAY_NODE_TYPE) == "head" or not group:
             return None
         return f"{namespace}/{labels[keys.RAY_CLUSTER]}/{group}"
+
+    def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<cluster>/*`` of a worker: every worker group in one gang (DESIGN.md §4.5,
+        §9); ``None`` for the head (never gated)."""
+        if labels.get(keys.RAY_NODE_TYPE) == "head" or not labels.get(keys.RAY_GROUP):
+            return None
+        return f"{namespace}/{labels[keys.RAY_CLUSTER]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``head`` or the worker group's name."""
