@@ -131,11 +131,11 @@ def test_a_trainjob_root_level_gangs_its_trainer_alone():
 
 # ----------------------------------------------------------------------------- controller --once
 
-def _cluster(tmp_path, nodes_per_rack, busy_in_zone_1):
-    """gen-cluster: 2 zones × 1 block × 2 racks × ``nodes_per_rack`` nodes of 8 GPUs, empty; then
+def _cluster(tmp_path, nodes_per_rack, busy_in_zone_1, racks=2):
+    """gen-cluster: 2 zones × 1 block × ``racks`` racks × ``nodes_per_rack`` nodes of 8 GPUs, empty; then
     ``busy_in_zone_1`` nodes of zone-1 taken whole by a bound pod."""
     path = tmp_path / "cluster.yaml"
-    assert main(["gen-cluster", "--zones", "2", "--blocks", "1", "--racks", "2", "--nodes", str(nodes_per_rack),
+    assert main(["gen-cluster", "--zones", "2", "--blocks", "1", "--racks", str(racks), "--nodes", str(nodes_per_rack),
                  "--gpus", "8", "--fill", "0", "-o", str(path)]) == 0
     doc = yaml.safe_load(path.read_text())
     nodes = [o for o in doc["items"] if o["kind"] == "Node"]
@@ -191,3 +191,23 @@ def test_controller_once_reports_a_jobset_that_never_fits_as_one_gang_and_releas
     (waiting,) = docs
     assert waiting["gang"] == "team-a/llm/*"
     assert waiting["waiting"].startswith("can never fit")
+
+
+def test_controller_once_keeps_the_segments_of_each_replicated_job_apart(tmp_path):
+    # both replicatedJobs in segments of 4 pods per rack: big has segments 0 and 1, small segment 0.
+    # zone-0: 3 racks of 4 free nodes. Merging big's segment 0 with small's (8 pods) would fit no rack.
+    cluster, labels = _cluster(tmp_path, nodes_per_rack=4, busy_in_zone_1=4, racks=3)
+    obj = jobset()
+    for rj in obj["spec"]["replicatedJobs"]:
+        rj["template"]["spec"]["template"]["metadata"]["annotations"] = {
+            "kai.scheduler/segment-size": "4", "kai.scheduler/segment-topology-required-placement": RACK}
+    docs = _once(tmp_path, cluster, obj)
+    releases = [d for d in docs if "node" in d]
+    assert len(releases) == 12, docs
+    racks = {}
+    for d in releases:  # pod names <jobset>-<rjob>-<job>-<c>: job j of 4 pods is segment j
+        rjob, job = d["name"].split("-")[1:3]
+        racks.setdefault((rjob, job), set()).add(labels[d["node"]][RACK])
+    assert sorted(racks) == [("big", "0"), ("big", "1"), ("small", "0")]
+    assert all(len(r) == 1 for r in racks.values()) and len(set.union(*racks.values())) == 3
+    assert {labels[d["node"]][ZONE] for d in releases} == {"zone-0"}

@@ -17,7 +17,8 @@ segment only when ``S == parallelism`` (one Job = one segment): then the Job tem
 topology and the segment levels as ``topology-required-placement`` / ``topology-preferred-placement``.
 Any other segment size gets the ``kai-does-not-enforce`` warning, and when neither divides the other
 the ``jobset-segments-straddle-jobs`` warning. Gang (§9): one replicatedJob,
-``<namespace>/<jobset-name>/<replicatedjob-name>``. Automatic placement (§6) never applies.
+``<namespace>/<jobset-name>/<replicatedjob-name>``; with a workload level on the root, the whole
+JobSet, ``<namespace>/<jobset-name>/*`` (KAI makes one PodGroup of it, §4.5). Automatic placement (§6) never applies.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ gets no segment label and the ``pod-without-index`` warning, never a denial; und
 controller forms its segments at placement time. KAI's pod-grouper groups Ray pods by worker group
 and overwrites ``subgroup-name``, so the webhook never writes it, and KAI does not enforce these
 segments (``kai-does-not-enforce``). Gang (§9): one worker group, ``<namespace>/<cluster>/<group>``;
-the head is not gated. Automatic placement (§6) never applies.
+with a workload level on the root, every worker group, ``<namespace>/<cluster>/*`` (KAI makes one
+PodGroup of the cluster, §4.5); the head is not gated. Automatic placement (§6) never applies.
 """
 
 from __future__ import annotations
