@@ -211,3 +211,25 @@ def test_controller_once_keeps_the_segments_of_each_replicated_job_apart(tmp_pat
     assert sorted(racks) == [("big", "0"), ("big", "1"), ("small", "0")]
     assert all(len(r) == 1 for r in racks.values()) and len(set.union(*racks.values())) == 3
     assert {labels[d["node"]][ZONE] for d in releases} == {"zone-0"}
+
+
+def test_controller_once_places_every_ray_worker_group_in_one_block(tmp_path):
+    # 1 zone, blocks block-0-0 (3 of 8 nodes taken) and block-0-1 (8 free); 8 workers of 8 GPUs
+    path = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "2", "--racks", "2", "--nodes", "4", "--gpus", "8",
+                 "--fill", "0", "-o", str(path)]) == 0
+    doc = yaml.safe_load(path.read_text())
+    labels = {o["metadata"]["name"]: o["metadata"]["labels"] for o in doc["items"] if o["kind"] == "Node"}
+    for k, node in enumerate(n for n in labels if labels[n][BLOCK] == "block-0-0"):
+        if k < 3:
+            doc["items"].append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"busy-{k}", "namespace": "o"},
+                                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i", "resources": {
+                                     "requests": {"nvidia.com/gpu": "8"}}}]}, "status": {"phase": "Running"}})
+    path.write_text(yaml.safe_dump(doc))
+    obj = raycluster()
+    for group in obj["spec"]["workerGroupSpecs"]:
+        group["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 8}}
+    docs = _once(tmp_path, str(path), obj)
+    releases = [d for d in docs if "node" in d]
+    assert len(releases) == 8 and not any("head" in d["name"] for d in releases)
+    assert {labels[d["node"]][BLOCK] for d in releases} == {"block-0-1"}
