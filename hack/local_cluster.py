@@ -3,8 +3,10 @@
 Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
-    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with lws]
+    local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
+                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
+                                           # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
 
 ``build`` compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
@@ -22,6 +24,7 @@ import argparse
 import base64
 import concurrent.futures
 import hashlib
+import math
 import threading
 import http.client
 import json
@@ -35,6 +38,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Callable
 
@@ -80,6 +84,18 @@ class Upstream:
 #: control plane").
 UPSTREAM: dict[str, Upstream] = {
     "lws": Upstream("lws", "sigs.k8s.io/lws", "sigs.k8s.io/lws/cmd", "lws-manager"),
+    "kueue": Upstream("kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue", "kueue-manager"),
+    **{name: program for name, program in (
+        ("training-operator", Upstream("training-operator", "github.com/kubeflow/training-operator",
+                                       "github.com/kubeflow/training-operator/cmd/training-operator.v1",
+                                       "training-operator")),
+        ("jobset", Upstream("jobset", "sigs.k8s.io/jobset", "sigs.k8s.io/jobset", "jobset-manager")),
+        ("trainer", Upstream("trainer", "github.com/kubeflow/trainer/v2",
+                             "github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager",
+                             "trainer-controller-manager")),
+        ("kuberay", Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
+                             "github.com/ray-project/kuberay/ray-operator", "ray-operator")),
+    )},
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -441,7 +457,7 @@ class LocalCluster:
             # the default endpoint reconciler refuses a loopback advertise address; nothing here
             # dials the `kubernetes` Service from a pod
             "--endpoint-reconciler-type", "none",
-            "--allow-privileged=true", "--v", "1",
+            "--allow-privileged=true", "--v", "1", *workload_api_args("kube-apiserver", self.state),
         ])
         token = self.state["admin_token"]
         self.wait_until("kube-apiserver", apiserver,
@@ -470,7 +486,7 @@ class LocalCluster:
                 "--authentication-kubeconfig", component_kubeconfig,
                 "--authorization-kubeconfig", component_kubeconfig,
                 "--bind-address", "127.0.0.1", "--secure-port", str(ports[component]),
-                "--leader-elect=false", "--v", "1", *extra,
+                "--leader-elect=false", "--v", "1", *extra, *workload_api_args(component, self.state),
             ])
             self.wait_until(component, process, lambda port=ports[component]: self.https_ok(port, "/healthz"),
                             "healthy (/healthz)")
@@ -628,9 +644,14 @@ class LocalCluster:
     # -- upstream programs (--with)
     def start_upstream(self, names: list[str]) -> None:
         """Start each ``--with`` program (built first when needed) with its CRDs and RBAC."""
-        for name in names:
+        operators = _operators()  # hack/operators.py: training-operator, Trainer, JobSet, KubeRay
+        for name in operators.ordered(names):
             if name == "lws":
                 self.start_lws()
+            elif name == "kueue":
+                start_kueue(self)
+            elif name in operators.STARTERS:
+                operators.start(self, name)
             else:  # build_upstream names the reason
                 build_upstream(name)
 
@@ -687,6 +708,16 @@ class LocalCluster:
                 hook["clientConfig"]["caBundle"] = ca_bundle
             configuration["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
         self.apply(configurations)
+
+    def upstream_token_kubeconfig(self, work: Path, account: dict) -> Path:
+        """A kubeconfig in ``work`` holding a 24 h token of ServiceAccount ``account`` (an object)."""
+        namespace = account["metadata"]["namespace"]
+        token = self.kubectl("create", "token", account["metadata"]["name"], "-n", namespace,
+                             "--duration", "24h").stdout.strip()
+        path = work / "kubeconfig"
+        write_kubeconfig(path, f"https://127.0.0.1:{self.state['ports']['kube-apiserver']}",
+                         self.dir / "pki" / "ca.crt", account["metadata"]["name"], token)
+        return path
 
     # -- registered nodes (no kubelet)
     def write_node_names(self, added: list[str]) -> None:
@@ -822,6 +853,190 @@ class LocalCluster:
         for component in reversed(list(self.state.get("components", []))):
             self.stop_component(component)
         return [f"{name}:{port}" for name, port in self.state.get("ports", {}).items() if port_open(port)]
+
+
+# ----------------------------------------------------------------------------------- workload api
+#: Kubernetes v1.37.2's feature gates of the Workload API (k8s.io/kubernetes v1.37.2
+#: pkg/features/kube_features.go: GenericWorkload beta, off by default; TopologyAwareWorkloadScheduling
+#: alpha; CompositePodGroup alpha, which needs both) and the API versions that serve its objects
+#: (scheduling.k8s.io/v1beta1 Workload and PodGroup; v1alpha3 CompositePodGroup).
+WORKLOAD_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
+WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+
+
+def workload_api_args(component: str, state: dict) -> list[str]:
+    """The extra flags of ``component`` under ``up --workload-api`` (``state["workload_api"]``):
+    the feature gates for kube-apiserver, kube-controller-manager and kube-scheduler, and
+    ``--runtime-config`` for kube-apiserver; ``[]`` otherwise."""
+    if not state.get("workload_api"):
+        return []
+    flags = ["--feature-gates", WORKLOAD_API_GATES]
+    if component == "kube-apiserver":
+        flags += ["--runtime-config", WORKLOAD_API_RUNTIME_CONFIG]
+    return flags
+
+
+# ------------------------------------------------------------------------------------------ kueue
+#: Kueue's integrations started here: batch/v1 Job is the one whose controller the control plane
+#: runs (kube-controller-manager); the others need their operators and CRDs.
+KUEUE_FRAMEWORKS = ("batch/job",)
+#: The LocalQueue ``up --with kueue`` creates in namespace ``default`` (``kueue.x-k8s.io/queue-name``).
+KUEUE_LOCAL_QUEUE = "user-queue"
+KUEUE_CLUSTER_QUEUE = "cluster-queue"
+#: The resources the ClusterQueue covers (a pod requesting another one is never admitted by Kueue).
+KUEUE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+
+
+def _kueue_webhook_kept(hook: dict) -> bool:
+    """Kueue's webhooks for its own API and for batch/v1 Jobs (the integrations not enabled here
+    serve no handler, so their webhooks would fail every request of their kinds)."""
+    for rule in hook.get("rules") or []:
+        groups, resources = rule.get("apiGroups") or [], rule.get("resources") or []
+        if groups == ["kueue.x-k8s.io"] or (groups == ["batch"] and resources[:1] == ["jobs"]):
+            return True
+    return False
+
+
+def start_kueue(cluster: LocalCluster) -> None:
+    """The Kueue manager (``sigs.k8s.io/kueue/cmd/kueue``, hack/go/kueue) as its ``config/default``
+    deploys it, on loopback: CRDs (their conversion webhooks pointed at the manager by ``url``),
+    RBAC and the webhooks of its own API and of batch/v1 Jobs from ``kubectl kustomize`` of the
+    module's ``config/default`` (Deployment, Services, Secret, APIService aside), served with a
+    certificate made by :mod:`webhook.http.certs`; a Configuration with Topology-Aware Scheduling
+    (beta, on by default in v0.17.0), internal cert management, metrics, visibility and leader
+    election off, the ``batch/job`` integration; a token of its ServiceAccount. Waits for
+    ``/readyz`` and its webhook port. The queues come with the nodes (:func:`kueue_queues`)."""
+    binary = build_upstream("kueue")
+    source = upstream_source("kueue")
+    docs = [d for d in yaml.safe_load_all(cluster.kubectl("kustomize", str(source / "config" / "default")).stdout) if d]
+    webhook_kinds = {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
+    work = cluster.dir / "kueue"
+    (work / "certs").mkdir(parents=True, exist_ok=True)
+    account = next(d for d in docs if d["kind"] == "ServiceAccount")
+    namespace = account["metadata"]["namespace"]
+    sys.path.insert(0, str(REPO))
+    from webhook.http import certs
+
+    bundle = certs.generate("kueue-webhook-service", namespace)
+    (work / "certs" / "tls.crt").write_bytes(bundle.cert_pem)
+    (work / "certs" / "tls.key").write_bytes(bundle.key_pem)
+    _kueue_metrics_certs(bundle.cert_pem, bundle.key_pem)
+    ca_bundle = base64.b64encode(bundle.ca_pem).decode()
+    webhook_port = cluster.state["ports"]["kueue-webhook"] = free_port()
+    probe_port = cluster.state["ports"]["kueue-manager"] = free_port()
+    cluster.save()
+    url = f"https://127.0.0.1:{webhook_port}"
+    for crd in (d for d in docs if d["kind"] == "CustomResourceDefinition"):
+        client = ((crd["spec"].get("conversion") or {}).get("webhook") or {}).get("clientConfig")
+        if client and "service" in client:
+            client["url"] = url + (client.pop("service").get("path") or "/convert")
+            client["caBundle"] = ca_bundle
+        crd["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+    skipped = {"Deployment", "Service", "Secret", "APIService"} | webhook_kinds
+    cluster.apply([d for d in docs if d["kind"] not in skipped])
+    cluster.wait_for_crds()
+    kubeconfig = cluster.upstream_token_kubeconfig(work, account)
+    configuration = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": namespace,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{probe_port}"}, "metrics": {"bindAddress": "0"},
+        "webhook": {"host": "127.0.0.1", "port": webhook_port, "certDir": str(work / "certs")},
+        "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": list(KUEUE_FRAMEWORKS)},
+    }
+    (work / "config.yaml").write_text(yaml.safe_dump(configuration, sort_keys=False))
+    env = dict(os.environ, KUBECONFIG=str(kubeconfig))
+    manager = cluster.start("kueue-manager", [str(binary), "--config", str(work / "config.yaml"),
+                                              "--feature-gates", "VisibilityOnDemand=false"], env=env)
+    cluster.wait_until("kueue-manager", manager, lambda: _http_ok(probe_port, "/readyz"), "ready (/readyz)")
+    cluster.wait_until("kueue-manager", manager, lambda: port_open(webhook_port), "serving its webhooks")
+    configurations = [d for d in docs if d["kind"] in webhook_kinds]
+    for configuration_doc in configurations:
+        configuration_doc["webhooks"] = [h for h in configuration_doc["webhooks"] if _kueue_webhook_kept(h)]
+        for hook in configuration_doc["webhooks"]:
+            service = hook["clientConfig"].pop("service")
+            hook["clientConfig"]["url"] = url + service.get("path", "/")
+            hook["clientConfig"]["caBundle"] = ca_bundle
+        configuration_doc["metadata"].get("annotations", {}).pop("cert-manager.io/inject-ca-from", None)
+    cluster.apply(configurations)
+
+
+#: Where Kueue v0.17.0 reads its metrics server's certificate when internal cert management is
+#: off: a fixed path (cmd/kueue/main.go), not configurable; it exits when the files are missing.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+
+
+def _kueue_metrics_certs(cert_pem: bytes, key_pem: bytes) -> None:
+    """Give the manager the metrics certificate files it insists on (metrics serving itself is off:
+    ``bindAddress: "0"``). Written once, only when missing; raises ClusterError when they cannot be."""
+    if (KUEUE_METRICS_CERTS / "tls.crt").is_file() and (KUEUE_METRICS_CERTS / "tls.key").is_file():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        (KUEUE_METRICS_CERTS / "tls.crt").write_bytes(cert_pem)
+        (KUEUE_METRICS_CERTS / "tls.key").write_bytes(key_pem)
+    except OSError as error:
+        raise ClusterError(f"kueue: its manager reads {KUEUE_METRICS_CERTS}/tls.crt and tls.key (fixed in "
+                           f"cmd/kueue/main.go when internal cert management is off) and they cannot be "
+                           f"written: {error.strerror}; create them (any certificate: metrics are off)") from None
+
+
+def _common_node_label(nodes: list[dict], levels: list[str]) -> tuple[str, str]:
+    """A label every node carries with one value (not a topology level): the ResourceFlavor's
+    ``nodeLabels`` (Kueue requires one when ``topologyName`` is set). Raises ClusterError."""
+    shared = None
+    for node in nodes:
+        labels = {k: v for k, v in (node["metadata"].get("labels") or {}).items() if k not in levels}
+        shared = set(labels.items()) if shared is None else shared & set(labels.items())
+    if not shared:
+        raise ClusterError("kueue: the nodes share no label a ResourceFlavor can select; label them alike "
+                           "(e.g. node.kubernetes.io/instance-type) and run `nodes` again")
+    return sorted(shared)[0]
+
+
+def kueue_queues(cluster: LocalCluster, dump: Path) -> list[str]:
+    """Kueue's objects for the nodes of ``dump``: per ``kai.scheduler/v1alpha1`` Topology in the
+    dump (else the one ``segment-webhook topology infer --kind kueue`` writes), a
+    ``kueue.x-k8s.io/v1beta2`` Topology of the same name and levels and a ResourceFlavor
+    ``<name>`` with that ``topologyName``; one ClusterQueue ``cluster-queue`` with the nodes' total
+    allocatable as nominal quota of every flavor's resources, and LocalQueue ``user-queue`` in
+    ``default``. Returns the Topology names."""
+    objects = read_objects(dump)
+    nodes = [o for o in objects if o.get("kind") == "Node"]
+    topologies = [{"name": o["metadata"]["name"], "levels": [lv["nodeLabel"] for lv in o["spec"]["levels"]]}
+                  for o in objects if o.get("kind") == "Topology" and o.get("apiVersion", "").startswith("kai.")]
+    if not topologies:
+        inferred = yaml.safe_load(cluster.segment_webhook("topology", "infer", "-f", str(dump), "--kind", "kueue"))
+        topologies = [{"name": inferred["metadata"]["name"],
+                       "levels": [lv["nodeLabel"] for lv in inferred["spec"]["levels"]]}]
+    sys.path.insert(0, str(REPO))
+    from webhook.placement.quantity import parse_quantity
+
+    totals: dict[str, Fraction] = {}
+    for node in nodes:
+        for resource, quantity in (node.get("status", {}).get("allocatable") or {}).items():
+            if resource in KUEUE_RESOURCES:
+                totals[resource] = totals.get(resource, Fraction(0)) + parse_quantity(quantity)
+    docs: list[dict] = []
+    flavors = []
+    for topology in topologies:
+        key, value = _common_node_label(nodes, topology["levels"])
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                     "metadata": {"name": topology["name"]},
+                     "spec": {"levels": [{"nodeLabel": level} for level in topology["levels"]]}})
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                     "metadata": {"name": topology["name"]},
+                     "spec": {"nodeLabels": {key: value}, "topologyName": topology["name"]}})
+        flavors.append({"name": topology["name"], "resources": [
+            {"name": resource, "nominalQuota": str(math.floor(total))} for resource, total in sorted(totals.items())]})
+    docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+                 "metadata": {"name": KUEUE_CLUSTER_QUEUE},
+                 "spec": {"namespaceSelector": {}, "resourceGroups": [
+                     {"coveredResources": sorted(totals), "flavors": flavors}]}})
+    docs.append({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+                 "metadata": {"name": KUEUE_LOCAL_QUEUE, "namespace": "default"},
+                 "spec": {"clusterQueue": KUEUE_CLUSTER_QUEUE}})
+    cluster.apply(docs)
+    return [t["name"] for t in topologies]
 
 
 def stop_process_group(pid: int, grace: float = 30.0) -> None:
@@ -1004,11 +1219,21 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
+def _operators():
+    """hack/operators.py (the training operators ``--with`` starts), imported from this directory."""
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import operators
+
+    return operators
+
+
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
-       upstream: tuple[str, ...] = ()) -> LocalCluster:
+       upstream: tuple[str, ...] = (), workload_api: bool = False) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
     with-controller overlay's two controller replicas; ``upstream``: the named :data:`UPSTREAM`
-    programs) with state in ``directory``.
+    programs; ``workload_api``: the Workload API's feature gates and API versions,
+    :func:`workload_api_args`) with state in ``directory``.
 
     Raises:
         ClusterError: naming the component that failed, with the tail of its log; everything
@@ -1020,12 +1245,12 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
         raise ClusterError(f"up: {directory} already has a running cluster; `down {directory}` first")
     if (directory / "etcd-data").exists():
         shutil.rmtree(directory / "etcd-data")
-    cluster.state = {"ports": {}, "components": [], "bin": str(build())}
+    cluster.state = {"ports": {}, "components": [], "bin": str(build()), "workload_api": workload_api}
     cluster.save()
     try:
         started = time.monotonic()
         cluster.start_control_plane()
-        for name in upstream:  # fail before starting anything when a program cannot be built
+        for name in _operators().ordered(list(upstream)):  # fail before starting anything when a program cannot be built
             build_upstream(name)
         if webhook or controller:
             docs = cluster.start_webhook(gate_pods, controller=controller)
@@ -1058,6 +1283,10 @@ def main(argv: list[str]) -> int:
                            help="comma-separated upstream programs to build and start: "
                                 + ", ".join(sorted(UPSTREAM)) + " (known, not buildable here: "
                                 + ", ".join(sorted(UNAVAILABLE_UPSTREAM)) + ")")
+    up_parser.add_argument("--workload-api", action="store_true",
+                           help="start kube-apiserver, kube-controller-manager and kube-scheduler with the Workload "
+                                "API on (feature gates " + WORKLOAD_API_GATES + "; runtime-config "
+                                + WORKLOAD_API_RUNTIME_CONFIG + ")")
     nodes_parser = commands.add_parser("nodes", help="register the Nodes of a dump and keep them Ready until down")
     nodes_parser.add_argument("dir", type=Path)
     nodes_parser.add_argument("file", type=Path)
@@ -1082,10 +1311,14 @@ def main(argv: list[str]) -> int:
             count = cluster.register_nodes(args.file)
             print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
                   f"node-heartbeat renews their Leases until `down {args.dir}`")
+            if "kueue-manager" in cluster.state.get("components", []):
+                names = kueue_queues(cluster, args.file)
+                print(f"nodes: Kueue Topology and ResourceFlavor {', '.join(names)}, ClusterQueue "
+                      f"{KUEUE_CLUSTER_QUEUE}, LocalQueue default/{KUEUE_LOCAL_QUEUE}")
         elif args.command == "up":
             upstream = tuple(name for name in args.upstream.split(",") if name)
             cluster = up(args.dir, args.webhook or args.gate_pods or args.controller, args.gate_pods,
-                         controller=args.controller, upstream=upstream)
+                         controller=args.controller, upstream=upstream, workload_api=args.workload_api)
             ports = cluster.state["ports"]
             print(f"up: kube-apiserver https://127.0.0.1:{ports['kube-apiserver']}"
                   + (f", segment-webhook {cluster.state['webhook_url']}" if "webhook_url" in cluster.state else "")

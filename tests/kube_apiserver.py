@@ -276,7 +276,9 @@ class KubeApiServer:
     def handle(self, method, resource, namespace, name, query, body, content_type, user_agent):
         if method == "GET" and name is None:
             with self.cond:
-                items = [copy.deepcopy(o) for (r, ns, _), o in sorted(self.objects.items())
+                # a real kube-apiserver's list items carry no apiVersion and no kind (the List's do)
+                items = [{k: copy.deepcopy(v) for k, v in o.items() if k not in ("apiVersion", "kind")}
+                         for (r, ns, _), o in sorted(self.objects.items())
                          if r == resource and (namespace is None or ns == namespace)]
                 rv = str(self.rv)
             api_version, kind = _KINDS[resource]

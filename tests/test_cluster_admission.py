@@ -20,7 +20,7 @@ import pytest
 import yaml
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, response_patch, review, write_manifest
 from conftest import SIZE, load_example
-from test_core_rules import TRIGGERS, readme_rejections
+from test_core_rules import MESSAGES, TRIGGERS
 
 pytestmark = pytest.mark.cluster
 
@@ -178,7 +178,7 @@ def denial_agrees(kubectl, topologies: Path, tmp_path: Path, rule_id: str, *flag
                          *review_flags(topologies), *flags)
     assert real.returncode == 1 and offline.returncode == 1, f"{rule_id}: {real.stderr} / {offline.stderr}"
     assert real.stderr.strip() == offline.stderr.strip(), rule_id
-    assert real.stderr.strip().endswith(readme_rejections()[rule_id]), rule_id
+    assert real.stderr.strip().endswith(MESSAGES[rule_id]), rule_id
 
 
 def test_conflicting_topology_denial_with_a_second_topology(kubectl, with_gpu_fabric, tmp_path):

@@ -373,3 +373,17 @@ def test_benchmark_smoke(consumers, capsys):
         print("\nconsumers benchmark (smoke): " + consumers_benchmark.report(figures))
     assert (figures["gangs_bound"], figures["double_bookings"], figures["never_bound"], figures["rejected_patches"]) == \
         (4, 0, 0, 0)
+
+
+def test_topology_infer_reads_the_nodes_of_the_real_api_server(consumers):
+    """``topology infer --kubeconfig`` on kube-apiserver's NodeList, whose items carry no ``kind``:
+    every registered node is read (1 zone: a single-domain level, left out), and the Topology is
+    block > rack > hostname, as the dump's labels nest."""
+    result = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "topology", "infer", "--kubeconfig", str(consumers.kubeconfig),
+         "--label", "cloud.provider.com/topology-block", "--label", RACK, "-o", "json"],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"topology infer: {NODE_COUNT} nodes read" in result.stderr
+    levels = [level["nodeLabel"] for level in json.loads(result.stdout)["spec"]["levels"]]
+    assert levels == ["cloud.provider.com/topology-block", RACK, HOSTNAME]

@@ -1,8 +1,9 @@
-"""The rule registry (webhook/core/rules.py) against the README's rejection table.
+"""The rule registry (webhook/core/rules.py) and the warning registry (warning_rules.py).
 
-Every rule has one home: an id, a source (DESIGN.md section or the README's decisions), one check
-function. The README's table "Every rejection a user can meet" lists exactly the registered ids,
-and each row's message is the real answer for the row's example (reproduced here).
+Every rule has one home: an id, a source (DESIGN.md section or the project's decisions), one check
+function. :data:`MESSAGES` lists exactly the registered ids, each with the whole answer its example
+(:data:`TRIGGERS`) is denied with, written out; docs/reference/rules.md is generated from the
+registry (tests/test_docs_reference.py).
 """
 
 from __future__ import annotations
@@ -25,36 +26,169 @@ PLAIN = AdmissionSettings()
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
 
 
-def _documents() -> list[str]:
-    """README.md, then every docs/*.md page (in name order): a table of the same heading in a docs
-    page adds rows to the README's, and its row of an id replaces the README's (the README is being
-    cut, its tables move to docs/)."""
-    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    return [page.read_text(encoding="utf-8") for page in pages]
+#: rule id → the message its example (:data:`TRIGGERS`) is denied with: the whole answer of
+#: ``segment-webhook review``, written out (docs/admission.md shows the same table).
+MESSAGES = {
+    'segment-size-not-integer': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "4x": '
+        'the segment size must be a plain decimal integer (digits 0-9 only, no sign, spaces or exponent) (rul'
+        'e segment-size-not-integer); fix: write the number of pods per segment as digits, e.g. "4".'
+    ),
+    'segment-size-too-small': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "1": a'
+        ' segment needs more than 1 pod (rule segment-size-too-small); fix: set a segment size of at least 2 '
+        '(or remove kai.scheduler/segment-size for no segments).'
+    ),
+    'segment-size-exceeds-replicas': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "32": '
+        'the segment size exceeds the 16 Worker replicas (spec.pytorchReplicaSpecs.Worker.replicas) (rule seg'
+        'ment-size-exceeds-replicas); fix: use a segment size between 2 and 16, or raise spec.pytorchReplicaS'
+        'pecs.Worker.replicas to at least 32.'
+    ),
+    'too-many-segments': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "2": 3'
+        '0000 Worker replicas make 15000 segments, more than 10000 (rule too-many-segments); fix: use a segme'
+        'nt size of at least 3.'
+    ),
+    'lws-leader-excluded-divisibility': (
+        'spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize = 3: under LeaderExcluded, size - 1 = 4 (spec.'
+        'leaderWorkerTemplate.size = 5) must be divisible by the segment size (rule lws-leader-excluded-divis'
+        'ibility); fix: choose a segment size that divides 4 (2, 4), or change spec.leaderWorkerTemplate.size'
+        '.'
+    ),
+    'lws-subgroup-size-divisibility': (
+        'spec.leaderWorkerTemplate.workerTemplate.metadata.annotations["kai.scheduler/segment-size"] = "3": L'
+        'WS accepts a subGroupSize only when size (8) or size - 1 (7) is divisible by it, and the webhook set'
+        's subGroupSize (2) to the segment size (rule lws-subgroup-size-divisibility); fix: choose a segment '
+        'size that divides 8 or 7 (2, 4, 7, 8), or remove subGroupPolicy.'
+    ),
+    'lws-leader-ready-segments': (
+        'spec.startupPolicy = "LeaderReady": under LeaderReady the leader is created alone: KAI cannot group '
+        'it into a segment of 2 and, with --gate-pods, its gang never completes (the workers wait for the gat'
+        'ed leader) (rule lws-leader-ready-segments); fix: set spec.startupPolicy: LeaderCreated (the LWS def'
+        'ault), or remove the segment keys.'
+    ),
+    'ray-segment-splits-replica': (
+        'spec.workerGroupSpecs[0].template.metadata.annotations["kai.scheduler/segment-size"] = "3": a segmen'
+        't of 3 pods would split a replica of 2 hosts (spec.workerGroupSpecs[0].numOfHosts), which KubeRay cr'
+        'eates and deletes whole (rule ray-segment-splits-replica); fix: use a multiple of 2 (e.g. 2 or 4), o'
+        'r change spec.workerGroupSpecs[0].numOfHosts.'
+    ),
+    'placement-without-topology': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
+        'ed-placement"] = "cloud.provider.com/topology-rack": a placement level needs a topology name (rule p'
+        'lacement-without-topology); fix: set kai.scheduler/topology (e.g. "cluster-topology") in metadata.an'
+        'notations or spec.pytorchReplicaSpecs.Worker.template.metadata.annotations.'
+    ),
+    'invalid-level': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
+        'ed-placement"] = "rack!": a topology level must be a node label key ([prefix/]name, e.g. cloud.provi'
+        "der.com/topology-rack) (rule invalid-level); fix: use one of the topology's levels (topology.kuberne"
+        'tes.io/zone, cloud.provider.com/topology-block, cloud.provider.com/topology-rack, kubernetes.io/host'
+        'name).'
+    ),
+    'unknown-level': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
+        'ed-placement"] = "example.com/row": not a level of topology "cluster-topology" (rule unknown-level);'
+        ' fix: use one of its levels, broadest first: topology.kubernetes.io/zone, cloud.provider.com/topolog'
+        'y-block, cloud.provider.com/topology-rack, kubernetes.io/hostname.'
+    ),
+    'invalid-topology-name': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/topology"] = "Bad Name"'
+        ': a topology name must be a Kubernetes object name (lowercase DNS subdomain) (rule invalid-topology-'
+        'name); fix: name an existing Topology: cluster-topology.'
+    ),
+    'unknown-topology': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/topology"] = "gpu-topol'
+        'ogy": no Topology has this name (rule unknown-topology); fix: use one of: cluster-topology.'
+    ),
+    'preferred-broader-than-required': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-prefer'
+        'red-placement"] = "topology.kubernetes.io/zone": the preferred level is broader than the required le'
+        'vel "cloud.provider.com/topology-rack" (spec.pytorchReplicaSpecs.Worker.template.metadata.annotation'
+        's["kai.scheduler/segment-topology-required-placement"]) (rule preferred-broader-than-required); fix:'
+        ' prefer a level equal to or narrower than the required one.'
+    ),
+    'segment-required-broader-than-workload': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
+        'ed-placement"] = "topology.kubernetes.io/zone": a segment must fit inside the workload\'s required le'
+        'vel "cloud.provider.com/topology-rack" (metadata.annotations["kai.scheduler/topology-required-placem'
+        'ent"]) (rule segment-required-broader-than-workload); fix: swap the two levels or narrow the segment'
+        ' level.'
+    ),
+    'conflicting-topology': (
+        'metadata.annotations["kai.scheduler/topology-required-placement"] = "topology.kubernetes.io/zone": t'
+        'his workload-level placement belongs to the root\'s topology "cluster-topology", but the worker templ'
+        'ate names topology "gpu-fabric" (spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.'
+        'scheduler/topology"]); one workload is placed in one topology (rule conflicting-topology); fix: name'
+        ' the same topology in both places, or set it only in metadata.annotations.'
+    ),
+    'native-framework-unsupported': (
+        'spec.workersPerSegment = 8: segments are supported for framework PyTorch only, not MPI (rule native-'
+        'framework-unsupported); fix: remove workersPerSegment, or use framework PyTorch.'
+    ),
+    'misspelled-key': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-topology-requir'
+        'ed-placment"] = "cloud.provider.com/topology-rack": not a key KAI reads but close to kai.scheduler/s'
+        'egment-topology-required-placement, so this constraint would be lost (rule misspelled-key); fix: ren'
+        'ame the key to kai.scheduler/segment-topology-required-placement.'
+    ),
+    'malformed-object': (
+        'spec.pytorchReplicaSpecs.Worker.replicas = "16": must be an integer from 0 to 2147483647 (rule malfo'
+        'rmed-object); fix: send an integer from 0 to 2147483647 at spec.pytorchReplicaSpecs.Worker.replicas.'
+    ),
+    'immutable-field': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "8": t'
+        'he segment size of an existing workload cannot change (was "4") (rule immutable-field); fix: restore'
+        ' the old value, or delete and recreate the workload (or suspend it first: spec.runPolicy.suspend: tr'
+        'ue).'
+    ),
+    'annotations-too-large': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations = 262361: bytes of keys and values, ov'
+        "er kube-apiserver's 262144-byte (256 KiB) limit: Kubernetes refuses every pod of this template, and "
+        'the placement keys were not reviewed (rule annotations-too-large); fix: remove annotations from spec'
+        '.pytorchReplicaSpecs.Worker.template.metadata.annotations until they total at most 262144 bytes.'
+    ),
+    'placement-key-as-label': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["kai.scheduler/segment-size"] = "4": a labe'
+        'l, but KAI and this webhook read this key only as an annotation, so this constraint would be lost (r'
+        'ule placement-key-as-label); fix: move it to spec.pytorchReplicaSpecs.Worker.template.metadata.annot'
+        'ations["kai.scheduler/segment-size"].'
+    ),
+    'template-level-without-topology': (
+        'spec.workerGroupSpecs[0].template.metadata.annotations["kai.scheduler/topology-required-placement"] '
+        '= "cloud.provider.com/topology-block": spec.workerGroupSpecs[0].template.metadata.annotations names '
+        "no kai.scheduler/topology, and KAI reads this level with that template's topology only: KAI's Ray gr"
+        'ouper errors on every pod of the cluster and makes no PodGroup (rule template-level-without-topology'
+        '); fix: set kai.scheduler/topology in spec.workerGroupSpecs[0].template.metadata.annotations too, or'
+        ' move the level to metadata.annotations.'
+    ),
+    'per-job-level-differs': (
+        'spec.replicatedJobs[0].template.metadata.annotations["kai.scheduler/topology-preferred-placement"] ='
+        ' "kubernetes.io/hostname": segment size = parallelism makes each Job one segment, and KAI enforces t'
+        "his per-Job key as the segment's kai.scheduler/segment-topology-preferred-placement (unset) (rule pe"
+        'r-job-level-differs); fix: remove it, or set kai.scheduler/segment-topology-preferred-placement on t'
+        'he pod template instead.'
+    ),
+    'target-unknown': (
+        'metadata.labels[segments.dev/target] = "volcano": not a target this webhook serves (kai, kueue) (rul'
+        "e target-unknown); fix: use one of them, or remove the label to use the webhook's --target."
+    ),
+    'target-cannot-express': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
+        "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever (kueue #15277) (ru"
+        'le target-cannot-express); fix: a segment size dividing 16 (2, 4, 8, 16), or target gate.'
+    ),
+    'job-segments-need-indexed': (
+        'spec.completionMode = "NonIndexed": only an Indexed Job gives its pods the completion index segments'
+        ' are counted by (rule job-segments-need-indexed); fix: set completionMode: Indexed and parallelism e'
+        'qual to completions.'
+    ),
+}
 
 
-def _table_rows(heading: str, header: str) -> list[list[str]]:
-    """The rows (cells) of every table ``header`` under ``### heading`` in :func:`_documents`."""
-    rows = []
-    for text in _documents():
-        if f"### {heading}" not in text:
-            continue
-        section = text.split(f"### {heading}", 1)[1].split("\n###", 1)[0]
-        if header not in section:
-            continue
-        table = section.split(header, 1)[1].split("\n\n", 1)[0]
-        rows += [[c.strip() for c in line.strip().strip("|").split(" | ")] for line in table.splitlines()[2:]]
-    return rows
-
-
-def readme_rejections() -> dict[str, str]:
-    """rule id → message column of the table "Every rejection a user can meet" (README, docs/)."""
-    return {cells[0].strip("`"): cells[3] for cells in _table_rows("Every rejection a user can meet",
-                                                                   "| rule | example | status | message")}
-
-
-def test_readme_table_and_registry_list_the_same_rules():
-    assert sorted(readme_rejections()) == sorted(RULES)
+def test_the_messages_and_the_registry_list_the_same_rules():
+    assert sorted(MESSAGES) == sorted(RULES)
 
 
 def test_every_rule_has_a_source_a_code_and_one_documented_check():
@@ -116,7 +250,7 @@ def _huge():
 
 GPU_FABRIC = Topology("gpu-fabric", (RACK, "kubernetes.io/hostname"))
 
-#: rule id → (object, operation, stored object); the README's example column says the same.
+#: rule id → (object, operation, stored object); docs/admission.md's example column says the same.
 TRIGGERS = {
     "malformed-object": lambda: (_replicas_string(), None),
     "segment-size-not-integer": lambda: (tp4(**{SIZE: "4x"}), None),
@@ -142,11 +276,33 @@ TRIGGERS = {
     # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
+    "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
+    "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
+    "placement-key-as-label": lambda: (_size_as_label(), None),
 }
+
+
+def _size_as_label():
+    obj = tp4()
+    template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    template["labels"] = {SIZE: template["annotations"].pop(SIZE)}
+    return obj
 
 
 def _kai_reader(name):
     return yaml.safe_load((REPO / "tests" / "manifests" / name).read_text(encoding="utf-8"))
+
+
+def _labelled(obj, target):
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = target
+    return obj
+
+
+def _non_indexed_job():
+    from test_targets import job
+
+    return job(mode="NonIndexed")
 
 
 def _ray_size_3():
@@ -179,7 +335,7 @@ def test_every_registered_rule_has_a_trigger():
 
 
 @pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
-def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
+def test_each_rule_denies_its_example_with_its_message(rule_id):
     catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
     if rule_id == "conflicting-topology":
         catalog = StaticTopologyCatalog(tuple(catalog.get(n) for n in catalog.names()) + (GPU_FABRIC,))
@@ -193,21 +349,12 @@ def test_each_rule_denies_its_readme_example_with_the_readme_message(rule_id):
     decision = bounded(make_request(obj, "UPDATE" if old is not None else "CREATE", old=old), catalog, settings)
     assert [v.rule for v in decision.violations] == [rule_id]
     assert decision.code == RULES[rule_id].code
-    assert decision.message == readme_rejections()[rule_id]
+    assert decision.message == MESSAGES[rule_id]
 
 
-def readme_warnings() -> dict[str, tuple[str, str, str]]:
-    """warning id → (source, when, text template) of the table "Every warning a user can meet" (README, docs/)."""
-    return {cells[0].strip("`"): (cells[1], cells[2], cells[3].strip("`"))
-            for cells in _table_rows("Every warning a user can meet", "| warning | source | when | text |")}
-
-
-def test_readme_warning_table_and_registry_list_the_same_warnings():
+def test_every_warning_has_a_source():
     from webhook.core.warning_rules import WARNINGS
 
-    expected = {w.id: (w.source, w.summary, w.template) for w in WARNINGS.values()}
-    table = "\n".join(f"| `{i}` | {s} | {when} | `{t}` |" for i, (s, when, t) in expected.items())
-    assert readme_warnings() == expected, f"README table should read:\n{table}"
     for rule in WARNINGS.values():
         assert re.fullmatch(r"DESIGN\.md §\d+(\.\d+)?b?|README: decisions", rule.source), rule.id
 
@@ -236,24 +383,39 @@ def _registered(text: str) -> list[str]:
     return matches
 
 
-#: ``segment-webhook place`` prefixes each warning with the object it is about ("JobSet llama-ft: ").
-PLACE_OBJECT_PREFIX = re.compile(r"^(?:PyTorchJob|LeaderWorkerSet|DistributedWorkload|JobSet|TrainJob|RayCluster|RayJob|"
-                                 r"RayService|MPIJob|Pod) [a-z0-9.-]+: ")
+#: Warning texts the user guides show (docs/admission.md, docs/kinds/*.md), each from a real review:
+#: every one is an instance of a registered template.
+SHOWN_WARNINGS = (
+    '10 Worker replicas / segment size 4: last segment has 2 pods',
+    'subGroupSize 2 set to 4 (kai.scheduler/segment-size wins)',
+    'root kai.scheduler/segment-size="2" set to "4" (workerTemplate wins)',
+    'startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; use startupPolicy: LeaderCreated',
+    'kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; set it in metadata.annotations',
+    'unknown key kai.scheduler/gang-timeout ignored: KAI does not read it',
+    'kai.scheduler/segment-size on the Master template ignored (never segmented)',
+    'leaderTemplate kai.scheduler/segment-topology-required-placement differs from workerTemplate; worker value wins',
+    'kai.scheduler/segment-size="4" disagrees with workersPerSegment=8; overwritten',
+    'root kai.scheduler/segment-size="8" overridden by template',
+    'kai.scheduler/segment-size="04" written as "4"',
+    'KAI keeps MPIJob PodGroups flat: it does not enforce these MPIJob segments; --gate-pods does',
+    'KAI enforces JobSet segments only of size = parallelism (4): it does not enforce these JobSet segments; --gate-pods does',
+    '16 pods of replicatedJob workers / segment size 6: last segment has 4 pods',
+    'replicatedJob workers: segment size 6 and parallelism 4 do not divide each other; segments straddle Jobs',
+    'KAI groups Ray pods by worker group: it does not enforce these RayCluster segments; --gate-pods does',
+    '8 pods of worker group gpu / segment size 3: last segment has 2 pods',
+    'pod has no ray.io/worker-group-replica-index (KubeRay < 1.6?): no segment label; --gate-pods forms segments at placement',
+    'KAI enforces only size = numNodes (16): it does not enforce these TrainJob segments; --gate-pods does',
+    'KAI enforces JobSet segments only of size = parallelism (16): it does not enforce these JobSet segments; --gate-pods do…',
+)
 
 
-def test_every_warning_the_readme_shows_is_a_registered_template():
-    # the warning column of the table "warnings (allowed)" and every `Warning: ...` line of the README
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    table = text.split("| example | warnings (allowed) |", 1)[1].split("\n\n", 1)[0]
-    shown = [line.rsplit(" | ", 1)[1].strip(" |`") for line in table.splitlines()[2:]]
-    shown += [PLACE_OBJECT_PREFIX.sub("", line) for line in re.findall(r"^Warning: (.+)$", text, flags=re.M)]
-    assert len(shown) >= 20
-    unregistered = [t for t in shown if not _registered(t) and not t.startswith(("Warning", "PlacementInfeasible"))]
-    assert unregistered == []
+def test_every_warning_the_guides_show_is_a_registered_template():
+    assert len(SHOWN_WARNINGS) >= 20
+    assert [t for t in SHOWN_WARNINGS if not _registered(t)] == []
 
 
 def test_a_text_no_template_makes_is_not_taken_for_a_registered_warning():
-    # the pattern matcher the README check relies on must be able to say no
+    # the pattern matcher the check above relies on must be able to say no
     assert _registered("10 Worker replicas / segment size 4: last segment has 2 pods") == ["partial-last-segment"]
     assert _registered("10 Worker replicas / segment size 4: the last segment has 2 pods") == []
     # a clipped text is completed by its template's end, not by a text that differs before the cut
@@ -272,8 +434,8 @@ def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():
         text("partial-last-segment", pods="10 Worker replicas", size=4)  # no rest
 
 
-def test_the_readme_warning_texts_are_what_review_says():
-    # the §3b texts the README quotes are the warnings the webhook gives the README's sample manifests
+def test_the_quoted_warning_texts_are_what_review_says():
+    # the §3b texts the guides quote are the warnings the webhook gives the sample manifests
     from test_kinds_mpijob import mpijob, run as run_mpijob
 
     from test_kinds_jobset import jobset, run as run_jobset
@@ -295,3 +457,17 @@ def test_a_segment_size_beyond_any_replica_count_is_not_fixed_by_raising_the_rep
     decision = review(make_request(tp4(**{SIZE: raw})), catalog, PLAIN)
     assert [v.rule for v in decision.violations] == ["segment-size-exceeds-replicas"]
     assert decision.message.endswith("(rule segment-size-exceeds-replicas); fix: use a segment size between 2 and 16.")
+
+
+def test_placement_keys_written_only_as_labels_are_denied_not_left_out_as_not_opted_in():
+    # every key of the Worker template as a label and no annotation: the workload is not opted in
+    # by its annotations, yet its hard constraints must not vanish silently (DESIGN.md §5)
+    obj = tp4()
+    template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    template["labels"] = template.pop("annotations")
+    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+                      PLAIN)
+    assert [(v.rule, v.field) for v in decision.violations] == [
+        ("placement-key-as-label", f'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["{key}"]')
+        for key in (TOPO, SIZE, SEG_REQ)]
+    assert decision.code == 403 and decision.patch in (None, [])

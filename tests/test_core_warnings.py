@@ -116,6 +116,17 @@ LWS_WORKER = {"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k
               "leaderworkerset.sigs.k8s.io/worker-index": "2"}
 RAY_WORKER = {"ray.io/cluster": "nvl72", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
 
+def _kueue_ray() -> dict:
+    from test_kinds_ray import raycluster
+
+    obj = raycluster(size="4")
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = "kueue"
+    group = obj["spec"]["workerGroupSpecs"][0]
+    group["template"]["metadata"]["annotations"]["kai.scheduler/segment-topology-required-placement"] = \
+        "cloud.provider.com/topology-rack"
+    return obj
+
+
 #: warning id → (object, settings, catalog) and the text the user reads.
 EXAMPLES = {
     "workload-key-on-template": (lambda: (pytorchjob(**{WL_REQ: ZONE}), PLAIN, CATALOG),
@@ -195,6 +206,9 @@ EXAMPLES = {
     "jobset-segments-straddle-jobs": (lambda: (jobset_size_6(), PLAIN, CATALOG),
                                       "replicatedJob workers: segment size 6 and parallelism 4 do not divide each "
                                       "other; segments straddle Jobs"),
+    "target-cannot-express": (lambda: (_kueue_ray(), PLAIN, CATALOG),
+                              "target kueue: RayCluster pods carry no index Kueue ranks by: its slices are not our "
+                              "segment-index labels"),
     "mpijob-launcher-template-differs": (lambda: (mpijob_launcher_differs(), PLAIN, CATALOG),
                                          "Launcher template kai.scheduler/segment-topology-required-placement "
                                          "differs from the Worker template; Worker value wins"),

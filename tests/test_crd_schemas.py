@@ -118,3 +118,46 @@ def test_schema_rejects_a_wrongly_placed_or_typed_key(crd_validators):
     obj = load_example("lws-segmented.yaml")
     obj["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["annotation"] = {"a": "b"}
     assert errors(crd_validators["LeaderWorkerSet"], obj) != []
+
+
+# ------------------------------------------------------------------ every test manifest of a CRD's kind
+
+def _crd_schemas() -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) → JSON Schema, for every served version of every CRD in shared/crds."""
+    schemas = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        with open(path, encoding="utf-8") as fh:
+            crd = yaml.load(fh, Loader=_Loader)
+        if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+            continue
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            if version.get("served", True):
+                schemas[(f"{group}/{version['name']}", kind)] = to_json_schema(version["schema"]["openAPIV3Schema"])
+    return schemas
+
+
+def _manifest_objects() -> list[tuple[str, dict]]:
+    from conftest import EXAMPLES, REPO
+
+    found = []
+    for path in sorted((REPO / "tests" / "manifests").glob("*.yaml")) + sorted(EXAMPLES.glob("*.yaml")):
+        for index, obj in enumerate(yaml.safe_load_all(path.read_text(encoding="utf-8"))):
+            if isinstance(obj, dict):
+                found.append((f"{path.name}#{index}", obj))
+    return found
+
+
+def test_every_test_manifest_of_a_crd_kind_validates_against_its_crd():
+    schemas = _crd_schemas()
+    assert ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime") in schemas
+    checked, failures = [], []
+    for where, obj in _manifest_objects():
+        schema = schemas.get((obj.get("apiVersion"), obj.get("kind")))
+        if schema is None:
+            continue
+        checked.append(where)
+        failures += [f"{where}: {e}" for e in errors(jsonschema.Draft7Validator(schema), obj)]
+    assert {"clustertrainingruntime-torch.yaml#0", "trainjob-torch.yaml#0", "jobset-workers.yaml#0",
+            "pytorchjob-tp4.yaml#0", "lws-segmented.yaml#0"} <= set(checked)
+    assert failures == []

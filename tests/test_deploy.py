@@ -42,7 +42,8 @@ POD_MATCH_EXPRESSION = (
     "'leaderworkerset.sigs.k8s.io/name' in object.metadata.labels || "
     "'training.kubeflow.org/job-role' in object.metadata.labels || "
     "'jobset.sigs.k8s.io/jobset-name' in object.metadata.labels || "
-    "'ray.io/group' in object.metadata.labels)"
+    "'ray.io/group' in object.metadata.labels || "
+    "'batch.kubernetes.io/job-completion-index' in object.metadata.labels)"
 )
 WORKLOAD_RULES = [
     {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1"], "resources": ["pytorchjobs"],
@@ -58,6 +59,8 @@ WORKLOAD_RULES = [
     {"apiGroups": ["ray.io"], "apiVersions": ["v1"], "resources": ["rayclusters", "rayjobs", "rayservices"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
     {"apiGroups": ["trainer.kubeflow.org"], "apiVersions": ["v1alpha1"], "resources": ["trainjobs"],
+     "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
+    {"apiGroups": ["batch"], "apiVersions": ["v1"], "resources": ["jobs"],
      "operations": ["CREATE", "UPDATE"], "scope": "Namespaced"},
 ]
 POD_RULES = [

@@ -57,6 +57,23 @@ def test_label_values_are_bounded(monkeypatch):
     assert "segment_webhook_review_duration_seconds_count 2.0" in text
 
 
+#: Every kind the webhook reviews (DESIGN.md §3 and §3b: the training operator, LWS, the native
+#: CRD, JobSet, MPIJob, KubeRay's three, Trainer v2; an Indexed batch/v1 Job) and pods.
+REVIEWED_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "MPIJob", "JobSet", "RayCluster", "RayJob",
+                  "RayService", "TrainJob", "Job", "Pod")
+
+
+def test_every_reviewed_kind_is_its_own_label_value(monkeypatch):
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    m = metrics.ReviewMetrics(CollectorRegistry())
+    for kind in REVIEWED_KINDS:
+        m.observe(ReviewOutcome(200, {}, uid="u", decision="allowed", kind=kind, operation="CREATE"), 0.001)
+    for kind in REVIEWED_KINDS:
+        assert m.reviews.labels(kind=kind, operation="CREATE", decision="allowed")._value.get() == 1, kind
+    assert m.reviews.labels(kind="other", operation="CREATE", decision="allowed")._value.get() == 0
+    assert sorted(metrics.KNOWN_KINDS) == sorted(REVIEWED_KINDS)
+
+
 # ------------------------------------------------------------------ the review log line (README "Metrics and logs")
 
 #: 2026-12-01 21:06:00.1235 UTC as seconds since the epoch (the README example's day).

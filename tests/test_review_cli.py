@@ -317,7 +317,7 @@ def test_a_kind_the_webhook_does_not_handle_gets_a_note(tmp_path, capsys):
     assert err == ("segment-webhook review: note: apps/v1 Deployment is not a kind the webhook handles "
                    "(PyTorchJob (kubeflow.org), LeaderWorkerSet (leaderworkerset.x-k8s.io), DistributedWorkload "
                    "(segments.dev), MPIJob (kubeflow.org), JobSet (jobset.x-k8s.io), RayCluster (ray.io), RayJob (ray.io), "
-                   "RayService (ray.io), TrainJob (trainer.kubeflow.org), Pod); the deployed webhook never sees it, so it is allowed unchanged\n")
+                   "RayService (ray.io), TrainJob (trainer.kubeflow.org), Job (batch), Pod); the deployed webhook never sees it, so it is allowed unchanged\n")
 
 
 @pytest.mark.parametrize("name, text, message", [

@@ -50,7 +50,7 @@ def nodes_of(path: Path) -> list[dict]:
 # ------------------------------------------------------------------ gen-cluster --labels
 
 def test_gen_cluster_default_is_unchanged_by_the_presets(tmp_path):
-    """The default output stays as before (other tests and the README rely on it byte for byte)."""
+    """The default output stays as before (other tests and the docs rely on it byte for byte)."""
     text = gen(tmp_path).read_text()
     assert "cloud.provider.com/topology-block: block-0-0" in text and "node-0-0-0-0" in text
     assert "instance-type" not in text
@@ -68,6 +68,20 @@ def test_gen_cluster_presets_label_nodes_and_write_their_topology(tmp_path, pres
     assert all("nvidia.com/gpu.product" in n["metadata"]["labels"] or preset == "gke" for n in nodes)
     topo = [i for i in doc["items"] if i["kind"] == "Topology"]
     assert len(topo) == 1 and key in [lv["nodeLabel"] for lv in topo[0]["spec"]["levels"]]
+
+
+@pytest.mark.parametrize("preset", ["gke"])
+def test_gen_cluster_presets_name_every_node_once_and_infer_reads_the_file(tmp_path, capsys, preset):
+    # the new-user trial's shape: 1 zone x 4 blocks x 16 racks x 16 nodes = 1,024 nodes, one block
+    # holding 256 of them (GKE's four-character suffix repeated from about 1,000 nodes on)
+    out = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--labels", preset, "--zones", "1", "--blocks", "4", "--racks", "16",
+                 "--nodes", "16", "-o", str(out)]) == 0
+    names = [n["metadata"]["name"] for n in nodes_of(out)]
+    hostnames = [n["metadata"]["labels"][HOST] for n in nodes_of(out)]
+    assert len(names) == 1024 and len(set(names)) == 1024 and len(set(hostnames)) == 1024
+    capsys.readouterr()
+    assert main(["topology", "infer", "-f", str(out)]) == 0
 
 
 def test_gen_cluster_unknown_preset_is_bad_usage(tmp_path, capsys):
@@ -208,6 +222,8 @@ def test_infer_kubeconfig_that_cannot_be_loaded_exits_2(tmp_path, capsys):
 
 
 def test_infer_lists_the_nodes_of_a_cluster(tmp_path, capsys):
+    """The list answer's items carry no kind, as a real kube-apiserver's NodeList items (the fake server
+    strips apiVersion and kind from list items): each item is a Node all the same."""
     from kube_apiserver import KubeApiServer
 
     server = KubeApiServer().start()
@@ -365,14 +381,105 @@ def test_benchmark_script_runs_on_a_small_dump():
     assert out.stdout.count("\njson ") == 1 and out.stdout.count("\nyaml ") == 1 and "worst ratio" in out.stdout
 
 
-def test_readme_shows_the_output_of_a_real_run(tmp_path, capsys):
-    """The README's `topology infer -f eks.yaml` and `check` blocks are what the commands print."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+#: What `topology infer -f` writes for `gen-cluster --labels eks` (2 zones x 2 blocks x 4 racks x 4
+#: nodes of p5.48xlarge; EKS's layer-1 is a block, layer-2 two racks, layer-3 a rack): DESIGN.md §12's
+#: order and figures, written out (docs/topology.md shows the same run).
+EKS_REPORT = """topology infer: 64 nodes read; candidate keys: kubernetes.io/hostname, topology.k8s.aws/network-node-layer-1, \
+topology.k8s.aws/network-node-layer-2, topology.k8s.aws/network-node-layer-3, topology.kubernetes.io/zone
+
+Topology cluster-topology: topology.kubernetes.io/zone, topology.k8s.aws/network-node-layer-1, \
+topology.k8s.aws/network-node-layer-2, topology.k8s.aws/network-node-layer-3, kubernetes.io/hostname
+  inferred from p5.48xlarge (64); 64 nodes carry every level
+  LEVEL                                  DOMAINS  NODES PER DOMAIN (min/median/max)  ALIASES
+  topology.kubernetes.io/zone                  2  32 / 32 / 32
+  topology.k8s.aws/network-node-layer-1        4  16 / 16 / 16
+  topology.k8s.aws/network-node-layer-2        8  8 / 8 / 8
+  topology.k8s.aws/network-node-layer-3       16  4 / 4 / 4
+  kubernetes.io/hostname                      64  1 / 1 / 1
+
+0 findings
+"""
+
+
+def test_infer_and_check_print_the_documented_eks_run(tmp_path, capsys):
     dump = tmp_path / "eks.yaml"
     assert main(["gen-cluster", "--labels", "eks", "-o", str(dump)]) == 0
+    capsys.readouterr()
     assert main(["topology", "infer", "-f", str(dump)]) == 0
     out, err = capsys.readouterr()
-    assert f"$ segment-webhook topology infer -f eks.yaml\n{out}{err}" in readme
+    assert yaml.safe_load(out) == topology(EKS_LEVELS) and err == EKS_REPORT
     (tmp_path / "eks-topology.yaml").write_text(out)
     assert main(["topology", "check", "-f", str(tmp_path / "eks-topology.yaml"), "--nodes", str(dump)]) == 0
-    assert f"--nodes eks.yaml\n{capsys.readouterr().out}" in readme
+    assert capsys.readouterr().out == "0 findings for Topology cluster-topology on 64 nodes\n"
+
+
+# ------------------------------------------------------------------ a mixed cluster: infer, then check with --selector
+
+def mixed_cluster(tmp_path) -> Path:
+    """The eks preset (32 p5.48xlarge nodes, two zones) and a CPU system pool of 4 m5.xlarge nodes
+    in the same two zones, without network-node-layer labels."""
+    nodes = nodes_of(gen(tmp_path, "--labels", "eks"))
+    for index in range(4):
+        name = f"ip-10-200-0-{index}.ec2.internal"
+        nodes.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+            HOST: name, "node.kubernetes.io/instance-type": "m5.xlarge",
+            ZONE: "us-east-1a" if index % 2 == 0 else "us-east-1b"}}})
+    return write(tmp_path, "mixed.yaml", {"apiVersion": "v1", "kind": "List", "items": nodes})
+
+
+def test_infer_on_a_cluster_with_a_cpu_pool_writes_one_topology_with_the_given_name(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    assert main(["topology", "infer", "-f", str(dump), "--name", "eks-p5"]) == 0
+    out, err = capsys.readouterr()
+    assert list(yaml.safe_load_all(out)) == [topology(EKS_LEVELS, name="eks-p5")]
+    assert "zone-only-group: level topology.kubernetes.io/zone: 4 nodes (m5.xlarge (4))" in err
+    assert "key-meaning-differs" not in err and "node-groups" not in err
+    # the report names the selector of the nodes the Topology holds; check with it is clean
+    selector = f"--selector '{','.join(EKS_LEVELS)}'"
+    assert selector in err
+    (tmp_path / "eks-p5.yaml").write_text(out)
+    assert main(["topology", "check", "-f", str(tmp_path / "eks-p5.yaml"), "--nodes", str(dump),
+                 "--selector", ",".join(EKS_LEVELS)]) == 0
+    assert capsys.readouterr().out == "0 findings for Topology eks-p5 on 32 nodes\n"
+
+
+@pytest.mark.parametrize("selector, count", [
+    ("node.kubernetes.io/instance-type=p5.48xlarge", 32),
+    ("node.kubernetes.io/instance-type==p5.48xlarge", 32),
+    ("node.kubernetes.io/instance-type in (p5.48xlarge, p4d.24xlarge)", 32),
+    ("node.kubernetes.io/instance-type!=m5.xlarge", 32),
+    ("node.kubernetes.io/instance-type notin (m5.xlarge)", 32),
+    ("topology.k8s.aws/network-node-layer-1", 32),
+    (f"!topology.k8s.aws/network-node-layer-1,{ZONE}=us-east-1a", 2),
+])
+def test_check_selector_checks_only_the_matching_nodes(tmp_path, capsys, selector, count):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    code = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
+    out = capsys.readouterr().out
+    assert out.endswith(f"on {count} nodes\n")
+    # the CPU nodes lack the layer keys: dropped-nodes (exit 1) only when they are selected
+    assert code == (1 if count == 2 else 0)
+
+
+def test_check_without_a_selector_reports_the_cpu_nodes_as_dropped(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump)]) == 1
+    assert "dropped-nodes: Topology cluster-topology: level topology.k8s.aws/network-node-layer-1: 4 nodes of 36" \
+        in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("selector, message", [
+    ("a b", "'a b' is not a label key"),
+    ("", "empty selector"),
+    ("x=y", "--selector matches none of the 36 nodes of"),
+])
+def test_check_bad_selector_exits_2(tmp_path, capsys, selector, message):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
+    try:
+        code = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err

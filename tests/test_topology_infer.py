@@ -387,3 +387,79 @@ def test_infer_recovers_random_trees_and_reports_every_planted_problem(tree):
     assert dropped == sorted((key, name) for name, (key, _) in problems.items())
     assert result.topologies[0].kept == len(nodes) - len(problems)
     assert not {"keys-do-not-nest", "single-domain-level", "key-on-few-nodes"} & set(kinds(result.findings))
+
+
+# ------------------------------------------------------------------ a CPU system pool; what check accepts
+
+def cpu_pool(count=4) -> list[NodeLabels]:
+    """An EKS system node group of m5.xlarge nodes in two zones, with no network-node-layer labels."""
+    return [NodeLabels(f"ip-10-200-0-{i}.ec2.internal",
+                       {HOST: f"ip-10-200-0-{i}.ec2.internal", INSTANCE: "m5.xlarge",
+                        ZONE: "us-east-1a" if i % 2 == 0 else "us-east-1b"}) for i in range(count)]
+
+
+def test_a_zone_only_node_group_gets_no_topology_and_the_gpu_topology_keeps_its_name():
+    result = infer(preset_nodes("eks") + cpu_pool(), name="eks-p5")
+    assert [(t.name, list(t.levels)) for t in result.topologies] == [("eks-p5", [ZONE, L1, L2, L3, HOST])]
+    assert kinds(result.findings) == ["zone-only-group"]
+    (found,) = result.findings
+    assert found.level == ZONE and found.nodes == tuple(f"ip-10-200-0-{i}.ec2.internal" for i in range(4))
+    assert "m5.xlarge (4)" in found.message
+
+
+def test_a_cluster_labelled_only_by_zone_still_gets_its_zone_topology():
+    result = infer(cpu_pool(), name="system")
+    assert [(t.name, list(t.levels)) for t in result.topologies] == [("system", [ZONE, HOST])]
+
+
+STRUCTURAL_KINDS = {"levels-out-of-order", "values-under-two-parents", "duplicate-level", "single-domain-level",
+                    "domain-path-collision", "hostname-not-unique"}
+
+
+def random_nodes(rng, count: int) -> list[NodeLabels]:
+    """Nodes with EKS layer keys and a zone, each label present with probability 0.85 and drawn from
+    three values (so keys straddle, split alike or have one value on some subsets), some with an
+    instance type (node groups)."""
+    nodes = []
+    for index in range(count):
+        labels = {HOST: f"n{index}"}
+        for key in (ZONE, L1, L2, L3):
+            if rng.random() < 0.85:
+                labels[key] = rng.choice("abc")
+        if rng.random() < 0.3:
+            labels[INSTANCE] = rng.choice(["p5.48xlarge", "p4d.24xlarge"])
+        nodes.append(NodeLabels(f"n{index}", labels))
+    return nodes
+
+
+def test_infer_never_writes_a_topology_that_check_rejects_on_the_same_nodes():
+    # check reads the nodes that carry every level; infer relates keys pairwise on the nodes that
+    # carry both: on these random dumps the two differ, and infer leaves such levels out (reported)
+    import random
+
+    rng = random.Random(20261204)
+    left_out = 0
+    for _ in range(300):
+        nodes = random_nodes(rng, rng.randint(3, 12))
+        result = infer(nodes)
+        left_out += sum(1 for f in result.findings if f.kind == "level-left-out")
+        for topo in result.topologies:
+            rejected = [f.text() for f in check(topo.levels, nodes, topo.name) if f.kind in STRUCTURAL_KINDS]
+            assert rejected == [], (topo.levels, [(n.name, n.labels) for n in nodes])
+    assert left_out > 0  # the dumps do reach the case
+
+
+def test_check_never_advises_the_order_the_topology_already_has():
+    # two nodes share the hostname "h" under different racks: each rack value lies under one
+    # hostname value, yet rack > hostname is the only order; the problem is the repeated hostname
+    rack = "example.com/rack"
+    nodes = [NodeLabels("n1", {rack: "a", HOST: "h"}), NodeLabels("n2", {rack: "b", HOST: "h"}),
+             NodeLabels("n3", {rack: "c", HOST: "g"})]
+    found = check([rack, HOST], nodes)
+    assert kinds(found) == ["hostname-not-unique"]
+    assert found[0].nodes == ("n1", "n2")
+    # infer leaves the hostname level out rather than write what check rejects, and says so
+    result = infer(nodes, [rack])
+    assert [list(t.levels) for t in result.topologies] == [[rack]]
+    assert "level-left-out" in kinds(result.findings)
+    assert check(result.topologies[0].levels, nodes) == []

@@ -280,15 +280,37 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
 
 
 def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None,
-                       gate_pods: bool = False, segment_env: bool = False) -> Any:
+                       gate_pods: bool = False, segment_env: bool = False, target: str = "kai") -> Any:
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
-    ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b)."""
+    ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b); ``target``:
+    ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on)."""
     from webhook.core.settings import AdmissionSettings
 
     return AdmissionSettings(
+        target=target,
         platform_users=frozenset(u for u in users or () if u),
         platform_groups=frozenset(g for g in groups or () if g),
         default_topology=default_topology or None,
-        gate_pods=bool(gate_pods),
+        gate_pods=bool(gate_pods) or target == "gate",
         segment_env=bool(segment_env),
     )
+
+
+def add_target_flag(parser: argparse.ArgumentParser, env: bool = False) -> None:
+    """``--target`` (DESIGN.md §9b): the scheduler the segments are compiled for, unless a workload's
+    ``segments.dev/target`` label names another (docs/targets.md)."""
+    from webhook.core.targets import TARGETS
+
+    text = ("the scheduler segments are compiled for when a workload has no segments.dev/target label: kai "
+            "(kai.scheduler/* keys), kueue (Kueue TAS podset annotations), workload-api (Kubernetes 1.37 "
+            "Workload/PodGroup objects), gate (segments.dev/placement gate + controller; = --gate-pods)")
+
+    def target_name(value: str) -> str:
+        if value not in TARGETS:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a target; choose one of {', '.join(TARGETS)}")
+        return value
+
+    if env:
+        add_env_flag(parser, "--target", default="kai", type=target_name, metavar="TARGET", help=text)
+    else:
+        parser.add_argument("--target", default="kai", type=target_name, metavar="TARGET", help=text + " (default kai)")

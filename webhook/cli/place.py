@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import UsageError, add_topology_flags, check_writable_file, error
+from webhook.cli.flags import UsageError, add_target_flag, add_topology_flags, check_writable_file, error
 from webhook.cli.output import write_output
 from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime, runtime_label
 from webhook.manifests import ManifestError, load_objects, object_source
@@ -47,6 +47,7 @@ def register(subparsers: Any) -> None:
                         "pending gang), and the smallest changes that fit, each verified by the engine "
                         "(docs/planning.md); exit 0 fits as is, 1 does not")
     add_topology_flags(p, env=False)  # the resolution flags of `serve` and `review`
+    add_target_flag(p)
     p.set_defaults(func=run)
 
 
@@ -123,6 +124,11 @@ def render_table(result: dict) -> str:
     where = "spans the whole cluster" if wl["level"] == "cluster" else f"meets at {wl['level']}={wl['domain']}"
     lines.append(f"placed: {len(result['assignments'])} pods on {nodes} node{'s' if nodes != 1 else ''}; "
                  f"workload {where}; segments: {summary}")
+    target = result.get("target")
+    if target:
+        for pods, annotations in target["annotations"].items():
+            shown = ", ".join(f"{key}={value}" for key, value in annotations.items())
+            lines.append(f"target {target['name']} ({pods}): {shown}")
     if result.get("exact") is False:
         lines.append("best placement found within the search budget, not proven optimal (DESIGN.md §8 \"Exact\")")
     return "\n".join(lines) + "\n"
@@ -146,7 +152,8 @@ def run(args: argparse.Namespace) -> int:
         workload = given.workload
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
                              platform_users=args.platform_user or [], platform_groups=args.platform_group or [],
-                             default_topology=args.default_topology, runtimes=given.runtimes)
+                             default_topology=args.default_topology, runtimes=given.runtimes,
+                             target=args.target)
     except (SnapshotError, ManifestError, PlacementError, UsageError) as exc:
         return error("place", str(exc))
     except ExpandError as exc:  # a problem of the workload's file, or of its runtime's: name it

@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from webhook.cli.flags import UsageError, add_topology_flags, admission_settings, error, static_topologies
+from webhook.cli.flags import (UsageError, add_target_flag, add_topology_flags, admission_settings, error,
+                               static_topologies)
 from webhook.cli.output import write_output
 from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                             f"-f object is {new.get('apiVersion')}/{new.get('kind')}: an UPDATE keeps the kind")
     elif old_objects is not None:
         return fail("--old is only used with --operation UPDATE")
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env)
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target)
 
     responses, results, status = [], [], 0
     for i, (source, obj) in enumerate(located):
@@ -186,6 +187,7 @@ def register(subparsers: Any) -> None:
     add_topology_flags(parser, env=False)
     parser.add_argument("--gate-pods", action="store_true",
                         help="review as `serve --gate-pods` does: gang facts on templates, the scheduling gate on pods")
+    add_target_flag(parser)
     parser.add_argument("--segment-env", action="store_true",
                         help="review as `serve --segment-env` does: KAI_SEGMENT_INDEX / KAI_SEGMENT_SIZE in the "
                              "containers of a segmented pod")

@@ -28,6 +28,7 @@ from webhook.cli.flags import (
     DEFAULT_CERT_DIR,
     UsageError,
     add_env_flag,
+    add_target_flag,
     add_topology_flags,
     admission_settings,
     apply_env,
@@ -153,14 +154,19 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
         live_config = (args.kubeconfig,)
     else:
         catalog, default = static_topologies(None, args.default_topology)
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env)
+    if args.target == "workload-api":  # DESIGN.md §9b, docs/targets.md: nothing would create its objects yet
+        raise UsageError("--target workload-api: the controller that creates its Workload, CompositePodGroup and "
+                         "PodGroups is not built yet, so pods would never be grouped; see its objects with "
+                         "`segment-webhook place --target workload-api`, serve another target")
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env,
+                                  args.target)
     if live_config is not None:
         source = f"live from {'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'the in-cluster API server'}"
     else:
         source = f"{'--topology-file' if args.topology_file else 'embedded default'} ({', '.join(catalog.names())})"
     print(f"segment-webhook serve: topologies {source}; default topology {default or 'none'}; platform users "
           f"{sorted(settings.platform_users) or 'none'}, groups {sorted(settings.platform_groups) or 'none'}"
-          f"{'; gang pods gated (--gate-pods)' if settings.gate_pods else ''}"
+          f"{'; gang pods gated (--gate-pods)' if settings.gate_pods else ''}; target {settings.target}"
           f"{'; segment facts in the pod (--segment-env)' if settings.segment_env else ''}",
           file=sys.stderr)
 
@@ -250,6 +256,7 @@ def register(subparsers: Any) -> None:
     add_env_flag(serve, "--gate-pods", default=False, switch=True,
                  help="hold gang pods back at CREATE with the scheduling gate segments.dev/placement and write "
                       "the gang size on workload templates, for `segment-webhook controller` (DESIGN.md §9)")
+    add_target_flag(serve, env=True)
     add_env_flag(serve, "--segment-env", default=False, switch=True,
                  help="give every container of a segmented pod KAI_SEGMENT_INDEX (downward API on the "
                       "kai.scheduler/segment-index label) and KAI_SEGMENT_SIZE; names a container sets are "

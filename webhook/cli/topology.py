@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import gc
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -79,10 +80,83 @@ def register(subparsers: Any) -> None:
     check.add_argument("--nodes", required=True, metavar="NODES", help="kubectl get nodes -o yaml|json output")
     check.add_argument("-o", "--output", choices=("text", "json"), default="text",
                        help="text: one finding per line with its fix (default); json: every value and node named")
+    check.add_argument("-l", "--selector", type=node_selector, metavar="SELECTOR",
+                       help="check only the nodes whose labels match, as kubectl's -l: comma-separated key=value, "
+                            "key!=value, key, !key, key in (a,b), key notin (a,b) (e.g. "
+                            "node.kubernetes.io/instance-type=p5.48xlarge, or the levels `topology infer` names)")
     check.set_defaults(func=run_check)
     from webhook.cli.topology_export import add_export_parser
 
     add_export_parser(sub)  # topology export (DESIGN.md §13)
+
+
+# ------------------------------------------------------------------------------------- selector
+
+#: One requirement of a label selector: ``(key, operator, values)``; operators ``in``, ``notin``,
+#: ``exists``, ``!`` (does not exist). ``key=value`` is ``in`` one value, ``key!=value`` ``notin``.
+Requirement = tuple[str, str, frozenset[str]]
+_SET_REQUIREMENT = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\(([^()]*)\)\s*$")
+
+
+def _split_requirements(text: str) -> list[str]:
+    """``text`` cut at the commas outside parentheses."""
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        current.append(char)
+    parts.append("".join(current))
+    return parts
+
+
+def _requirement(part: str) -> Requirement:
+    """One requirement of a selector (kubectl's label selector syntax). Raises
+    :class:`argparse.ArgumentTypeError` naming the part and the accepted forms."""
+    text = part.strip()
+    found = _SET_REQUIREMENT.match(text)
+    if found:
+        key, operator, values = found.group(1), found.group(2), {v.strip() for v in found.group(3).split(",")}
+    elif "!=" in text:
+        key, value = (piece.strip() for piece in text.split("!=", 1))
+        operator, values = "notin", {value}
+    elif "=" in text:
+        key, value = (piece.strip() for piece in text.replace("==", "=", 1).split("=", 1))
+        operator, values = "in", {value}
+    elif text.startswith("!"):
+        key, operator, values = text[1:].strip(), "!", set()
+    else:
+        key, operator, values = text, "exists", set()
+    if not is_valid_label_key(key):
+        raise argparse.ArgumentTypeError(
+            f"{part.strip()!r}: {key!r} is not a label key; a selector is comma-separated key=value, key!=value, "
+            "key, !key, key in (a,b) or key notin (a,b)")
+    return key, operator, frozenset(values)
+
+
+def node_selector(text: str) -> tuple[Requirement, ...]:
+    """An argparse ``type``: a label selector (``--selector``) as its requirements, all of which a
+    node's labels must meet. Raises :class:`argparse.ArgumentTypeError` for an empty or malformed one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty selector; e.g. node.kubernetes.io/instance-type=p5.48xlarge")
+    return tuple(_requirement(part) for part in _split_requirements(text))
+
+
+def selected(labels: Mapping[str, str], requirements: Iterable[Requirement]) -> bool:
+    """Whether ``labels`` meet every requirement (a missing key meets ``notin`` and ``!``)."""
+    for key, operator, values in requirements:
+        value = labels.get(key)
+        if operator == "exists" and value is None:
+            return False
+        if operator == "!" and value is not None:
+            return False
+        if operator == "in" and value not in values:
+            return False
+        if operator == "notin" and value in values:
+            return False
+    return True
 
 
 # ------------------------------------------------------------------------------------- reading
@@ -165,7 +239,9 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
         if isinstance(exc, ApiException):
             raise InputError(f"--kubeconfig {kubeconfig}: listing nodes answered HTTP {exc.status} {exc.reason}") from None
         raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: {exc}") from None
-    return nodes_from_objects(((f"items[{i}]", obj) for i, obj in enumerate(items) if isinstance(obj, Mapping)),
+    # the items of a NodeList carry no apiVersion and no kind (the list's TypeMeta says Node)
+    return nodes_from_objects(((f"items[{i}]", {**obj, "kind": obj.get("kind") or "Node"})
+                               for i, obj in enumerate(items) if isinstance(obj, Mapping)),
                               f"cluster of {kubeconfig}")
 
 
@@ -248,6 +324,12 @@ def run_check(args: argparse.Namespace) -> int:
         try:
             topologies = read_topologies(args.filename)
             nodes = read_nodes(args.nodes)
+            if args.selector:
+                read = len(nodes)
+                nodes = [node for node in nodes if selected(node.labels, args.selector)]
+                if not nodes:
+                    raise InputError(f"--selector matches none of the {read:,} nodes of {args.nodes}; fix: check the "
+                                     "keys and values (kubectl get nodes --show-labels)")
         except InputError as exc:
             return error("topology check", exc)
         findings = [f for topo in topologies for f in topology_infer.check(topo.levels, nodes, topo.name)]

@@ -237,6 +237,26 @@ def check_annotation_keys(maps: list[AnnotationMap], decision: Decision) -> None
         rules.check_key_spelling(decision, amap.field, amap.values)
 
 
+def check_label_keys(obj: Mapping, maps: list[AnnotationMap], decision: Decision) -> None:
+    """§5: no placement key is written as a label beside any annotation map of a workload (the
+    labels of the same metadata, found by the map's container path)."""
+    for amap in maps:
+        owner: object = obj
+        for part in amap.container:
+            if isinstance(owner, list) and part.isdigit() and int(part) < len(owner):
+                owner = owner[int(part)]
+            elif isinstance(owner, Mapping):
+                owner = owner.get(part)
+            else:
+                owner = None
+                break
+        meta = owner.get("metadata") if isinstance(owner, Mapping) else None
+        labels = meta.get("labels") if isinstance(meta, Mapping) else None
+        if isinstance(labels, Mapping) and not labels.keys().isdisjoint(keys.PLACEMENT_KEYS):
+            labels_field = amap.field[: -len("annotations")] + "labels"
+            rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
+
+
 def mentions_placement_keys(obj: object) -> bool:
     """True when any mapping key anywhere in ``obj`` (parsed JSON) is an opt-in key or misspells a
     placement key. Decides opt-in for an object too malformed to read its annotation maps: such an

@@ -1,7 +1,8 @@
 """Every admission rule in one place: the registry and one check function per rule.
 
-A :class:`Rule` ties a stable id (used in messages, metrics and the README's rejection table) to
-its source (a DESIGN.md section, or the README's "Decisions where DESIGN.md is silent"), its
+A :class:`Rule` ties a stable id (used in messages, metrics and docs/reference/rules.md) to
+its source (a DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where
+DESIGN.md is silent"), its
 status code and the one function that checks it. The check functions are small and take plain
 values (the readers in :mod:`webhook.core.reading` and the resolution in
 :mod:`webhook.core.resolution` prepare them), in the spirit of Kueue's ``validateX`` functions
@@ -9,8 +10,8 @@ for topology-aware scheduling. Every denial goes through :func:`violate`, so eve
 the house format of :mod:`webhook.core.messages`: the field path, the value, the rule id and the
 fix.
 
-``tests/test_core_rules.py`` checks that :data:`RULES` and the README's table of rejections list
-the same ids, and that each rule has a test that triggers it.
+``tests/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
+the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md from :data:`RULES`.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Rule:
 #: :mod:`webhook.core.reading` as every count's maximum.
 INT32_MAX = 2**31 - 1
 
-#: Rule id → :class:`Rule`, in the order of the README's rejection table.
+#: Rule id → :class:`Rule`, in the order of docs/reference/rules.md.
 RULES: dict[str, Rule] = {}
 
 
@@ -416,6 +417,40 @@ def check_segment_within_workload(decision: Decision, segment: tuple[str, str], 
     return False
 
 
+@rule("target-unknown", "DESIGN.md §9b", "a segments.dev/target label naming no target this webhook serves")
+def check_target_known(decision: Decision, field_path: str, value: Any, served: tuple[str, ...]) -> bool:
+    """The workload label ``segments.dev/target`` must name one of ``served`` (the targets the
+    running webhook can honour: ``gate`` only under ``--gate-pods``). Returns True when ok."""
+    if isinstance(value, str) and value in served:
+        return True
+    violate(decision, "target-unknown", field_path, value,
+            f"not a target this webhook serves ({', '.join(served)})",
+            "use one of them, or remove the label to use the webhook's --target")
+    return False
+
+
+@rule("target-cannot-express", "DESIGN.md §9b",
+      "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
+def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,
+                               fix: str) -> None:
+    """Deny what ``target`` (``kueue``, ``workload-api``) would admit but never place as resolved:
+    ``problem`` says why, naming the target's rule; ``fix`` what to change."""
+    violate(decision, "target-cannot-express", field_path, value, f"target {target}: {problem}", fix)
+
+
+@rule("job-segments-need-indexed", "DESIGN.md §3b",
+      "a segmented batch/v1 Job that is not Indexed with parallelism = completions")
+def check_job_indexed(decision: Decision, field_path: str, value: Any, problem: str | None) -> bool:
+    """A Job's pods are segmented by ``batch.kubernetes.io/job-completion-index``: only an Indexed
+    Job has it, and a segment's pods run together only when every completion runs at once.
+    ``problem``: what is wrong, or ``None``. Returns True when ok."""
+    if problem is None:
+        return True
+    violate(decision, "job-segments-need-indexed", field_path, value, problem,
+            "set completionMode: Indexed and parallelism equal to completions")
+    return False
+
+
 @rule("conflicting-topology", "README: decisions", "workload levels of another topology than the worker template's")
 def check_one_topology(decision: Decision, workload_levels: Iterable[tuple[str, str]], root_topology: str,
                        template_topology: tuple[str, str]) -> bool:
@@ -534,6 +569,24 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
         say(decision, "unknown-kai-key", key=key)
     if len(unknown) > _MOST_UNKNOWN_WARNINGS:
         say(decision, "more-unknown-kai-keys", count=len(unknown) - _MOST_UNKNOWN_WARNINGS, map_field=map_field)
+    return ok
+
+
+@rule("placement-key-as-label", "DESIGN.md §5", "a placement key written as a label instead of an annotation")
+def check_placement_keys_not_labels(decision: Decision, labels_field: str, labels: Mapping[str, str],
+                                    annotations_field: str) -> bool:
+    """Deny each placement key of DESIGN.md §2 in one labels map (workload root or a pod template):
+    the keys are annotations (the seed's manifests, DESIGN.md §2), read as such by KAI and by this
+    webhook, so a label holding one is a hard constraint that would vanish silently, as a misspelled
+    key would (§5 "Misspelled keys"). ``labels_field`` / ``annotations_field``: the field
+    paths of the two maps of the same metadata. Returns True when no placement key is a label."""
+    ok = True
+    for key in keys.PLACEMENT_KEYS:
+        if key in labels:
+            violate(decision, "placement-key-as-label", key_field(labels_field, key), labels[key],
+                    "a label, but KAI and this webhook read this key only as an annotation, so this constraint "
+                    "would be lost", f"move it to {key_field(annotations_field, key)}")
+            ok = False
     return ok
 
 

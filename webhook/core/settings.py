@@ -25,3 +25,6 @@ class AdmissionSettings:
     default_topology: str | None = None
     gate_pods: bool = False
     segment_env: bool = False
+    #: ``serve --target`` (DESIGN.md §9b): the target of workloads without a ``segments.dev/target``
+    #: label (``kai``, ``kueue``, ``workload-api`` or ``gate``; see :mod:`webhook.core.targets`)
+    target: str = "kai"

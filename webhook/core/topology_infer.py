@@ -29,6 +29,13 @@ Rules (DESIGN.md §12 and the issue's table of label families):
   carry. Groups with the same keys share a Topology; groups with different keys get one each
   (EKS layer-3 is the lowest network level on 3-layer instance types, an aggregation above
   layer-4 on 4-layer ones: one Topology over both would mix the two meanings).
+* A group whose only level besides the hostname is ``topology.kubernetes.io/zone`` gets no
+  Topology when another group has a network level below the zone (a CPU system pool beside the
+  GPU nodes): it is reported (``zone-only-group``); a single remaining Topology keeps the given name.
+* Infer never writes a Topology that :func:`check` rejects on the nodes that carry its levels:
+  keys are related pairwise on the nodes that carry both, check reads the nodes that carry every
+  level, so a level that check would reject there (single domain, duplicate, out of order, under
+  two parents, colliding ids, repeated hostname) is left out and reported (``level-left-out``).
 """
 
 from __future__ import annotations
@@ -93,6 +100,8 @@ GROUPS = "node-groups"
 MEANING = "key-meaning-differs"
 HOSTNAME_DIFFERS = "hostname-differs-from-node-name"
 NO_TOPOLOGY = "no-topology-labels"
+LEFT_OUT = "level-left-out"
+ZONE_ONLY = "zone-only-group"
 
 
 class NodeLabelError(SegmentWebhookError, ValueError):
@@ -406,8 +415,10 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
         upper_nests = len({up for up, _ in pairs}) == len(pairs)
         if lower_nests:
             continue  # in order (or a duplicate, reported above)
-        if upper_nests:
-            suggested = sorted(levels, key=lambda k: (k == HOSTNAME, stats[levels.index(k)].domains))
+        suggested = sorted(levels, key=lambda k: (k == HOSTNAME, stats[levels.index(k)].domains))
+        if upper_nests and suggested == levels and lower_key == HOSTNAME:
+            continue  # a hostname on two nodes, not an order: hostname-not-unique reports it below
+        if upper_nests and suggested != levels:  # an order that nests exists: name it
             findings.append(Finding(
                 ORDER, f"{upper_key} / {lower_key}",
                 f"{upper_key} ({stats[upper_at].domains:,} domains) is listed above {lower_key} "
@@ -525,6 +536,15 @@ class _Group:
     keys: frozenset[str]
 
 
+#: A node group with its Topology: ``(group, covered, levels, aliases)``; ``covered``: the group
+#: with the other groups' nodes that carry all its keys.
+GroupLevels = tuple[_Group, _Group, tuple[str, ...], dict[str, tuple[str, ...]]]
+#: What :func:`_examine` returns: findings, per-level figures, kept nodes.
+Examined = tuple[list[Finding], list[LevelStats], int]
+#: Levels and aliases, the key under which an :data:`Examined` on every node is kept.
+ExaminedKey = tuple[tuple[str, ...], tuple[tuple[str, tuple[str, ...]], ...]]
+
+
 def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str = DEFAULT_NAME) -> InferResult:
     """The Topology (or one per node group) that the labels of ``nodes`` support (DESIGN.md §12).
 
@@ -568,9 +588,107 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
         findings.append(Finding(FEW_NODES, key, "--label names a key no node carries with a real value",
                                 "check the spelling (kubectl get nodes --show-labels)"))
     groups = _groups(nodes, hardware, columns, findings)
-    topologies: list[InferredTopology] = []
-    group_levels: list[tuple[_Group, tuple[str, ...]]] = []
-    covering: list[_Group] = []
+    examined: dict[ExaminedKey, Examined] = {}  # check on every node, kept for reuse below
+    kept_groups = _levels_per_group(groups, nodes, columns, findings, extra, examined)
+    kept_groups = _without_zone_only(kept_groups, nodes, findings)
+    topologies = [InferredTopology(name, levels, [], group.hardware, 0, [], aliases)
+                  for group, _, levels, aliases in kept_groups]
+    group_levels = [(group, levels) for group, _, levels, _ in kept_groups]
+    covering = [covered for _, covered, _, _ in kept_groups]
+    if len(topologies) > 1:
+        _name_topologies(topologies, name)
+        findings.extend(_group_notes(group_levels, topologies, count))
+    for topo, (group, levels), covered in zip(topologies, group_levels, covering):
+        everyone = len(covered.positions) == count
+        key = (levels, tuple(sorted(topo.aliases.items())))
+        if everyone and key in examined:  # the same levels on the same nodes: only the name differs
+            found, stats, kept = examined[key]
+            found = [replace(f, topology=topo.name) for f in found]
+        else:
+            members = nodes if everyone else [nodes[p] for p in covered.positions]
+            found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
+        topo.findings = [f for f in found if f.kind != PLACEHOLDER]  # reported once, for every key
+        topo.stats = stats
+        topo.kept = kept
+    return InferResult(topologies, findings, count, candidates)
+
+
+#: :func:`check` findings that no relabelling of the dropped nodes removes: :func:`infer` leaves a
+#: level out rather than write a Topology that ``topology check`` rejects with one of them.
+STRUCTURAL = frozenset({ORDER, TWO_PARENTS, DUPLICATE, SINGLE, COLLISION, HOSTNAME_REPEATED})
+
+
+def _level_to_leave_out(found: Finding) -> str:
+    """The level a structural :func:`check` finding asks to remove: the lower key of a pair (the
+    later of two duplicates, the narrower of two keys out of order or under two parents), the level
+    a collision or a single domain is at, ``kubernetes.io/hostname`` for a repeated hostname."""
+    if found.kind in (DUPLICATE, ORDER) and len(found.values) == 2:
+        return found.values[1]
+    if found.kind == HOSTNAME_REPEATED:
+        return HOSTNAME
+    return found.level
+
+
+def _accepted_levels(levels: tuple[str, ...], members: Sequence[NodeLabels],
+                     given: Mapping[str, Sequence[str | None]], scope: str,
+                     aliases: Mapping[str, tuple[str, ...]], examined: dict[ExaminedKey, Examined]
+                     ) -> tuple[tuple[str, ...], list[Finding]]:
+    """``levels`` less the levels that ``topology check`` would reject on ``members`` (every node read;
+    ``given``: their candidate keys' values, ``None`` where missing), one at a time, each with a
+    :data:`LEFT_OUT` finding quoting what check says.
+
+    :func:`_order` relates keys pairwise on the nodes that carry both; check reads the nodes that
+    carry every level, where two keys can split alike, one can have a single value, or a value can
+    lie under two parents. Returns the levels (possibly only the hostname) and the findings; the
+    last :func:`_examine` (with ``aliases``) is left in ``examined`` under the levels and aliases."""
+    notes: list[Finding] = []
+    while True:
+        found, stats, kept = _examine(levels, members, "", aliases, given)
+        blocking = [f for f in found if f.kind in STRUCTURAL]
+        if not blocking:
+            examined[(levels, tuple(sorted(aliases.items())))] = (found, stats, kept)
+            return levels, notes
+        first = blocking[0]
+        key = _level_to_leave_out(first)
+        notes.append(Finding(
+            LEFT_OUT, key,
+            f"{scope}left out of the Topology: on the {kept:,} nodes that carry every level, topology check "
+            f"finds {first.kind}: {first.message}",
+            "if the level is real, fix the labels as check says (" + first.fix + "), then infer again",
+            first.values, first.nodes))
+        levels = tuple(level for level in levels if level != key)
+
+
+def _without_zone_only(kept_groups: list[GroupLevels], nodes: Sequence[NodeLabels], findings: list[Finding]
+                       ) -> list[GroupLevels]:
+    """Node groups whose only level besides the hostname is ``topology.kubernetes.io/zone`` get no
+    Topology when another group has a network level below the zone (a CPU system pool beside GPU
+    nodes): a zone-only Topology would rename the other, place nothing that the other's zone level
+    does not, and make the zone look like a different unit. Each such group is reported
+    (:data:`ZONE_ONLY`). DESIGN.md §12: node groups get one Topology each, or a report of why not."""
+    zone_only = [entry for entry in kept_groups if not set(entry[2]) - {ZONE, HOSTNAME}]
+    if len(zone_only) == len(kept_groups):
+        return kept_groups
+    for group, _, _, _ in zone_only:
+        names = sorted(nodes[p].name for p in group.positions)
+        findings.append(Finding(
+            ZONE_ONLY, ZONE,
+            f"{_plural(len(names), 'node')} ({_hardware_text(group.hardware)}) carry no network-topology label below "
+            f"{ZONE}: no Topology for them (a zone-only Topology adds no placement that the other Topology's zone "
+            f"level lacks): {names_text(names)}",
+            "none needed for nodes that run no topology-aware workload; check the written Topology on its own "
+            "nodes with topology check --selector; to place workloads on these nodes by zone, write a Topology "
+            f"with levels {ZONE}, {HOSTNAME} by hand", (), tuple(names)))
+    return [entry for entry in kept_groups if entry not in zone_only]
+
+
+def _levels_per_group(groups: Sequence[_Group], nodes: Sequence[NodeLabels],
+                      columns: Mapping[str, Sequence[str | None]], findings: list[Finding],
+                      extra: frozenset[str], examined: dict[ExaminedKey, Examined]) -> list[GroupLevels]:
+    """Each group's levels (:func:`_order`, then :func:`_accepted_levels`), for the groups with a
+    level besides the hostname; the others are reported (:data:`NO_TOPOLOGY`)."""
+    count = len(nodes)
+    kept_groups: list[GroupLevels] = []
     for group in groups:
         scope = "" if len(groups) == 1 else f"in node group {_hardware_text(group.hardware)}: "
         # a Topology holds every node that carries its keys, also nodes of other groups: its levels
@@ -581,6 +699,9 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
             others = [p for p in range(count) if p not in own and all(columns[k][p] is not None for k in group.keys)]
             covered = _Group(group.hardware, sorted(group.positions + others), group.keys)
         levels, aliases = _order(covered, nodes, columns, findings, extra, scope)
+        if [key for key in levels if key != HOSTNAME]:  # check reads every node that carries the levels
+            levels, left_out = _accepted_levels(levels, nodes, columns, scope, aliases, examined)
+            findings.extend(left_out)
         if not [key for key in levels if key != HOSTNAME]:
             names = sorted(nodes[p].name for p in group.positions)
             what = _hardware_text(group.hardware)
@@ -591,20 +712,8 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
                 "label them with their network position (or pass --label KEY for the key you use)",
                 (), tuple(names)))
             continue
-        group_levels.append((group, levels))
-        covering.append(covered)
-        topologies.append(InferredTopology(name, levels, [], group.hardware, 0, [], aliases))
-    if len(topologies) > 1:
-        _name_topologies(topologies, name)
-        findings.extend(_group_notes(group_levels, topologies, count))
-    for topo, (group, levels), covered in zip(topologies, group_levels, covering):
-        everyone = len(covered.positions) == count
-        members = nodes if everyone else [nodes[p] for p in covered.positions]
-        found, stats, kept = _examine(levels, members, topo.name, topo.aliases, columns if everyone else None)
-        topo.findings = [f for f in found if f.kind != PLACEHOLDER]  # reported once, for every key
-        topo.stats = stats
-        topo.kept = kept
-    return InferResult(topologies, findings, count, candidates)
+        kept_groups.append((group, covered, levels, aliases))
+    return kept_groups
 
 
 def _hostname_notes(nodes: Sequence[NodeLabels], column: Sequence[str | None] | None) -> list[Finding]:
@@ -831,6 +940,9 @@ def render_report(result: InferResult) -> str:
         lines.append("")
         lines.append(f"Topology {topo.name}: {', '.join(topo.levels)}")
         lines.append(f"  inferred from {hw}; {topo.kept:,} nodes carry every level")
+        if topo.kept < result.nodes:  # check the Topology on the nodes it holds, not on the others
+            lines.append(f"  check it on them: segment-webhook topology check -f TOPOLOGY --nodes NODES "
+                         f"--selector '{','.join(topo.levels)}'")
         width = max([len(s.key) for s in topo.stats] + [5])
         lines.append(f"  {'LEVEL':<{width}}  DOMAINS  NODES PER DOMAIN (min/median/max)  ALIASES")
         for stat in topo.stats:

@@ -3,13 +3,14 @@
 DESIGN.md §5 makes warnings part of the contract (legal but surprising input is allowed with an
 AdmissionResponse warning, kubectl prints it as ``Warning: …``), so they are registered the way
 denials are (:data:`webhook.core.rules.RULES`): a stable ``id``, the ``source`` of the rule (a
-DESIGN.md section, or the README's "Decisions where DESIGN.md is silent"), a one-line ``summary``
+DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where DESIGN.md is
+silent"), a one-line ``summary``
 and the ONE ``template`` of its text (:meth:`str.format` fields). A warning is given only through
 :func:`say` (into a :class:`~webhook.core.admission_decision.Decision`) or :func:`text` (the pod rules return
 their warnings as strings), both of which raise ``KeyError`` for an id that is not registered.
 
-``tests/test_core_rules.py`` checks that the README's table "Every warning a user can meet" lists
-exactly these ids, sources and templates, and that each is given by a real review.
+``hack/gen_reference.py`` writes docs/reference/warnings.md from :data:`WARNINGS`;
+``tests/test_core_warnings.py`` gives each by a real review.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ _ALL = (
     WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
                 "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
                 "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),
+    WarningRule("target-cannot-express", "DESIGN.md §9b",
+                "a constraint the chosen target (kueue, workload-api) cannot express: what it will do instead",
+                "target {target}: {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "

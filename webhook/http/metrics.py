@@ -6,8 +6,8 @@ Metrics (one set per process; under gunicorn every worker writes into
 ``prometheus_client.multiprocess.MultiProcessCollector``):
 
 * ``segment_webhook_reviews_total{kind,operation,decision}`` counter: one per AdmissionReview.
-  ``kind``: ``PyTorchJob`` | ``LeaderWorkerSet`` | ``DistributedWorkload`` | ``Pod`` | ``other``
-  (bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
+  ``kind``: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
+  (:data:`KNOWN_KINDS`; bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
   CONNECT | ``unknown``; ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
 * ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds,
   from the moment its body has been read to the moment the answer is built (decode + check +
@@ -43,10 +43,12 @@ from typing import Any
 
 import orjson
 
+from webhook.core.kinds import registry
 from webhook.http.envelope import DECISION_ALLOWED
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-KNOWN_KINDS = ("PyTorchJob", "LeaderWorkerSet", "DistributedWorkload", "Pod")
+#: The ``kind`` label values besides ``other``: every kind of the registry, and ``Pod``.
+KNOWN_KINDS: tuple[str, ...] = tuple(d.kind for d in registry.DESCRIPTIONS) + ("Pod",)
 KNOWN_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 #: Histogram buckets in seconds: a review is sub-millisecond to a few milliseconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)

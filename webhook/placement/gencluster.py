@@ -74,8 +74,27 @@ def _eks(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
     }
 
 
+#: GKE's node name suffix: four characters of [0-9a-z].
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _gke_suffix(index: int) -> str:
+    """A node name suffix of four base-36 characters, distinct for every ``index`` (a digest's four
+    hex characters repeat within a few hundred nodes): ``index`` times a number prime to 36, modulo
+    36**4, written in base 36; wider past 36**4 nodes."""
+    width = 4
+    while index >= 36 ** width:
+        width += 1
+    value = index * 1_000_003 % 36 ** width
+    digits = []
+    for _ in range(width):
+        value, digit = divmod(value, 36)
+        digits.append(_BASE36[digit])
+    return "".join(reversed(digits))
+
+
 def _gke(z: int, b: int, r: int, n: int, i: int) -> tuple[str, dict[str, str]]:
-    name = f"gke-train-a3-pool-{_digest(f'gke/{z}/{b}', 8)}-{_digest(f'gke/{i}', 4)}"
+    name = f"gke-train-a3-pool-{_digest(f'gke/{z}/{b}', 8)}-{_gke_suffix(i)}"
     return name, {
         "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/instance-type": "a3-highgpu-8g",
         "beta.kubernetes.io/os": "linux", "cloud.google.com/gke-accelerator": "nvidia-h100-80gb",

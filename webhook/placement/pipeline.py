@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from webhook.core.settings import AdmissionSettings
 from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
+from webhook.core.targets import target_annotations
+from webhook.core.workload_api import gang_object_name, gang_objects
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
+from webhook.placement.model import Gang
 from webhook.placement.expand import ExpandError, expand
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Snapshot
@@ -41,9 +44,13 @@ class PlaceResult:
 
 
 def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
-                   platform_groups=(), default_topology: str | None = None, runtimes=()) -> PlaceResult:
+                   platform_groups=(), default_topology: str | None = None, runtimes=(),
+                   target: str = "kai") -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
+    ``target``: the target the webhook compiles for (DESIGN.md §9b); a placed result then carries
+    ``target``: its name and the target's annotations on the pods
+    (:func:`webhook.core.targets.target_annotations`).
     ``runtimes``: ClusterTrainingRuntime / TrainingRuntime objects, for a TrainJob (its pods are
     those of the JobSet the Trainer builds from the runtime it names: :func:`expand`).
 
@@ -65,7 +72,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
         default_topology = topologies[0].name if len(topologies) == 1 else None
     settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
                                  platform_groups=frozenset(g for g in platform_groups if g),
-                                 default_topology=default_topology)
+                                 default_topology=default_topology, target=target, gate_pods=target == "gate")
     exp = expand(workload, catalog, settings, user=user, groups=list(groups), runtimes=list(runtimes))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,
@@ -100,10 +107,32 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     if merged.assignments:
         merged.workload_level, merged.workload_domain = shared_domain(index, list(merged.assignments.values()))
     result = result_document(merged, None)
+    if settings.target != "kai":  # DESIGN.md §9b: what the target reads, as the webhook wrote it
+        result["target"] = {"name": settings.target, "annotations": target_annotations(exp.pods)}
+        if settings.target == "workload-api":
+            result["target"]["objects"] = [o for gang in exp.gangs for o in _workload_api_objects(workload, gang)]
     if BY_KIND[exp.expanded_kind].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
     return PlaceResult(True, result, index, merged, exp.warnings)
+
+
+def _workload_api_objects(workload: dict, gang: Gang) -> list[dict]:
+    """The Workload API objects of one placed ``gang`` (:func:`webhook.core.workload_api.gang_objects`):
+    named ``<workload>[-<gang>]``, one child PodGroup per segment (its pods) and one for the pods
+    outside segments; the gang's required levels as topology constraints."""
+    meta = workload.get("metadata") or {}
+    part = f"/{gang.name}" if gang.name and gang.name != meta.get("name") else ""
+    name = gang_object_name(f"{meta.get('namespace') or 'default'}/{meta.get('name')}{part}")
+    sizes: dict[int, int] = {}
+    others = 0
+    for pod in gang.pods:
+        if pod.segment is None:
+            others += 1
+        else:
+            sizes[pod.segment[1]] = sizes.get(pod.segment[1], 0) + 1
+    return gang_objects(str(meta.get("namespace") or "default"), name, [sizes[k] for k in sorted(sizes)], others,
+                        gang.workload_required, gang.segment_required)
 
 
 def _natural(text: str) -> tuple:

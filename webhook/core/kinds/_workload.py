@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from webhook.core import gating, keys
 from webhook.core.automatic import Defaults, update_defaults
-from webhook.core.constraints import check_annotation_keys, mentions_placement_keys, opted_in
+from webhook.core.constraints import check_annotation_keys, check_label_keys, mentions_placement_keys, opted_in
 from webhook.core.admission_decision import Decision, Violation
 from webhook.core.settings import AdmissionSettings
 from webhook.core.messages import UNSET, key_field
@@ -26,6 +26,7 @@ from webhook.core.resolution import Resolution
 from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.core.warning_rules import say
 from webhook.core.segments import parse_plain_decimal
+from webhook.core.targets import GATE, compile_workload
 from webhook.core.topology import TopologyCatalog
 
 
@@ -410,6 +411,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         return scratch if plan_is_ours(kind, obj) else decision
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
+    check_label_keys(obj, maps, decision)
     if plan.resolution.inputs is None:  # a kind of units, or none to resolve: the root's own levels (§4.5)
         _check_root_levels_of_units(plan, scratch)
     ours = plan.always_ours or opted_in(maps) or (
@@ -427,9 +429,10 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
             for violation in decision.violations:
                 unique.setdefault((violation.rule, violation.field, violation.message), violation)
             decision.violations[:] = list(unique.values())
-    gang = gang_entries(plan, decision) if settings.gate_pods and operation == "CREATE" and decision.allowed else []  # §9
+    target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
+    gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
     if decision.allowed and mutate:
-        decision.patch = build_patch(obj, plan, gang)
+        decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
 
 

@@ -40,6 +40,7 @@ from webhook.core.rules import malformed
 from webhook.core.warning_rules import text as warning_text
 from webhook.core.admission_decision import Decision
 from webhook.core.settings import AdmissionSettings
+from webhook.core.targets import GATE, TARGET_KEY
 from webhook.core.patching import PatchBuilder
 from webhook.core.topology import TopologyCatalog
 
@@ -98,7 +99,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         return decision
     wanted, warnings = segment_labels(labels, annotations)
     gate_ops: list[dict] = []
-    if settings.gate_pods:  # DESIGN.md §9
+    if settings.gate_pods and annotations.get(TARGET_KEY, GATE) == GATE:  # DESIGN.md §9; §9b: another target's pod is not ours to gate
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
                                                   gang=gang_key(str(namespace), labels, annotations),

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from webhook.core import gating
-from webhook.core.kinds import distributedworkload, jobset, leaderworkerset, mpijob, pytorchjob, ray, trainjob
+from webhook.core.kinds import distributedworkload, job, jobset, leaderworkerset, mpijob, pytorchjob, ray, trainjob
 from webhook.core.kinds.description import KindDescription, PodRules
 
 #: One description per kind, in the order messages list them.
@@ -27,6 +27,7 @@ DESCRIPTIONS: tuple[KindDescription, ...] = (
     ray.RAYJOB,
     ray.RAYSERVICE,
     trainjob.DESCRIPTION,
+    job.DESCRIPTION,
 )
 
 #: kind → description (kind names are unique across the handled groups)
@@ -34,7 +35,7 @@ BY_KIND: dict[str, KindDescription] = {d.kind: d for d in DESCRIPTIONS}
 
 #: Pod families in classification order; the last one owns every pod (the fallback).
 POD_RULES: tuple[PodRules, ...] = (leaderworkerset.LWS_PODS, jobset.JOBSET_PODS, ray.RAY_PODS, mpijob.MPI_PODS,
-                                   pytorchjob.TRAINING_PODS)
+                                   job.JOB_PODS, pytorchjob.TRAINING_PODS)
 
 #: Annotations read as a pod's segment size, in order (``kai.scheduler/segment-size`` first).
 SIZE_FALLBACKS: tuple[str, ...] = tuple(r.size_fallback for r in POD_RULES if r.size_fallback)

@@ -1,0 +1,81 @@
+"""hack/local_cluster.py's Kueue objects for a node dump (DESIGN.md §9b, §11), without a cluster.
+
+Shapes from sigs.k8s.io/kueue v0.17.0 ``apis/kueue/v1beta2``: ResourceFlavor ``spec.nodeLabels`` (at
+least one when ``spec.topologyName`` is set, ``resourceflavor_types.go``), Topology
+``spec.levels[].nodeLabel``, ClusterQueue ``spec.resourceGroups[].coveredResources`` / ``flavors[]``
+with ``resources[].nominalQuota``, LocalQueue ``spec.clusterQueue``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "hack"))
+
+import local_cluster  # noqa: E402
+
+
+class Recorder:
+    """Stands in for LocalCluster: records what would be applied."""
+
+    def __init__(self):
+        self.applied: list[dict] = []
+
+    def apply(self, docs):
+        self.applied.extend(docs)
+
+
+def node(name, rack, block):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"cloud.provider.com/topology-block": block,
+                                                  "cloud.provider.com/topology-rack": rack,
+                                                  "kubernetes.io/hostname": name, "nvidia.com/gpu.present": "true"}},
+            "status": {"allocatable": {"cpu": "128", "memory": "2Gi", "nvidia.com/gpu": "8", "pods": "110"}}}
+
+
+def test_kueue_objects_for_the_nodes_of_a_dump(tmp_path):
+    topology = {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "t"},
+                "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                                    {"nodeLabel": "cloud.provider.com/topology-rack"},
+                                    {"nodeLabel": "kubernetes.io/hostname"}]}}
+    dump = tmp_path / "nodes.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
+        node("n0", "r0", "b0"), node("n1", "r1", "b0"), topology]}))
+    recorder = Recorder()
+    assert local_cluster.kueue_queues(recorder, dump) == ["t"]
+    assert recorder.applied == [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
+         "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                             {"nodeLabel": "cloud.provider.com/topology-rack"},
+                             {"nodeLabel": "kubernetes.io/hostname"}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "t"},
+         "spec": {"nodeLabels": {"nvidia.com/gpu.present": "true"}, "topologyName": "t"}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+             "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+             "flavors": [{"name": "t", "resources": [{"name": "cpu", "nominalQuota": "256"},
+                                                     {"name": "memory", "nominalQuota": str(4 * 2**30)},
+                                                     {"name": "nvidia.com/gpu", "nominalQuota": "16"}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "user-queue", "namespace": "default"}, "spec": {"clusterQueue": "cluster-queue"}},
+    ]
+
+
+def test_kueue_keeps_only_its_own_and_the_job_webhooks():
+    assert local_cluster._kueue_webhook_kept({"rules": [{"apiGroups": ["batch"], "resources": ["jobs"]}]})
+    assert local_cluster._kueue_webhook_kept({"rules": [{"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"]}]})
+    assert not local_cluster._kueue_webhook_kept({"rules": [{"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"]}]})
+    assert not local_cluster._kueue_webhook_kept({"rules": [{"apiGroups": [""], "resources": ["pods"]}]})
+
+
+def test_workload_api_flags_only_when_asked():
+    assert local_cluster.workload_api_args("kube-apiserver", {}) == []
+    assert local_cluster.workload_api_args("kube-apiserver", {"workload_api": True}) == [
+        "--feature-gates", "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
+        "--runtime-config", "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"]
+    assert local_cluster.workload_api_args("kube-scheduler", {"workload_api": True}) == [
+        "--feature-gates", "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"]
