@@ -296,11 +296,9 @@ def test_training_operator_pytorchjob_pods(plane, tmp_path, capsys):
     pods = operator_pods(plane, ns, sum(workers + 1 for workers, _, _ in shapes.values()))
     figures = check_pods(plane, tmp_path, pods, pytorchjob_index,
                          {name: (workers, size) for name, (workers, size, _) in shapes.items()})
-    # DESIGN.md §2: Master ``master``. Gated, the workload patch adds the Master template's
-    # ``metadata`` twice (its subgroup-name label, then the gang annotations), so the label is lost
-    # before training-operator copies the template: test_cluster_operators_units.py
-    # ::test_gated_master_template_keeps_subgroup_name (xfail) pins that defect of the webhook.
-    master_subgroup = None if plane.gated else "master"
+    # DESIGN.md §2: Master ``master``, gated or not (the gang annotations go beside the label:
+    # test_cluster_operators_units.py::test_gated_master_template_keeps_subgroup_name).
+    master_subgroup = "master"
     for pod in pods:
         labels = pod["metadata"]["labels"]
         found = pytorchjob_index(labels)

@@ -74,9 +74,6 @@ def test_webhooks_are_pointed_at_loopback_by_url():
     assert configuration["metadata"]["annotations"] == {}
 
 
-@pytest.mark.xfail(strict=True, reason="webhook defect found by the operator run: under --gate-pods the "
-                   "PyTorchJob patch adds Master/template/metadata twice (subgroup-name label, then the gang "
-                   "annotations); the second add replaces the first")
 def test_gated_master_template_keeps_subgroup_name(tmp_path):
     """DESIGN.md §2: the Master's pods carry ``kai.scheduler/subgroup-name: master`` (the workload
     webhook writes it on the Master template), with or without ``--gate-pods`` (§9 adds the gang

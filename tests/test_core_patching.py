@@ -101,3 +101,24 @@ def test_built_operations_are_valid_rfc6902():
     assert jsonpatch.JsonPatch(ops).apply(obj) == {
         "metadata": {"annotations": {"k": "new", "a/b~c": "v"}},
         "spec": {"worker": {"template": {"metadata": {"labels": {"x": "1"}}}}}}
+
+
+def test_labels_then_annotations_on_a_template_without_metadata_are_one_add():
+    """A PyTorchJob Master template without metadata gets the subgroup-name label (DESIGN.md §2)
+    and, under --gate-pods, the gang annotations (§9): one ``add`` of metadata holding both. Two
+    adds of the same path would leave only the second (the label lost)."""
+    from webhook.core.patching import PatchBuilder
+
+    obj = {"spec": {"Master": {"template": {"spec": {}}}}}
+    builder = PatchBuilder(obj)
+    builder.set_entries(("spec", "Master", "template"), "labels", {"kai.scheduler/subgroup-name": "master"})
+    builder.set_entries(("spec", "Master", "template"), "annotations", {"segments.dev/gang-size": "5"})
+    builder.set_entries(("spec", "Other", "template"), "labels", {"a": "1"})
+    builder.set_entries(("spec", "Other", "template"), "annotations", {"b": "2"})
+    assert builder.build() == [
+        {"op": "add", "path": "/spec/Master/template/metadata",
+         "value": {"labels": {"kai.scheduler/subgroup-name": "master"},
+                   "annotations": {"segments.dev/gang-size": "5"}}},
+        {"op": "add", "path": "/spec/Other",
+         "value": {"template": {"metadata": {"labels": {"a": "1"}, "annotations": {"b": "2"}}}}},
+    ]

@@ -507,6 +507,12 @@ def ray(kind: str, worker: dict | None = None, head: dict | None = None) -> dict
       "spec": {"trainer": {"numNodes": 8}}}, None, True),
     ({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
       "spec": {"trainer": {"numNodes": 8}}}, None, False),
+    # a batch/v1 Job: keys on its pod template alone still reach the webhook
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"completions": 8, "template": with_pod_template({"kai.scheduler/segment-size": "4"})}}, None, True),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+      "spec": {"completions": 8, "template": with_pod_template({"app": "x"})}}, None, False),
+    ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}, "spec": {"template": 3}}, None, False),
     # the native kind is always the webhook's (it writes the gang size under --gate-pods)
     ({"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload", "metadata": {"name": "n"},
       "spec": {"workers": 2}}, None, True),

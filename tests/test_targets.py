@@ -276,3 +276,26 @@ def test_workload_api_objects_of_a_gang_with_a_partial_segment_and_a_master():
     assert groups[0]["spec"]["workloadRef"] == {"workloadName": "llama", "templateName": "segment"}
     assert pod_operations("llama-segment-1") == [
         {"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": "llama-segment-1"}}]
+
+
+def _owned(obj, api_version, kind, controller=True):
+    obj["metadata"]["ownerReferences"] = [{"apiVersion": api_version, "kind": kind, "name": "owner",
+                                           "uid": "u-1", "controller": controller}]
+    return obj
+
+
+def test_a_job_of_a_jobset_is_reviewed_through_its_jobset():
+    """A JobSet's Job carries the keys written on the JobSet (DESIGN.md §3b); its parallelism (2)
+    is one Job of the JobSet, not the workload: never denied as 'segment size 4 > 2 completions'."""
+    child = _owned(job(completions=2), "jobset.x-k8s.io/v1alpha2", "JobSet")
+    decision = run(child, settings=AdmissionSettings())
+    assert decision.allowed and decision.patch == [] and decision.warnings == []
+
+
+def test_a_job_owned_by_another_controller_is_still_reviewed():
+    """A CronJob's Job (or a JobSet reference that is not the controller) is the webhook's own."""
+    for child in (_owned(job(completions=2), "batch/v1", "CronJob"),
+                  _owned(job(completions=2), "jobset.x-k8s.io/v1alpha2", "JobSet", controller=False)):
+        decision = run(child, settings=AdmissionSettings())
+        assert not decision.allowed
+        assert "kai.scheduler/segment-size" in decision.message

@@ -49,7 +49,8 @@ class PatchBuilder:
     def __init__(self, obj: Mapping[str, Any]):
         self._obj = obj
         self._ops: list[dict] = []
-        # Maps created by an earlier ``add`` of a whole map in this patch: container → entries.
+        # Every dict inside a value added whole by this builder, by its path: a later call for a
+        # map at or below it extends that dict instead of adding the path again.
         self._created: dict[tuple[str, ...], dict] = {}
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
@@ -68,12 +69,15 @@ class PatchBuilder:
         if not desired:
             return
         parts = tuple(container) + ("metadata", map_name)
-        created = self._created.get(parts)
-        if created is not None:  # already added whole by this builder: extend that value
-            created.update(desired)
-            return
         node: Any = self._obj
         for depth, part in enumerate(parts):
+            made = self._created.get(parts[: depth + 1])
+            if made is not None:  # added by an earlier call of this builder: extend that value
+                node = made
+                continue
+            if depth and parts[:depth] in self._created:  # inside an added value, this part missing
+                node[part] = self._whole(parts, depth, desired)
+                return
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]  # an existing list item (JobSet spec.replicatedJobs/<k>)
                 continue
@@ -84,16 +88,11 @@ class PatchBuilder:
                 node = child
                 continue
             # missing or null: add it whole, with the maps below it
-            value: dict = dict(desired)
-            for outer in reversed(parts[depth + 1:]):
-                value = {outer: value}
             self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
-                              "value": value})
-            # Remember the innermost dict so later calls for the same map extend it.
-            inner = value
-            for outer in parts[depth + 1:]:
-                inner = inner[outer]
-            self._created[parts] = inner
+                              "value": self._whole(parts, depth, desired)})
+            return
+        if parts in self._created:  # the map itself was added by this builder
+            node.update(desired)
             return
         if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
@@ -102,6 +101,20 @@ class PatchBuilder:
                 self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
             elif node[key] != val:
                 self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
+
+    def _whole(self, parts: tuple[str, ...], depth: int, desired: Mapping[str, str]) -> dict:
+        """The value that adds ``parts[depth]`` whole (the maps below it down to ``desired``), each
+        of its dicts remembered by path so that later calls extend it rather than add it again
+        (two ``add`` operations of one path: the second would replace the first)."""
+        value: dict = dict(desired)
+        for outer in reversed(parts[depth + 1:]):
+            value = {outer: value}
+        inner = value
+        self._created[parts[: depth + 1]] = inner
+        for end, outer in enumerate(parts[depth + 1:], start=depth + 2):
+            inner = inner[outer]
+            self._created[parts[:end]] = inner
+        return value
 
     def set_value(self, parts: Sequence[str], value: Any) -> None:
         """Make the member at ``parts`` (e.g. ``("spec", "leaderWorkerTemplate", "subGroupPolicy",

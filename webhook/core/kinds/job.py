@@ -79,10 +79,37 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     return Plan(resolution=res, root=root, worker=worker, gang_size=pods)
 
 
+#: Controllers whose Jobs are reviewed through their owner (DESIGN.md §3b: a JobSet's, and so a
+#: TrainJob's, Jobs carry the keys the webhook wrote on the JobSet; reviewing them again as Jobs
+#: would count a Job's ``parallelism`` pods as the whole workload).
+OWNER_REVIEWED = frozenset({("jobset.x-k8s.io", "JobSet")})
+
+
+def owned_by_a_reviewed_kind(obj: Any) -> bool:
+    """Whether ``obj``'s controller ``ownerReference`` (``controller: true``) is a kind of
+    :data:`OWNER_REVIEWED`, matched by API group (any version) and kind."""
+    metadata = obj.get("metadata") if isinstance(obj, Mapping) else None
+    references = metadata.get("ownerReferences") if isinstance(metadata, Mapping) else None
+    if not isinstance(references, list):
+        return False
+    for reference in references:
+        if not isinstance(reference, Mapping) or reference.get("controller") is not True:
+            continue
+        api_version = reference.get("apiVersion")
+        group = api_version.split("/", 1)[0] if isinstance(api_version, str) and "/" in api_version else ""
+        if (group, reference.get("kind")) in OWNER_REVIEWED:
+            return True
+    return False
+
+
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *,
            mutate: bool = True) -> Decision:
     """Admit a Job AdmissionReview ``request`` (CREATE/UPDATE; others allowed unchanged): the
-    resolved keys on ``spec.template`` (DESIGN.md §2), the target's keys (§9b)."""
+    resolved keys on ``spec.template`` (DESIGN.md §2), the target's keys (§9b). A Job whose
+    controller is a JobSet (:func:`owned_by_a_reviewed_kind`) was reviewed as part of its owner:
+    allowed, empty patch."""
+    if owned_by_a_reviewed_kind(request.get("object")):
+        return Decision(kind=KIND)
     return review_workload(KIND, analyse, request, catalog, settings, mutate=mutate)
 
 

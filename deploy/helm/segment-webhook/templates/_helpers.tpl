@@ -93,6 +93,8 @@ placement key or a misspelling of one.
           ['workerTemplate', 'leaderTemplate'].filter(t, t in o.spec.leaderWorkerTemplate &&
             type(o.spec.leaderWorkerTemplate[t]) == map && 'metadata' in o.spec.leaderWorkerTemplate[t])
           .map(t, o.spec.leaderWorkerTemplate[t].metadata) : []) +
+        ('template' in o.spec && type(o.spec.template) == map && 'metadata' in o.spec.template &&
+          type(o.spec.template.metadata) == map ? [o.spec.template.metadata] : []) +
         ('replicatedJobs' in o.spec && type(o.spec.replicatedJobs) == list ? o.spec.replicatedJobs
           .filter(j, type(j) == map && 'template' in j && type(j.template) == map && 'metadata' in j.template)
           .map(j, j.template.metadata) : []) +
@@ -151,6 +153,11 @@ placement key or a misspelling of one.
 - apiGroups: ["trainer.kubeflow.org"]
   apiVersions: ["v1alpha1"]
   resources: ["trainjobs"]
+  operations: ["CREATE", "UPDATE"]
+  scope: Namespaced
+- apiGroups: ["batch"]
+  apiVersions: ["v1"]
+  resources: ["jobs"]
   operations: ["CREATE", "UPDATE"]
   scope: Namespaced
 {{- end }}
