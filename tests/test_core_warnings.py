@@ -247,7 +247,34 @@ EXAMPLES = {
     "not-gated-node-name": (lambda: (pod(TRAINING_WORKER, {**SEGMENTED, "segments.dev/gang-size": "17"}, "node-1"),
                                      GATING, CATALOG),
                             'not gated: spec.nodeName "node-1" is set (the pod bypasses the scheduler)'),
+    # DESIGN.md §9, docs/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
+    "gate-head-not-gated": (lambda: (ray_root_level(), GATING, CATALOG),
+                            "--gate-pods does not gate the Ray head: workload level cloud.provider.com/topology-block "
+                            "binds the worker groups only"),
+    "gate-per-group-gangs": (lambda: (jobset_two_segment_levels(), GATING, CATALOG),
+                             "--gate-pods gangs JobSet per group (segment levels differ): topology.kubernetes.io/zone "
+                             "holds in each only"),
 }
+
+
+def ray_root_level() -> dict:
+    obj = manifest("raycluster-multihost.yaml")
+    obj["metadata"]["annotations"][WL_REQ] = "cloud.provider.com/topology-block"
+    return obj
+
+
+def jobset_two_segment_levels() -> dict:
+    """jobset-workers.yaml (segments of 4 per rack) with a root zone and a second replicatedJob whose
+    segments are per host."""
+    import copy
+
+    obj = manifest("jobset-workers.yaml")
+    obj["metadata"]["annotations"][WL_REQ] = ZONE
+    second = copy.deepcopy(obj["spec"]["replicatedJobs"][0])
+    second["name"] = "eval"
+    second["template"]["spec"]["template"]["metadata"]["annotations"][SEG_REQ] = "kubernetes.io/hostname"
+    obj["spec"]["replicatedJobs"].append(second)
+    return obj
 
 
 def test_every_registered_warning_has_an_example():

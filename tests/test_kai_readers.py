@@ -200,7 +200,7 @@ def test_controller_once_takes_the_runtime_as_place_does(trainjob_case):
                            "-f", trainjob, "-f", runtime], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     docs = list(yaml.safe_load_all(done.stdout))
-    assert [d["gang"] for d in docs if "gang" in d] == ["team-a/llama-ft/node"]
+    assert [d["gang"] for d in docs if "gang" in d] == ["team-a/llama-ft/*"]  # root level: the whole JobSet is the gang
     assert all("can never fit" in d["waiting"] for d in docs if "gang" in d)
 
 

@@ -224,10 +224,11 @@ def _string_map(value: Any) -> dict[str, str]:
 
 
 def gang_key_of(pod: Mapping[str, Any]) -> str | None:
-    """The gang key of a pod dict (:func:`webhook.core.kinds.registry.gang_key` on its namespace
-    and labels), ``None`` for a pod of no gang."""
+    """The gang key of a pod dict (:func:`webhook.core.kinds.registry.gang_key` on its namespace,
+    labels and annotations), ``None`` for a pod of no gang."""
     namespace, _ = pod_ref(pod)
-    return registry.gang_key(namespace, _string_map(_meta(pod).get("labels")))
+    return registry.gang_key(namespace, _string_map(_meta(pod).get("labels")),
+                             _string_map(_meta(pod).get("annotations")))
 
 
 # ----------------------------------------------------------------------------- gangs
@@ -311,7 +312,25 @@ def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
     return formed
 
 
-def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None) -> PodRequest:
+def _segment_groups(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """For a whole-object gang (members annotated ``segments.dev/gang-scope: workload``: a JobSet's
+    replicatedJobs, a Ray cluster's worker groups, DESIGN.md §4.5): ``{(namespace, name): k}``, ``k``
+    the position of the pod's group (its role: replicatedJob or worker group name) in name order,
+    so that segment ``i`` of one group and segment ``i`` of another stay apart (as ``place`` keeps
+    them, :func:`webhook.placement.expand.one_podgroup`). Empty for any other gang (group 0)."""
+    if not any(_string_map(_meta(p).get("annotations")).get(gating.GANG_SCOPE) == gating.WHOLE_WORKLOAD
+               for p in members):
+        return {}
+    roles = {}
+    for pod in members:
+        labels = _string_map(_meta(pod).get("labels"))
+        roles[pod_ref(pod)] = registry.pod_rules(labels).role(labels) or ""
+    order = {role: k for k, role in enumerate(sorted(set(roles.values())))}
+    return {ref: order[role] for ref, role in roles.items()}
+
+
+def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None,
+                 group: int = 0) -> PodRequest:
     """The engine's view of one pod: :func:`webhook.placement.eligibility.pod_request` (the one
     reader ``place`` uses too: a bound member is pinned to its ``nodeName``, a released member by
     its own ``nodeSelector``), with its requests from ``cache`` and its segment from
@@ -330,7 +349,7 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tupl
         if not raw_segment.isdigit():
             raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(raw_segment)} '
                              "is not a whole number (the webhook writes 0, 1, ...)")
-        segment = (0, int(raw_segment))
+        segment = (group, int(raw_segment))
     request = pod_request(pod, requests, segment, pod_role(labels))  # raises PlacementError (a ValueError)
     return replace(request, key=f"{namespace}/{name}")
 
@@ -433,7 +452,8 @@ def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLed
     members = sorted(gang.members, key=pod_ref)
     formed = _formed_segments(members)
     try:
-        requests = [_pod_request(p, cache, formed) for p in members]
+        groups = _segment_groups(members)
+        requests = [_pod_request(p, cache, formed, groups.get(pod_ref(p), 0)) for p in members]
     except ValueError as exc:
         return GangDecision(key, waiting=Waiting(key, INVALID, str(exc), refs))
     topology_name, constraints = _gang_constraints(gang, default_topology, formed)

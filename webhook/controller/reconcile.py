@@ -290,7 +290,8 @@ def expected_pod_names(gang_key: str, owner: Mapping[str, Any], kind: str) -> li
     for pod in made:
         template_meta = pod.template.get("metadata") if isinstance(pod.template, Mapping) else None
         labels = {**_strings((template_meta or {}).get("labels")), **pod.labels}
-        if registry.gang_key(namespace, labels) == gang_key:
+        annotations = {**_strings((template_meta or {}).get("annotations")), **_strings(pod.annotations)}
+        if registry.gang_key(namespace, labels, annotations) == gang_key:
             names.append(pod.name)
     return names or None
 

@@ -17,7 +17,9 @@ With ``serve --gate-pods`` (``AdmissionSettings.gate_pods``):
   release it) and gets a warning instead. Adding the gate is idempotent.
 
 Gang key (DESIGN.md §9): ``<namespace>/<training.kubeflow.org/job-name>`` (PyTorchJob, native),
-``<namespace>/<leaderworkerset.sigs.k8s.io/name>/<group-index>`` (LWS, one gang per group).
+``<namespace>/<leaderworkerset.sigs.k8s.io/name>/<group-index>`` (LWS, one gang per group); a pod
+annotated ``segments.dev/gang-scope: workload`` (JobSet / TrainJob, Ray with a workload level on the
+root) is in its whole object's gang, ``<namespace>/<jobset-or-cluster-name>/*``.
 """
 
 from __future__ import annotations
@@ -39,19 +41,27 @@ GANG_SIZE = "segments.dev/gang-size"
 GANG_TOPOLOGY = "segments.dev/topology"
 GANG_REQUIRED = "segments.dev/topology-required-placement"
 GANG_PREFERRED = "segments.dev/topology-preferred-placement"
+#: Pod template / pod annotation: ``workload`` when the gang is the whole object (a JobSet or Ray
+#: cluster whose root sets a workload level: KAI makes one PodGroup of it, DESIGN.md §4.5, §9)
+GANG_SCOPE = "segments.dev/gang-scope"
+#: The value of :data:`GANG_SCOPE` that makes the whole object one gang.
+WHOLE_WORKLOAD = "workload"
 #: Every annotation this module writes on templates; a pod carrying one belongs to a gang.
-GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED)
+GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED, GANG_SCOPE)
 
 
 def gang_template_annotations(size: int, topology: str | None, required: str | None,
-                              preferred: str | None) -> dict[str, str]:
+                              preferred: str | None, *, whole_workload: bool = False) -> dict[str, str]:
     """The annotations written on each PodTemplateSpec of a gang at workload CREATE.
 
     ``size``: pods per gang (>= 1); ``topology`` / ``required`` / ``preferred``: the workload's
-    resolved topology name and workload required / preferred level, or ``None``. Returns
-    ``{"segments.dev/gang-size": "<size>", ...}`` with only the keys that have a value.
+    resolved topology name and workload required / preferred level, or ``None``;
+    ``whole_workload``: the gang is the whole object (``segments.dev/gang-scope: workload``).
+    Returns ``{"segments.dev/gang-size": "<size>", ...}`` with only the keys that have a value.
     """
     out = {GANG_SIZE: str(size)}
+    if whole_workload:
+        out[GANG_SCOPE] = WHOLE_WORKLOAD
     for key, value in ((GANG_TOPOLOGY, topology), (GANG_REQUIRED, required), (GANG_PREFERRED, preferred)):
         if value is not None:
             out[key] = value

@@ -176,6 +176,12 @@ _ALL = (
     WarningRule("not-gated-node-name", "DESIGN.md §9",
                 "--gate-pods: a pod created with spec.nodeName (KEP-3838 forbids gates there): not gated",
                 "not gated: spec.nodeName {node} is set (the pod bypasses the scheduler)"),
+    WarningRule("gate-per-group-gangs", "DESIGN.md §9",
+                "--gate-pods: a JobSet / Ray root workload level, groups differ in topology or segment levels",
+                "--gate-pods gangs {kind} per group ({why}): {level} holds in each only"),
+    WarningRule("gate-head-not-gated", "DESIGN.md §9",
+                "--gate-pods: a Ray root workload level; the head is not gated (kube-scheduler places it)",
+                "--gate-pods does not gate {template}: workload level {level} binds the worker groups only"),
 )
 
 #: Warning id → :class:`WarningRule`, in the order of the README's table "Every warning a user can meet".

@@ -74,7 +74,9 @@ def read_occupants(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Occup
         meta = meta if isinstance(meta, Mapping) else {}
         labels = meta.get("labels")
         labels = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
-        gang = gang_key(namespace, labels) or _owner(meta)
+        annotations = meta.get("annotations")
+        annotations = {str(k): str(v) for k, v in annotations.items()} if isinstance(annotations, Mapping) else {}
+        gang = gang_key(namespace, labels, annotations) or _owner(meta)
         out.setdefault(node, []).append(Occupant(f"{namespace}/{name}", gang, node))
     return out
 

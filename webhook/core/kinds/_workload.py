@@ -92,6 +92,12 @@ class Plan:
     #: False when KAI's pod-grouper cannot group the object's owner chain into subgroups (native
     #: kind, DESIGN.md §4.5): no template or pod then gets ``kai.scheduler/subgroup-name``
     kai_subgroups: bool = True
+    #: KAI makes ONE PodGroup of the object (JobSet, Ray: DESIGN.md §4.5): with a workload level
+    #: on the root, ``--gate-pods`` gangs the whole object (:func:`gang_entries`)
+    one_podgroup: bool = False
+    #: a template of the object that is never gated (the Ray head), named for the warning that
+    #: the root's workload level does not reach it under ``--gate-pods``; ``None`` when none
+    ungated: str | None = None
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map (those of every unit included)."""
@@ -283,18 +289,58 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     return out
 
 
-def gang_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+def gang_entries(plan: Plan, decision: Decision | None = None) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
     """``--gate-pods`` (DESIGN.md §9): the gang facts (:func:`webhook.core.gating.gang_template_annotations`)
-    on every template of the gang, when the workload is segmented or has a workload placement level."""
+    on every template of the gang, when the workload is segmented or has a workload placement level.
+    A kind of units gets one gang per unit, or one gang of the whole object when
+    :func:`_whole_workload_entries` says so; ``decision`` receives the gate-mode warnings."""
     if plan.units:
+        whole = _whole_workload_entries(plan, decision)
+        if whole is not None:
+            return whole
         return [entry for _, unit in plan.units for entry in gang_entries(unit)]
+    return _unit_entries(plan, plan.gang_size, whole_workload=False)
+
+
+def _unit_entries(plan: Plan, size: int | None, *, whole_workload: bool) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+    """The gang facts of one plan (or unit) for a gang of ``size`` pods; empty when ``size`` is
+    unknown or 0, or the plan is neither segmented nor has a workload level."""
     res = plan.resolution
     required = res.wl_required.value if res.wl_required else None
     preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
-    if not plan.gang_size or not (res.segmented or required or preferred):
+    if not size or not plan.gang_size or not (res.segmented or required or preferred):
         return []
-    wanted = gating.gang_template_annotations(plan.gang_size, res.topology_name, required, preferred)
+    wanted = gating.gang_template_annotations(size, res.topology_name, required, preferred,
+                                              whole_workload=whole_workload)
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
+
+
+def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple[tuple[str, ...], str, dict[str, str]]] | None:
+    """DESIGN.md §4.5 and §9 for a kind KAI makes one PodGroup of (``plan.one_podgroup``: JobSet,
+    Ray; KAI d5bc503 ``plugins/jobset/jobset_grouper.go``, ``plugins/ray/ray_grouper.go``): when
+    the root sets a workload level, every unit's templates get ``segments.dev/gang-scope: workload``
+    and ``segments.dev/gang-size`` = the pods of all units, so the controller places the whole
+    object as one gang and the level holds across its groups. ``None`` (one gang per unit) when
+    the root sets no level, or when the units differ in topology name or segment levels (one gang
+    cannot say both: warning ``gate-per-group-gangs``). A never-gated template (the Ray head) gets
+    the warning ``gate-head-not-gated``."""
+    root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None), None)
+    if not plan.one_podgroup or root_level is None:
+        return None
+    units = [unit for _, unit in plan.units if unit.gang_size]
+    kind = decision.kind if decision is not None else "object"
+    topologies = {unit.resolution.topology_name for unit in units}
+    segment_levels = {(u.resolution.segment_required, u.resolution.segment_preferred)
+                      for u in units if u.resolution.segmented}
+    if len(topologies) > 1 or len(segment_levels) > 1:
+        if decision is not None:
+            why = "topology names differ" if len(topologies) > 1 else "segment levels differ"
+            say(decision, "gate-per-group-gangs", kind=kind, why=why, level=root_level.value)
+        return None
+    if plan.ungated is not None and decision is not None:
+        say(decision, "gate-head-not-gated", template=plan.ungated, level=root_level.value)
+    total = sum(unit.gang_size or 0 for unit in units)
+    return [entry for unit in units for entry in _unit_entries(unit, total, whole_workload=True)]
 
 
 def build_patch(obj: Mapping[str, Any], plan: Plan, extra: list[Any] | tuple[Any, ...] = ()) -> list[dict[str, Any]]:
@@ -384,8 +430,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
                 unique.setdefault((violation.rule, violation.field, violation.message), violation)
             decision.violations[:] = list(unique.values())
     target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
+    gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
     if decision.allowed and mutate:
-        gang = gang_entries(plan) if target == GATE and operation == "CREATE" else []  # §9
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
 

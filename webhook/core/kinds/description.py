@@ -101,6 +101,13 @@ class PodRules:
         """The pod's gang (DESIGN.md §9) when :meth:`claims_gang`, or ``None`` when it cannot be known."""
         raise NotImplementedError
 
+    def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """The gang of a pod annotated ``segments.dev/gang-scope: workload``: its whole object's
+        (``<namespace>/<object>/*``; the ``*`` is no group's name, so the key never meets a
+        per-group key or another family's), or ``None`` for a family without whole-object gangs
+        (the default) or a pod that is in none (a Ray head)."""
+        return None
+
     def role(self, labels: Mapping[str, str]) -> str | None:
         """The role explanations name the pod by (``master``, ``worker``, ``leader``), or ``None``
         when these labels say none."""

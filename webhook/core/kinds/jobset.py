@@ -17,7 +17,8 @@ segment only when ``S == parallelism`` (one Job = one segment): then the Job tem
 topology and the segment levels as ``topology-required-placement`` / ``topology-preferred-placement``.
 Any other segment size gets the ``kai-does-not-enforce`` warning, and when neither divides the other
 the ``jobset-segments-straddle-jobs`` warning. Gang (§9): one replicatedJob,
-``<namespace>/<jobset-name>/<replicatedjob-name>``. Automatic placement (§6) never applies.
+``<namespace>/<jobset-name>/<replicatedjob-name>``; with a workload level on the root, the whole
+JobSet, ``<namespace>/<jobset-name>/*`` (KAI makes one PodGroup of it, §4.5). Automatic placement (§6) never applies.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         if unit is None:
             return None
         units.append(unit)
-    return Plan(resolution=Resolution(), root=root, worker=None, units=units)
+    return Plan(resolution=Resolution(), root=root, worker=None, units=units, one_podgroup=True)
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -208,6 +209,10 @@ class JobSetPods(PodRules):
         """``<namespace>/<jobset>/<replicatedJob>``; ``None`` without a replicatedjob-name."""
         rjob = labels.get(keys.JOBSET_RJOB_NAME)
         return f"{namespace}/{labels[keys.JOBSET_NAME]}/{rjob}" if rjob else None
+
+    def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<jobset>/*``: every replicatedJob in one gang (DESIGN.md §4.5, §9)."""
+        return f"{namespace}/{labels[keys.JOBSET_NAME]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """The replicatedJob's name."""

@@ -102,7 +102,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if settings.gate_pods and annotations.get(TARGET_KEY, GATE) == GATE:  # DESIGN.md §9; §9b: another target's pod is not ours to gate
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
-                                                  gang=gang_key(str(namespace), labels),
+                                                  gang=gang_key(str(namespace), labels, annotations),
                                                   size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
     env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []

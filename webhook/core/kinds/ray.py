@@ -17,7 +17,8 @@ gets no segment label and the ``pod-without-index`` warning, never a denial; und
 controller forms its segments at placement time. KAI's pod-grouper groups Ray pods by worker group
 and overwrites ``subgroup-name``, so the webhook never writes it, and KAI does not enforce these
 segments (``kai-does-not-enforce``). Gang (§9): one worker group, ``<namespace>/<cluster>/<group>``;
-the head is not gated. Automatic placement (§6) never applies.
+with a workload level on the root, every worker group, ``<namespace>/<cluster>/*`` (KAI makes one
+PodGroup of the cluster, §4.5); the head is not gated. Automatic placement (§6) never applies.
 """
 
 from __future__ import annotations
@@ -186,7 +187,8 @@ def _analyser(kind: str):
             if unit is None:
                 return None
             units.append(unit)
-        return Plan(resolution=Resolution(), root=root, worker=None, units=units, templates=[head] if head else [])
+        return Plan(resolution=Resolution(), root=root, worker=None, units=units, templates=[head] if head else [],
+                    one_podgroup=True, ungated="the Ray head" if head else None)
 
     return analyse
 
@@ -251,6 +253,13 @@ class RayPods(PodRules):
         if labels.get(keys.RAY_NODE_TYPE) == "head" or not group:
             return None
         return f"{namespace}/{labels[keys.RAY_CLUSTER]}/{group}"
+
+    def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
+        """``<namespace>/<cluster>/*`` of a worker: every worker group in one gang (DESIGN.md §4.5,
+        §9); ``None`` for the head (never gated)."""
+        if labels.get(keys.RAY_NODE_TYPE) == "head" or not labels.get(keys.RAY_GROUP):
+            return None
+        return f"{namespace}/{labels[keys.RAY_CLUSTER]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``head`` or the worker group's name."""

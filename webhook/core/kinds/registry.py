@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from webhook.core import gating
 from webhook.core.kinds import distributedworkload, job, jobset, leaderworkerset, mpijob, pytorchjob, ray, trainjob
 from webhook.core.kinds.description import KindDescription, PodRules
 
@@ -48,12 +49,19 @@ def pod_rules(labels: Mapping[str, str]) -> PodRules:
     return POD_RULES[-1]
 
 
-def gang_key(namespace: str, labels: Mapping[str, str]) -> str | None:
+def gang_key(namespace: str, labels: Mapping[str, str], annotations: Mapping[str, str] | None = None) -> str | None:
     """The gang a pod belongs to (DESIGN.md §9), from its own labels: the key of the first family
     whose gang labels it carries (``<namespace>/<job-name>``, ``<namespace>/<lws>/<group-index>``),
-    or ``None`` (no gang labels, or an LWS pod without a group index)."""
+    or ``None`` (no gang labels, or an LWS pod without a group index). With ``annotations``
+    holding ``segments.dev/gang-scope: workload`` (written at workload CREATE, DESIGN.md §4.5),
+    the family's whole-object key (:meth:`PodRules.workload_gang_key`), when it has one."""
+    whole = annotations is not None and annotations.get(gating.GANG_SCOPE) == gating.WHOLE_WORKLOAD
     for rules in POD_RULES:
         if rules.claims_gang(labels):
+            if whole:
+                key = rules.workload_gang_key(namespace, labels)
+                if key is not None:
+                    return key
             return rules.gang_key(namespace, labels)
     return None
 

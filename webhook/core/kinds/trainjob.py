@@ -124,7 +124,10 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if request.get("operation") != "CREATE":  # gang facts are written at CREATE (§9) and kept after
         gang = {k: v for k, v in worker.values.items() if k in gating.GANG_KEYS}
     elif settings.gate_pods and nodes and (res.segmented or wl_required or wl_preferred):
-        gang = gating.gang_template_annotations(nodes, res.topology_name, wl_required, wl_preferred)
+        # a root workload level: the JobSet's whole gang (DESIGN.md §4.5); its initializer Jobs get no
+        # gang facts, so they are never in it
+        gang = gating.gang_template_annotations(nodes, res.topology_name, wl_required, wl_preferred,
+                                                whole_workload=bool(wl_required or wl_preferred))
     plan = Plan(resolution=res, root=root, worker=None, templates=[worker], gang_size=None)
     plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys)
     return plan
