@@ -1266,7 +1266,9 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
 def main(argv: list[str]) -> int:
     """Command-line entry point; returns the exit status (0 done, 1 failed, 2 bad usage)."""
     parser = argparse.ArgumentParser(prog="local-cluster.sh", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    # the metavar lists the user's commands; `heartbeat` (started by `nodes`) is added without help=, so
+    # it is not listed (help=argparse.SUPPRESS prints "==SUPPRESS==" on Python 3.11)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,up,nodes,down}")
     commands.add_parser("build", help="build or reuse the binaries; last stdout line: their directory")
     up_parser = commands.add_parser("up", help="start a control plane with state, logs and pids in DIR")
     up_parser.add_argument("dir", type=Path)
@@ -1288,7 +1290,7 @@ def main(argv: list[str]) -> int:
     nodes_parser = commands.add_parser("nodes", help="register the Nodes of a dump and keep them Ready until down")
     nodes_parser.add_argument("dir", type=Path)
     nodes_parser.add_argument("file", type=Path)
-    heartbeat_parser = commands.add_parser("heartbeat", help=argparse.SUPPRESS)
+    heartbeat_parser = commands.add_parser("heartbeat")
     heartbeat_parser.add_argument("dir", type=Path)
     down_parser = commands.add_parser("down", help="stop everything `up DIR` started")
     down_parser.add_argument("dir", type=Path)

@@ -823,3 +823,15 @@ def test_every_image_names_a_tag_or_digest(overlay, tmp_path):
         name = image.split("@", 1)[0].rsplit("/", 1)[-1]
         assert "@sha256:" in image or ":" in name, f"{overlay}: image {image!r} has no tag or digest"
         assert image == IMAGE
+
+
+def test_readme_install_names_the_certs_directory_the_self_signed_overlay_reads():
+    """The README's "Install in a cluster" line for the self-signed overlay must give `certs --out`
+    the overlay's own certs/ directory: plain `segment-webhook certs` writes ./certs, and
+    `kubectl apply -k deploy/overlays/self-signed` then fails (no certs/ca-bundle.crt there)."""
+    kustomization = (DEPLOY / "overlays" / "self-signed" / "kustomization.yaml").read_text(encoding="utf-8")
+    assert "certs/ca-bundle.crt" in kustomization
+    install = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+               if "kubectl apply -k deploy/overlays/self-signed" in line]
+    assert install, "README no longer shows the self-signed install"
+    assert all("segment-webhook certs --out deploy/overlays/self-signed/certs" in line for line in install)

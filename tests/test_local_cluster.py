@@ -69,3 +69,17 @@ def test_rfc3339_times_as_the_api_writes_them():
     # metav1.Time: seconds; metav1.MicroTime (Lease renewTime): 6 decimals
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", local_cluster.rfc3339_now())
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", local_cluster.rfc3339_now(micro=True))
+
+
+def test_help_hides_the_internal_heartbeat_command(capsys):
+    """`local-cluster.sh --help` lists the user's commands only: the internal `heartbeat` must not
+    show, and never as argparse's `==SUPPRESS==` placeholder (Python 3.11 prints it for a
+    subcommand added with help=SUPPRESS)."""
+    with pytest.raises(SystemExit) as exit_info:
+        local_cluster.main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "SUPPRESS" not in out
+    assert "heartbeat" not in out
+    for command in ("build", "up", "nodes", "down"):
+        assert command in out

@@ -140,6 +140,8 @@ def test_most_gangs_literal():
     ("pods=8,segment-size=4", "--shape requests no resource"),
     ("pods=8,segment-size=4,nvidia.com/gpu=lots", "--shape nvidia.com/gpu: "),
     ("pods=8,segment-size", '--shape part "segment-size" is not KEY=VALUE'),
+    ("pods=32,pods=16,segment-size=8,nvidia.com/gpu=1", '--shape gives pods twice ("32", then "16")'),
+    ("pods=32,segment-size=8,nvidia.com/gpu=1,nvidia.com/gpu=2", '--shape gives nvidia.com/gpu twice ("1", then "2")'),
 ])
 def test_bad_shapes_name_the_part(text, message):
     with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):

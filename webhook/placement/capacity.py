@@ -257,17 +257,22 @@ def parse_shape(text: str) -> GangShape:
     """``pods=64,segment-size=8,nvidia.com/gpu=1,cpu=8,segment-level=KEY,workload-level=KEY`` →
     :class:`GangShape`. Every key that is not one of :data:`SHAPE_FIELDS` is a resource request (a
     Kubernetes quantity): a name with a ``/`` (``nvidia.com/gpu``), one of :data:`PLAIN_RESOURCES` or
-    ``hugepages-*``. Raises :class:`CapacityError` naming the part, the rule and the fix."""
+    ``hugepages-*``. A key given twice is an error (not last-wins). Raises :class:`CapacityError` naming the part, the rule and the fix."""
     from webhook.placement.quantity import QuantityError, non_negative_quantity, to_milli
 
     fields: dict[str, str] = {}
     requests: dict[str, int] = {}
     example = "pods=64,segment-size=8,nvidia.com/gpu=1,segment-level=<label key>"
+    seen: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",") if p.strip()):
         key, sep, value = part.partition("=")
         key, value = key.strip(), value.strip()
         if not sep or not key or not value:
             raise CapacityError(f"--shape part {quote(part)} is not KEY=VALUE; fix: e.g. {example}")
+        if key in seen:
+            raise CapacityError(f"--shape gives {key} twice ({quote(seen[key])}, then {quote(value)}); "
+                                f"fix: give each key once, e.g. {example}")
+        seen[key] = value
         if key in SHAPE_FIELDS:
             fields[key] = value
         elif "/" in key or key in PLAIN_RESOURCES or key.startswith("hugepages-"):
