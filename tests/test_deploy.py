@@ -508,6 +508,12 @@ def ray(kind: str, worker: dict | None = None, head: dict | None = None) -> dict
       "spec": {"trainer": {"numNodes": 8}}}, None, True),
     ({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "tj"},
       "spec": {"trainer": {"numNodes": 8}}}, None, False),
+    # a placement key written as a label (root or template) reaches the webhook, which denies it;
+    # KAI's queue label alone does not
+    ({**pytorchjob(), "metadata": {"name": "p", "labels": {"kai.scheduler/segment-size": "4"}}}, None, True),
+    (jobset(pod=None) | {"spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"template": {
+        "metadata": {"labels": {"kai.scheduler/topology": "t"}}}}}}]}}, None, True),
+    ({**pytorchjob(), "metadata": {"name": "p", "labels": {"kai.scheduler/queue": "q"}}}, None, False),
     # a batch/v1 Job: keys on its pod template alone still reach the webhook
     ({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
       "spec": {"completions": 8, "template": with_pod_template({"kai.scheduler/segment-size": "4"})}}, None, True),
@@ -824,14 +830,3 @@ def test_every_image_names_a_tag_or_digest(overlay, tmp_path):
         assert "@sha256:" in image or ":" in name, f"{overlay}: image {image!r} has no tag or digest"
         assert image == IMAGE
 
-
-def test_readme_install_names_the_certs_directory_the_self_signed_overlay_reads():
-    """The README's "Install in a cluster" line for the self-signed overlay must give `certs --out`
-    the overlay's own certs/ directory: plain `segment-webhook certs` writes ./certs, and
-    `kubectl apply -k deploy/overlays/self-signed` then fails (no certs/ca-bundle.crt there)."""
-    kustomization = (DEPLOY / "overlays" / "self-signed" / "kustomization.yaml").read_text(encoding="utf-8")
-    assert "certs/ca-bundle.crt" in kustomization
-    install = [line for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
-               if "kubectl apply -k deploy/overlays/self-signed" in line]
-    assert install, "README no longer shows the self-signed install"
-    assert all("segment-webhook certs --out deploy/overlays/self-signed/certs" in line for line in install)

@@ -79,9 +79,10 @@ placement key or a misspelling of one.
   expression: |-
     object.kind == 'DistributedWorkload' ||
     (request.operation == 'UPDATE' ? [object, oldObject] : [object]).exists(o,
-      [o.metadata].exists(m, type(m) == map && 'annotations' in m && type(m.annotations) == map &&
+      [o.metadata].exists(m, type(m) == map && (('annotations' in m && type(m.annotations) == map &&
           m.annotations.exists(k, k.contains('kai') || k.contains('sche') || k.contains('duler') || k.contains('topo') ||
             k.contains('segm'))) ||
+          ('labels' in m && type(m.labels) == map && m.labels.exists(k, k.contains('topo') || k.contains('segm'))))) ||
       ('spec' in o && type(o.spec) == map) && (
       (('pytorchReplicaSpecs' in o.spec && type(o.spec.pytorchReplicaSpecs) == map ? o.spec.pytorchReplicaSpecs.map(r, o.spec.pytorchReplicaSpecs[r])
           .filter(s, type(s) == map && 'template' in s && type(s.template) == map && 'metadata' in s.template)
@@ -103,9 +104,10 @@ placement key or a misspelling of one.
             type(j.template.spec) == map && 'template' in j.template.spec &&
             type(j.template.spec.template) == map && 'metadata' in j.template.spec.template)
           .map(j, j.template.spec.template.metadata) : [])
-      ).exists(m, type(m) == map && 'annotations' in m && type(m.annotations) == map &&
+      ).exists(m, type(m) == map && (('annotations' in m && type(m.annotations) == map &&
           m.annotations.exists(k, k.contains('kai') || k.contains('sche') || k.contains('duler') || k.contains('topo') ||
             k.contains('segm'))) ||
+          ('labels' in m && type(m.labels) == map && m.labels.exists(k, k.contains('topo') || k.contains('segm'))))) ||
       ([o.spec] + ['rayClusterSpec', 'rayClusterConfig'].filter(f, f in o.spec).map(f, o.spec[f]))
         .filter(c, type(c) == map).exists(c,
         (('workerGroupSpecs' in c && type(c.workerGroupSpecs) == list ? c.workerGroupSpecs
@@ -113,9 +115,10 @@ placement key or a misspelling of one.
           .map(g, g.template.metadata) : []) +
         ('headGroupSpec' in c && type(c.headGroupSpec) == map && 'template' in c.headGroupSpec &&
           type(c.headGroupSpec.template) == map && 'metadata' in c.headGroupSpec.template
-          ? [c.headGroupSpec.template.metadata] : [])).exists(m, type(m) == map && 'annotations' in m && type(m.annotations) == map &&
+          ? [c.headGroupSpec.template.metadata] : [])).exists(m, type(m) == map && (('annotations' in m && type(m.annotations) == map &&
           m.annotations.exists(k, k.contains('kai') || k.contains('sche') || k.contains('duler') || k.contains('topo') ||
-            k.contains('segm'))))))
+            k.contains('segm'))) ||
+          ('labels' in m && type(m.labels) == map && m.labels.exists(k, k.contains('topo') || k.contains('segm'))))))))
 {{- end }}
 
 {{/* rules of both workload webhooks: the workload kinds of DESIGN.md §3 and §3b, CREATE and UPDATE. */}}
