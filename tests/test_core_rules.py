@@ -171,8 +171,13 @@ MESSAGES = {
         'he pod template instead.'
     ),
     'target-unknown': (
-        'metadata.labels[segments.dev/target] = "volcano": not a target this webhook serves (kai, kueue) (rul'
-        "e target-unknown); fix: use one of them, or remove the label to use the webhook's --target."
+        'metadata.labels["segments.dev/target"] = "volcano": not a target this webhook serves (kai, kueue) (r'
+        "ule target-unknown); fix: use one of them, or remove the label to use the webhook's --target."
+    ),
+    'target-as-annotation': (
+        'metadata.annotations["segments.dev/target"] = "kueue": an annotation, but the target is read only fr'
+        'om the workload\'s labels, so this choice would be ignored (rule target-as-annotation); fix: move it t'
+        'o metadata.labels["segments.dev/target"].'
     ),
     'target-cannot-express': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
@@ -206,6 +211,12 @@ def worker(obj):
 def tp4(**worker_annotations):
     obj = load_example("pytorchjob-tp4.yaml")
     worker(obj).update(worker_annotations)
+    return obj
+
+
+def _target_annotation():
+    obj = tp4()
+    obj["metadata"].setdefault("annotations", {})["segments.dev/target"] = "kueue"
     return obj
 
 
@@ -277,6 +288,7 @@ TRIGGERS = {
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
     "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
+    "target-as-annotation": lambda: (_target_annotation(), None),
     "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
     "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),

@@ -431,6 +431,19 @@ def check_target_known(decision: Decision, field_path: str, value: Any, served: 
     return False
 
 
+@rule("target-as-annotation", "DESIGN.md §9b", "segments.dev/target written as a root annotation instead of a label")
+def check_target_not_annotation(decision: Decision, annotations: Mapping[str, Any], target_key: str) -> bool:
+    """The workload's target is read from its ``metadata.labels`` only (docs/targets.md); the same
+    key as a root annotation would be a choice silently ignored (the default target used instead).
+    ``annotations``: the root's annotation map. Returns True when the key is not there."""
+    if target_key not in annotations:
+        return True
+    violate(decision, "target-as-annotation", key_field("metadata.annotations", target_key), annotations[target_key],
+            "an annotation, but the target is read only from the workload's labels, so this choice would be "
+            "ignored", f"move it to {key_field('metadata.labels', target_key)}")
+    return False
+
+
 @rule("target-cannot-express", "DESIGN.md §9b",
       "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
 def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
-from webhook.core.rules import check_target_known, deny_target_cannot_express
+from webhook.core.messages import key_field
+from webhook.core.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
 from webhook.core.warning_rules import say
 
@@ -90,13 +91,17 @@ def served_targets(settings: AdmissionSettings) -> tuple[str, ...]:
 def chosen_target(obj: Mapping[str, Any], settings: AdmissionSettings, decision: Decision) -> str | None:
     """The target of workload ``obj``: its ``metadata.labels["segments.dev/target"]``, else
     :func:`default_target`. Returns ``None`` after recording a ``target-unknown`` denial when the
-    label names no target :func:`served_targets` lists."""
+    label names no target :func:`served_targets` lists, or a ``target-as-annotation`` denial when
+    the root carries the key as an annotation (a choice that would be ignored)."""
     meta = obj.get("metadata")
     labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if isinstance(annotations, Mapping) and not check_target_not_annotation(decision, annotations, TARGET_KEY):
+        return None
     value = labels.get(TARGET_KEY) if isinstance(labels, Mapping) else None
     if value is None:
         return default_target(settings)
-    field = f"metadata.labels[{TARGET_KEY}]"
+    field = key_field("metadata.labels", TARGET_KEY)
     if not check_target_known(decision, field, value, served_targets(settings)):
         return None
     return str(value)
