@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.messages import quote
-from webhook.core.messages import key_field
+from webhook.core.messages import key_field, quote
 from webhook.core.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
 from webhook.core.warning_rules import say
