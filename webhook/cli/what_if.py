@@ -26,7 +26,7 @@ from webhook.placement.snapshot import Snapshot, SnapshotError, build_snapshot, 
 from webhook.placement.whatif import DENIED, FITS, NEVER, WhatIf, planner_for, what_if
 
 VERDICT_TEXT = {
-    FITS: "fits on today's free capacity: a placement exists (a scheduler that left it pending missed it)",
+    FITS: "fits on today's free capacity: a placement exists (for a gang another scheduler left pending: it missed this one)",
     "waiting-for-capacity": "does not fit now, waiting for capacity",
     NEVER: "can never fit on this cluster, not even with every node free",
     DENIED: "denied by the webhook",
