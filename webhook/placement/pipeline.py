@@ -6,6 +6,7 @@ the files and renders the :class:`PlaceResult`.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,29 @@ class PlaceResult:
         return 0 if self.placed else 1
 
 
+def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), platform_groups: Sequence[str] = (),
+                      default_topology: str | None = None,
+                      target: str = "kai") -> tuple[StaticTopologyCatalog, AdmissionSettings]:
+    """The topology catalog and admission settings ``place`` admits a workload with: the
+    snapshot's topologies (``--topology-file`` included), else the embedded default; the default
+    topology of automatic mode (DESIGN.md §6) chosen as ``serve`` and ``review`` choose it
+    (:func:`webhook.cli.flags.static_topologies`): ``default_topology`` when given, else the only
+    topology when exactly one is loaded; ``target`` as ``serve --target`` (``gate`` gates pods).
+    Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
+    fallback = default_catalog()
+    topologies = snapshot.topologies or [t for t in (fallback.get(n) for n in fallback.names()) if t is not None]
+    catalog = StaticTopologyCatalog(topologies)
+    if default_topology and catalog.get(default_topology) is None:
+        raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "
+                             f"{', '.join(catalog.names())}")
+    if not default_topology:
+        default_topology = topologies[0].name if len(topologies) == 1 else None
+    settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
+                                 platform_groups=frozenset(g for g in platform_groups if g),
+                                 default_topology=default_topology, target=target, gate_pods=target == "gate")
+    return catalog, settings
+
+
 def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
                    platform_groups=(), default_topology: str | None = None, runtimes=(),
                    target: str = "kai") -> PlaceResult:
@@ -63,17 +87,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     chosen as ``serve`` and ``review`` choose it (:func:`webhook.cli.flags.static_topologies`):
     ``default_topology`` when given, else the only topology when exactly one is loaded.
     """
-    fallback = default_catalog()
-    topologies = snapshot.topologies or [fallback.get(name) for name in fallback.names()]
-    catalog = StaticTopologyCatalog(topologies)
-    if default_topology and catalog.get(default_topology) is None:
-        raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "
-                             f"{', '.join(catalog.names())}")
-    if not default_topology:
-        default_topology = topologies[0].name if len(topologies) == 1 else None
-    settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
-                                 platform_groups=frozenset(g for g in platform_groups if g),
-                                 default_topology=default_topology, target=target, gate_pods=target == "gate")
+    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology, target)
     exp = expand(workload, catalog, settings, user=user, groups=list(groups), runtimes=list(runtimes))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,

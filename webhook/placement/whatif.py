@@ -42,7 +42,7 @@ import numpy as np
 from webhook.core import keys
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import quote
-from webhook.core.topology import StaticTopologyCatalog, default_catalog
+from webhook.core.topology import StaticTopologyCatalog
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.demand import slots
@@ -50,7 +50,7 @@ from webhook.placement.engine import place, shared_domain
 from webhook.placement.expand import Expansion, expand
 from webhook.placement.freeing import Occupant, Shape, fewest_nodes_to_free
 from webhook.placement.model import Gang, Placement, PlacementError
-from webhook.placement.pipeline import result_document
+from webhook.placement.pipeline import admission_context, result_document
 from webhook.placement.shortfall import NEVER_FITS, Shortfall, shortfall
 from webhook.placement.snapshot import Snapshot
 
@@ -197,17 +197,7 @@ def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Seque
     """The admission context of :func:`webhook.placement.pipeline.place_workload` (the snapshot's
     topologies, else the embedded default; the default topology chosen as ``place`` chooses it).
     Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
-    fallback = default_catalog()
-    topologies = snapshot.topologies or [t for t in (fallback.get(n) for n in fallback.names()) if t is not None]
-    catalog = StaticTopologyCatalog(topologies)
-    if default_topology and catalog.get(default_topology) is None:
-        raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "
-                             f"{', '.join(catalog.names())}")
-    if not default_topology:
-        default_topology = topologies[0].name if len(topologies) == 1 else None
-    settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
-                                 platform_groups=frozenset(g for g in platform_groups if g),
-                                 default_topology=default_topology)
+    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology)
     return Planner(catalog, settings, user, list(groups), list(runtimes))
 
 
