@@ -92,6 +92,19 @@ class Kubectl:
         pytest.fail(f"the webhook did not {'learn' if present else 'forget'} Topology {topology!r} in {timeout} s")
 
 
+def wait_for(what: str, predicate, timeout: float = 240, interval: float = 1.0):
+    """Poll ``predicate()`` every ``interval`` seconds until it returns something truthy (returned);
+    fail the test after ``timeout`` seconds, naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
 def review(*args: str) -> subprocess.CompletedProcess:
     """``segment-webhook review`` of this checkout (a new process, as a user runs it)."""
     return subprocess.run([sys.executable, "-m", "webhook.cli", "review", *args], capture_output=True, text=True,

@@ -21,6 +21,7 @@ nodes, 8 GPUs each: 32 nodes, 256 GPUs):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+import cluster_support
 from cluster_support import EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
 from conftest import load_example
 
@@ -87,16 +89,7 @@ def kube(consumers):
     return Kubectl(consumers)
 
 
-def wait_for(what: str, predicate, timeout: float = 180, interval: float = 1.0):
-    """Poll ``predicate()`` until it returns something truthy (returned); fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+wait_for = functools.partial(cluster_support.wait_for, timeout=180, interval=1.0)
 
 
 def pods_of(kube, namespace: str) -> list[dict]:

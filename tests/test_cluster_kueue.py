@@ -21,12 +21,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from cluster_support import EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
+from cluster_support import EXAMPLES, REPO, Kubectl, local_cluster, wait_for, write_manifest
 
 pytestmark = pytest.mark.cluster
 
@@ -71,16 +70,6 @@ def kueue(tmp_path_factory):
         cluster.stop_all()
 
 
-def wait_for(what: str, predicate, timeout: float = 240, interval: float = 1.0):
-    """Poll ``predicate()`` until it returns something truthy (returned); fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def indexed_job(name: str) -> dict:

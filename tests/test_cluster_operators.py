@@ -20,6 +20,7 @@ worker template and on the workload root (DESIGN.md §4), waits for the operator
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ from typing import Any
 import pytest
 import yaml
 
+import cluster_support
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, REPO, Kubectl, local_cluster, write_manifest
 
 pytestmark = pytest.mark.cluster
@@ -115,16 +117,7 @@ def plane(request, tmp_path_factory) -> Iterator[Plane]:
 
 # ---------------------------------------------------------------------------------------- helpers
 
-def wait_for(what: str, predicate: Callable[[], Any], timeout: float = 240, interval: float = 2.0) -> Any:
-    """Poll ``predicate()`` until truthy (returned); fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
+wait_for = functools.partial(cluster_support.wait_for, timeout=240, interval=2.0)
 
 
 def pods_of(kube: Kubectl, namespace: str) -> list[dict]:
