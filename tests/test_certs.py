@@ -242,6 +242,34 @@ def test_a_ca_key_that_does_not_match_is_refused(tmp_path):
                                "or run with --new-ca")
 
 
+def _ed25519_ca(out, key_pem: bytes) -> None:
+    """An Ed25519 CA certificate (self-signed, CA:TRUE) in ``out/ca.crt`` and ``key_pem`` in ``out/ca.key``."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    key = ed25519.Ed25519PrivateKey.generate()
+    name = x509.Name([x509.NameAttribute(x509.oid.NameOID.COMMON_NAME, "ed25519 ca")])
+    start = dt.datetime.now(dt.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(start).not_valid_after(start + dt.timedelta(days=30))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, None))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (out / "ca.key").write_bytes(key_pem or key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+
+
+@pytest.mark.parametrize("key", ["ec", "ed25519"])
+def test_an_ed25519_ca_is_refused_as_not_the_key_of_the_ca(tmp_path, key):
+    # the CA the webhook makes is ECDSA P-256: an Ed25519 CA (with an ECDSA key or its own) is refused
+    # with the same words as any other key that is not the CA's (it once raised AttributeError)
+    _ed25519_ca(tmp_path, certs.renew(str(tmp_path / "other")).ca_key_pem if key == "ec" else b"")
+    with pytest.raises(certs.CertificateError) as info:
+        certs.renew(str(tmp_path))
+    assert str(info.value) == (f"{tmp_path}/ca.key is not the key of {tmp_path}/ca.crt: restore the pair, "
+                               "or run with --new-ca")
+
+
 def test_certs_after_serve_generated_its_own_reuses_that_ca(tmp_path):
     """`serve` with an empty --cert-dir writes certs.generate() there: the CA key is kept (0600), so a
     later `certs --out` on that directory signs with the same CA (the caBundle stays valid)."""

@@ -263,8 +263,9 @@ def _load_ca(out_dir: str) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey
         is_ca = False
     if not is_ca:
         raise CertificateError(f"{ca_path} is not a CA certificate: restore the CA, or run with --new-ca")
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey) or \
-            ca_key.public_key().public_numbers() != ca_cert.public_key().public_numbers():
+    cert_key = ca_cert.public_key()  # any algorithm (Ed25519 has no public_numbers): only ECDSA can match
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey) or not isinstance(cert_key, ec.EllipticCurvePublicKey) or \
+            ca_key.public_key().public_numbers() != cert_key.public_numbers():
         raise CertificateError(f"{key_path} is not the key of {ca_path}: restore the pair, or run with --new-ca")
     return ca_cert, ca_key
 
