@@ -156,9 +156,11 @@ def group_version_kind(obj: Any) -> GroupVersionKind:
     """``{group, version, kind}`` of a parsed object (``apiVersion`` ``group/version``, or
     ``version`` alone for the core group); empty strings for what the object does not say."""
     source = obj if isinstance(obj, (dict, Mapping)) else {}
-    api_version = source.get("apiVersion") if isinstance(source.get("apiVersion"), str) else ""
-    group, _, version = api_version.rpartition("/")
-    kind = source.get("kind") if isinstance(source.get("kind"), str) else ""
+    api_version = source.get("apiVersion")
+    group, _, version = api_version.rpartition("/") if isinstance(api_version, str) else ("", "", "")
+    kind = source.get("kind")
+    if not isinstance(kind, str):
+        kind = ""
     return {"group": group, "version": version, "kind": kind}
 
 
@@ -179,7 +181,9 @@ def build_request(obj: Any, *, operation: Operation = "CREATE", old: Any = None,
     gvk = kind if kind is not None else group_version_kind(source)
     gvr: GroupVersionResource = {"group": gvk["group"], "version": gvk["version"],
                                  "resource": plural(gvk["kind"])}
-    meta = source.get("metadata") if isinstance(source.get("metadata"), Mapping) else {}
+    meta = source.get("metadata")
+    if not isinstance(meta, Mapping):
+        meta = {}
     all_groups = [g for g in groups if g != AUTHENTICATED_GROUP] + [AUTHENTICATED_GROUP]
     request: AdmissionRequest = {
         "uid": uid or str(uuid.uuid4()),

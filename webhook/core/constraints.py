@@ -84,7 +84,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     if in_force is not None and name is None:
         say(decision, "segments-without-topology")
         in_force = None
-    if valid is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
+    if valid is not None and size is not None and inp.size_rule is not None and not inp.size_rule(size, decision):
         in_force = None
     group = inp.lws_group
     return Resolution._make((  # in field order (see Resolution; positional: cheaper than 15 keywords)
@@ -156,8 +156,9 @@ def _check_topology(root_topology: Sourced | None, source: Sourced | None, wl_re
     ``conflicting-topology`` rule with the workload levels (``wl_*``). Returns
     ``(topology or None, conflict)``."""
     topology = _check_topology_name(source, catalog, decision) if source is not None else None
-    conflict = root_topology is not None and source is not None and root_topology.value != source.value
-    if conflict:
+    conflict = False
+    if root_topology is not None and source is not None and root_topology.value != source.value:
+        conflict = True
         _check_topology_name(root_topology, catalog, decision)
         workload_levels = [(s.field, s.value) for s in (wl_required, wl_preferred) if s is not None]
         rules.check_one_topology(decision, workload_levels, root_topology.value, (source.field, source.value))
@@ -175,6 +176,8 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
         if key not in root.values or key not in worker.values or root.values[key] == worker.values[key]:
             continue
         shadowed, winner = root.get(key), worker.get(key)
+        if shadowed is None or winner is None:  # both present: checked above
+            continue
         if key == keys.SEGMENT_SIZE:
             spec = inp.spec_size
             if spec is not None and spec.wins and spec.value is not None:
@@ -201,7 +204,8 @@ def _check_level(level: Sourced, topology: Topology | None, decision: Decision) 
     levels = topology.levels if topology is not None else None
     if not rules.check_level_syntax(decision, level.field, level.value, levels):
         return False
-    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology.name, levels)
+    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology.name,
+                                                             topology.levels)
 
 
 def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: str | None, topology: Topology | None,
@@ -226,14 +230,14 @@ def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: s
     if topology is None:
         return  # unknown topology: the levels cannot be compared
 
-    def comparable(first: Sourced | None, second: Sourced | None) -> bool:
-        return first is not None and second is not None and first in valid and second in valid
+    def comparable(first: Sourced, second: Sourced) -> bool:
+        return first in valid and second in valid
 
     for required, preferred in ((wl_required, wl_preferred), (seg_required, seg_preferred)):
-        if comparable(required, preferred):
+        if required is not None and preferred is not None and comparable(required, preferred):
             rules.check_preferred_within_required(decision, (preferred.field, preferred.value),
                                                   (required.field, required.value), topology.depth)
-    if comparable(seg_required, wl_required):
+    if seg_required is not None and wl_required is not None and comparable(seg_required, wl_required):
         rules.check_segment_within_workload(decision, (seg_required.field, seg_required.value),
                                             (wl_required.field, wl_required.value), topology.depth)
 

@@ -152,7 +152,7 @@ def release_patch(pod: Mapping[str, Any], node: str) -> list[dict[str, Any]]:
     spec = pod.get("spec")
     gates = spec.get("schedulingGates") if isinstance(spec, (dict, Mapping)) else None
     position = next((i for i, g in enumerate(gates or []) if isinstance(g, (dict, Mapping)) and g.get("name") == GATE), None)
-    if position is None:
+    if position is None or not isinstance(spec, (dict, Mapping)):
         raise ValueError(f"pod has no {GATE} scheduling gate")
     ops: list[dict[str, Any]] = [
         {"op": "test", "path": f"/spec/schedulingGates/{position}/name", "value": GATE},

@@ -234,9 +234,9 @@ class Resolution(NamedTuple):
         out[keys.SEGMENT_SIZE] = str(size)
         if required is not None:
             out[keys.SEGMENT_REQUIRED] = required.value
-        preferred = preferred.value if preferred is not None else self.auto_segment_preferred
-        if preferred is not None:
-            out[keys.SEGMENT_PREFERRED] = preferred
+        preferred_level = preferred.value if preferred is not None else self.auto_segment_preferred
+        if preferred_level is not None:
+            out[keys.SEGMENT_PREFERRED] = preferred_level
         if inputs is not None and inputs.extra_worker_keys:
             out.update(inputs.extra_worker_keys)
         return out
@@ -335,7 +335,7 @@ def resolve_size(root: AnnotationMap, worker: AnnotationMap | None, spec: SpecSi
     if ann is None:
         return None
     size = parse_plain_decimal(ann.value)
-    if not check_size_is_integer(decision, ann.field, ann.value, size):
+    if not check_size_is_integer(decision, ann.field, ann.value, size) or size is None:
         return ann.value, ann.field, ORIGIN_ANNOTATION, None
     if ann.value != str(size) and size < SATURATION:  # a saturated value is denied by the range rules
         say(decision, "segment-size-not-canonical", value=quote(ann.value), canonical=quote(str(size)))

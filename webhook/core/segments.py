@@ -118,7 +118,7 @@ def lws_segment_count(group_size: int, size: int, policy: str = POLICY_LEADER_WO
     if last is None:
         return 0
     first = lws_segment(1, group_size, size, policy) if policy == POLICY_LEADER_EXCLUDED else 0
-    return last - first + 1  # first is 1 only for LeaderExcluded with S = 1
+    return last - (first or 0) + 1  # first is 1 only for LeaderExcluded with S = 1 (a worker: never None)
 
 
 def smallest_size_within(most_segments: int, pods: int, *, group_size: int | None = None,

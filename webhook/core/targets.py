@@ -31,7 +31,7 @@ handler (which reads the pod alone) knows it: a pod whose annotation names anoth
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from webhook.core.admission_decision import Decision
@@ -118,7 +118,7 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: Plan, settings: Ad
     # kai when no pod is gated anyway
     if target is None or target == GATE or (target == KAI and not settings.gate_pods):
         return target, []
-    parts = [(name, unit) for name, unit in plan.units] or [(None, plan)]
+    parts: list[tuple[str | None, Plan]] = [(name, unit) for name, unit in plan.units] or [(None, plan)]
     entries: list[Entry] = []
     for name, unit in parts:
         if target == KUEUE:
@@ -141,12 +141,12 @@ def _workload_level(unit: Plan) -> tuple[str | None, str | None]:
 
 class KueuePodSet(NamedTuple):
     """The PodSet Kueue slices, as its integration builds it (sigs.k8s.io/kueue v0.17.0
-    ``pkg/controller/jobs/*``): ``count`` pods; ``ranked``: its pods carry an index label Kueue
+    ``pkg/controller/jobs/*``): ``pods`` pods; ``ranked``: its pods carry an index label Kueue
     orders them by (else Kueue assigns gated pods to domains in list order); ``slices``: for each
     of our segmented pods (our index order), the Kueue slice it gets (``None``: the pod is not in
     this PodSet); ``problem``: why Kueue cannot slice it as we segment it (a denial), or ``None``."""
 
-    count: int
+    pods: int
     ranked: bool
     slices: tuple[int | None, ...] = ()
     problem: str | None = None
@@ -159,7 +159,9 @@ def kueue_podset(kind: str, obj: Mapping[str, Any], unit: Plan, size: int) -> Ku
     pods = res.inputs.pods if res.inputs is not None else None
     if kind == "DistributedWorkload" or pods is None:
         return None
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        spec = {}
     if kind == "LeaderWorkerSet":
         return _kueue_lws(unit, size)
     if kind == "MPIJob" and spec.get("runLauncherAsWorker") is True:
@@ -232,15 +234,15 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decis
         deny_target_cannot_express(decision, KUEUE, level_field, size, podset.problem,
                                    "choose target gate or kai for this workload")
         return {}
-    if podset.count % size:
-        fits = divisors(podset.count, most=podset.count)
-        rest = podset.count % size
+    if podset.pods % size:
+        fits = divisors(podset.pods, most=podset.pods)
+        rest = podset.pods % size
         deny_target_cannot_express(
             decision, KUEUE, res.size.field if res.size is not None else level_field,
             res.size.raw if res.size is not None else size,
-            f"Kueue's PodSet has {podset.count} pods and slices of {size} leave {rest} pod{'s' if rest > 1 else ''} "
+            f"Kueue's PodSet has {podset.pods} pods and slices of {size} leave {rest} pod{'s' if rest > 1 else ''} "
             "gated forever (kueue #15277)",
-            f"a segment size dividing {podset.count} ({', '.join(map(str, fits)) or 'none above 1'}), or target gate")
+            f"a segment size dividing {podset.pods} ({', '.join(map(str, fits)) or 'none above 1'}), or target gate")
         return {}
     preferred = res.segment_preferred
     if res.segment_required is None:
@@ -325,14 +327,18 @@ def _workload_api_checks(unit: Plan, decision: Decision) -> None:
             what=f"segment preferred {seg_preferred}: not enforced (required constraints only)")
 
 
-def target_annotations(pods: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def target_annotations(pods: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """The target's annotations on admitted pod manifests, for ``place --target``: for each distinct
     set of Kueue / ``segments.dev/target`` annotations, the pods that carry it (``"pod-a, pod-b"`` →
     annotations), in pod order. Pods without any are left out."""
     groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
     for pod in pods:
-        meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
-        annotations = meta.get("annotations") if isinstance(meta.get("annotations"), Mapping) else {}
+        meta = pod.get("metadata")
+        if not isinstance(meta, Mapping):
+            meta = {}
+        annotations = meta.get("annotations")
+        if not isinstance(annotations, Mapping):
+            annotations = {}
         wanted = tuple(sorted((k, str(v)) for k, v in annotations.items() if k in KUEUE_TAS_KEYS or k == TARGET_KEY))
         if wanted:
             groups.setdefault(wanted, []).append(str(meta.get("name", "")))

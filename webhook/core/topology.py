@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import yaml
 
@@ -32,7 +32,7 @@ _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?
 _LABEL_KEY_RE = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME_PART}$")
 
 
-def is_valid_label_key(key: object) -> bool:
+def is_valid_label_key(key: object) -> TypeGuard[str]:
     """True when ``key`` is a valid Kubernetes label key (``[prefix/]name``).
 
     Rule source: Kubernetes apimachinery ``IsQualifiedName``: the name part is at most 63
@@ -109,7 +109,7 @@ class Topology:
         raw_levels = spec.get("levels") if isinstance(spec, (dict, Mapping)) else None
         if not isinstance(raw_levels, list) or not raw_levels:
             raise TopologyError(f"Topology {quote(name)}: spec.levels must be a non-empty list")
-        levels = []
+        levels: list[str] = []
         for i, entry in enumerate(raw_levels):
             label = entry.get("nodeLabel") if isinstance(entry, (dict, Mapping)) else None
             if not is_valid_label_key(label):

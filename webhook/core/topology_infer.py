@@ -133,7 +133,7 @@ def node_labels_of(obj: Mapping[str, Any]) -> NodeLabels:
             except TypeError:
                 pass
     name = meta.get("name") if isinstance(meta, (dict, Mapping)) else None
-    if not isinstance(name, str) or not name:
+    if not isinstance(meta, (dict, Mapping)) or not isinstance(name, str) or not name:
         got = "" if name in (None, "") else f" (metadata.name = {quote(name)} is {json_type(name)}, not a string)"
         raise NodeLabelError(f"Node has no metadata.name{got}")
     labels = meta.get("labels")
@@ -322,11 +322,13 @@ def _examine(levels: Sequence[str], nodes: Sequence[NodeLabels], topology: str =
     raw, missing, placeholders = _read_levels(levels, nodes, given)
     if any(missing.values()):
         kept_positions = [position for position, row in enumerate(zip(*raw)) if None not in row]
-        columns = [[column[p] for p in kept_positions] for column in raw]
+        kept_raw = [[column[p] for p in kept_positions] for column in raw]
         kept_names = [nodes[p].name for p in kept_positions]
     else:
-        columns = raw
+        kept_raw = raw
         kept_names = [node.name for node in nodes]
+    # the rows with a missing value are left out above: this only narrows the type (no value is None)
+    columns = [[value for value in column if value is not None] for column in kept_raw]
     if not nodes:
         findings.append(Finding(NO_NODES, ", ".join(levels), "no nodes to check the Topology against",
                                 "dump the nodes with `kubectl get nodes -o yaml`", topology=topology))
@@ -407,7 +409,7 @@ def _missing_findings(levels: list[str], nodes: Sequence[NodeLabels], missing: M
     return findings
 
 
-def _alike_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats], kept: int,
+def _alike_findings(levels: list[str], columns: list[list[str]], stats: list[LevelStats], kept: int,
                     topology: str) -> list[Finding]:
     """Levels that constrain nothing (one domain for all kept nodes) and levels listed twice (the
     same split of the kept nodes)."""
@@ -438,7 +440,7 @@ def _alike_findings(levels: list[str], columns: list[list[str | None]], stats: l
     return findings
 
 
-def _nesting_findings(levels: list[str], columns: list[list[str | None]], stats: list[LevelStats],
+def _nesting_findings(levels: list[str], columns: list[list[str]], stats: list[LevelStats],
                       kept_names: list[str], single: set[str], topology: str) -> list[Finding]:
     """Each pair of adjacent levels: listed in the wrong order, or a lower value under two parents."""
     findings: list[Finding] = []
@@ -475,7 +477,7 @@ def _nesting_findings(levels: list[str], columns: list[list[str | None]], stats:
     return findings
 
 
-def _hostname_findings(levels: list[str], columns: list[list[str | None]], kept_names: list[str],
+def _hostname_findings(levels: list[str], columns: list[list[str]], kept_names: list[str],
                        topology: str) -> list[Finding]:
     """One ``kubernetes.io/hostname`` value on more than one node (the last level only)."""
     findings: list[Finding] = []
@@ -643,9 +645,9 @@ def infer(nodes: Iterable[NodeLabels], extra_keys: Iterable[str] = (), name: str
         findings.extend(_group_notes(group_levels, topologies, count))
     for topo, (_group, levels), covered in zip(topologies, group_levels, covering):
         everyone = len(covered.positions) == count
-        key = (levels, tuple(sorted(topo.aliases.items())))
-        if everyone and key in examined:  # the same levels on the same nodes: only the name differs
-            found, stats, kept = examined[key]
+        examined_key = (levels, tuple(sorted(topo.aliases.items())))
+        if everyone and examined_key in examined:  # the same levels on the same nodes: only the name differs
+            found, stats, kept = examined[examined_key]
             found = [replace(f, topology=topo.name) for f in found]
         else:
             members = nodes if everyone else [nodes[p] for p in covered.positions]
@@ -900,7 +902,10 @@ def _order(group: _Group, nodes: Sequence[NodeLabels], columns: Mapping[str, Seq
                             sorted(left_out & {upper, lower}))
         findings.append(replace(found, message=scope + found.message))
     levels = [key for key in levels if key not in left_out]
-    levels.sort(key=cmp_to_key(lambda a, b: -1 if relation(a, b) == ABOVE else 1))
+    def above_first(a: str, b: str) -> int:
+        return -1 if relation(a, b) == ABOVE else 1
+
+    levels.sort(key=cmp_to_key(above_first))
     if HOSTNAME in local:
         levels.append(HOSTNAME)
     return tuple(levels), aliases

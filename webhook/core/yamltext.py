@@ -9,14 +9,14 @@ word a text PyYAML cannot read with :func:`yaml_error_text` (line, column, probl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-try:
+if TYPE_CHECKING:  # the stubs always have libyaml's loader
     _BaseLoader = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _BaseLoader = yaml.SafeLoader
+else:  # PyYAML built without libyaml has no CSafeLoader
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
 
@@ -30,10 +30,11 @@ def _timestamp_as_text(loader: Any, node: Any) -> str:
     ``"2024-01-01T10:00:00Z"``. PyYAML would build a ``datetime``; reading the text instead keeps
     ``review`` and ``place`` answering what the cluster would (an unquoted date in an annotation is
     a valid string there, not a type error)."""
-    return loader.construct_scalar(node)
+    text: str = loader.construct_scalar(node)
+    return text
 
 
-class TextTimestampLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+class TextTimestampLoader(_BaseLoader):
     """``CSafeLoader`` (``SafeLoader`` without libyaml) that reads timestamps as text."""
 
 
@@ -42,7 +43,7 @@ TextTimestampLoader.add_constructor(TIMESTAMP_TAG, _timestamp_as_text)
 
 #: Whether :class:`TextTimestampLoader` is libyaml's: its reader reports the offset of a bad
 #: character in bytes of the UTF-8 text, the pure-Python reader in characters.
-_LIBYAML = _BaseLoader is not yaml.SafeLoader
+_LIBYAML = hasattr(yaml, "CSafeLoader")
 
 #: PyYAML's ``context`` of a syntax error (libyaml's words) → where the construct it was reading
 #: started, in plain words; other contexts ("while scanning for the next token") are the
@@ -91,7 +92,7 @@ def yaml_error_text(exc: yaml.YAMLError, text: str) -> str:
         return f"not valid YAML: {problem}\nfix: {_GENERAL_FIX}"
     same_place = start is not None and (start.line, start.column) == (mark.line, mark.column)
     words = _CONTEXT_WORDS.get(str(context)) if start is not None and not same_place else None
-    started = f" ({words} {_where(start.line, start.column)})" if words else ""
+    started = f" ({words} {_where(start.line, start.column)})" if words and start is not None else ""
     return (f"{_where(mark.line, mark.column)}: not valid YAML: {problem}{started}\n"
             f"fix: {_yaml_fix(problem, str(context), mark, start, text)}")
 

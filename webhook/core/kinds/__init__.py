@@ -61,7 +61,7 @@ def group_kind(request: Mapping[str, Any]) -> tuple[str, str]:
     return ("", "")
 
 
-def dispatch(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
+def dispatch(request: object, catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
     """Route one AdmissionReview v1 ``request`` to its kind handler and return the Decision.
 
     ``request``: the ``request`` member (a dict). Kinds not listed in :data:`HANDLERS` are

@@ -88,7 +88,7 @@ class Plan:
     units: list[tuple[str, Plan]] = field(default_factory=list)
     #: further RFC 6902 operations of the patch, after the template entries (TrainJob: its own
     #: ``spec.runtimePatches`` entry, DESIGN.md §3b)
-    extra_ops: list[dict] = field(default_factory=list)
+    extra_ops: list[dict[str, Any]] = field(default_factory=list)
     #: False when KAI's pod-grouper cannot group the object's owner chain into subgroups (native
     #: kind, DESIGN.md §4.5): no template or pod then gets ``kai.scheduler/subgroup-name``
     kai_subgroups: bool = True
@@ -225,7 +225,8 @@ def _compare_resolved(kind: str, plan: Plan, old_plan: Plan, denied: set[str], f
         path = field_path or old_field or key_field(owner, key)
         shown, old_written = None, UNSET
         if what == "segment size":  # as written: "4" for an annotation, 4 for a spec field
-            shown = (UNSET if new is UNSET else new_res.size.raw, UNSET if old is UNSET else old_res.size.raw)
+            shown = (UNSET if new is UNSET or new_res.size is None else new_res.size.raw,
+                     UNSET if old is UNSET or old_res.size is None else old_res.size.raw)
             if old is UNSET and old_res.size is not None:
                 old_written = old_res.size.raw
         unchanged = check_unchanged(found, what, path, new, old, kind, shown=shown, old_written=old_written)
@@ -449,7 +450,7 @@ def _check_root_levels_of_units(plan: Plan, decision: Decision) -> None:
     levels = [level for level in (root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS) if level is not None]
     if not levels:
         return
-    names = {unit.root_keys().get(keys.TOPOLOGY) for _, unit in plan.units} - {None}
+    names = {name for _, unit in plan.units if (name := unit.root_keys().get(keys.TOPOLOGY)) is not None}
     if len(names) == 1:
         return
     if not plan.units:

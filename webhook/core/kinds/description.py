@@ -27,7 +27,7 @@ from typing import Any
 
 from webhook.core.admission import AdmissionHandler
 from webhook.core.messages import quote
-from webhook.core.reading import INT32_MAX
+from webhook.core.rules import INT32_MAX
 from webhook.core.segments import parse_plain_decimal
 from webhook.errors import SegmentWebhookError
 

@@ -25,7 +25,7 @@ from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_wor
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, lenient_count, pod_template, replicas
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
 from webhook.core.messages import UNSET
-from webhook.core.reading import get_int, get_mapping, read_annotations, read_string_map
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import Resolution, SegmentInputs, SpecSizeField
 from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
@@ -37,7 +37,7 @@ FRAMEWORKS = ("PyTorch", "TensorFlow", "MPI", "XGBoost", "JAX")
 SEGMENT_FRAMEWORKS = ("PyTorch",)
 
 
-def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, required: bool):
+def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, required: bool) -> AnnotationMap | None:
     """Annotations of ``spec.<role>.template`` (``None`` when absent or malformed; a malformed
     or missing required template is denied with 400 naming the field)."""
     holder = get_mapping(spec, role, "spec", decision, required=required)
@@ -87,10 +87,10 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     supported = framework in SEGMENT_FRAMEWORKS
     if framework in FRAMEWORKS and not supported:
         size_src = worker.get(keys.SEGMENT_SIZE) or root.get(keys.SEGMENT_SIZE)
-        if per_segment is not None or size_src is not None:
-            fld, val = ("spec.workersPerSegment", per_segment) if per_segment is not None else (size_src.field, size_src.value)
-            check_native_framework(decision, framework, fld, val,
-                                   "workersPerSegment" if per_segment is not None else keys.SEGMENT_SIZE)
+        if per_segment is not None:
+            check_native_framework(decision, framework, "spec.workersPerSegment", per_segment, "workersPerSegment")
+        elif size_src is not None:
+            check_native_framework(decision, framework, size_src.field, size_src.value, keys.SEGMENT_SIZE)
     inputs = SegmentInputs(
         kind=KIND,
         root=root,

@@ -59,7 +59,7 @@ RJOBS = "replicatedJobs"
 JOB_PARALLELISM = "segments.dev/job-parallelism"
 
 
-def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSettings,
+def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSettings,
           decision: Decision, update: UpdateContext) -> tuple[str, Plan] | None:
     """Read, resolve and validate replicatedJob ``k``; ``None`` when malformed (400 recorded)."""
     field = f"spec.{RJOBS}[{k}]"
@@ -96,10 +96,12 @@ def _unit(root, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSe
     per_job_segment = res.segmented and whole_jobs and res.size_in_force == parallelism
     if not per_job_segment:
         _check_user_per_job_levels(job_meta, decision)
-    if res.segmented and whole_jobs:
-        size = res.size_in_force
+    size = res.size_in_force
+    if size is not None and parallelism is not None and whole_jobs:
         if size == parallelism:  # one Job = one segment: KAI's per-Job keys (§3b)
-            per_job = {keys.TOPOLOGY: res.topology_name}
+            per_job: dict[str, str] = {}
+            if res.topology_name is not None:  # always: a size in force has a topology name (§5)
+                per_job[keys.TOPOLOGY] = res.topology_name
             if res.segment_required is not None:
                 per_job[keys.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
@@ -183,12 +185,13 @@ class JobSetPods(PodRules):
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
         """Segment ``(job-index × parallelism + completion-index) // size``."""
-        values = {}
+        values: dict[str, int] = {}
         for key in (keys.JOBSET_JOB_INDEX, keys.JOB_COMPLETION_INDEX):
             raw = labels.get(key, annotations.get(key))
-            values[key] = pod_int(raw)
-            if values[key] is None:
+            value = pod_int(raw)
+            if value is None:
                 return {}, [text("pod-label-unreadable", label=key, shown=shown(raw), expected="missing or not an int32")]
+            values[key] = value
         raw_p = annotations.get(JOB_PARALLELISM)
         parallelism = pod_int(raw_p)
         if parallelism is None or parallelism < 1:

@@ -84,7 +84,7 @@ def _leader_plan(leader: AnnotationMap, res: Resolution | None, policy: str, dec
     """Owned keys for the leaderTemplate and the warnings about its user values; ``res``: the
     resolution when segments are in force, else ``None``."""
     worker_keys = res.worker_keys() if res is not None else {}
-    if not worker_keys:
+    if not worker_keys or res is None:
         for key in keys.SEGMENT_KEYS:
             if key in leader.values:
                 say(decision, "lws-leader-template-key-unsegmented", key=key)
@@ -114,6 +114,8 @@ def _size_rule(group_size: int, excluded: bool, sub_size: int | None) -> KindSiz
 
     def lws_accepts(size: SegmentSize, decision: Decision) -> bool:
         valid = size.valid
+        if valid is None:  # never: resolve asks a size rule only about a valid size
+            return True
         if excluded:
             return check_leader_excluded_divisibility(decision, valid, size.field, size.raw, group_size, f"{LWT}.size")
         if sub_size is not None:
@@ -129,7 +131,7 @@ def _one_answer(res: Resolution, root: AnnotationMap, sub_size: int | None, deci
     """DESIGN.md §3 "One answer for every reader": when segments are in force from the annotation,
     make ``subGroupSize`` and the root annotation say the resolved size (with a warning where they
     said another). Returns the edits, :data:`NO_READER_EDITS` when there are none."""
-    if not res.segmented or res.size.origin != ORIGIN_ANNOTATION:
+    if not res.segmented or res.size is None or res.size.origin != ORIGIN_ANNOTATION:
         return NO_READER_EDITS
     size = res.size_in_force
     overwritten = set()
@@ -160,7 +162,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     lwt = get_mapping(spec, "leaderWorkerTemplate", "spec", decision, required=True) if spec is not None else None
-    if root is None or lwt is None:
+    if root is None or spec is None or lwt is None:
         return None
     group_size = get_int(lwt, "size", LWT, decision, default=1, minimum=1)
     policy = keys.POLICY_LEADER_WORKER
@@ -204,7 +206,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     # startup-policy rule, the leaderTemplate's keys and warnings); its reader edits stand, so an
     # UPDATE does not count an input the patch would overwrite as a change.
     segmented = res.segmented and decision.allowed
-    if segmented:
+    if segmented and res.size_in_force is not None:  # segmented: a size is in force
         check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size_in_force, settings.gate_pods)  # §3b
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:

@@ -39,7 +39,7 @@ from webhook.core.kinds.description import (
     replicas,
     shown,
 )
-from webhook.core.reading import get_int, get_mapping, read_annotations
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
 from webhook.core.segments import training_segment
@@ -61,7 +61,8 @@ def _replica_key(specs: Mapping[str, Any], name: str) -> str | None:
     return next((k for k in specs if isinstance(k, str) and k.lower() == name.lower()), None)
 
 
-def _replica(specs: Mapping[str, Any], rkey: str, default: int, decision: Decision):
+def _replica(specs: Mapping[str, Any], rkey: str, default: int,
+             decision: Decision) -> tuple[AnnotationMap | None, int | None]:
     """(annotations of the replica type's PodTemplateSpec, its replicas), ``(None, None)`` when
     malformed (400 recorded)."""
     field = f"spec.{SPECS}.{rkey}"
@@ -76,7 +77,7 @@ def _replica(specs: Mapping[str, Any], rkey: str, default: int, decision: Decisi
     return read_annotations(template, f"{field}.template", ("spec", SPECS, rkey, "template"), decision), count
 
 
-def _launcher_keys(launcher, worker_keys: dict[str, str], decision: Decision) -> dict[str, str]:
+def _launcher_keys(launcher: AnnotationMap, worker_keys: dict[str, str], decision: Decision) -> dict[str, str]:
     """The keys a launcher-as-worker's template receives (the Worker's: it is in segment 0), and
     warnings about user values there that differ (the Worker template wins)."""
     for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
@@ -93,15 +94,16 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     specs = get_mapping(spec, SPECS, "spec", decision, required=True) if spec is not None else None
-    if root is None or specs is None:
+    if root is None or spec is None or specs is None:
         return None
     as_worker = spec.get("runLauncherAsWorker")
     if as_worker is not None and not isinstance(as_worker, bool):
         malformed(decision, "spec.runLauncherAsWorker", as_worker, "a boolean")
         return None
     as_worker = bool(as_worker)
-    worker = launcher = None
-    workers = 0
+    worker: AnnotationMap | None = None
+    launcher: AnnotationMap | None = None
+    workers: int | None = 0
     wkey = _replica_key(specs, "Worker")
     if wkey is not None:
         worker, workers = _replica(specs, wkey, 0, decision)
@@ -114,7 +116,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             return None
         if not as_worker:
             warn_ignored_segment_keys(launcher, "the Launcher template (runLauncherAsWorker is false)", decision)
-    launcher_counts = as_worker and launcher is not None
+    counted_launcher = launcher if as_worker else None  # runs as a worker: one of the gang's pods
+    launcher_counts = counted_launcher is not None
     pods = workers + 1 if isinstance(workers, int) and launcher_counts else workers
     inputs = SegmentInputs(
         kind=KIND, root=root, worker=worker, pods=pods,
@@ -127,9 +130,9 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         say(decision, "kai-does-not-enforce", kind=KIND, why="keeps MPIJob PodGroups flat")  # §3b
     plan = Plan(resolution=res, root=root, worker=worker, templates=[launcher] if launcher is not None else [],
                 gang_size=pods if isinstance(pods, int) else None,
-                gang_templates=[launcher] if launcher_counts else [])
-    if launcher_counts and res.segmented:
-        plan.other_templates.append((launcher, _launcher_keys(launcher, res.worker_keys(), decision)))
+                gang_templates=[counted_launcher] if counted_launcher is not None else [])
+    if counted_launcher is not None and res.segmented:
+        plan.other_templates.append((counted_launcher, _launcher_keys(counted_launcher, res.worker_keys(), decision)))
     return plan
 
 

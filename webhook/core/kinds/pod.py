@@ -98,7 +98,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
     if labels is None or annotations is None or not meta_ok:
         return decision
     wanted, warnings = segment_labels(labels, annotations)
-    gate_ops: list[dict] = []
+    gate_ops: list[dict[str, Any]] = []
     if settings.gate_pods and annotations.get(TARGET_KEY, GATE) == GATE:  # DESIGN.md §9; §9b: another target's pod is not ours to gate
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         gate_ops, gate_warnings = gating.gate_pod(pod, str(namespace), labels, annotations, wanted,
@@ -142,7 +142,7 @@ def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> li
     wanted = [(ENV_INDEX, {"name": ENV_INDEX, "valueFrom": {"fieldRef": {
                   "fieldPath": f"metadata.labels['{keys.SEGMENT_INDEX}']"}}}),
               (ENV_SIZE, {"name": ENV_SIZE, "value": str(annotations.get(keys.SEGMENT_SIZE, ""))})]
-    ops = []
+    ops: list[dict[str, Any]] = []
     for i, container in enumerate(containers):
         if not isinstance(container, (dict, Mapping)):
             continue

@@ -29,9 +29,9 @@ from webhook.core.kinds.description import (
     replicas,
     shown,
 )
-from webhook.core.reading import INT32_MAX, get_int, get_mapping, read_annotations, read_string_map
+from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations, read_string_map
 from webhook.core.resolution import SegmentInputs
-from webhook.core.rules import malformed
+from webhook.core.rules import INT32_MAX, malformed
 from webhook.core.segments import training_segment, training_subgroup_name
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import text
@@ -51,7 +51,8 @@ def _replica_key(specs: Mapping[str, Any], name: str) -> str | None:
     return None
 
 
-def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decision, *, worker: bool):
+def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decision, *,
+                          worker: bool) -> tuple[AnnotationMap | None, int | None]:
     """(annotations of the replica type's PodTemplateSpec, Worker replicas). The Master
     template's labels are validated too: they receive ``kai.scheduler/subgroup-name``."""
     field = f"spec.{SPECS}.{rkey}"
@@ -75,7 +76,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     specs = get_mapping(spec, SPECS, "spec", decision, required=True) if spec is not None else None
-    if root is None or specs is None:
+    if root is None or spec is None or specs is None:
         return None
     worker = None
     master = None

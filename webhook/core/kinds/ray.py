@@ -23,14 +23,22 @@ PodGroup of the cluster, §4.5); the head is not gated. Automatic placement (§6
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
 
 from webhook.core import keys
+from webhook.core.admission import AdmissionHandler
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import (
+    CREATE,
+    Analyse,
+    Plan,
+    UpdateContext,
+    review_workload,
+    warn_ignored_segment_keys,
+)
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -70,7 +78,7 @@ def _field(parts: tuple[str, ...]) -> str:
     return ".".join(("spec",) + parts)
 
 
-def _unit(kind: str, root, group: Any, k: int, prefix: tuple[str, ...], catalog: TopologyCatalog,
+def _unit(kind: str, root: AnnotationMap, group: Any, k: int, prefix: tuple[str, ...], catalog: TopologyCatalog,
           settings: AdmissionSettings, decision: Decision, update: UpdateContext) -> tuple[str, Plan] | None:
     """Read, resolve and validate worker group ``k``; ``None`` when malformed (400 recorded)."""
     field = f"{_field(prefix + (GROUPS,))}[{k}]"
@@ -93,6 +101,8 @@ def _unit(kind: str, root, group: Any, k: int, prefix: tuple[str, ...], catalog:
     whole_replicas = None
     if isinstance(hosts, int):
         def whole_replicas(size: SegmentSize, decision: Decision) -> bool:
+            if size.valid is None:  # never: resolve asks a size rule only about a valid size
+                return True
             return check_ray_whole_replicas(decision, size.valid, size.field, size.raw, hosts, f"{field}.numOfHosts")
     inputs = SegmentInputs(kind=kind, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × numOfHosts",
                            pods_noun=f"pods of worker group {name}", running_size=update.running_size(name),
@@ -137,7 +147,8 @@ def check_template_levels(template: AnnotationMap, topology_name: str | None, gr
         say(decision, "kai-template-level-whole-group", scope=scope, level=level.value, group=group)
 
 
-def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], catalog: TopologyCatalog, decision: Decision):
+def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], catalog: TopologyCatalog,
+          decision: Decision) -> AnnotationMap | Literal[False] | None:
     """The head template's annotation map (read for the opt-in and misspelled-key rules; never
     segmented: segment keys there get a warning and are left alone), ``None`` without a head
     template, ``False`` when malformed (400 recorded)."""
@@ -154,7 +165,7 @@ def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], catalog: Topology
     return amap
 
 
-def _analyser(kind: str):
+def _analyser(kind: str) -> Analyse:
     prefix = CLUSTER_SPEC[kind]
 
     def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: TopologyCatalog,
@@ -168,10 +179,11 @@ def _analyser(kind: str):
             return None
         cluster, where = spec, "spec"
         for part in prefix:
-            cluster = get_mapping(cluster, part, where, decision)
+            inner = get_mapping(cluster, part, where, decision)
             where = f"{where}.{part}"
-            if cluster is None:
+            if inner is None:
                 return Plan(resolution=Resolution(), root=root, worker=None) if decision.allowed else None
+            cluster = inner
         groups = cluster.get(GROUPS)
         if groups is None:
             groups = []
@@ -193,7 +205,7 @@ def _analyser(kind: str):
     return analyse
 
 
-def _reviewer(kind: str):
+def _reviewer(kind: str) -> AdmissionHandler:
     analyse = _analyser(kind)
 
     def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *,
@@ -237,10 +249,11 @@ class RayPods(PodRules):
         host = 0
         if hosts > 1:
             raw_host = labels.get(keys.RAY_HOST_INDEX)
-            host = pod_int(raw_host)
-            if host is None or host >= hosts:
+            read_host = pod_int(raw_host)
+            if read_host is None or read_host >= hosts:
                 return {}, [text("pod-label-unreadable", label=keys.RAY_HOST_INDEX, shown=shown(raw_host),
                                  expected=f"missing or not below numOfHosts {hosts}")]
+            host = read_host
         return {keys.SEGMENT_INDEX: str((replica * hosts + host) // size)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
@@ -275,7 +288,7 @@ class RayPods(PodRules):
 RAY_PODS = RayPods()
 
 
-def _expected(kind: str):
+def _expected(kind: str) -> Callable[[Mapping[str, Any]], tuple[int, str] | None]:
     prefix = CLUSTER_SPEC[kind]
 
     def expected_pods(obj: Mapping[str, Any]) -> tuple[int, str] | None:
@@ -295,7 +308,7 @@ def _expected(kind: str):
     return expected_pods
 
 
-def _controller(kind: str):
+def _controller(kind: str) -> Callable[[Mapping[str, Any], PodCap], list[ControllerPod]]:
     prefix = CLUSTER_SPEC[kind]
 
     def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:

@@ -43,7 +43,7 @@ Errors raise :class:`~webhook.core.kinds.description.ShapeError` naming the docu
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -185,7 +185,7 @@ def merge_patch(base: Any, patch: Any) -> Any:
     return out
 
 
-def _merge_keyed_list(base: list[Any], patch: list[Any], key: str) -> list:
+def _merge_keyed_list(base: list[Any], patch: list[Any], key: str) -> list[Any]:
     """Items of ``patch`` merged into the item of ``base`` with the same ``key``, appended when none has it."""
     out = list(base)
     for item in patch:
@@ -273,7 +273,7 @@ def _set_counts(spec: dict[str, Any], rspec: Mapping[str, Any], tspec: Mapping[s
         num_nodes = _count(num_nodes, "spec.trainer.numNodes")
     for k, rj in enumerate(spec[RJOBS]):
         at = f"{where}: spec.template.spec.{RJOBS}[{k}]"
-        if not isinstance(rj, Mapping):
+        if not isinstance(rj, MutableMapping):  # the merged spec: dicts (copies), or the user's non-object
             raise ShapeError(f"{at}: expected a ReplicatedJob object")
         job = rj.setdefault("template", {})
         job_spec = job.setdefault("spec", {}) if isinstance(job, dict) else None
@@ -283,7 +283,7 @@ def _set_counts(spec: dict[str, Any], rspec: Mapping[str, Any], tspec: Mapping[s
                             f"{at}.template.metadata.labels").get(ANCESTOR)
         count = _count(job_spec.get("parallelism"), f"{at}.template.spec.parallelism")
         is_trainer = ancestor == TRAINER_ANCESTOR and policy is not None
-        if is_trainer:
+        if is_trainer and policy is not None:
             count = _count(policy.get("numNodes"), f"{where}: spec.mlPolicy.numNodes")
         if num_nodes is not None:
             if mpi is not None and rj.get("name") == NODE:

@@ -110,7 +110,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         else:
             pod_keys[JOB_PARALLELISM] = str(nodes)
         if nodes is not None and res.size_in_force == nodes:  # one Job = one segment: KAI's per-Job keys (§3b)
-            job_keys = {keys.TOPOLOGY: res.topology_name}
+            if res.topology_name is not None:  # always: a size in force has a topology name (§5)
+                job_keys[keys.TOPOLOGY] = res.topology_name
             if res.segment_required is not None:
                 job_keys[keys.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
