@@ -116,13 +116,13 @@ class Search:
         self.n_main = len(demand.main)
         self.n_segments = demand.n_segments
         self.S = demand.size
+        self.main_q: np.ndarray | None = None
         if demand.main_class is not None:
             mc = demand.classes[demand.main_class]
             self.main_q, self.main_elig = mc.q, self.elig[demand.main_class]
             self.main_cols = np.flatnonzero(mc.q > 0)
             self.main_slots = slots(self.free, mc.q, self.main_elig)
         else:
-            self.main_q = None
             self.main_slots = np.zeros(self.size, dtype=np.int64)
         self.main_total = {d: reduce_ranges(self.main_slots, self.local_starts[d]) for d in levels.ladder}
         self.main_capacity = {d: int((t // self.S).sum()) for d, t in self.main_total.items()}
@@ -235,8 +235,9 @@ class Search:
             mask[: nodes[-1]] = False  # identical pods of one unit: nodes in non-decreasing order
         idx = np.flatnonzero(mask)
         if len(idx) <= 1:
-            return idx.tolist()
-        keys = [idx]
+            few: list[int] = idx.tolist()
+            return few
+        keys: list[np.ndarray] = [idx]
         after = self.free[idx] - cls.q
         keys.append(slots(after, cls.q, self.elig[c][idx]))  # tightest first (best fit)
         if self.levels.wd < self.levels.wp:  # packing: wp-domains already used, then the roomiest
@@ -269,7 +270,8 @@ class Search:
         rows = np.column_stack([self.local[self.index.node_depth - 1][order], self.signature[order], here,
                                 self.free[order]])
         _, first = np.unique(rows, axis=0, return_index=True)
-        return order[np.sort(first)].tolist()
+        children: list[int] = order[np.sort(first)].tolist()
+        return children
 
     # -- search --------------------------------------------------------------------------------
     def run(self) -> SearchResult:

@@ -81,8 +81,7 @@ def choose_domains(index: ClusterIndex, demand: Demand, levels: Levels, counts: 
         ok &= fits_at[levels.r if unit.is_segment else levels.wd]
     out = []
     n_main = len(demand.main)
-    for w in np.flatnonzero(ok):
-        w = int(w)
+    for w in map(int, np.flatnonzero(ok)):
         main_at = {d: int(counts.main_segments[d][w]) for d in levels.ladder}
         special_at = [{d: bool(f[w]) for d, f in fits.items()} for fits in counts.special_fits]
         vector = vector_bound(demand, levels, main_at, special_at)

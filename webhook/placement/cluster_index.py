@@ -10,7 +10,7 @@ tie-break of DESIGN.md §8).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -84,6 +84,13 @@ class ClusterIndex:
             starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]]) if count else np.zeros(0, dtype=np.int64)
             self.starts.append(starts.astype(np.int64))
             self.names.append(names if count else [])
+
+    @overload
+    def depth_of(self, level: str) -> int: ...
+    @overload
+    def depth_of(self, level: None) -> None: ...
+    @overload
+    def depth_of(self, level: str | None) -> int | None: ...
 
     def depth_of(self, level: str | None) -> int | None:
         """Depth of a level label key (1 = broadest), ``None`` for ``None``.

@@ -88,18 +88,19 @@ def count_per_domain(index: ClusterIndex, demand: Demand, levels: Levels) -> Dom
         need = Counter(unit.classes)
         fits_at: dict[int, np.ndarray] = {}
         for depth in (levels.ladder if unit.is_segment else [wd]):
-            ok = None
+            ok: np.ndarray | None = None
             for c, k in need.items():
                 key = (depth, c)
                 if key not in per_depth_class:
                     per_depth_class[key] = reduce_ranges(demand.classes[c].slots, index.starts[depth])
                 here = per_depth_class[key] >= k
                 ok = here if ok is None else ok & here
-            fits_at[depth] = to_w(ok.astype(np.int64), depth) > 0
+            if ok is not None:  # always: a special unit has pods
+                fits_at[depth] = to_w(ok.astype(np.int64), depth) > 0
         special_fits.append(fits_at)
     anywhere = np.zeros(index.n, dtype=bool)
-    for c in demand.classes:
-        anywhere |= c.elig
+    for pod_class in demand.classes:
+        anywhere |= pod_class.elig
     free = np.zeros((n_w, len(index.resources)), dtype=np.float64)
     if index.n:  # float sums: milli-byte memory over 32k nodes passes int64 (a necessary check only)
         usable = np.where(anywhere[:, None], np.maximum(index.free, 0), 0).astype(np.float64)

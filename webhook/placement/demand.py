@@ -48,7 +48,8 @@ def fits(free: np.ndarray, q: np.ndarray) -> np.ndarray:
     cols = np.flatnonzero(q > 0)
     if len(cols) == 0:
         return np.ones(free.shape[0], dtype=bool)
-    return (free[:, cols] >= q[cols]).all(axis=1)
+    rows: np.ndarray = np.all(free[:, cols] >= q[cols], axis=1)
+    return rows
 
 
 @dataclass
@@ -122,6 +123,8 @@ def read_gang(index: ClusterIndex, gang: Gang) -> Demand:
         if c is None:
             c = keys[sig] = len(classes)
             q = index.req_vector(p)
+            if q is None:
+                raise ValueError(f"pod {p.key} requests a resource no node has (check req_vector first)")
             elig = index.eligible(p)
             classes.append(PodClass(q=q, elig=elig, slots=slots(index.free, q, elig)))
         classes[c].pods.append(p)

@@ -26,6 +26,8 @@ from webhook.placement.model import PlacementError, PodRequest
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")
+#: ``None`` as a 0-d object array: compared element by element with a label column (absent labels are ``None``)
+_NONE = np.array(None, dtype=object)
 
 
 def freeze(value: Any) -> Any:
@@ -197,13 +199,13 @@ class EligibilityIndex:
 
     def _expression(self, key: str, op: str, values: tuple[Any, ...], fields: bool) -> np.ndarray:
         col = self.names if fields else self.column(key)
-        present = np.not_equal(col, None)
+        present: np.ndarray = np.not_equal(col, _NONE)
         if op == "Exists":
             return present
         if op == "DoesNotExist":
             return ~present
         if op in ("In", "NotIn"):
-            hit = np.isin(col, np.array(values, dtype=object)) & present
+            hit: np.ndarray = np.isin(col, np.array(values, dtype=object)) & present
             return hit if op == "In" else ~hit
         bound = int(values[0])
         out = np.zeros(len(col), dtype=bool)

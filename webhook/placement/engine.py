@@ -53,7 +53,7 @@ from webhook.placement.assign import Budget, assign_pods
 from webhook.placement.choose import choose_domains, packing_lower_bound, spread_per_segment
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, count_per_domain
-from webhook.placement.demand import read_gang
+from webhook.placement.demand import Demand, read_gang
 from webhook.placement.explain import excluded_roles, explain_level, restricted_roles
 from webhook.placement.model import HOSTNAME, Gang, Placement, PlacementError, PodRequest, SegmentResult
 from webhook.placement.verify import verify
@@ -106,7 +106,9 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
         levels = Levels(wd=wd, wp=wp, r=max(sr, wd), p=max(sp, wd))
         counts = count_per_domain(index, demand, levels)
         candidates = choose_domains(index, demand, levels, counts)
-        best_key, best, best_domain = None, None, None
+        best_key: tuple[Any, ...] | None = None
+        best: dict[str, int] | None = None
+        best_domain: int | None = None
         for cand in candidates[:PROBES]:  # greedy answers of the best-ranked domains: a first incumbent
             if best_key is not None and (best_key >= cand.bound or work.work < budget * 3 // 4):
                 break  # no better probe possible, or a quarter of the budget spent on probes
@@ -122,7 +124,7 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
             exact &= outcome.complete
             if outcome.key is not None and (best_key is None or outcome.key > best_key):
                 best_key, best, best_domain = outcome.key, outcome.assignment, cand.domain
-        if best is not None:
+        if best is not None and best_key is not None and best_domain is not None:  # found together
             verify(index, gang, best, wr, sr)
             vector, wpack, spack = best_key
             # the vector is proven by a complete search; packing only where it meets its lower bound
@@ -137,7 +139,7 @@ def place(index: ClusterIndex, gang: Gang, *, budget: int = WORK_BUDGET) -> Plac
     return Placement(placed=False, reason="; ".join(reasons), exact=exact)
 
 
-def _result(index: ClusterIndex, gang: Gang, demand, assignment: dict[str, int], objective: tuple[Any, ...], exact: bool) -> Placement:
+def _result(index: ClusterIndex, gang: Gang, demand: Demand, assignment: dict[str, int], objective: tuple[Any, ...], exact: bool) -> Placement:
     segments = []
     if not demand.pseudo:
         by_sid: dict[tuple[Any, ...], list[PodRequest]] = {}

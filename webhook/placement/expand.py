@@ -30,7 +30,7 @@ from webhook.core.messages import quote
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 from webhook.placement.eligibility import pod_request
-from webhook.placement.model import Gang, PlacementError
+from webhook.placement.model import Gang, PlacementError, PodRequest
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import pod_requests_milli, resource_requirements
 
@@ -105,7 +105,8 @@ def _request(obj: Mapping[str, Any], kind: str, user: str, groups: list[str]) ->
                               kind={"group": group, "version": version, "kind": kind}))
 
 
-def _admit(obj: dict[str, Any], kind: str, catalog, settings, user, groups, exp: Expansion) -> dict[str, Any] | None:
+def _admit(obj: dict[str, Any], kind: str, catalog: TopologyCatalog, settings: AdmissionSettings, user: str,
+           groups: list[str], exp: Expansion) -> dict[str, Any] | None:
     from webhook.core.review import review
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
@@ -117,7 +118,8 @@ def _admit(obj: dict[str, Any], kind: str, catalog, settings, user, groups, exp:
         return None
     if decision.patch:
         try:  # obj is this module's own copy: patched in place
-            return jsonpatch.apply_patch(obj, decision.patch, in_place=True)
+            patched: dict[str, Any] = jsonpatch.apply_patch(obj, decision.patch, in_place=True)
+            return patched
         except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
             raise ExpandError(f"the webhook's patch for {kind} {obj['metadata'].get('name')} does not apply: {exc}") from exc
     return obj
@@ -249,7 +251,7 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
         raise ExpandError(in_runtime + str(exc), runtime) from None
     pods = [(g, pod, in_runtime + path) for g, pod, path in pods]
     root_ann = inherited_annotations((patched.get("metadata") or {}).get("annotations") or {}, owner_ann)
-    by_group: dict[int, list[dict]] = {}
+    by_group: dict[int, list[Mapping[str, Any]]] = {}
     templates: dict[str, str] = {}
     topo = root_ann.get(keys.TOPOLOGY)
     for g, pod, template in pods:
@@ -311,7 +313,7 @@ def inherited_annotations(own: Mapping[str, str], skipped_owner: Mapping[str, st
     return out
 
 
-def _check_trainer_resources(trainjob: Mapping) -> None:
+def _check_trainer_resources(trainjob: Mapping[str, Any]) -> None:
     """Raise :class:`ExpandError` naming ``spec.trainer.resourcesPerNode.<limits|requests>[<name>]``
     of the TrainJob when a value there is not a Kubernetes quantity. The Trainer merges it over the
     resources of the runtime's container ``node``, where the pod check would name the runtime's
@@ -334,7 +336,7 @@ def pod_role(labels: Mapping[str, str]) -> str:
     return _pod_role(labels)
 
 
-def gang_from_pods(pods: list[Mapping[str, Any]], *, workload_annotations: Mapping[str, str] | None = None,
+def gang_from_pods(pods: Sequence[Mapping[str, Any]], *, workload_annotations: Mapping[str, str] | None = None,
                    name: str = "", templates: Mapping[str, str] | None = None) -> Gang:
     """The engine's input for one gang from its admitted Pod manifests (the pods the webhook
     stamped, DESIGN.md §7; the controller passes the gated pods of one gang).
@@ -359,7 +361,9 @@ def gang_from_pods(pods: list[Mapping[str, Any]], *, workload_annotations: Mappi
     segment label, quantity, toleration list, nodeSelector or node affinity.
     """
     templates = templates or {}
-    requests, seg_keys, wl_keys = [], {}, dict(workload_annotations or {})
+    requests: list[PodRequest] = []
+    seg_keys: dict[str, str] = {}
+    wl_keys = dict(workload_annotations or {})
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
@@ -373,11 +377,11 @@ def gang_from_pods(pods: list[Mapping[str, Any]], *, workload_annotations: Mappi
                                   "is not a whole number") from None
             for k in (keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
                 if ann.get(k) and not seg_keys.get(k):
-                    seg_keys[k] = ann.get(k)
+                    seg_keys[k] = ann[k]
         if workload_annotations is None:
             for k in (keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED):
                 if ann.get(k) and not wl_keys.get(k):
-                    wl_keys[k] = ann.get(k)
+                    wl_keys[k] = ann[k]
         template = templates.get(str(meta.get("name")))
         spec_path = f"{template}.spec" if template else "spec"
         try:

@@ -22,13 +22,14 @@ import numpy as np
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import DomainCounts, Levels
 from webhook.placement.demand import SLOT_CAP, Demand, PodClass
+from webhook.placement.model import PodRequest
 
 
 def _who(cls: PodClass) -> str:
     """The pods of a class, counted per role: ``pod ns/j-master-0 (master)``, ``16 pods like
     ns/j-worker-0 (worker)``, or for a class of several roles ``11 pods: ns/j-master-0 (master)
     and 10 like ns/j-worker-0 (worker)``."""
-    def one(pod) -> str:
+    def one(pod: PodRequest) -> str:
         return f"{pod.key} ({pod.role})" if pod.role else pod.key
 
     roles: dict[str, list[Any]] = {}  # role -> [count, first pod], in gang order

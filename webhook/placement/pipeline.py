@@ -6,7 +6,7 @@ the files and renders the :class:`PlaceResult`.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +68,9 @@ def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), pl
     return catalog, settings
 
 
-def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-user", groups=(), platform_users=(),
-                   platform_groups=(), default_topology: str | None = None, runtimes=(),
+def place_workload(workload: Mapping[str, Any], snapshot: Snapshot, *, user: str = "kubectl-user",
+                   groups: Sequence[str] = (), platform_users: Sequence[str] = (), platform_groups: Sequence[str] = (),
+                   default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
                    target: str = "kai") -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
@@ -109,7 +110,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
         merged.exact &= res.exact
         if not res.placed:
             short = shortfall(index, gang, res, place)  # "can never fit" says so, with the smallest change
-            reason = short.text if short.kind == NEVER_FITS else res.reason
+            reason = short.text if short.kind == NEVER_FITS else res.reason or ""
             reasons.append(f"{gang.name}: {reason}" if len(exp.gangs) > 1 else reason)
             break
         index.commit(res, gang.pods)
@@ -132,7 +133,7 @@ def place_workload(workload: dict, snapshot: Snapshot, *, user: str = "kubectl-u
     return PlaceResult(True, result, index, merged, exp.warnings)
 
 
-def _workload_api_objects(workload: dict, gang: Gang) -> list[dict]:
+def _workload_api_objects(workload: Mapping[str, Any], gang: Gang) -> list[dict[str, Any]]:
     """The Workload API objects of one placed ``gang`` (:func:`webhook.core.workload_api.gang_objects`):
     named ``<workload>[-<gang>]``, one child PodGroup per segment (its pods) and one for the pods
     outside segments; the gang's required levels as topology constraints."""
@@ -150,7 +151,7 @@ def _workload_api_objects(workload: dict, gang: Gang) -> list[dict]:
                         gang.workload_required, gang.segment_required)
 
 
-def _natural(text: str) -> tuple:
+def _natural(text: str) -> tuple[int | str, ...]:
     """Sort key that orders ``worker-2`` before ``worker-10``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 

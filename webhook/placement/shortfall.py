@@ -18,6 +18,7 @@ Pure (numpy only); no kubernetes import.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +31,9 @@ from webhook.placement.model import Gang, Placement, PlacementError, PodRequest
 NEVER_FITS = "never-fits"
 WAITING_FOR_CAPACITY = "waiting-for-capacity"
 
+
+#: :func:`webhook.placement.engine.place` as this module calls it (passed in: this module is below the engine)
+PlaceFunction = Callable[[ClusterIndex, Gang], Placement]
 
 @dataclass(frozen=True)
 class Shortfall:
@@ -47,7 +51,7 @@ class Shortfall:
     domain: str = ""
 
 
-def place_on_empty(index: ClusterIndex, gang: Gang, place) -> Placement:
+def place_on_empty(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> Placement:
     """``place(index, gang)`` with every node free (``free`` set to ``alloc`` for the call and
     restored after, also on error). ``place``: :func:`webhook.placement.engine.place` (passed in
     to keep this module below the engine)."""
@@ -59,7 +63,7 @@ def place_on_empty(index: ClusterIndex, gang: Gang, place) -> Placement:
         index.free[:] = saved
 
 
-def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place) -> Shortfall:
+def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place: PlaceFunction) -> Shortfall:
     """Classify an unplaced gang (``placement.placed`` False, from ``place(index, gang)``).
 
     Returns a :class:`Shortfall`. ``place``: the engine's ``place`` function. Raises
@@ -125,8 +129,9 @@ def _waited_for(index: ClusterIndex, gang: Gang) -> tuple[str, str, str, int, in
     q = index.req_vector(pod)
     eligible = index.eligible(pod)[first:end]
     resource, fewest = "pods", None
-    for col in np.flatnonzero(q > 0) if q is not None else ():
-        room = int(np.where(eligible, np.maximum(index.free[first:end, col], 0) // q[col], 0).sum())
+    request = q if q is not None else np.zeros(0, dtype=np.int64)  # None: a resource no node has
+    for col in np.flatnonzero(request > 0):
+        room = int(np.where(eligible, np.maximum(index.free[first:end, col], 0) // request[col], 0).sum())
         if fewest is None or room < fewest:
             resource, fewest = index.resources[col], room
     level = index.level_name(depth)
@@ -134,7 +139,7 @@ def _waited_for(index: ClusterIndex, gang: Gang) -> tuple[str, str, str, int, in
     return resource, level, domain, min(int(per_domain[best]), need), need
 
 
-def _smallest_change(index: ClusterIndex, gang: Gang, place) -> str:
+def _smallest_change(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> str:
     """The smallest change that fits on the empty cluster (module docstring), or ``""``."""
     sizes = Counter(p.segment for p in gang.pods if p.segment is not None)
     if sizes and gang.segment_required:
@@ -164,20 +169,20 @@ def _smallest_change(index: ClusterIndex, gang: Gang, place) -> str:
     if gang.workload_required:
         depth = index.depth_of(gang.workload_required)
         for broader in range(depth - 1, -1, -1):
-            level = index.levels[broader - 1] if broader else None
+            wl_level = index.levels[broader - 1] if broader else None
             try:
-                fits = place_on_empty(index, replace(gang, workload_required=level,
+                fits = place_on_empty(index, replace(gang, workload_required=wl_level,
                                                      workload_preferred=None), place).placed
             except PlacementError:
                 continue
             if fits:
-                return f"{keys.TOPOLOGY_REQUIRED}: {level} (was {gang.workload_required})" if level else \
+                return f"{keys.TOPOLOGY_REQUIRED}: {wl_level} (was {gang.workload_required})" if wl_level else \
                     f"no {keys.TOPOLOGY_REQUIRED} (was {gang.workload_required})"
     return ""
 
 
 def _resegmented(gang: Gang, size: int) -> Gang:
     """``gang`` with its segmented pods, in segment then key order, cut into segments of ``size``."""
-    segmented = sorted((p for p in gang.pods if p.segment is not None), key=lambda p: (p.segment, p.key))
-    new = {p.key: (p.segment[0], i // size) for i, p in enumerate(segmented)}
+    segmented = sorted(((p.segment, p) for p in gang.pods if p.segment is not None), key=lambda sp: (sp[0], sp[1].key))
+    new = {p.key: (segment[0], i // size) for i, (segment, p) in enumerate(segmented)}
     return replace(gang, pods=[replace(p, segment=new[p.key]) if p.key in new else p for p in gang.pods])

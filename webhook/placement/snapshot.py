@@ -186,7 +186,7 @@ def _plain_requests_milli(spec: object) -> dict[str, int] | None:
 def _name_of(obj: Mapping[str, Any], source: str, here: str, kind: str) -> tuple[str, str]:
     meta = obj.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
-    if not isinstance(name, str) or not name:
+    if not isinstance(meta, Mapping) or not isinstance(name, str) or not name:
         where = f"{source}: {here}: " if source else ""
         got = "" if name is None or name == "" else f" (metadata.name = {quote(name)} is {json_type(name)}, not a string)"
         raise SnapshotError(f"{where}{kind} has no metadata.name{got}")
