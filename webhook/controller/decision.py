@@ -38,9 +38,9 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.core import gating, keys
 from webhook.core.kinds import registry
@@ -117,6 +117,10 @@ class PassResult:
     skipped: list[str] = field(default_factory=list)
 
 
+_Key = TypeVar("_Key")  # what ParseCache keeps an object's value under (name, resourceVersion)
+_Value = TypeVar("_Value")  # the parsed value (or its problem text)
+
+
 class ParseCache:
     """Parsed nodes and pod requests kept between passes, keyed by the object's name and
     ``metadata.resourceVersion``. The live controller keeps one so a pass does not re-read every
@@ -148,7 +152,8 @@ class ParseCache:
         return key if key[2] else None
 
     @staticmethod
-    def _lookup(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], parse: Any) -> Any:
+    def _lookup(obj: Mapping[str, Any], key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
+                this_pass: dict[int, tuple[Mapping[str, Any], _Value]], parse: Callable[[Mapping[str, Any]], _Value]) -> _Value:
         """The value cached for ``obj`` (``parse(obj)`` on a miss): in ``kept`` under ``key`` (marked
         ``seen`` in this pass), or, for an object without a resourceVersion (``key`` None), in
         ``this_pass`` by identity."""
@@ -162,7 +167,7 @@ class ParseCache:
             kept[key] = parse(obj)
         return kept[key]
 
-    def node(self, obj: Mapping[str, Any], parse: Any) -> Node | str:
+    def node(self, obj: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], Node | str]) -> Node | str:
         """The parsed Node (or its problem text) of ``obj``; ``parse(obj)`` on a miss."""
         return self._lookup(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, parse)
 
@@ -172,7 +177,8 @@ class ParseCache:
                             _requests_or_error)
 
     @staticmethod
-    def _store(obj: Mapping[str, Any], key: Any, kept: dict[str, Any], seen: set[Any], this_pass: dict[str, Any], value: Any) -> None:
+    def _store(obj: Mapping[str, Any], key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
+               this_pass: dict[int, tuple[Mapping[str, Any], _Value]], value: _Value) -> None:
         """Cache ``value`` for ``obj`` where :meth:`_lookup` finds it."""
         if key is None:
             this_pass[id(obj)] = (obj, value)
@@ -262,10 +268,9 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     """Why the gang cannot be placed now, or ``None`` when it is complete."""
     refs = tuple(sorted(pod_ref(p) for p in gang.gated))
     fallbacks = registry.gang_size_keys()
-    sizes = {gating.gang_size(_string_map(_meta(p).get("annotations")), fallbacks) for p in gang.members}
-    if None in sizes and len(sizes) > 1:
-        sizes.discard(None)
-    if len(sizes) != 1 or None in sizes:
+    read = {gating.gang_size(_string_map(_meta(p).get("annotations")), fallbacks) for p in gang.members}
+    sizes = {size for size in read if size is not None}  # a pod without a valid size follows the others
+    if len(sizes) != 1:
         why = f"pods disagree on {gating.GANG_SIZE}: {', '.join(quote(str(s)) for s in sorted(sizes))}" if len(sizes) > 1 \
             else f"no pod carries a valid {gating.GANG_SIZE}"
         return Waiting(gang.key, INVALID, why, refs)
@@ -401,14 +406,14 @@ def ledger_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, An
             parsed.append(node)
     ledger = CapacityLedger(parsed)
     for pod in pods:
-        node = occupied_node(pod)
-        if node is None:
+        node_name = occupied_node(pod)
+        if node_name is None:
             continue
         requests = cache.pod_requests(pod)
         if isinstance(requests, str):
             skipped.append(requests)
             continue
-        ledger.observe(pod_ref(pod), node, requests)
+        ledger.observe(pod_ref(pod), node_name, requests)
     return ledger
 
 
