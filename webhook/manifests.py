@@ -104,7 +104,7 @@ def read_text(path: str) -> str:
             stdin_bytes = getattr(sys.stdin, "buffer", None)
             if stdin_bytes is None:  # a text stream put in place of stdin (tests): already decoded
                 return sys.stdin.read()
-            data = stdin_bytes.read()
+            data: bytes = stdin_bytes.read()
         else:
             with open(path, "rb") as fh:
                 data = fh.read()
@@ -326,6 +326,7 @@ def deeper_than(value: Any, limit: int) -> bool:
     stack = [(value, 0)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, Mapping):
             children = item.values()
         elif isinstance(item, list):

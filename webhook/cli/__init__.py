@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar, overload
 
 from webhook import __version__
 from webhook.cli.flags import error
@@ -34,6 +35,9 @@ COMMAND_MODULES = (
 )
 
 
+_N = TypeVar("_N")  # the namespace class a caller passes to parse_known_args
+
+
 class CommandParser(argparse.ArgumentParser):
     """The ``segment-webhook`` parser and the parser of each sub-command (``place``, ``topology
     infer``): an argument it does not know is its own error, printed with its own usage
@@ -44,7 +48,16 @@ class CommandParser(argparse.ArgumentParser):
     ``unrecognized arguments: --bogus``; argparse checked the required COMMAND first and said only
     ``the following arguments are required: COMMAND``); no sub-command at all is still that error."""
 
-    def parse_known_args(self, args: Any = None, namespace: Any = None) -> tuple[argparse.Namespace, list[str]]:
+    # argparse's three call shapes (typeshed's overloads): a new Namespace, or the given one filled in
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None = None,
+                         namespace: None = None) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: _N) -> tuple[_N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: _N) -> tuple[_N, list[str]]: ...
+
+    def parse_known_args(self, args: Iterable[str] | None = None, namespace: Any = None) -> tuple[Any, list[str]]:
         """``argparse.ArgumentParser.parse_known_args``, then :meth:`error` (usage, message, exit 2)
         when an argument is left over, then when a required sub-command is missing."""
         commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction) and a.required]

@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,7 @@ class UsageError(SegmentWebhookError, ValueError):
     """A bad flag or input file; the message names the flag (exit status 2)."""
 
 
-def error(command: str, problem: str | SegmentWebhookError) -> int:
+def error(command: str, problem: str | Exception) -> int:
     """Print ``segment-webhook <command>: error: <problem>`` to stderr and return the exit status:
     the error's own :attr:`~webhook.errors.SegmentWebhookError.exit_code`, or
     :data:`~webhook.errors.EXIT_USAGE` (2) for a message."""
@@ -96,17 +96,17 @@ def add_env_flag(
     parser.set_defaults(_env_flags=specs + [_EnvFlag(dest, flag, repeatable, type, default)])
 
 
-def apply_env(args: argparse.Namespace, environ: dict[str, Any] | None = None) -> argparse.Namespace:
+def apply_env(args: argparse.Namespace, environ: Mapping[str, Any] | None = None) -> argparse.Namespace:
     """Fill flags not given on the command line from their environment variables or defaults.
 
     Raises :class:`UsageError` naming the variable when its value does not convert.
     """
-    environ = os.environ if environ is None else environ
+    variables = os.environ if environ is None else environ
     for spec in getattr(args, "_env_flags", None) or []:
         if getattr(args, spec.dest) is not None:
             continue
         env = env_name(spec.flag)
-        raw = environ.get(env)
+        raw = variables.get(env)
         if raw is None or raw == "":
             value = list(spec.default) if spec.repeatable and spec.default is not None else spec.default
             if spec.repeatable and value is None:

@@ -104,7 +104,8 @@ def render_table(result: dict[str, Any]) -> str:
     """The ``-o table`` text of a result document (:func:`webhook.placement.pipeline.result_document`)."""
     if not result["placed"]:
         unproven = " (search budget reached: not proven)" if result.get("exact") is False else ""
-        return result["reason"] + unproven + "\n"
+        reason: str = result["reason"]
+        return reason + unproven + "\n"
     lines = [f"{'SEGMENT':<8} {'PODS':>4}  {'LEVEL':<34} {'DOMAIN':<20} NODES"]
     for s in result["segments"]:
         nodes = sorted({result["assignments"][p] for p in s["pods"]})
@@ -117,12 +118,12 @@ def render_table(result: dict[str, Any]) -> str:
     by_level: dict[str, int] = {}
     for s in result["segments"]:
         by_level[s["level"]] = by_level.get(s["level"], 0) + 1
-    nodes = len(set(result["assignments"].values()))
+    node_count = len(set(result["assignments"].values()))
     summary = ", ".join(f"{n} at {lv}" for lv, n in by_level.items()) or "no segments"
     lines.append("")
     wl = result["workload"]
     where = "spans the whole cluster" if wl["level"] == "cluster" else f"meets at {wl['level']}={wl['domain']}"
-    lines.append(f"placed: {len(result['assignments'])} pods on {nodes} node{'s' if nodes != 1 else ''}; "
+    lines.append(f"placed: {len(result['assignments'])} pods on {node_count} node{'s' if node_count != 1 else ''}; "
                  f"workload {where}; segments: {summary}")
     target = result.get("target")
     if target:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -56,7 +57,7 @@ NO_OBJECT = ("no Kubernetes object found; fix: give a file with at least one obj
              "is it empty, or only comments and ---?")
 
 
-def read_objects(path: str) -> list[tuple[str, dict[str, Any]]]:
+def read_objects(path: str) -> list[tuple[str, Mapping[str, Any]]]:
     """The Kubernetes objects of a YAML/JSON file (``-`` = stdin) to review, read by
     :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped), each with
     where it was read (:func:`webhook.manifests.object_source`: ``multi.yaml: document 2`` when
@@ -64,7 +65,7 @@ def read_objects(path: str) -> list[tuple[str, dict[str, Any]]]:
     ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming
     the file and document."""
     located = load_objects(path)
-    objects: list[tuple[str, dict[str, Any]]] = []
+    objects: list[tuple[str, Mapping[str, Any]]] = []
     for here, obj in located:
         if deeper_than(obj, MAX_NESTING):
             raise ManifestError(path, NESTED_TOO_DEEPLY)
@@ -91,7 +92,7 @@ def denial_line(path: str, operation: str, reason: str, message: str, kind: str 
             f'"{webhook_name(kind)}" denied the request: {message}')
 
 
-def unhandled_kind_note(obj: dict[str, Any]) -> str | None:
+def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:
     """A note for an object whose kind the webhook does not handle (``None`` when it does)."""
     from webhook.core.kinds import handled_kinds, handles
 
@@ -125,10 +126,10 @@ def run(args: argparse.Namespace) -> int:
             return fail("--operation UPDATE needs --old OLD_MANIFEST (the object as stored before the update)")
         if len(old_objects) != len(objects):
             return fail(f"--old has {len(old_objects)} objects but -f has {len(objects)}; they must pair up in order")
-        for new, old in zip(objects, old_objects):
-            if (new.get("apiVersion"), new.get("kind")) != (old.get("apiVersion"), old.get("kind")):
-                return fail(f"--old object is {old.get('apiVersion')}/{old.get('kind')}, "
-                            f"-f object is {new.get('apiVersion')}/{new.get('kind')}: an UPDATE keeps the kind")
+        for new_obj, old_obj in zip(objects, old_objects):
+            if (new_obj.get("apiVersion"), new_obj.get("kind")) != (old_obj.get("apiVersion"), old_obj.get("kind")):
+                return fail(f"--old object is {old_obj.get('apiVersion')}/{old_obj.get('kind')}, "
+                            f"-f object is {new_obj.get('apiVersion')}/{new_obj.get('kind')}: an UPDATE keeps the kind")
     elif old_objects is not None:
         return fail("--old is only used with --operation UPDATE")
     settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target)
@@ -142,7 +143,8 @@ def run(args: argparse.Namespace) -> int:
         review = build_review(obj, operation=args.operation, old=old, user=args.user, groups=args.group)
         # behind the size bound, as POST /mutate reviews a body that could carry that much
         outcome = envelope.handle(review, catalog, settings, mutate=True, review_fn=bounded_review(core_review))
-        response = outcome.body.get("response", {})
+        answered = outcome.body.get("response")  # not a mapping only for an answer that is not a review
+        response: Mapping[str, Any] = answered if isinstance(answered, Mapping) else {}
         for warning in response.get("warnings", []):
             print(f"Warning: {warning}", file=sys.stderr)
         responses.append(outcome.body)

@@ -99,7 +99,9 @@ _SET_REQUIREMENT = re.compile(r"^\s*(\S+)\s+(in|notin)\s+\(([^()]*)\)\s*$")
 
 def _split_requirements(text: str) -> list[str]:
     """``text`` cut at the commas outside parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char == "," and depth == 0:
             parts.append("".join(current))

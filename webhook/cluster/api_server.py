@@ -266,10 +266,11 @@ class ApiServerReachability:
 
     def answered(self, request: str) -> None:
         """Record that the server answered ``request``; ends an outage with one INFO line."""
-        if self._since is None:  # the common case, without the lock
+        outage_start = self._since  # read once without the lock: the common case is no outage
+        if outage_start is None:
             return
         with self._lock:
-            if self._since is None:
+            if self._since is None:  # another thread ended the outage meanwhile
                 return
             seconds, failures, cause = self._clock() - self._since, self._failures, self._cause
             self._since, self._failures, self._causes = None, 0, set()

@@ -129,7 +129,9 @@ class DictLister:
                 self._stop.wait(delay)
                 continue
             self._backoff.reset()
-            meta = body.get("metadata") if isinstance(body.get("metadata"), Mapping) else {}
+            meta = body.get("metadata")
+            if not isinstance(meta, Mapping):
+                meta = {}
             self._on_listed()
             return SimpleNamespace(items=list(body.get("items") or []),
                                    metadata=SimpleNamespace(resource_version=meta.get("resourceVersion")))

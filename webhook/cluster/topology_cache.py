@@ -136,8 +136,9 @@ def _rv_of(obj: Any) -> str | None:
 def _name_of(obj: Any) -> str | None:
     if isinstance(obj, Mapping):
         meta = obj.get("metadata")
-        if isinstance(meta, Mapping) and isinstance(meta.get("name"), str):
-            return meta["name"]
+        name = meta.get("name") if isinstance(meta, Mapping) else None
+        if isinstance(name, str):
+            return name
     return None
 
 

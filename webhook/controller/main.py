@@ -27,7 +27,7 @@ from typing import Any, TextIO
 import yaml
 
 from webhook.controller.decision import ParseCache, PassResult, decide
-from webhook.core.topology import StaticTopologyCatalog, Topology, default_catalog
+from webhook.core.topology import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.manifests import ManifestError, load_objects
 from webhook.output import write_output
@@ -79,7 +79,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     topologies: dict[str, Topology] = {t.name: t for t in checked.topologies}
     if not topologies:
         fallback = default_catalog()
-        topologies = {name: fallback.get(name) for name in fallback.names()}
+        topologies = {t.name: t for t in catalog_topologies(fallback)}
     nodes = [o for o in objects if o.get("kind") == "Node"]
     if not nodes:
         raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
@@ -111,7 +111,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
                 if exp.denied:
                     raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
                 pods.extend(exp.pods)
-    result = decide(nodes, pods, [catalog.get(n) for n in catalog.names()], default_topology=default_topology,
+    result = decide(nodes, pods, catalog_topologies(catalog), default_topology=default_topology,
                     cache=cache)
     if result.skipped:  # e.g. a pinned pod (released, not bound yet) with a bad request
         raise snapshot_problems(sorted(set(result.skipped)))

@@ -166,6 +166,12 @@ class StaticTopologyCatalog:
         return sorted(self._by_name)
 
 
+def catalog_topologies(catalog: TopologyCatalog) -> list[Topology]:
+    """Every Topology of ``catalog``, in the order of ``catalog.names()`` (a name whose topology is
+    gone by the time it is read, in a live catalog, is left out)."""
+    return [topology for name in catalog.names() if (topology := catalog.get(name)) is not None]
+
+
 def topologies_from_documents(documents: Iterable[object]) -> list[Topology]:
     """Extract Topology objects from parsed YAML/JSON documents.
 

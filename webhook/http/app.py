@@ -54,6 +54,7 @@ from typing import Any, TypeVar
 
 import orjson
 from flask import Flask, Response, request
+from flask.json.provider import DefaultJSONProvider
 from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
@@ -199,6 +200,12 @@ class SessionFree(SessionInterface):
         """Nothing to save."""
 
 
+class KeptOrderJSONProvider(DefaultJSONProvider):
+    """Flask's JSON provider with the keys in the order the webhook wrote them (not sorted)."""
+
+    sort_keys = False
+
+
 class WebhookFlask(Flask):
     """The webhook's Flask app: Flask with the parts a webhook does not use turned off through
     Flask's documented overrides: no sessions (:class:`SessionFree`), and every view a plain
@@ -206,6 +213,7 @@ class WebhookFlask(Flask):
     coroutine; ``create_app`` registers only plain ``def`` views, and refuses anything else)."""
 
     session_interface = SessionFree()
+    json_provider_class = KeptOrderJSONProvider
 
     def ensure_sync(self, func: View) -> View:
         """``func`` itself: every view of this app is a plain function."""
@@ -241,7 +249,6 @@ def create_app(
         review_fn = envelope._default_review()  # ImportError here: a broken install fails at start
     app = WebhookFlask("segment_webhook")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
-    app.json.sort_keys = False
     app.extensions["segment_webhook"] = {"catalog": catalog, "settings": settings}
     counter = metrics
 
@@ -350,15 +357,18 @@ def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: Topology
         """Readiness: catalog synced and serving certificate loaded."""
         synced = bool(catalog.synced)
         tls = True if tls_ready is None else bool(tls_ready())
-        body = {"ready": synced and tls, "topologiesSynced": synced, "certificateLoaded": tls}
+        reason = None
         if not synced:
-            body["reason"] = "the Topology catalog has not completed its first list yet"
+            reason = "the Topology catalog has not completed its first list yet"
             last_error = getattr(catalog, "last_error", None)  # live catalog: why (DESIGN.md §10)
             if last_error:
-                body["reason"] += f": {last_error}"
+                reason += f": {last_error}"
         elif not tls:
-            body["reason"] = "the serving certificate is not loaded"
-        resp = _json(body, 200 if body["ready"] else 503)
+            reason = "the serving certificate is not loaded"
+        body: dict[str, object] = {"ready": synced and tls, "topologiesSynced": synced, "certificateLoaded": tls}
+        if reason is not None:
+            body["reason"] = reason
+        resp = _json(body, 200 if synced and tls else 503)
         resp.headers[WORKER_HEADER] = worker_id
         return resp
 

@@ -129,7 +129,7 @@ def bounded_review(review_fn: AdmissionHandler) -> AdmissionHandler:
     ``annotations-too-large``) when the object carries a placement key, else allowed with
     :func:`oversized_annotations_warning` (module docstring)."""
 
-    def review(request: AdmissionRequest, catalog: TopologyCatalog, settings: AdmissionSettings, *,
+    def review(request: AdmissionRequest | Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *,
                mutate: bool = True) -> Decision:
         found = oversized_annotations(request.get("object"))
         if found is None:

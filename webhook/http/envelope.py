@@ -274,6 +274,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         groups = user_info.get("groups")
         if groups is not None and not (isinstance(groups, list) and _all_strings(groups)):
             raise _malformed(uid, "request.userInfo.groups", "must be a list of strings")
+    # cast: every member AdmissionRequest names was checked above; a TypedDict cannot be narrowed to
     return cast(AdmissionRequest, dict(request))
 
 

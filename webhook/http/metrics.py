@@ -275,14 +275,18 @@ def log_review(outcome: Any, seconds: float) -> None:
         review_log.handle(record)
 
 
+#: the name of the review log's handler: :func:`configure_review_log` adds it once
+REVIEW_HANDLER = "segment_webhook.review"
+
+
 def configure_review_log(stream: Any = None) -> None:
     """Send the review log to ``stream`` (default stderr) as bare JSON lines
     (:class:`ReviewLineFormatter`), once per process."""
-    if any(getattr(h, "_segment_webhook", False) for h in review_log.handlers):
+    if any(h.name == REVIEW_HANDLER for h in review_log.handlers):
         return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(ReviewLineFormatter())
-    handler._segment_webhook = True  # type: ignore[attr-defined]
+    handler.name = REVIEW_HANDLER
     review_log.addHandler(handler)
     review_log.setLevel(logging.INFO)
     review_log.propagate = False

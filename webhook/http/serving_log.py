@@ -25,15 +25,19 @@ LOG_DATE_FORMAT = "%Y-%m-%d %H:%M:%S %z"
 SERVER_LOGGERS = ("segment_webhook", "webhook.cluster")
 
 
+#: the name of the server loggers' handler: :func:`configure_logging` adds it once
+SERVER_HANDLER = "segment_webhook.server"
+
+
 def configure_logging(stream: Any = None, level: int = logging.INFO) -> None:
     """Send the :data:`SERVER_LOGGERS` to ``stream`` (default stderr) as ``[time] [pid] [LEVEL]
     logger: message`` lines from ``level`` up; once per process (a second call does nothing).
     The review log (``segment_webhook.review``) keeps its own handler and format."""
-    if any(getattr(h, "_segment_webhook", False) for h in logging.getLogger(SERVER_LOGGERS[0]).handlers):
+    if any(h.name == SERVER_HANDLER for h in logging.getLogger(SERVER_LOGGERS[0]).handlers):
         return
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT, LOG_DATE_FORMAT))
-    handler._segment_webhook = True  # type: ignore[attr-defined]
+    handler.name = SERVER_HANDLER
     for name in SERVER_LOGGERS:
         logger = logging.getLogger(name)
         logger.addHandler(handler)

@@ -95,16 +95,15 @@ class CertificateReloader:
                 stamp = self._file_stamp()
             except OSError:
                 stamp = None
-            if self._context is None or (stamp is not None and stamp != self._stamp):
+            if self._context is None:  # no pair loaded yet: CertificateLoadError when none loads
+                return self._load_locked()
+            if stamp is not None and stamp != self._stamp:
                 try:
                     self._load_locked()
-                    if self.reloads > 1:
-                        log.info("serving certificate reloaded from %s (sha256 %s)", self.certfile, self._fingerprint)
+                    log.info("serving certificate reloaded from %s (sha256 %s)", self.certfile, self._fingerprint)
                 except CertificateLoadError as exc:
-                    if self._context is None:
-                        raise
                     log.warning("%s; still serving the previous certificate", exc)
-            return self._context  # type: ignore[return-value]
+            return self._context
 
     def _switch(self, ssl_socket: Any, server_name: str | None, initial: ssl.SSLContext) -> None:
         try:
@@ -112,7 +111,7 @@ class CertificateReloader:
         except Exception:
             log.exception("cannot switch a handshake to the current serving certificate")
 
-    def serving_context(self, context_class: type | None = None) -> ssl.SSLContext:
+    def serving_context(self, context_class: type[ssl.SSLContext] | None = None) -> ssl.SSLContext:
         """A server context, built now, whose every handshake presents the pair that is current at
         that moment (an SNI callback, which OpenSSL calls for every ClientHello, switches the
         connection to :meth:`context`).

@@ -50,7 +50,7 @@ import sys
 import termios
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import gevent
 import gevent.hub
@@ -137,13 +137,16 @@ class DeadlineInput:
         return data
 
     def read(self, size: int | None = None) -> bytes:
-        return self._call("read", size)
+        data: bytes = self._call("read", size)
+        return data
 
     def readline(self, size: int | None = None) -> bytes:
-        return self._call("readline", size)
+        line: bytes = self._call("readline", size)
+        return line
 
     def readlines(self, hint: int | None = None) -> list[Any]:
-        return self._call("readlines", hint)
+        lines: list[Any] = self._call("readlines", hint)
+        return lines
 
     def __iter__(self) -> Any:
         return iter(self.readline, b"")
@@ -179,7 +182,8 @@ def input_waiting(sock: Any) -> bool:
         if isinstance(sock, ssl.SSLSocket) and sock.pending():
             return True
         queued = fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
-        return struct.unpack("i", queued)[0] > 0
+        count: int = struct.unpack("i", queued)[0]
+        return count > 0
     except (OSError, ValueError):
         return False
 
@@ -260,6 +264,7 @@ class WebhookWorker(GeventWorker):
     in each worker process."""
 
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    wsgi: WSGIApplication  # the app gunicorn's Worker.load_wsgi loaded (wrapped below)
 
     # ---------------------------------------------------------------- process
     def init_process(self) -> None:
@@ -433,7 +438,7 @@ class WebhookWorker(GeventWorker):
         return wrapped
 
 
-def deferred_handshake_context_class() -> type:
+def deferred_handshake_context_class() -> type[ssl.SSLContext]:
     """A subclass of the current ``ssl.SSLContext`` (gevent's, once a gevent worker has patched
     the standard library) whose ``wrap_socket`` never handshakes on connect: gevent's server
     wraps each accepted socket before the worker sees it, and a handshake there would have no
@@ -445,12 +450,13 @@ def deferred_handshake_context_class() -> type:
             kwargs["do_handshake_on_connect"] = False
             return base.wrap_socket(self, sock, *args, **kwargs)
 
-        cls = type("DeferredHandshakeContext", (base,), {"wrap_socket": wrap_socket})
+        # cast: type() builds a subclass of base at run time (gevent's SSLContext once patched); mypy sees only `type`
+        cls = cast(type[ssl.SSLContext], type("DeferredHandshakeContext", (base,), {"wrap_socket": wrap_socket}))
         _DEFERRED_CLASSES[base] = cls
     return cls
 
 
-_DEFERRED_CLASSES: dict[str, Any] = {}
+_DEFERRED_CLASSES: dict[type[ssl.SSLContext], type[ssl.SSLContext]] = {}
 
 
 def worker_class(read_timeout: float) -> type:
