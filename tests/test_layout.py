@@ -173,7 +173,7 @@ def test_every_kind_is_described_once():
 # ---------------------------------------------------------------- typed seams, one home per warning
 #: Untyped seams (issue 20 item 3): a handler typed as any callable, a catalog or settings typed
 #: ``Any``, an optional catalog member read with getattr. Each seam has a Protocol instead
-#: (webhook.core.admission.AdmissionHandler, webhook.core.kinds._workload.Analyse,
+#: (webhook.core.admission_types.AdmissionHandler, webhook.core.kinds._workload.Analyse,
 #: webhook.core.topology.TopologyCatalog).
 UNTYPED_SEAMS = re.compile(r"Callable\[\.\.\., *(Any|Decision|\"?Plan)\]|\b(catalog|settings): Any\b")
 #: In the core, a catalog member read with getattr (the TopologyCatalog Protocol names every member).

@@ -1,4 +1,5 @@
-"""The AdmissionReview v1 request, typed, and the ONE builder of requests the project uses.
+"""The ONE builder of AdmissionReview v1 requests the project uses (their types:
+:mod:`webhook.core.admission_types`).
 
 kube-apiserver sends ``{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
 "request": {...}}`` to the webhook (Kubernetes ``k8s.io/api/admission/v1`` types). The
@@ -20,14 +21,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+from typing import Any
 
+from webhook.core.admission_types import (
+    AdmissionRequest,
+    AdmissionReview,
+    GroupVersionKind,
+    GroupVersionResource,
+    Operation,
+)
+from webhook.core.kinds.registry import BY_KIND
 from webhook.core.messages import quote
-
-if TYPE_CHECKING:  # the types of the seam; imported at run time they would make a cycle
-    from webhook.core.admission_decision import Decision
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import TopologyCatalog
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
 AUTHENTICATED_GROUP = "system:authenticated"
@@ -41,116 +45,8 @@ def plural(kind: str) -> str:
     """The plural resource name of ``kind``: a workload kind's from the registry
     (:attr:`webhook.core.kinds.description.KindDescription.resource`), else :data:`OTHER_PLURALS`,
     else lower-case ``kind`` + ``s``."""
-    from webhook.core.kinds.registry import BY_KIND  # the kinds import this module: read at call time
-
     described = BY_KIND.get(kind)
     return described.resource if described is not None else OTHER_PLURALS.get(kind, kind.lower() + "s")
-
-Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
-
-
-class GroupVersionKind(TypedDict):
-    """``request.kind`` / ``request.requestKind``: ``group`` is "" for the core API."""
-
-    group: str
-    version: str
-    kind: str
-
-
-class GroupVersionResource(TypedDict):
-    """``request.resource`` / ``request.requestResource``."""
-
-    group: str
-    version: str
-    resource: str
-
-
-class UserInfo(TypedDict, total=False):
-    """``request.userInfo`` (Kubernetes ``authentication/v1`` UserInfo)."""
-
-    username: str
-    uid: str
-    groups: list[str]
-
-
-class _RequiredRequestMembers(TypedDict):
-    uid: str
-    kind: GroupVersionKind
-    resource: GroupVersionResource
-    operation: Operation
-    userInfo: UserInfo
-    object: Any
-    oldObject: Any
-
-
-class AdmissionRequest(_RequiredRequestMembers, total=False):
-    """``request`` of an AdmissionReview v1 (the members this project reads or sends); the
-    members below are optional, the ones of the base class required."""
-
-    requestKind: GroupVersionKind
-    requestResource: GroupVersionResource
-    subResource: str
-    name: str
-    namespace: str
-    dryRun: bool
-    options: dict[str, Any]
-
-
-class AdmissionStatus(TypedDict):
-    """``response.status`` of a denial (``metav1.Status``): ``code`` 400 / 403 / 500, ``reason`` its
-    StatusReason (``BadRequest`` / ``Forbidden`` / ``InternalError``), ``message`` for the user."""
-
-    code: int
-    reason: str
-    message: str
-
-
-class _RequiredResponseMembers(TypedDict):
-    uid: str
-    allowed: bool
-
-
-class AdmissionResponse(_RequiredResponseMembers, total=False):
-    """``response`` of an AdmissionReview v1 answer (``k8s.io/api/admission/v1`` AdmissionResponse):
-    ``patchType`` is ``JSONPatch`` and ``patch`` base64 of the RFC 6902 operations' JSON, both only
-    when allowed with a non-empty patch; ``warnings`` only when non-empty; ``status`` only on denial.
-    Built by :func:`webhook.http.envelope.review_response` alone."""
-
-    patchType: Literal["JSONPatch"]
-    patch: str
-    warnings: list[str]
-    status: AdmissionStatus
-
-
-class AdmissionReviewResponse(TypedDict):
-    """The AdmissionReview v1 document a webhook answers: ``apiVersion`` ``admission.k8s.io/v1``,
-    ``kind`` ``AdmissionReview`` and the :class:`AdmissionResponse`."""
-
-    apiVersion: str
-    kind: str
-    response: AdmissionResponse
-
-
-class AdmissionHandler(Protocol):
-    """The one handler signature of the admission seams (cf. controller-runtime's
-    ``admission.Handler``): the transport calls the core's entry point
-    (:func:`webhook.core.review.review`) through it, and the dispatcher each kind's handler
-    (:data:`webhook.core.kinds.HANDLERS`). ``request``: the ``request`` member of an AdmissionReview
-    v1 (:class:`AdmissionRequest`; a handler never trusts its shape and answers a malformed one with
-    a 400 denial); ``mutate``: False for ``/validate`` (same checks, never a patch). Returns the
-    :class:`~webhook.core.admission_decision.Decision`; never raises for JSON-shaped input."""
-
-    def __call__(self, request: AdmissionRequest | Mapping[str, Any], catalog: TopologyCatalog,
-                 settings: AdmissionSettings, *, mutate: bool = True) -> Decision: ...
-
-
-class AdmissionReview(TypedDict):
-    """The AdmissionReview v1 document kube-apiserver POSTs."""
-
-    apiVersion: str
-    kind: str
-    request: AdmissionRequest
-
 
 def group_version_kind(obj: Any) -> GroupVersionKind:
     """``{group, version, kind}`` of a parsed object (``apiVersion`` ``group/version``, or

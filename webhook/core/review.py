@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.admission import AdmissionRequest
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.admission_types import AdmissionRequest
 from webhook.core.kinds import dispatch
 from webhook.core.topology import TopologyCatalog
 
@@ -24,7 +24,7 @@ def review(
     mutate: bool = True,
 ) -> Decision:
     """Admit one AdmissionReview v1 ``request`` (the ``request`` member, as a dict). The core's one
-    entry point, an :class:`~webhook.core.admission.AdmissionHandler`.
+    entry point, an :class:`~webhook.core.admission_types.AdmissionHandler`.
 
     Dispatches on ``request.kind`` (group/version/kind) to the handler of that workload kind
     (``webhook.core.kinds.*``). ``mutate=False`` runs the same checks without building a patch

@@ -32,7 +32,7 @@ handler (which reads the pod alone) knows it: a pod whose annotation names anoth
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
@@ -40,9 +40,7 @@ from webhook.core.messages import key_field, quote
 from webhook.core.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
 from webhook.core.warning_rules import say
-
-if TYPE_CHECKING:  # the Plan of a workload kind; imported for types only (the kinds import this module)
-    from webhook.core.kinds._workload import Plan
+from webhook.core.workload_plan import Plan
 
 #: The label (workload root) and template annotation that name the target.
 TARGET_KEY = "segments.dev/target"

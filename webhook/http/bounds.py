@@ -35,9 +35,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from webhook.core import keys
-from webhook.core.admission import AdmissionHandler, AdmissionRequest
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.admission_types import AdmissionHandler, AdmissionRequest
 from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES, deny_oversized_annotations
 from webhook.core.topology import TopologyCatalog
 from webhook.http.envelope import encode_json

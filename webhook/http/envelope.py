@@ -36,8 +36,8 @@ from typing import Any, cast
 
 import orjson
 
-from webhook.core.admission import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.admission_types import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
 from webhook.core.messages import json_type, quote
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
@@ -80,7 +80,7 @@ log = logging.getLogger("segment_webhook.envelope")
 JSON_OBJECT = (dict, Mapping)
 
 #: The domain entry point the transport calls (``webhook.core.review.review`` unless a test or
-#: benchmark passes another): :class:`webhook.core.admission.AdmissionHandler`.
+#: benchmark passes another): :class:`webhook.core.admission_types.AdmissionHandler`.
 ReviewFunction = AdmissionHandler
 
 
@@ -207,7 +207,7 @@ def _all_strings(values: list[Any]) -> bool:
 
 def parse_review(body: Any) -> AdmissionRequest:
     """Check a decoded AdmissionReview v1 body and return its ``request`` member (a new dict,
-    checked member by member to be the :class:`~webhook.core.admission.AdmissionRequest` below).
+    checked member by member to be the :class:`~webhook.core.admission_types.AdmissionRequest` below).
 
     Checks (each failure raises :class:`EnvelopeError` naming the field): the body is an object;
     ``request`` is an object with a non-empty string ``uid``; ``apiVersion`` is
@@ -321,7 +321,7 @@ def review_response(
     message: str | None = None,
 ) -> AdmissionReviewResponse:
     """Build an AdmissionReview v1 response document (the one builder of
-    :class:`~webhook.core.admission.AdmissionReviewResponse`; cf. controller-runtime's
+    :class:`~webhook.core.admission_types.AdmissionReviewResponse`; cf. controller-runtime's
     ``Allowed`` / ``Denied`` / ``Patched`` constructors, which all end in one response type).
 
     ``patch`` (RFC 6902 operations) is sent as ``patchType: JSONPatch`` + base64 of its JSON only

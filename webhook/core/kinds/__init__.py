@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core.admission import AdmissionHandler
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.admission_types import AdmissionHandler
 from webhook.core.kinds import pod
 from webhook.core.kinds.registry import DESCRIPTIONS
 from webhook.core.messages import UNSET
 from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
 
-#: The kind handler's signature: :class:`webhook.core.admission.AdmissionHandler`.
+#: The kind handler's signature: :class:`webhook.core.admission_types.AdmissionHandler`.
 Handler = AdmissionHandler
 
 #: (API group, kind) → handler: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`,

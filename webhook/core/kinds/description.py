@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core.admission import AdmissionHandler
+from webhook.core.admission_types import AdmissionHandler
 from webhook.core.messages import quote
 from webhook.core.rules import INT32_MAX
 from webhook.core.segments import parse_plain_decimal

@@ -21,7 +21,7 @@ from webhook.core import automatic, keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, lenient_count, pod_template, replicas
 from webhook.core.kinds.pytorchjob import TRAINING_PODS, training_operator_pods
 from webhook.core.messages import UNSET
@@ -30,6 +30,7 @@ from webhook.core.resolution import Resolution, SegmentInputs, SpecSizeField
 from webhook.core.rules import check_native_framework, malformed, violate
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
+from webhook.core.workload_plan import Plan
 
 KIND = "DistributedWorkload"
 GROUP = "segments.dev"

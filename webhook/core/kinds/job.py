@@ -24,7 +24,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -43,6 +43,7 @@ from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import check_job_indexed
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
+from webhook.core.workload_plan import Plan
 
 KIND = "Job"
 GROUP = "batch"

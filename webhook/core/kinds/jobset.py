@@ -30,7 +30,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -50,6 +50,7 @@ from webhook.core.resolution import Resolution, SegmentInputs
 from webhook.core.rules import check_per_job_level, check_template_level_has_topology, malformed
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
+from webhook.core.workload_plan import Plan
 
 KIND = "JobSet"
 GROUP = "jobset.x-k8s.io"

@@ -38,7 +38,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, NO_READER_EDITS, Plan, ReaderEdits, UpdateContext, review_workload
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -72,6 +72,7 @@ from webhook.core.rules import (
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
+from webhook.core.workload_plan import NO_READER_EDITS, Plan, ReaderEdits
 
 KIND = "LeaderWorkerSet"
 GROUP = "leaderworkerset.x-k8s.io"

@@ -25,7 +25,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -45,6 +45,7 @@ from webhook.core.rules import malformed
 from webhook.core.segments import training_segment
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
+from webhook.core.workload_plan import Plan
 
 KIND = "MPIJob"
 GROUP = "kubeflow.org"

@@ -15,7 +15,7 @@ from webhook.core import automatic, keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload, warn_ignored_segment_keys
 from webhook.core.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -35,6 +35,7 @@ from webhook.core.rules import INT32_MAX, malformed
 from webhook.core.segments import training_segment, training_subgroup_name
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import text
+from webhook.core.workload_plan import Plan
 
 KIND = "PyTorchJob"
 GROUP = "kubeflow.org"

@@ -27,14 +27,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from webhook.core import keys
-from webhook.core.admission import AdmissionHandler
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.admission_types import AdmissionHandler
 from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import (
     CREATE,
     Analyse,
-    Plan,
     UpdateContext,
     review_workload,
     warn_ignored_segment_keys,
@@ -64,6 +63,7 @@ from webhook.core.rules import (
 )
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
+from webhook.core.workload_plan import Plan
 
 GROUP = "ray.io"
 VERSION = "v1"

@@ -29,7 +29,7 @@ from webhook.core import gating, keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
-from webhook.core.kinds._workload import CREATE, Plan, UpdateContext, review_workload
+from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
 from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
 from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
@@ -38,6 +38,7 @@ from webhook.core.resolution import SegmentInputs
 from webhook.core.rules import malformed
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
+from webhook.core.workload_plan import Plan
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
