@@ -81,7 +81,7 @@ def _index(snapshot: Snapshot, name: str | None) -> ClusterIndex:
 def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str | None]:
     if args.shape is not None:
         return parse_shape(args.shape), args.topology
-    from webhook.cli.place import load_workload
+    from webhook.cli.workload_files import load_workload
     from webhook.placement.whatif import planner_for
 
     given = load_workload(args.filename)

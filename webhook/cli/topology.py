@@ -11,30 +11,19 @@ cluster's nodes, and prints.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
 from webhook.cli.flags import error, topology_name
 from webhook.cli.output import write_output
+from webhook.cli.topology_inputs import InputError, collector_paused, list_cluster_nodes, read_nodes, read_topologies
 from webhook.core import topology_infer
-from webhook.core.messages import quote
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError, is_valid_label_key
-from webhook.errors import SegmentWebhookError
-from webhook.manifests import ManifestError, load_objects
-
-#: Node names of one file shown in the error listing its malformed Nodes.
-SHOWN_PROBLEMS = 20
-
-
-class InputError(SegmentWebhookError, ValueError):
-    """Unusable input (file, cluster); the message names the file, object and field (exit 2)."""
+from webhook.core.topology import is_valid_label_key
 
 
 def label_key(text: str) -> str:
@@ -160,125 +149,6 @@ def selected(labels: Mapping[str, str], requirements: Iterable[Requirement]) -> 
     return True
 
 
-# ------------------------------------------------------------------------------------- reading
-
-def nodes_from_objects(objects: Iterable[tuple[str, Mapping[str, Any]]], source: str) -> list[topology_infer.NodeLabels]:
-    """The Nodes of ``(location, object)`` pairs (other kinds skipped). Raises :class:`InputError`
-    naming ``source``, the location and the field for every malformed Node and for a name listed
-    twice, and when there is no Node at all."""
-    nodes: list[topology_infer.NodeLabels] = []
-    where: dict[str, str] = {}
-    problems: list[str] = []
-    for here, obj in objects:
-        if obj.get("kind") != "Node":
-            continue
-        try:
-            node = topology_infer.node_labels_of(obj)
-        except topology_infer.NodeLabelError as exc:
-            problems.append(f"{source}: {here}: {exc}")
-            continue
-        if node.name in where:
-            problems.append(f"{source}: {here}: Node {quote(node.name)} is listed twice (also at {where[node.name]}); "
-                            "fix: keep one of them")
-            continue
-        where[node.name] = here
-        nodes.append(node)
-    if len(problems) == 1:
-        raise InputError(problems[0])
-    if problems:
-        shown = problems[:SHOWN_PROBLEMS]
-        more = f"\n  (and {len(problems) - len(shown)} more)" if len(problems) > len(shown) else ""
-        raise InputError(f"{len(problems)} problems in the nodes (dump them again with `kubectl get nodes -o yaml`):"
-                         "\n  " + "\n  ".join(shown) + more)
-    if not nodes:
-        raise InputError(f"{source}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
-    return nodes
-
-
-def read_nodes(path: str) -> list[topology_infer.NodeLabels]:
-    """The nodes of a ``kubectl get nodes`` dump. Raises :class:`InputError`."""
-    try:
-        objects = load_objects(path, json_duplicates=False)  # a cluster dump: the fast JSON path
-    except ManifestError as exc:
-        raise InputError(str(exc)) from None
-    return nodes_from_objects(objects, path)
-
-
-def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
-    """The nodes of the cluster of ``kubeconfig`` (paged lists of 500). Raises :class:`InputError`
-    naming the kubeconfig when it cannot be loaded or the list fails."""
-    from kubernetes import client as k8s_client
-    from kubernetes.client.rest import ApiException
-
-    from webhook.cluster.api_server import transport_cause
-    from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
-
-    try:
-        api = k8s_client.CoreV1Api(api_client_from_kubeconfig(kubeconfig))
-    except KubeconfigError as exc:
-        raise InputError(f"--kubeconfig: {exc}") from None
-    items: list[Mapping[str, Any]] = []
-    token = None
-    try:
-        while True:
-            response = api.list_node(limit=500, _continue=token, _preload_content=False, _request_timeout=(10, 60))
-            try:
-                body = json.loads(response.data)
-            finally:
-                response.release_conn()
-            items.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                break
-    except Exception as exc:  # noqa: BLE001 - connection refused, TLS, timeouts: say so, no traceback
-        cause = transport_cause(exc)
-        if cause is not None:  # no answer: the API server, why, and the fix
-            raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: the API server "
-                             f"{api.api_client.configuration.host} is unreachable: {cause}; fix: check that the "
-                             "cluster is up and that the kubeconfig's server and credentials are this cluster's "
-                             "(kubectl --kubeconfig FILE get nodes)") from None
-        if isinstance(exc, ApiException):
-            raise InputError(f"--kubeconfig {kubeconfig}: listing nodes answered HTTP {exc.status} {exc.reason}") from None
-        raise InputError(f"--kubeconfig {kubeconfig}: cannot list nodes: {exc}") from None
-    # the items of a NodeList carry no apiVersion and no kind (the list's TypeMeta says Node)
-    return nodes_from_objects(((f"items[{i}]", {**obj, "kind": obj.get("kind") or "Node"})
-                               for i, obj in enumerate(items) if isinstance(obj, Mapping)),
-                              f"cluster of {kubeconfig}")
-
-
-def _normalised(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """A Topology object as KAI's (Kueue's ``kueue.x-k8s.io/*`` Topology has the same fields), or
-    ``None`` for another kind."""
-    if obj.get("kind") != TOPOLOGY_KIND:
-        return None
-    api = obj.get("apiVersion")
-    if isinstance(api, str) and api.split("/")[0] == topology_infer.KUEUE_GROUP:
-        return {**obj, "apiVersion": TOPOLOGY_API_VERSION}
-    return obj
-
-
-def read_topologies(path: str) -> list[Topology]:
-    """The KAI and Kueue Topology objects of ``path``. Raises :class:`InputError` naming the file
-    and the object for a malformed Topology, and when there is none."""
-    try:
-        objects = load_objects(path)
-    except ManifestError as exc:
-        raise InputError(str(exc)) from None
-    found = []
-    for here, obj in objects:
-        topo = _normalised(obj)
-        if topo is None:
-            continue
-        try:
-            found.append(Topology.from_object(topo))
-        except TopologyError as exc:
-            raise InputError(f"{path}: {here}: {exc}") from None
-    if not found:
-        raise InputError(f"{path}: no Topology object ({TOPOLOGY_API_VERSION} or {topology_infer.KUEUE_GROUP}); "
-                         "fix: name the file that holds the Topology with -f, the nodes with --nodes")
-    return found
-
-
 # ------------------------------------------------------------------------------------- commands
 
 def _dump(documents: list[dict[str, Any]], output: str) -> str:
@@ -286,19 +156,6 @@ def _dump(documents: list[dict[str, Any]], output: str) -> str:
         doc = documents[0] if len(documents) == 1 else {"apiVersion": "v1", "kind": "List", "items": documents}
         return json.dumps(doc, indent=2) + "\n"
     return yaml.safe_dump_all(documents, sort_keys=False, explicit_start=len(documents) > 1)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a dump's objects are built and read (they hold no
-    cycles; its passes over a 10,000-node dump cost about as much as the parse, as for ``place``)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def run_infer(args: argparse.Namespace) -> int:

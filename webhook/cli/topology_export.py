@@ -53,7 +53,7 @@ def _render(documents: Any, output: str, volcano: bool) -> str:
 
 def run_export(args: argparse.Namespace) -> int:
     """``topology export``: exit 0 written, 2 bad input."""
-    from webhook.cli.topology import InputError, collector_paused, read_nodes, read_topologies
+    from webhook.cli.topology_inputs import InputError, collector_paused, read_nodes, read_topologies
 
     with collector_paused():
         try:

@@ -90,7 +90,7 @@ def render(result: WhatIf) -> str:
 
 def run_what_if(args: argparse.Namespace) -> int:
     """``place --what-if``: exit 0 fits as is, 1 does not fit or denied, 2 bad input."""
-    from webhook.cli.place import load_workload
+    from webhook.cli.workload_files import load_workload
 
     given = None
     try:
