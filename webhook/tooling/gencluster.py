@@ -200,6 +200,18 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
     ``cluster-topology``, as always) or a key of :data:`PRESETS` (a provider's node names and labels,
     and a Topology ``cluster-topology`` of that provider's levels); another value raises ``ValueError``.
     """
+    _check_arguments(zones, blocks, racks, nodes, gpus, fill, labels)
+    items = _nodes(zones, blocks, racks, nodes, gpus, labels)
+    names = [item["metadata"]["name"] for item in items]
+    items += _bound_pods(names, gpus, fill, random.Random(seed))
+    items.append(topology_object() if labels is None else topology_object(levels=PRESETS[labels][1]))
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def _check_arguments(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: float,
+                     labels: str | None) -> None:
+    """:func:`generate`'s checks of its arguments, before anything is allocated: ``ValueError``
+    naming the flag and the limit."""
     if labels is not None and labels not in PRESETS:
         raise ValueError(f"--labels {labels!r} is not one of {', '.join(PRESETS)}")
     for label, v in (("--zones", zones), ("--blocks", blocks), ("--racks", racks), ("--nodes", nodes), ("--gpus", gpus)):
@@ -216,7 +228,10 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
                          f"{MAX_TOTAL_GPUS:,} GPUs")
     if not 0 <= fill <= 1:
         raise ValueError(f"--fill must be between 0 and 1, got {fill!r}")
-    rng = random.Random(seed)
+
+
+def _nodes(zones: int, blocks: int, racks: int, nodes: int, gpus: int, labels: str | None) -> list[dict[str, Any]]:
+    """The Node objects of :func:`generate`, zone by zone, block, rack and node in order."""
     wz, wb, wr, wn = (len(str(x - 1)) for x in (zones, blocks, racks, nodes))
     items: list[dict[str, Any]] = []
     names: list[str] = []
@@ -242,6 +257,13 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
                             "conditions": [{"type": "Ready", "status": "True"}],
                         },
                     })
+    return items
+
+
+def _bound_pods(names: list[str], gpus: int, fill: float, rng: random.Random) -> list[dict[str, Any]]:
+    """:func:`generate`'s bound ``Running`` pods of 1, 2, 4 or 8 GPUs on random nodes of ``names``
+    (``gpus`` each), taking ``fill`` of all GPUs (given up after 10,000 draws that do not fit)."""
+    items: list[dict[str, Any]] = []
     free = [gpus] * len(names)
     target = int(round(fill * gpus * len(names)))
     used = 0
@@ -265,5 +287,4 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
             "status": {"phase": "Running"},
         })
         i += 1
-    items.append(topology_object() if labels is None else topology_object(levels=PRESETS[labels][1]))
-    return {"apiVersion": "v1", "kind": "List", "items": items}
+    return items
