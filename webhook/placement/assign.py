@@ -33,6 +33,7 @@ from webhook.placement.choose import spread_per_segment
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import Levels, reduce_ranges
 from webhook.placement.demand import SLOT_CAP, Demand, fits, slots
+from webhook.placement.model import PodRequest
 
 #: Search steps a domain still gets once the shared budget is spent (enough for the first leaf).
 GREEDY_WORK = 256
@@ -310,7 +311,8 @@ class Search:
         for u, unit in enumerate(self.demand.specials):
             for pod, n in zip(unit.pods, self.unit_nodes[u]):
                 assignment[pod.key] = self.first + n
-        main = self._place_main()
+        main = place_main_segments(self.main_slots, list(self.demand.main), self.levels, self.S, self.local,
+                                   self.local_starts, self.unit_nodes, self.first)
         if main is None:
             return
         assignment.update(main)
@@ -322,77 +324,6 @@ class Search:
             elif key[0] == self.root_bound[0] and self.packing_leaves is None:
                 self.packing_leaves = PACKING_LEAVES
 
-    def _place_main(self) -> dict[str, int] | None:
-        """Main segments on what the special units left: deepest depth first; at each depth the
-        domains that take the most of the remaining segments, then the tightest; inside a domain
-        nodes grouped by preferred-level domain (fewest domains per segment), most slots first."""
-        S, levels = self.S, self.levels
-        s = self.main_slots.copy()
-        need = list(self.demand.main)
-        out: dict[str, int] = {}
-        packing = levels.wd < levels.wp
-        touched = set()
-        if packing:
-            wp_local = self.local[levels.wp]
-            touched = {int(wp_local[n]) for nodes in self.unit_nodes for n in nodes}
-        for depth in levels.ladder:
-            if not need:
-                break
-            starts = self.local_starts[depth]
-            total = reduce_ranges(s, starts)
-            room = total // S
-            cand = np.flatnonzero(room > 0)
-            if len(cand) == 0:
-                continue
-            take = np.minimum(room[cand], len(need))
-            keys = [cand, total[cand] - take * S, -take]
-            if packing and levels.wp <= depth:  # wp-domains already used, then those holding the most segments here
-                owner = self.local[levels.wp][starts]
-                wp_room = np.bincount(owner, weights=room.astype(np.float64))
-                wp_dom = owner[cand]
-                keys += [wp_dom, -wp_room[wp_dom], ~np.isin(wp_dom, list(touched))]  # one wp-domain at a time
-            ranked = cand[np.lexsort(keys)]
-            room_ranked = room[ranked]
-            before = np.cumsum(room_ranked) - room_ranked
-            segments = np.clip(len(need) - before, 0, room_ranked)  # segments each domain takes, in rank order
-            chosen = segments > 0
-            ranked, segments = ranked[chosen], segments[chosen]
-            # the nodes of the chosen domains, domain by domain in rank order, best node first inside
-            rank_of = np.full(len(starts), len(ranked), dtype=np.int64)
-            rank_of[ranked] = np.arange(len(ranked))
-            dom_of = self.local[depth]
-            nodes = np.flatnonzero(rank_of[dom_of] < len(ranked))
-            node_keys = [nodes, -s[nodes]]
-            if levels.p > depth:
-                p_dom = self.local[levels.p][nodes]
-                p_cap = reduce_ranges(s, self.local_starts[levels.p])[p_dom]
-                node_keys += [p_dom, -p_cap]
-            if packing and levels.wp > depth:
-                wp_dom = self.local[levels.wp][nodes]
-                wp_cap = reduce_ranges(s, self.local_starts[levels.wp])[wp_dom]
-                node_keys += [wp_dom, -wp_cap, ~np.isin(wp_dom, list(touched))]
-            node_keys.append(rank_of[dom_of[nodes]])
-            order = nodes[np.lexsort(node_keys)]
-            room_in = s[order]
-            group = rank_of[dom_of[order]]
-            cumulative = np.cumsum(room_in)
-            group_start = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
-            offset = np.repeat(cumulative[group_start] - room_in[group_start], np.diff(np.r_[group_start, len(order)]))
-            wanted = (segments * S)[group]
-            take = np.clip(wanted - (cumulative - offset - room_in), 0, room_in)
-            s[order] -= take
-            sequence = (np.repeat(order, take) + self.first).tolist()
-            if packing:
-                touched.update(self.local[levels.wp][order[take > 0]].tolist())
-            placed = int(segments.sum())
-            for j in range(placed):
-                _, pods = need[j]
-                for p, n in zip(pods, sequence[j * S:(j + 1) * S]):
-                    out[p.key] = n
-            del need[:placed]
-        if need:
-            return None
-        return out
 
 
 def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int, bound: tuple[Any, ...],
@@ -414,3 +345,82 @@ def assign_pods(index: ClusterIndex, demand: Demand, levels: Levels, domain: int
     if first_leaf and not (outcome.key is not None and outcome.key >= bound):
         outcome.complete = False
     return outcome
+
+
+def place_main_segments(slots_now: np.ndarray, need: list[tuple[tuple[int, int], list[PodRequest]]], levels: Levels,
+                        S: int, local: list[np.ndarray], local_starts: list[np.ndarray], used: list[list[int]],
+                        first: int) -> dict[str, int] | None:
+    """Main segments on what the special units left: deepest depth first; at each depth the
+    domains that take the most of the remaining segments, then the tightest; inside a domain
+    nodes grouped by preferred-level domain (fewest domains per segment), most slots first.
+
+    ``slots_now``: main-class slots per node of the workload domain (:attr:`Search.main_slots`),
+    ``need``: the main segments (:attr:`Demand.main`, consumed), ``S`` the segment size, ``local`` /
+    ``local_starts``: the domain's per-depth domain ids and starts (:class:`Search`), ``used``: the
+    nodes the special units took (their wp-domains are packed first), ``first``: the domain's
+    first node. Returns pod key -> node, or ``None`` when the segments do not all fit."""
+    s = slots_now.copy()
+    out: dict[str, int] = {}
+    packing = levels.wd < levels.wp
+    touched = set()
+    if packing:
+        wp_local = local[levels.wp]
+        touched = {int(wp_local[n]) for nodes in used for n in nodes}
+    for depth in levels.ladder:
+        if not need:
+            break
+        starts = local_starts[depth]
+        total = reduce_ranges(s, starts)
+        room = total // S
+        cand = np.flatnonzero(room > 0)
+        if len(cand) == 0:
+            continue
+        take = np.minimum(room[cand], len(need))
+        keys = [cand, total[cand] - take * S, -take]
+        if packing and levels.wp <= depth:  # wp-domains already used, then those holding the most segments here
+            owner = local[levels.wp][starts]
+            wp_room = np.bincount(owner, weights=room.astype(np.float64))
+            wp_dom = owner[cand]
+            keys += [wp_dom, -wp_room[wp_dom], ~np.isin(wp_dom, list(touched))]  # one wp-domain at a time
+        ranked = cand[np.lexsort(keys)]
+        room_ranked = room[ranked]
+        before = np.cumsum(room_ranked) - room_ranked
+        segments = np.clip(len(need) - before, 0, room_ranked)  # segments each domain takes, in rank order
+        chosen = segments > 0
+        ranked, segments = ranked[chosen], segments[chosen]
+        # the nodes of the chosen domains, domain by domain in rank order, best node first inside
+        rank_of = np.full(len(starts), len(ranked), dtype=np.int64)
+        rank_of[ranked] = np.arange(len(ranked))
+        dom_of = local[depth]
+        nodes = np.flatnonzero(rank_of[dom_of] < len(ranked))
+        node_keys = [nodes, -s[nodes]]
+        if levels.p > depth:
+            p_dom = local[levels.p][nodes]
+            p_cap = reduce_ranges(s, local_starts[levels.p])[p_dom]
+            node_keys += [p_dom, -p_cap]
+        if packing and levels.wp > depth:
+            wp_dom = local[levels.wp][nodes]
+            wp_cap = reduce_ranges(s, local_starts[levels.wp])[wp_dom]
+            node_keys += [wp_dom, -wp_cap, ~np.isin(wp_dom, list(touched))]
+        node_keys.append(rank_of[dom_of[nodes]])
+        order = nodes[np.lexsort(node_keys)]
+        room_in = s[order]
+        group = rank_of[dom_of[order]]
+        cumulative = np.cumsum(room_in)
+        group_start = np.r_[0, np.flatnonzero(group[1:] != group[:-1]) + 1]
+        offset = np.repeat(cumulative[group_start] - room_in[group_start], np.diff(np.r_[group_start, len(order)]))
+        wanted = (segments * S)[group]
+        take = np.clip(wanted - (cumulative - offset - room_in), 0, room_in)
+        s[order] -= take
+        sequence = (np.repeat(order, take) + first).tolist()
+        if packing:
+            touched.update(local[levels.wp][order[take > 0]].tolist())
+        placed = int(segments.sum())
+        for j in range(placed):
+            _, pods = need[j]
+            for p, n in zip(pods, sequence[j * S:(j + 1) * S]):
+                out[p.key] = n
+        del need[:placed]
+    if need:
+        return None
+    return out
