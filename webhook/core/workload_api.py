@@ -15,6 +15,11 @@ Pure: plain dicts, no client. One gang: a CompositePodGroup ``<gang>`` (the work
 with one child PodGroup ``<gang>-segment-<k>`` per segment (``minCount`` = its pods, the segment
 required level) and, for pods outside segments (a Master, an excluded leader), one child
 ``<gang>-other`` without a topology constraint.
+
+One naming function for everybody: the pod handler (:func:`group_pod`, at pod CREATE), the controller
+(:func:`gang_shape` on the live pods, :mod:`webhook.controller.podgroups`) and ``place --target
+workload-api`` (:func:`gang_shape` on the admitted pods) all name a gang's objects with
+:func:`gang_object_name` and :func:`podgroup_name`.
 """
 
 from __future__ import annotations

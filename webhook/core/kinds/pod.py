@@ -23,6 +23,9 @@ gets no segment label and a warning, never a denial (pods are created by control
 would stall them). Master pods of a segmented workload inherit ``kai.scheduler/subgroup-name:
 master`` from their PodTemplateSpec, which the workload handler labels (``_workload.Plan.master``);
 a Master pod that carries a segment size itself is labelled here too.
+Under target ``workload-api`` (a webhook serving it, and a pod annotated ``segments.dev/target:
+workload-api``) the pod also gets ``spec.schedulingGroup.podGroupName``, its segment's PodGroup
+(:func:`webhook.core.workload_api.group_pod`, DESIGN.md §9b), and never a scheduling gate.
 UPDATE, DELETE and CONNECT: allowed, empty patch.
 """
 
