@@ -209,3 +209,74 @@ def test_an_existing_object_of_the_same_spec_is_the_same_shape():
     assert same_shape(wanted, stored)  # a field the API server defaults is not a difference
     changed = {**wanted, "spec": {**wanted["spec"], "schedulingPolicy": {"gang": {"minCount": 3}}}}
     assert not same_shape(wanted, changed)
+
+
+# ------------------------------------------------------------------------------------ the live controller
+def test_the_live_controller_creates_the_objects_and_keeps_an_existing_one(caplog):
+    """The runner on a loopback API server (tests/kube_apiserver.py): the gang's 7 pods arrive, owned
+    by their PyTorchJob; a PodGroup of another spec exists already: it is kept (AlreadyExists,
+    ``podgroup-kept`` logged), the others are created, each owned by the PyTorchJob."""
+    import logging
+    import time
+
+    from kube_apiserver import KubeApiServer
+    from test_controller_live import api_client
+    from webhook.controller.runner import Controller, ControllerSettings
+
+    server = KubeApiServer().start()
+    controller = None
+    try:
+        job = server.create("pytorchjobs", {"metadata": {"name": "llama", "namespace": "team-a"}, "spec": {}})
+        owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "llama",
+                 "uid": job["metadata"]["uid"], "controller": True}
+        theirs = {"metadata": {"name": "llama-segment-1", "namespace": "team-a"},
+                  "spec": {"schedulingPolicy": {"gang": {"minCount": 9}}}}
+        server.create("podgroups", theirs)
+        caplog.set_level(logging.INFO, logger="webhook.controller")
+        controller = Controller(api_client(server, "c-1"), ControllerSettings(identity="c-1", lease_namespace="x"),
+                                elect=False).start()
+        for pod in admitted_pods():
+            pod["metadata"]["ownerReferences"] = [owner]
+            server.create("pods", pod)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(server.list("podgroups")) < 3:
+            time.sleep(0.05)
+        names = {(r, o["metadata"]["name"]) for r in ("workloads", "compositepodgroups", "podgroups")
+                 for o in server.list(r)}
+        assert names == {("workloads", "llama"), ("compositepodgroups", "llama"), ("podgroups", "llama-segment-0"),
+                         ("podgroups", "llama-segment-1"), ("podgroups", "llama-other")}
+        made = [o for r in ("workloads", "compositepodgroups", "podgroups") for o in server.list(r)
+                if o["metadata"]["name"] != "llama-segment-1"]
+        assert all(o["metadata"]["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                                         "name": "llama", "uid": job["metadata"]["uid"]}] for o in made)
+        kept = server.get("podgroups", "team-a", "llama-segment-1")
+        assert kept["spec"]["schedulingPolicy"] == {"gang": {"minCount": 9}}
+        assert any("podgroup-kept: PodGroup team-a/llama-segment-1" in r.getMessage() for r in caplog.records)
+        assert not any(p["spec"].get("schedulingGates") for p in server.list("pods"))
+    finally:
+        if controller is not None:
+            controller.stop()
+        server.close()
+
+
+def test_an_object_of_a_deleted_workload_of_the_same_name_is_stale():
+    """A PodGroup owned by another uid (the old workload, not collected yet) is not ours to keep:
+    ``stale``, tried again later; one without owner or of the same owner is kept."""
+    from kube_apiserver import KubeApiServer
+    from test_controller_live import api_client
+    from webhook.cluster.api_server import ApiServerReachability
+    from webhook.controller.workload_objects import CREATED, KEPT, STALE, WorkloadObjectWriter
+
+    server = KubeApiServer().start()
+    try:
+        api = api_client(server, "c-1")
+        writer = WorkloadObjectWriter(api, ApiServerReachability(api.configuration.host))
+        wanted = reconcile_groups("team-a/llama", admitted_pods(), OWNER).create[2]
+        old_owner = {**wanted["metadata"]["ownerReferences"][0], "uid": "uid-0"}
+        server.create("podgroups", {**wanted, "metadata": {**wanted["metadata"], "ownerReferences": [old_owner]}})
+        assert writer.create(wanted) == STALE
+        server.delete("podgroups", "team-a", "llama-segment-0")
+        assert writer.create(wanted) == CREATED
+        assert writer.create(wanted) == KEPT
+    finally:
+        server.close()

@@ -4,10 +4,11 @@
 * **Created** (201): done.
 * **Exists** (409 AlreadyExists): the object is read and kept as it is (its spec is immutable,
   k8s.io/api v0.37.2). When its spec differs from the one compiled, a ``podgroup-kept`` warning is
-  logged naming it (delete it, and the pods' gang is grouped again when a pod changes). When it
-  belongs to another owner (another uid: the gang's workload was deleted and made again under the
-  same name, and the garbage collector has not deleted the old objects yet) or is being deleted, the
-  answer is ``stale``: the runner tries again later.
+  logged naming it (delete it, and the pods' gang is grouped again when a pod changes). An object
+  without owner (made by hand) is kept too. When it belongs to other owners only (other uids: the
+  gang's workload was deleted and made again under the same name, and the garbage collector has not
+  deleted the old objects yet) or is being deleted, the answer is ``stale``: the runner tries again
+  later.
 * Any other answer or a connection error: ``failed`` (the runner tries again, rate limited).
 
 Nothing raises out of :meth:`WorkloadObjectWriter.create`.
@@ -92,8 +93,9 @@ class WorkloadObjectWriter:
             if not self._reachability.failed(where, exc):
                 log.warning("%s: %s", where, exc)
             return FAILED
-        wanted_owners = _owner_uids(obj)
-        if (found.get("metadata") or {}).get("deletionTimestamp") or (wanted_owners and _owner_uids(found) != wanted_owners):
+        wanted_owners, found_owners = _owner_uids(obj), _owner_uids(found)
+        if (found.get("metadata") or {}).get("deletionTimestamp") or (
+                wanted_owners and found_owners and not wanted_owners & found_owners):
             log.info("%s %s/%s exists for another owner or is being deleted; trying again later",
                      obj["kind"], namespace, name)
             return STALE
