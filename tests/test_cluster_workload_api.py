@@ -70,7 +70,8 @@ def our_objects(kubectl: Kubectl, gang: str) -> dict[str, dict]:
     """The Workload API objects of gang ``gang`` by ``kind/name``."""
     found = {}
     for resource in SCHEDULING:
-        for obj in json.loads(kubectl.ok("get", resource, "-n", "default", "-o", "json"))["items"]:
+        for obj in json.loads(kubectl.ok("get", resource, "-n", "default", "-o", "json",
+                                                 "--show-managed-fields"))["items"]:
             if obj["metadata"]["name"] == gang or obj["metadata"]["name"].startswith(f"{gang}-"):
                 found[f"{obj['kind']}/{obj['metadata']['name']}"] = obj
     return found
