@@ -4,6 +4,8 @@ Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
     local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
+                           [--target NAME]  # --workload-api --controller: our webhook (target workload-api)
+                                            # and controller make the gangs' Workload API objects
                                            # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
@@ -801,7 +803,8 @@ class LocalCluster:
         return len(nodes)
 
     def run_webhook(self, gate_pods: bool) -> subprocess.Popen:
-        """Start ``serve`` as recorded by :meth:`start_webhook` (``--gate-pods`` added when asked)
+        """Start ``serve`` as recorded by :meth:`start_webhook` (``--gate-pods`` added when asked,
+        ``--target`` when ``up`` was given one)
         and wait for its ``/readyz``; a running one is stopped first. Returns the process."""
         self.stop_component("segment-webhook")
         env = dict(os.environ, PYTHONPATH=str(REPO), **self.state["webhook_env"])
@@ -809,6 +812,8 @@ class LocalCluster:
         for path in (env["PROMETHEUS_MULTIPROC_DIR"], env["TMPDIR"]):
             Path(path).mkdir(parents=True, exist_ok=True)
         argv = list(self.state["webhook_argv"]) + (["--gate-pods"] if gate_pods else [])
+        if self.state.get("target"):
+            argv += ["--target", self.state["target"]]
         serve = self.start("segment-webhook", [sys.executable, "-m", "webhook.cli", *argv], env=env)
         port = self.state["ports"]["segment-webhook"]
         self.wait_until("segment-webhook", serve, lambda: self.https_ok(port, "/readyz"), "ready (/readyz)")
@@ -1227,11 +1232,13 @@ def _operators():
 
 
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
-       upstream: tuple[str, ...] = (), workload_api: bool = False) -> LocalCluster:
+       upstream: tuple[str, ...] = (), workload_api: bool = False, target: str | None = None) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
     with-controller overlay's two controller replicas; ``upstream``: the named :data:`UPSTREAM`
     programs; ``workload_api``: the Workload API's feature gates and API versions,
-    :func:`workload_api_args`) with state in ``directory``.
+    :func:`workload_api_args`) with state in ``directory``. ``target``: ``serve --target``; by
+    default ``workload-api`` when ``workload_api`` and the webhook runs (its controller then makes
+    the gangs' Workload, CompositePodGroup and PodGroups, DESIGN.md §9b), else serve's own default.
 
     Raises:
         ClusterError: naming the component that failed, with the tail of its log; everything
@@ -1243,7 +1250,10 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
         raise ClusterError(f"up: {directory} already has a running cluster; `down {directory}` first")
     if (directory / "etcd-data").exists():
         shutil.rmtree(directory / "etcd-data")
-    cluster.state = {"ports": {}, "components": [], "bin": str(build()), "workload_api": workload_api}
+    if target is None and workload_api and (webhook or controller):
+        target = "workload-api"
+    cluster.state = {"ports": {}, "components": [], "bin": str(build()), "workload_api": workload_api,
+                     "target": target}
     cluster.save()
     try:
         started = time.monotonic()
@@ -1261,6 +1271,16 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
         cluster.stop_all()
         raise ClusterError(f"up: {error}") from None
     return cluster
+
+
+def up_workload_api(directory: Path, upstream: tuple[str, ...] = ()) -> LocalCluster:
+    """The Workload API setup (DESIGN.md §9b), for tests and benchmarks: kube-apiserver,
+    kube-controller-manager and kube-scheduler with the Workload API on, our webhook serving
+    ``--target workload-api`` and the with-controller overlay's controllers, which create each gang's
+    Workload, CompositePodGroup and PodGroups (``upstream``: e.g. ``("lws",)``). As
+    ``local-cluster.sh up DIR --workload-api --controller``. Raises :class:`ClusterError`."""
+    return up(directory, webhook=True, gate_pods=False, controller=True, upstream=upstream, workload_api=True,
+              target="workload-api")
 
 
 def main(argv: list[str]) -> int:
@@ -1287,6 +1307,9 @@ def main(argv: list[str]) -> int:
                            help="start kube-apiserver, kube-controller-manager and kube-scheduler with the Workload "
                                 "API on (feature gates " + WORKLOAD_API_GATES + "; runtime-config "
                                 + WORKLOAD_API_RUNTIME_CONFIG + ")")
+    up_parser.add_argument("--target", choices=("kai", "kueue", "workload-api", "gate"), default=None,
+                           help="serve --target (default: workload-api with --workload-api and the webhook, else "
+                                "serve's default)")
     nodes_parser = commands.add_parser("nodes", help="register the Nodes of a dump and keep them Ready until down")
     nodes_parser.add_argument("dir", type=Path)
     nodes_parser.add_argument("file", type=Path)
@@ -1318,7 +1341,8 @@ def main(argv: list[str]) -> int:
         elif args.command == "up":
             upstream = tuple(name for name in args.upstream.split(",") if name)
             cluster = up(args.dir, args.webhook or args.gate_pods or args.controller, args.gate_pods,
-                         controller=args.controller, upstream=upstream, workload_api=args.workload_api)
+                         controller=args.controller, upstream=upstream, workload_api=args.workload_api,
+                         target=args.target)
             ports = cluster.state["ports"]
             print(f"up: kube-apiserver https://127.0.0.1:{ports['kube-apiserver']}"
                   + (f", segment-webhook {cluster.state['webhook_url']}" if "webhook_url" in cluster.state else "")

@@ -54,10 +54,19 @@ _ROUTES = [
     (re.compile(r"^/apis/kai\.scheduler/v1alpha1/topologies(?:/(?P<name>[^/]+))?$"), "topologies", False),
     (re.compile(r"^/apis/coordination\.k8s\.io/v1/namespaces/(?P<ns>[^/]+)/leases(?:/(?P<name>[^/]+))?$"), "leases", True),
     (re.compile(r"^/apis/kubeflow\.org/v1/namespaces/(?P<ns>[^/]+)/pytorchjobs(?:/(?P<name>[^/]+))?$"), "pytorchjobs", True),
+    # target workload-api (k8s.io/api v0.37.2 scheduling.k8s.io)
+    (re.compile(r"^/apis/scheduling\.k8s\.io/v1beta1/namespaces/(?P<ns>[^/]+)/workloads(?:/(?P<name>[^/]+))?$"),
+     "workloads", True),
+    (re.compile(r"^/apis/scheduling\.k8s\.io/v1beta1/namespaces/(?P<ns>[^/]+)/podgroups(?:/(?P<name>[^/]+))?$"),
+     "podgroups", True),
+    (re.compile(r"^/apis/scheduling\.k8s\.io/v1alpha3/namespaces/(?P<ns>[^/]+)/compositepodgroups(?:/(?P<name>[^/]+))?$"),
+     "compositepodgroups", True),
 ]
 _KINDS = {"pods": ("v1", "Pod"), "nodes": ("v1", "Node"), "events": ("v1", "Event"),
           "topologies": ("kai.scheduler/v1alpha1", "Topology"), "leases": ("coordination.k8s.io/v1", "Lease"),
-          "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob")}
+          "pytorchjobs": ("kubeflow.org/v1", "PyTorchJob"), "workloads": ("scheduling.k8s.io/v1beta1", "Workload"),
+          "podgroups": ("scheduling.k8s.io/v1beta1", "PodGroup"),
+          "compositepodgroups": ("scheduling.k8s.io/v1alpha3", "CompositePodGroup")}
 
 
 def _status(code: int, reason: str, message: str) -> dict:

@@ -69,6 +69,9 @@ def test_controller_rbac_is_least_privilege(docs):
         # the owners between a pod and its workload (webhook/controller/owners.py)
         {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get"]},
         {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
+        # target workload-api: the gangs' Workload API objects (webhook/controller/workload_objects.py)
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups", "compositepodgroups"],
+         "verbs": ["get", "list", "create"]},
     ] + workload_rules()
     lease_role = one(docs, "Role", "segment-webhook-controller-lease")
     assert lease_role["metadata"]["namespace"] == NAMESPACE

@@ -23,6 +23,7 @@ CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topolo
 UNSYNCED = UnsyncedCatalog()
 PLAIN = AdmissionSettings()
 GATING = AdmissionSettings(gate_pods=True)
+WORKLOAD_API = AdmissionSettings(target="workload-api")
 WORKER_ANN = "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations"
 
 
@@ -115,6 +116,13 @@ TRAINING_WORKER = {"training.kubeflow.org/replica-type": "worker", "training.kub
 LWS_WORKER = {"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/group-index": "0",
               "leaderworkerset.sigs.k8s.io/worker-index": "2"}
 RAY_WORKER = {"ray.io/cluster": "nvl72", "ray.io/node-type": "worker", "ray.io/group": "gpu"}
+
+def _grouped_pod(podgroup: str) -> dict:
+    """A worker pod of target workload-api that names a PodGroup of its own."""
+    made = pod(TRAINING_WORKER, {**SEGMENTED, "segments.dev/target": "workload-api", "segments.dev/gang-size": "4"})
+    made["spec"]["schedulingGroup"] = {"podGroupName": podgroup}
+    return made
+
 
 def _kueue_ray() -> dict:
     from test_kinds_ray import raycluster
@@ -247,6 +255,14 @@ EXAMPLES = {
     "not-gated-node-name": (lambda: (pod(TRAINING_WORKER, {**SEGMENTED, "segments.dev/gang-size": "17"}, "node-1"),
                                      GATING, CATALOG),
                             'not gated: spec.nodeName "node-1" is set (the pod bypasses the scheduler)'),
+    # DESIGN.md §9b: target workload-api at pod CREATE
+    "not-grouped-no-gang-key": (lambda: (pod({k: v for k, v in TRAINING_WORKER.items()
+                                              if k != "training.kubeflow.org/job-name"},
+                                             {**SEGMENTED, "segments.dev/target": "workload-api"}), WORKLOAD_API, CATALOG),
+                                "no PodGroup: no gang key (label training.kubeflow.org/job-name, or "
+                                "leaderworkerset.sigs.k8s.io/name + group-index)"),
+    "podgroup-name-kept": (lambda: (_grouped_pod("theirs"), WORKLOAD_API, CATALOG),
+                           'spec.schedulingGroup.podGroupName "theirs" kept; its segment\'s PodGroup is "job-segment-0"'),
     # DESIGN.md §9, docs/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
     "gate-head-not-gated": (lambda: (ray_root_level(), GATING, CATALOG),
                             "--gate-pods does not gate the Ray head: workload level cloud.provider.com/topology-block "

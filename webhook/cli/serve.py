@@ -155,10 +155,6 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
         live_config = (args.kubeconfig,)
     else:
         catalog, default = static_topologies(None, args.default_topology)
-    if args.target == "workload-api":  # DESIGN.md §9b, docs/targets.md: nothing would create its objects yet
-        raise UsageError("--target workload-api: the controller that creates its Workload, CompositePodGroup and "
-                         "PodGroups is not built yet, so pods would never be grouped; see its objects with "
-                         "`segment-webhook place --target workload-api`, serve another target")
     settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env,
                                   args.target)
     if live_config is not None:

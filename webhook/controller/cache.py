@@ -34,6 +34,7 @@ from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref
+from webhook.controller.podgroups import is_grouped_pod
 from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
 from webhook.core import gating
 from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
@@ -84,6 +85,7 @@ class ControllerCache:
         self.not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
         self.states: dict[str, tuple[ObjectRef | None, str]] = {}  # gang -> (owner, state line)
         self._ungated: set[PodRef] = set()  # gang pods known released (seen, or our patch accepted)
+        self.grouped: set[str] = set()  # target workload-api: gangs whose objects exist (DESIGN.md §9b)
         self._bad_nodes: set[tuple[str, str]] = set()  # (name, resourceVersion) of malformed nodes logged
         self._parse_cache = ParseCache()
         self._listed: set[str] = set()
@@ -154,6 +156,7 @@ class ControllerCache:
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
         gated = gating.is_gated(pod)
+        grouping = not gone and key is not None and is_grouped_pod(pod)
         with self.lock:
             if not gone and gated and ref in self._ungated:
                 return  # an older version replayed: a gate is never added back (KEP-3838)
@@ -170,6 +173,8 @@ class ControllerCache:
             own = [key] if key is not None and members is not None and \
                 (key in self.kinds or any(gating.is_gated(p) for p in members.values())) else []
             waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
+            if grouping and key is not None and key not in self.grouped:
+                own = [key]
         if left and key is not None:
             self._gang_gone(key)
         self._enqueue(own + waiting)
@@ -187,6 +192,7 @@ class ControllerCache:
         if members:
             return False
         del self.gangs[key]
+        self.grouped.discard(key)
         self.kinds.pop(key, None)
         self.not_before.pop(key, None)
         self.states.pop(key, None)
@@ -225,6 +231,28 @@ class ControllerCache:
         """Every gang with a gated pod."""
         with self.lock:
             return [k for k, pods in self.gangs.items() if any(gating.is_gated(p) for p in pods.values())]
+
+    def grouping_gangs(self) -> list[str]:
+        """Every gang of target ``workload-api`` whose objects were not made yet (DESIGN.md §9b)."""
+        with self.lock:
+            return [k for k, pods in self.gangs.items()
+                    if k not in self.grouped and any(is_grouped_pod(p) for p in pods.values())]
+
+    def is_grouping(self, key: str) -> bool:
+        """True when gang ``key`` is of target ``workload-api`` (one of its pods says so)."""
+        with self.lock:
+            return any(is_grouped_pod(p) for p in (self.gangs.get(key) or {}).values())
+
+    def members(self, key: str) -> list[Mapping[str, Any]]:
+        """The pods of gang ``key`` as held now."""
+        with self.lock:
+            return list((self.gangs.get(key) or {}).values())
+
+    def mark_grouped(self, key: str) -> None:
+        """Every object of gang ``key`` exists (created or kept): its pod events queue it no more."""
+        with self.lock:
+            if key in self.gangs:
+                self.grouped.add(key)
 
     def first_pod(self, key: str) -> Mapping[str, Any] | None:
         """The gang's pod first by name (its owner is the gang's), ``None`` for an unknown gang."""

@@ -52,8 +52,10 @@ from webhook.controller.events import EventRecorder
 from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
 from webhook.controller.patches import PATCH_ATTEMPTS, PatchSender
+from webhook.controller.podgroups import reconcile_groups
 from webhook.controller.reconcile import Result, TopOwner
 from webhook.controller.settings import ControllerSettings
+from webhook.controller.workload_objects import CREATED, KEPT, WorkloadObjectWriter
 from webhook.controller.workqueue import ExponentialRateLimiter, ShutDown, WorkQueue
 from webhook.core import topology_infer
 
@@ -106,6 +108,7 @@ class Controller:
         self.patches = PatchSender(api_client, self.reachability, self.metrics.patch_errors, self._stop)
         self.events = EventRecorder(api_client, COMPONENT, settings.identity, self.reachability)
         self.owners = OwnerResolver(api_client, self.reachability)
+        self.workload_objects = WorkloadObjectWriter(api_client, self.reachability)
         self.election = LeaderElector(api_client, settings, self.reachability, self._stop,
                                       self._started_leading, self._stopped_leading)
 
@@ -131,7 +134,7 @@ class Controller:
     def _queue_all(self) -> None:
         """Queue every gang that has gated pods and the Topology check (leadership gained, resync)."""
         self._queue.add(TOPOLOGY_FINDINGS)
-        self._queue_gangs(self.cache.gated_gangs())
+        self._queue_gangs(self.cache.gated_gangs() + self.cache.grouping_gangs())
 
     def _set_gauges(self) -> None:
         with self.cache.lock:
@@ -222,7 +225,11 @@ class Controller:
 
     def reconcile(self, key: str) -> None:
         """Reconcile one gang (module docstring): read its owner, reconcile on the cache (charging
-        the releases as assumed), send the patches, then write the Events and the owner's state."""
+        the releases as assumed), send the patches, then write the Events and the owner's state.
+        A gang of target ``workload-api`` gets its objects made instead (:meth:`group`)."""
+        if self.cache.is_grouping(key):
+            self.group(key)
+            return
         first = self.cache.first_pod(key)
         owner = self.owners.top_owner(first) if first is not None else None
         result = self.cache.reconcile(key, owner, self.settings.incomplete_grace, self.settings.default_topology,
@@ -236,6 +243,31 @@ class Controller:
         if result.releases and not self._send(key, result):
             return
         self._write(key, result, owner)
+
+    def group(self, key: str) -> None:
+        """Target ``workload-api`` (DESIGN.md §9b): decide the gang's Workload API objects
+        (:func:`webhook.controller.podgroups.reconcile_groups`) and create them in order; once each was
+        created or exists, the gang is done. A refused or stale one queues the gang again, rate limited."""
+        first = self.cache.first_pod(key)
+        owner = self.owners.top_owner(first) if first is not None else None
+        decision = reconcile_groups(key, self.cache.members(key), owner.ref if owner is not None else None)
+        self.metrics.passes.inc()
+        if decision.problem:
+            log.warning("gang %s: no Workload API objects: %s", key, decision.problem)
+            return
+        if not decision.create:
+            log.debug("gang %s: waiting (%s)", key, decision.waiting)
+            return
+        if owner is None:
+            log.warning("gang %s: top owner not readable; its Workload API objects are created without an owner "
+                        "(delete them with the workload)", key)
+        for obj in decision.create:
+            if self.workload_objects.create(obj) not in (CREATED, KEPT):
+                self._queue.add_rate_limited(key)
+                return
+        self.cache.mark_grouped(key)
+        self._queue.forget(key)
+        log.info("gang %s: %d Workload API objects in place", key, len(decision.create))
 
     def _send(self, key: str, result: Result) -> bool:
         """Send a placed gang's patches concurrently; True (and counted placed) when all were accepted."""

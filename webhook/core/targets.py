@@ -24,7 +24,8 @@ pod handler's inputs, §7) and, offline, the objects a target needs.
 How the target is chosen: the workload's ``segments.dev/target`` label (``metadata.labels`` of the
 root), else the serve's ``--target`` (:attr:`AdmissionSettings.target`; ``--gate-pods`` alone
 means ``gate``). The target is also written on the segmented templates as the annotation ``segments.dev/target``
-(``kueue``, ``workload-api``; ``kai`` only under ``--gate-pods``; never ``gate``), so the pod
+(``kueue``; ``workload-api``, with the gang facts on every template of the gang,
+:mod:`webhook.core.kinds._workload`; ``kai`` only under ``--gate-pods``; never ``gate``), so the pod
 handler (which reads the pod alone) knows it: a pod whose annotation names another target than
 ``gate`` is never gated by ``--gate-pods``.
 """

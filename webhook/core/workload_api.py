@@ -15,30 +15,68 @@ Pure: plain dicts, no client. One gang: a CompositePodGroup ``<gang>`` (the work
 with one child PodGroup ``<gang>-segment-<k>`` per segment (``minCount`` = its pods, the segment
 required level) and, for pods outside segments (a Master, an excluded leader), one child
 ``<gang>-other`` without a topology constraint.
+
+One naming function for everybody: the pod handler (:func:`group_pod`, at pod CREATE), the controller
+(:func:`gang_shape` on the live pods, :mod:`webhook.controller.podgroups`) and ``place --target
+workload-api`` (:func:`gang_shape` on the admitted pods) all name a gang's objects with
+:func:`gang_object_name` and :func:`podgroup_name`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from webhook.core import gating, keys
+from webhook.core.messages import quote
+from webhook.core.warning_rules import text
 
 WORKLOAD_VERSION = "scheduling.k8s.io/v1beta1"
 COMPOSITE_VERSION = "scheduling.k8s.io/v1alpha3"
 GANG_TEMPLATE, SEGMENT_TEMPLATE, OTHER_TEMPLATE = "gang", "segment", "other"
 
 
+#: Longest Kubernetes object name (a DNS-1123 subdomain, k8s.io/apimachinery ``validation.DNS1123SubdomainMaxLength``).
+NAME_MAX = 253
+#: Longest gang name: room for ``-segment-`` and a 10-digit segment index after it.
+GANG_NAME_MAX = NAME_MAX - len(f"-{SEGMENT_TEMPLATE}-") - 10
+#: Hex digits of the sha256 suffix of a shortened or rewritten name.
+DIGEST_CHARS = 10
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 def gang_object_name(gang_key: str) -> str:
-    """A DNS-subdomain name for the gang ``<namespace>/<name>[/<part>…]``: the parts after the
-    namespace, lower-cased, joined by ``-`` (``team-a/llama/0`` → ``llama-0``)."""
+    """The name of the Workload and CompositePodGroup of the gang ``gang_key``
+    (``<namespace>/<name>[/<part>…]``, :func:`webhook.core.kinds.registry.gang_key`): the parts after
+    the namespace joined by ``-`` (``team-a/llama/0`` → ``llama-0``). That text is kept when it is a
+    DNS-1123 subdomain of at most :data:`GANG_NAME_MAX` characters (so every child name
+    :func:`podgroup_name` makes stays within 253); otherwise it is lower-cased, every run of other
+    characters than ``a-z0-9-`` becomes ``-``, it is cut to fit, and ``-`` plus the first
+    :data:`DIGEST_CHARS` hex digits of the sha256 of ``gang_key`` are appended, so two gangs never
+    share a shortened name by accident (``ns/job.x/*`` → ``job-x-<digest>``)."""
     parts = gang_key.split("/")[1:] or [gang_key]
-    name = "-".join(parts).lower()
-    return re.sub(r"[^a-z0-9.-]", "-", name).strip("-.")[:200] or "gang"
+    name = "-".join(parts)
+    if len(name) <= GANG_NAME_MAX and _SUBDOMAIN.fullmatch(name):
+        return name
+    digest = hashlib.sha256(gang_key.encode()).hexdigest()[:DIGEST_CHARS]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", name.lower())[:GANG_NAME_MAX - DIGEST_CHARS - 1].strip("-")
+    return f"{cleaned}-{digest}" if cleaned else digest
 
 
 def podgroup_name(gang: str, segment: int | None) -> str:
-    """The child PodGroup of segment ``segment`` of ``gang`` (``None``: the pods outside segments)."""
+    """The child PodGroup of segment ``segment`` of the gang named ``gang`` (:func:`gang_object_name`):
+    ``<gang>-segment-<k>``; ``None``: the pods outside segments, ``<gang>-other``. The ONE name both
+    the pod handler writes in ``spec.schedulingGroup.podGroupName`` and the controller creates."""
     return f"{gang}-{OTHER_TEMPLATE}" if segment is None else f"{gang}-{SEGMENT_TEMPLATE}-{segment}"
+
+
+def pod_podgroup(gang_key: str, segment_index: str | None) -> str:
+    """The PodGroup of a pod of gang ``gang_key`` whose ``kai.scheduler/segment-index`` is
+    ``segment_index`` (``None`` or not a whole number: the pods outside segments)."""
+    segment = int(segment_index) if segment_index is not None and segment_index.isdigit() else None
+    return podgroup_name(gang_object_name(gang_key), segment)
 
 
 def _constraints(level: str | None) -> dict[str, Any]:
@@ -91,3 +129,101 @@ def pod_operations(podgroup: str) -> list[dict[str, Any]]:
     """The RFC 6902 operation that points a pod at its PodGroup at CREATE (``spec.schedulingGroup``
     is immutable afterwards)."""
     return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": podgroup}}]
+
+
+
+def group_pod(pod: Mapping[str, Any], gang: str | None, segment_index: str | None,
+              gang_labels: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The pod CREATE hook of target ``workload-api`` (DESIGN.md §9b): ``(operations, warnings)``.
+
+    ``pod``: the admitted Pod; ``gang``: its gang key (``None``: unknown); ``segment_index``: the
+    ``kai.scheduler/segment-index`` it carries or gets now (``None``: outside segments);
+    ``gang_labels``: the gang labels to name when the key is unknown. The operations set
+    ``spec.schedulingGroup.podGroupName`` to :func:`pod_podgroup` (:func:`pod_operations`). A pod
+    that names that PodGroup already gets none; one that names another keeps it (the field is
+    immutable; warning ``podgroup-name-kept``); a pod of no known gang gets the warning
+    ``not-grouped-no-gang-key``. No scheduling gate is ever added under this target."""
+    if gang is None:
+        return [], [text("not-grouped-no-gang-key", gang_labels=gang_labels)]
+    wanted = pod_podgroup(gang, segment_index)
+    spec = pod.get("spec")
+    group = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
+    current = group.get("podGroupName") if isinstance(group, Mapping) else None
+    if current == wanted:
+        return [], []
+    if group is not None:
+        return [], [text("podgroup-name-kept", value=quote(current), wanted=quote(wanted))]
+    return pod_operations(wanted), []
+
+def pod_maps(pod: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """A pod's string labels and annotations (other entries left out)."""
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    out = []
+    for name in ("labels", "annotations"):
+        value = meta.get(name) if isinstance(meta, Mapping) else None
+        out.append({k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+                   if isinstance(value, Mapping) else {})
+    return out[0], out[1]
+
+
+class GangShape(NamedTuple):
+    """What a gang's pods say of its objects (:func:`gang_shape`): ``objects`` to create (in creation
+    order, without owner), or ``None`` with ``waiting`` saying why not yet (``"3 of 8 pods exist"``)
+    or ``problem`` saying why never (the pods disagree)."""
+
+    objects: list[dict[str, Any]] | None
+    waiting: str = ""
+    problem: str = ""
+
+
+def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
+               size_keys: Sequence[str] = ()) -> GangShape:
+    """The Workload API objects of gang ``gang_key`` from its live pods alone (DESIGN.md §9b), the
+    same for the controller (live pods) and ``place --target workload-api`` (the admitted pods).
+
+    ``pods``: the gang's pod dicts (not terminated, not being deleted); ``size_keys``: the gang-size
+    fallbacks (:func:`webhook.core.kinds.registry.gang_size_keys`). The gang size is the pods'
+    ``segments.dev/gang-size`` (written at workload CREATE); the objects exist once that many pods do:
+    one child PodGroup per ``kai.scheduler/segment-index`` (``minCount`` = its pods), one for the
+    pods without an index; the levels are the pods' ``segments.dev/topology-required-placement``
+    (workload) and ``kai.scheduler/segment-topology-required-placement`` (segment). Never raises."""
+    sizes: dict[int, int] = {}
+    others, gang_sizes, workload_level, segment_level = 0, set(), None, None
+    for pod in pods:
+        labels, annotations = pod_maps(pod)
+        gang_sizes.add(gating.gang_size(annotations, size_keys))
+        workload_level = workload_level or annotations.get(gating.GANG_REQUIRED)
+        index = labels.get(keys.SEGMENT_INDEX)
+        if index is not None and index.isdigit():
+            sizes[int(index)] = sizes.get(int(index), 0) + 1
+            segment_level = segment_level or annotations.get(keys.SEGMENT_REQUIRED)
+        else:
+            others += 1
+    if None in gang_sizes or len(gang_sizes) != 1:
+        return GangShape(None, problem=f"its pods state {len(gang_sizes - {None})} gang sizes "
+                                       f"({gating.GANG_SIZE}), need exactly one")
+    size = gang_sizes.pop()
+    assert size is not None
+    if len(pods) < size:
+        return GangShape(None, waiting=f"{len(pods)} of {size} pods exist")
+    if len(pods) > size:
+        return GangShape(None, problem=f"{len(pods)} pods, more than its gang size {size}")
+    if sorted(sizes) != list(range(len(sizes))):
+        return GangShape(None, problem=f"segment indices {sorted(sizes)} are not 0..{len(sizes) - 1}")
+    objects = gang_objects(namespace, gang_object_name(gang_key), [sizes[k] for k in range(len(sizes))], others,
+                           workload_level, segment_level)
+    return GangShape(objects)
+
+
+def same_shape(wanted: Mapping[str, Any], existing: Mapping[str, Any]) -> bool:
+    """True when ``existing`` (an object as read) has the ``spec`` of ``wanted`` (as compiled): every
+    field ``wanted`` sets is set alike (the API server's defaults on other fields are ignored)."""
+    return _contains(existing.get("spec"), wanted.get("spec"))
+
+
+def _contains(have: Any, want: Any) -> bool:
+    if isinstance(want, Mapping):
+        return isinstance(have, Mapping) and all(_contains(have.get(k), v) for k, v in want.items())
+    if isinstance(want, list):
+        return isinstance(have, list) and len(have) == len(want) and all(map(_contains, have, want))
+    return bool(have == want)

@@ -11,14 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds.registry import BY_KIND
+from webhook.core.kinds.registry import BY_KIND, gang_key, gang_size_keys
 from webhook.core.messages import quote
 from webhook.core.targets import target_annotations
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
-from webhook.core.workload_api import gang_object_name, gang_objects
+from webhook.core.workload_api import gang_shape, pod_maps
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.expand import ExpandError, expand
-from webhook.placement.model import Gang
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.placement.snapshot import Snapshot
 
@@ -126,29 +125,28 @@ def place_workload(workload: Mapping[str, Any], snapshot: Snapshot, *, user: str
     if settings.target != "kai":  # DESIGN.md §9b: what the target reads, as the webhook wrote it
         result["target"] = {"name": settings.target, "annotations": target_annotations(exp.pods)}
         if settings.target == "workload-api":
-            result["target"]["objects"] = [o for gang in exp.gangs for o in _workload_api_objects(workload, gang)]
+            result["target"]["objects"] = _workload_api_objects(exp.pods)
     if BY_KIND[exp.expanded_kind].per_group:  # segments are numbered per group (LWS replica, JobSet replicatedJob)
         for seg, res in zip(merged.segments, result["segments"]):
             res["group"] = seg.group
     return PlaceResult(True, result, index, merged, exp.warnings)
 
 
-def _workload_api_objects(workload: Mapping[str, Any], gang: Gang) -> list[dict[str, Any]]:
-    """The Workload API objects of one placed ``gang`` (:func:`webhook.core.workload_api.gang_objects`):
-    named ``<workload>[-<gang>]``, one child PodGroup per segment (its pods) and one for the pods
-    outside segments; the gang's required levels as topology constraints."""
-    meta = workload.get("metadata") or {}
-    part = f"/{gang.name}" if gang.name and gang.name != meta.get("name") else ""
-    name = gang_object_name(f"{meta.get('namespace') or 'default'}/{meta.get('name')}{part}")
-    sizes: dict[int, int] = {}
-    others = 0
-    for pod in gang.pods:
-        if pod.segment is None:
-            others += 1
-        else:
-            sizes[pod.segment[1]] = sizes.get(pod.segment[1], 0) + 1
-    return gang_objects(str(meta.get("namespace") or "default"), name, [sizes[k] for k in sorted(sizes)], others,
-                        gang.workload_required, gang.segment_required)
+def _workload_api_objects(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The Workload API objects of the admitted ``pods`` (DESIGN.md §9b): per gang key, the objects
+    the controller creates from the same pods (:func:`webhook.core.workload_api.gang_shape`), named
+    as the pod handler names each pod's PodGroup. A gang whose pods say no whole shape gives none."""
+    gangs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for pod in pods:
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "default")
+        labels, annotations = pod_maps(pod)
+        key = gang_key(namespace, labels, annotations)
+        if key is not None:
+            gangs.setdefault((namespace, key), []).append(pod)
+    out: list[dict[str, Any]] = []
+    for (namespace, key), members in gangs.items():
+        out += gang_shape(namespace, key, members, gang_size_keys()).objects or []
+    return out
 
 
 def _natural(text: str) -> tuple[int | str, ...]:

@@ -24,7 +24,7 @@ from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.core.segments import parse_plain_decimal
-from webhook.core.targets import GATE, compile_workload
+from webhook.core.targets import GATE, TARGET_KEY, WORKLOAD_API, compile_workload
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
 from webhook.core.workload_plan import Plan
@@ -320,6 +320,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
             decision.violations[:] = list(unique.values())
     target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
     gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
+    if target == WORKLOAD_API and operation == "CREATE" and decision.allowed:  # §9b: the controller's inputs
+        gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API}) for where, entry, values in gang_entries(plan)]
     if decision.allowed and mutate:
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision

@@ -23,6 +23,9 @@ gets no segment label and a warning, never a denial (pods are created by control
 would stall them). Master pods of a segmented workload inherit ``kai.scheduler/subgroup-name:
 master`` from their PodTemplateSpec, which the workload handler labels (``_workload.Plan.master``);
 a Master pod that carries a segment size itself is labelled here too.
+Under target ``workload-api`` (a webhook serving it, and a pod annotated ``segments.dev/target:
+workload-api``) the pod also gets ``spec.schedulingGroup.podGroupName``, its segment's PodGroup
+(:func:`webhook.core.workload_api.group_pod`, DESIGN.md §9b), and never a scheduling gate.
 UPDATE, DELETE and CONNECT: allowed, empty patch.
 """
 
@@ -31,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.core import gating, keys
+from webhook.core import gating, keys, workload_api
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.description import pod_int
@@ -40,7 +43,7 @@ from webhook.core.messages import UNSET, quote
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import check_object_meta, read_string_map
 from webhook.core.rules import malformed
-from webhook.core.targets import GATE, TARGET_KEY
+from webhook.core.targets import GATE, TARGET_KEY, WORKLOAD_API, default_target
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import text as warning_text
 
@@ -105,11 +108,18 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
                                                   gang=gang_key(str(namespace), labels, annotations),
                                                   size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
+    group_ops: list[dict[str, Any]] = []
+    if default_target(settings) == WORKLOAD_API and annotations.get(TARGET_KEY) == WORKLOAD_API:  # §9b
+        namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
+        group_ops, group_warnings = workload_api.group_pod(
+            pod, gang_key(str(namespace), labels, annotations),
+            wanted.get(keys.SEGMENT_INDEX, labels.get(keys.SEGMENT_INDEX)), gang_labels_text(labels))
+        warnings = warnings + group_warnings
     env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []
     for text in warnings:
         decision.warn(text)
-    if (wanted or gate_ops or env_ops) and mutate:
-        decision.patch = build_pod_patch(pod, wanted) + gate_ops + env_ops
+    if (wanted or gate_ops or group_ops or env_ops) and mutate:
+        decision.patch = build_pod_patch(pod, wanted) + gate_ops + group_ops + env_ops
     return decision
 
 
