@@ -484,8 +484,10 @@ def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
 
 
-def run(shape: Shape, targets: list[str], work: Path, timeout: float, idle: float, out=sys.stdout) -> list[Result]:
-    """Generate the dump once, run every target in turn on it, print the table; return the results."""
+def run(shape: Shape, targets: list[str], work: Path, timeout: float, idle: float, out=None) -> list[Result]:
+    """Generate the dump once, run every target in turn on it, print the table to ``out`` (default:
+    standard output at call time); return the results."""
+    out = out or sys.stdout
     dump = gen_cluster(shape, work / "nodes.yaml")
     start_load = load()
     print(f"schedulers benchmark: {shape.nodes} nodes ({' x '.join(map(str, shape.layout()))} blocks x racks x nodes, "
