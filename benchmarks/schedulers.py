@@ -21,10 +21,11 @@ the Job required in a block. For each target in turn, its own local control plan
   LocalQueue made for the dump (``local_cluster.kueue_queues``, as ``tests/test_cluster_kueue.py``);
   the Jobs labelled for the LocalQueue and ``segments.dev/target: kueue``; Kueue admits,
   the Job controller creates the pods, Kueue ungates them with its assignment, kube-scheduler binds;
-* ``workload-api``: ``up --workload-api``; per gang, the Workload, CompositePodGroup and PodGroups
-  that ``segment-webhook place --target workload-api`` prints for the Job, then its pods, each naming
-  its segment's PodGroup (:func:`submit_workload_api`: the one function to swap once our controller
-  creates these objects itself); kube-scheduler places the groups and binds.
+* ``workload-api``: ``up --workload-api --controller`` (``local_cluster.up_workload_api``: our webhook
+  serving ``--target workload-api``); the Jobs labelled ``segments.dev/target: workload-api``; the Job
+  controller creates the pods, our pod webhook names each pod's segment PodGroup at CREATE, our
+  controller creates each complete gang's Workload, CompositePodGroup and PodGroups, kube-scheduler
+  places the groups and binds.
 
 A watch on the pods records when each was first seen (created) and first seen bound. When every pod
 is bound, or ``--timeout`` seconds after the submissions, or ``--idle`` seconds pass with no pod
@@ -38,7 +39,6 @@ Figures only; the exit status is 1 only when a control plane could not be starte
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import http.client
 import json
 import os
@@ -231,51 +231,12 @@ Submission = Any  # a callable taking the ApiClient and submitting every gang
 
 
 def submit_jobs(shape: Shape, target: str, names: list[str]) -> Submission:
-    """The submission of the ``gate`` and ``kueue`` targets: the gangs' Indexed Jobs, created by
-    8 clients; the Job controller makes the pods."""
+    """The submission of every target: the gangs' Indexed Jobs, created by 8 clients; the Job
+    controller makes the pods."""
     jobs = [indexed_job(name, shape, target) for name in names]
 
     def submit(api: local_cluster.ApiClient) -> None:
         api.map(lambda job: api.request("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", job), jobs)
-
-    return submit
-
-
-def submit_workload_api(shape: Shape, dump: Path, names: list[str], work: Path) -> Submission:
-    """The submission of the ``workload-api`` target as ``tests/test_cluster_workload_api.py`` makes it
-    today (the one function to replace once our controller and pod webhook create these objects):
-    per gang, the objects ``segment-webhook place --target workload-api -o json`` prints for its
-    Job on ``dump`` (compiled here, before the clock starts), then created in their order, then the
-    gang's pods, each naming its segment's PodGroup in ``spec.schedulingGroup.podGroupName`` and
-    labelled as the Job controller labels them (job name, completion index)."""
-    template = indexed_job("x", shape, "workload-api")["spec"]["template"]
-
-    def compiled(name: str) -> list[dict[str, Any]]:
-        path = work / f"{name}.json"
-        path.write_text(json.dumps(indexed_job(name, shape, "workload-api")))
-        return list(json.loads(cli("place", "-f", str(path), "--cluster", str(dump), "--target", "workload-api",
-                                   "-o", "json"))["target"]["objects"])
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        objects = dict(zip(names, pool.map(compiled, names)))
-
-    def pod(name: str, rank: int) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"{name}-{rank}", "namespace": NAMESPACE,
-                             "labels": {**template["metadata"]["labels"], JOB_NAME: name, COMPLETION_INDEX: str(rank)}},
-                "spec": {**template["spec"],
-                         "schedulingGroup": {"podGroupName": f"{name}-segment-{rank // shape.segment}"}}}
-
-    def submit_gang(api: local_cluster.ApiClient, name: str) -> None:
-        for obj in objects[name]:
-            plural = obj["kind"].lower() + "s"
-            scope = f"namespaces/{obj['metadata']['namespace']}/" if obj["metadata"].get("namespace") else ""
-            api.request("POST", f"/apis/{obj['apiVersion']}/{scope}{plural}", obj)
-        for rank in range(shape.pods):
-            api.request("POST", f"/api/v1/namespaces/{NAMESPACE}/pods", pod(name, rank))
-
-    def submit(api: local_cluster.ApiClient) -> None:
-        api.map(lambda name: submit_gang(api, name), names)
 
     return submit
 
@@ -332,7 +293,7 @@ def start_target(target: str, directory: Path) -> local_cluster.LocalCluster:
         return local_cluster.up(directory, webhook=True, gate_pods=True, controller=True)
     if target == "kueue":
         return local_cluster.up(directory, webhook=True, gate_pods=False, upstream=("kueue",))
-    return local_cluster.up(directory, webhook=False, gate_pods=False, workload_api=True)
+    return local_cluster.up_workload_api(directory)
 
 
 def wait_for_webhook_topology(cluster: local_cluster.LocalCluster, probe: dict[str, Any], timeout: float = 60) -> None:
@@ -352,17 +313,15 @@ def wait_for_webhook_topology(cluster: local_cluster.LocalCluster, probe: dict[s
 def prepare_target(target: str, cluster: local_cluster.LocalCluster, shape: Shape, dump: Path) -> float:
     """The dump's Topology (where a webhook reads it), its nodes and, for ``kueue``, Kueue's queues;
     returns the seconds node registration took."""
-    if target != "workload-api":
-        topology = next(o for o in local_cluster.read_objects(dump) if o.get("kind") == "Topology")
-        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(topology))
-        wait_for_webhook_topology(cluster, indexed_job("probe", shape, target))
+    topology = next(o for o in local_cluster.read_objects(dump) if o.get("kind") == "Topology")
+    cluster.kubectl("apply", "-f", "-", input_text=json.dumps(topology))
+    wait_for_webhook_topology(cluster, indexed_job("probe", shape, target))
     started = time.monotonic()
     cluster.register_nodes(dump)
     registered = time.monotonic() - started
     if target == "kueue":
         local_cluster.kueue_queues(cluster, dump)
-    if target != "workload-api":
-        time.sleep(5)  # the controllers' informers (ours, Kueue's) learn the nodes and queues
+    time.sleep(5)  # the controllers' informers (ours, Kueue's) learn the nodes and queues
     return registered
 
 
@@ -404,10 +363,7 @@ def measure(target: str, cluster: local_cluster.LocalCluster, shape: Shape, dump
             timeout: float, idle: float, result: Result) -> None:
     """Submit the gangs to the running ``cluster`` of ``target``, wait, read and verify; fills ``result``."""
     names = [f"gang-{index:03d}" for index in range(shape.gangs)]
-    if target == "workload-api":
-        submission = submit_workload_api(shape, dump, names, work)
-    else:
-        submission = submit_jobs(shape, target, names)
+    submission = submit_jobs(shape, target, names)
     api = local_cluster.ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=8)
     watch = PodWatch(cluster)
     watch.start()
