@@ -4,10 +4,10 @@
 A local control plane of its own, ``hack/local-cluster.sh up DIR --workload-api --controller --with lws``
 (:func:`local_cluster.up_workload_api`: GenericWorkload, TopologyAwareWorkloadScheduling and
 CompositePodGroup on; scheduling.k8s.io v1beta1 and v1alpha3 served; ``serve --target workload-api``
-and the with-controller overlay's controllers; the LWS controller), with the nodes of a
+and the with-controller overlay's controllers; the LWS and JobSet controllers), with the nodes of a
 ``segment-webhook gen-cluster`` dump (1 zone, 2 blocks, 2 racks of 4 nodes, 8 GPUs each).
 
-Nothing is made by hand but the workloads: the Job controller and the LWS controller make the pods,
+Nothing is made by hand but the workloads: the Job, LWS and JobSet controllers make the pods,
 our pod webhook names each pod's PodGroup (``spec.schedulingGroup.podGroupName``), our controller
 makes each gang's Workload, CompositePodGroup and child PodGroups, owned by the workload, and
 kube-scheduler binds every pod. Checked against the node labels, not against our output: each
@@ -36,12 +36,13 @@ GPU = {"limits": {"nvidia.com/gpu": "8"}}
 
 @pytest.fixture(scope="module")
 def workload_api(tmp_path_factory):
-    """``up_workload_api`` with LWS, the example Topology and the nodes of the dump."""
-    if os.environ.get("CI") != "true" and not (local_cluster.built() and local_cluster.upstream_binary("lws").is_file()):
+    """``up_workload_api`` with LWS and JobSet, the example Topology and the nodes of the dump."""
+    if os.environ.get("CI") != "true" and not (local_cluster.built() and all(
+            local_cluster.upstream_binary(name).is_file() for name in ("lws", "jobset"))):
         pytest.skip("workload api: binaries not built (hack/local-cluster.sh build)")
     directory = tmp_path_factory.mktemp("workload-api")
     try:
-        cluster = local_cluster.up_workload_api(directory / "cluster", upstream=("lws",))
+        cluster = local_cluster.up_workload_api(directory / "cluster", upstream=("lws", "jobset"))
     except local_cluster.ClusterError as error:
         pytest.fail(f"local control plane with the Workload API did not start: {error}", pytrace=False)
     try:
@@ -160,3 +161,44 @@ def test_an_lws_group_is_grouped_with_its_leader_in_segment_0(workload_api, tmp_
     assert [objects[f"PodGroup/lw-0-segment-{k}"]["spec"]["schedulingPolicy"]["gang"]["minCount"] for k in (0, 1)] == [3, 2]
     assert {obj["metadata"]["ownerReferences"][0]["kind"] for obj in objects.values()} == {"LeaderWorkerSet"}
     delete_and_collect(kubectl, "leaderworkerset", "lw", "leaderworkerset.sigs.k8s.io/name=lw", "lw-0")
+
+
+def test_a_whole_jobset_gang_gives_each_replicated_job_its_own_podgroups(workload_api, tmp_path):
+    """JobSet wj: replicatedJobs a and b (1 Job x 4 pods each), segments of 4 by rack, a root block
+    level: one gang of the whole JobSet (``segments.dev/gang-scope: workload``, key ``default/wj/*``,
+    DESIGN.md §4.5). Each replicatedJob numbers its segments from 0, so each has its own PodGroup
+    (``<gang>-<replicatedJob>-segment-0``, minCount 4): the two take the two racks of one block.
+    One PodGroup for both (minCount 8 in a rack of 4 nodes) would never be placed."""
+    kubectl = workload_api
+    gang = "wj-84b213e4f9"  # "default/wj/*" is no DNS name: its parts, "-", sha256("default/wj/*")[:10]
+
+    def replicated_job(name: str) -> dict:
+        return {"name": name, "replicas": 1, "template": {"spec": {
+            "parallelism": SIZE, "completions": SIZE, "completionMode": "Indexed", "backoffLimit": 0,
+            "template": {"metadata": {"annotations": {"kai.scheduler/segment-size": str(SIZE),
+                                                      "kai.scheduler/segment-topology-required-placement": RACK}},
+                         "spec": {"restartPolicy": "Never", "containers": [
+                             {"name": "w", "image": "registry.k8s.io/pause:3.10", "resources": GPU}]}}}}}
+
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "wj", "namespace": "default", "labels": {"segments.dev/target": "workload-api"},
+                           "annotations": {"kai.scheduler/topology": "cluster-topology",
+                                           "kai.scheduler/topology-required-placement": BLOCK}},
+              "spec": {"replicatedJobs": [replicated_job("a"), replicated_job("b")]}}
+    stored = json.loads(kubectl.ok("create", "-f", str(write_manifest(tmp_path, "jobset.yaml", jobset)), "-o", "json"))
+    selector = "jobset.sigs.k8s.io/jobset-name=wj"
+    pods = bound_pods(kubectl, selector, 2 * SIZE)
+    racks = check_placement(pods, lambda p: f"{gang}-{p['metadata']['labels']['jobset.sigs.k8s.io/replicatedjob-name']}"
+                                            f"-segment-{int(p['metadata']['labels']['batch.kubernetes.io/job-completion-index']) // SIZE}",
+                            node_labels(kubectl))
+    assert sorted(racks) == [f"{gang}-a-segment-0", f"{gang}-b-segment-0"]
+    assert len(set().union(*racks.values())) == 2  # the two PodGroups in two racks
+    objects = our_objects(kubectl, gang)
+    assert sorted(objects) == [f"CompositePodGroup/{gang}", f"PodGroup/{gang}-a-segment-0",
+                               f"PodGroup/{gang}-b-segment-0", f"Workload/{gang}"]
+    assert objects[f"CompositePodGroup/{gang}"]["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 2}}
+    for rjob in ("a", "b"):
+        assert objects[f"PodGroup/{gang}-{rjob}-segment-0"]["spec"]["schedulingPolicy"] == {"gang": {"minCount": SIZE}}
+    owner = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "wj", "uid": stored["metadata"]["uid"]}]
+    assert all(obj["metadata"]["ownerReferences"] == owner for obj in objects.values())
+    delete_and_collect(kubectl, "jobset", "wj", selector, gang)

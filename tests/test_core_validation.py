@@ -555,6 +555,46 @@ def test_lws_leader_ready_with_segments_is_denied_under_gate_pods(example_catalo
     assert "fix: set spec.startupPolicy: LeaderCreated" in d.message
 
 
+GATE_DEADLOCK = ('spec.startupPolicy = "LeaderReady": under LeaderReady the leader is created alone: KAI cannot '
+                 'group it into a segment of 2 and, with --gate-pods, its gang never completes (the workers wait '
+                 'for the gated leader) (rule lws-leader-ready-segments); fix: set spec.startupPolicy: LeaderCreated '
+                 '(the LWS default), or remove the segment keys.')
+WLAPI_DEADLOCK = ('spec.startupPolicy = "LeaderReady": under LeaderReady the leader is created alone: KAI cannot '
+                  'group it into a segment of 2 and, with target workload-api, its gang never completes '
+                  '(kube-scheduler holds the leader until its PodGroup and the gang\'s pods exist; the workers wait '
+                  'for the leader) (rule lws-leader-ready-segments); fix: set spec.startupPolicy: LeaderCreated '
+                  '(the LWS default), or remove the segment keys.')
+GATE_PODS = AdmissionSettings(gate_pods=True)
+WLAPI_GATE_PODS = AdmissionSettings(target="workload-api", gate_pods=True)  # deploy/overlays/with-controller
+
+
+@pytest.mark.parametrize(("settings", "label", "denial"), [
+    (GATE_PODS, None, GATE_DEADLOCK),  # --gate-pods alone: target gate
+    (GATE_PODS, "gate", GATE_DEADLOCK),
+    (WLAPI_GATE_PODS, "gate", GATE_DEADLOCK),
+    (GATE_PODS, "kueue", None),  # a kueue pod is never gated (§9b): Kueue admits the leader alone
+    (GATE_PODS, "kai", None),
+    (WLAPI_GATE_PODS, "kueue", None),
+    # the serve's target workload-api: never gated, but kube-scheduler holds the lone leader (its
+    # PodGroup is made once every pod of the gang exists, gangscheduling PreEnqueue): the same deadlock
+    (WLAPI_GATE_PODS, None, WLAPI_DEADLOCK),
+    (AdmissionSettings(target="workload-api"), None, WLAPI_DEADLOCK),
+])
+def test_lws_leader_ready_is_denied_only_under_a_target_whose_gang_waits_for_every_pod(
+        settings, label, denial, example_catalog):
+    """DESIGN.md §3b, §9b: the denial follows the object's resolved target, not ``--gate-pods``."""
+    obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2)
+    obj["spec"]["startupPolicy"] = "LeaderReady"
+    if label is not None:
+        obj["metadata"]["labels"] = {"segments.dev/target": label}
+    d = run(obj, example_catalog, settings)
+    if denial is None:
+        assert d.allowed and d.warnings == [LEADER_READY_WARNING]
+    else:
+        assert rules(d) == ["lws-leader-ready-segments"] and d.code == 403
+        assert d.message == denial
+
+
 @pytest.mark.parametrize("startup", ["LeaderCreated", None])
 def test_lws_leader_created_or_default_gets_no_startup_warning(startup, example_catalog):
     obj = lws({TOPO: "cluster-topology"}, size=5, sub_size=2)

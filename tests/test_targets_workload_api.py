@@ -17,6 +17,9 @@ the gang exists, each owned by the gang's top owner.
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import jsonpatch
 
 from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
@@ -280,3 +283,94 @@ def test_an_object_of_a_deleted_workload_of_the_same_name_is_stale():
         assert writer.create(wanted) == KEPT
     finally:
         server.close()
+
+
+# ------------------------------------------------------------------------------- whole-object gangs
+# A root workload level on a JobSet or a Ray object makes the whole object one gang
+# (``segments.dev/gang-scope: workload``, DESIGN.md §4.5, key ``<namespace>/<name>/*``), and each
+# replicatedJob / worker group numbers its segments from 0: the names keep the groups apart.
+LLM = "llm-f1313e60d4"  # gang_object_name("team-a/llm/*"): "*" is not DNS, sha256("team-a/llm/*")[:10]
+NVL72 = "nvl72-e6e479fabc"  # gang_object_name("team-a/nvl72/*")
+
+
+def test_the_segments_of_each_group_of_a_whole_object_gang_have_their_own_names():
+    assert gang_object_name("team-a/llm/*") == LLM
+    assert podgroup_name(LLM, 0, "big") == "llm-f1313e60d4-big-segment-0"
+    assert podgroup_name(LLM, 0, "small") == "llm-f1313e60d4-small-segment-0"
+    assert podgroup_name(LLM, None, "big") == "llm-f1313e60d4-other"  # outside segments: one child
+    # a Ray group name that is no DNS label: made DNS-safe by the same function, sha256("<gang>/<group>")
+    assert podgroup_name(NVL72, 2, "GPU_a") == "nvl72-e6e479fabc-gpu-a-cb3bc1e2fc-segment-2"
+    longest = podgroup_name("g" * GANG_NAME_MAX, 2**31 - 1, "w" * 63)
+    assert len(longest) <= 253 and re.fullmatch(DNS_SUBDOMAIN, longest)
+
+
+def _two_group_objects():
+    """JobSet llm (replicatedJob big: 2 Jobs x 4 pods, small: 1 x 4) and RayCluster nvl72 (worker group
+    gpu: 3 replicas x 2 hosts, cpu: 2 x 1), each group segmented by rack, root level: one gang each."""
+    from test_gate_whole_workload import jobset, raycluster
+
+    js = jobset()
+    for rjob in js["spec"]["replicatedJobs"]:
+        rjob["template"]["spec"]["template"]["metadata"]["annotations"] = {SIZE: "4", SEG_REQ: RACK}
+    ray = raycluster()
+    for group in ray["spec"]["workerGroupSpecs"]:
+        group["template"]["metadata"] = {"annotations": {SIZE: "2", SEG_REQ: RACK}}
+    return js, ray
+
+
+def _placed_objects(tmp_path, obj, capsys):
+    """``place --target workload-api -o json``'s objects, on 2 zones x 4 racks x 4 nodes of 8 GPUs."""
+    import json
+
+    import yaml
+
+    from webhook.cli import main
+
+    cluster, workload = tmp_path / "cluster.yaml", tmp_path / "workload.yaml"
+    assert main(["gen-cluster", "--zones", "2", "--blocks", "1", "--racks", "4", "--nodes", "4", "--gpus", "8",
+                 "--fill", "0", "-o", str(cluster)]) == 0
+    workload.write_text(yaml.safe_dump(obj))
+    capsys.readouterr()
+    assert main(["place", "-f", str(workload), "--cluster", str(cluster), "--target", "workload-api",
+                 "-o", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["target"]["objects"]
+
+
+def _admitted_pods(obj):
+    """The pods the object's controller creates, as the webhook serving workload-api admits them."""
+    from webhook.placement.expand import expand
+
+    return expand(obj, StaticTopologyCatalog([Topology("cluster-topology", (ZONE, BLOCK, RACK, HOST))]), WLAPI).pods
+
+
+def _children(objects):
+    return {o["metadata"]["name"]: o["spec"]["schedulingPolicy"]["gang"]["minCount"]
+            for o in objects if o["kind"] == "PodGroup"}
+
+
+def test_a_jobset_gang_of_two_replicated_jobs_has_a_podgroup_per_job_and_segment(tmp_path, capsys):
+    js, _ = _two_group_objects()
+    objects = _placed_objects(tmp_path, js, capsys)
+    assert _children(objects) == {"llm-f1313e60d4-big-segment-0": 4, "llm-f1313e60d4-big-segment-1": 4,
+                                  "llm-f1313e60d4-small-segment-0": 4}
+    assert objects[1]["kind"] == "CompositePodGroup" and objects[1]["metadata"]["name"] == LLM
+    assert objects[1]["spec"]["schedulingPolicy"] == {"gang": {"minGroupCount": 3}}
+    pods = _admitted_pods(js)
+    names = {p["metadata"]["name"]: p["spec"]["schedulingGroup"]["podGroupName"] for p in pods}
+    assert names["llm-big-1-3"] == "llm-f1313e60d4-big-segment-1"  # Job 1 of big, completion 3: index 7 // 4
+    assert names["llm-small-0-0"] == "llm-f1313e60d4-small-segment-0"
+    assert sorted(Counter(names.values()).items()) == sorted(_children(objects).items())
+    decided = reconcile_groups("team-a/llm/*", pods, OWNER)  # the controller names alike
+    assert [o["metadata"]["name"] for o in decided.create] == [o["metadata"]["name"] for o in objects]
+
+
+def test_a_ray_gang_of_two_worker_groups_has_a_podgroup_per_group_and_segment(tmp_path, capsys):
+    _, ray = _two_group_objects()
+    objects = _placed_objects(tmp_path, ray, capsys)
+    assert _children(objects) == {"nvl72-e6e479fabc-cpu-segment-0": 2, "nvl72-e6e479fabc-gpu-segment-0": 2,
+                                  "nvl72-e6e479fabc-gpu-segment-1": 2, "nvl72-e6e479fabc-gpu-segment-2": 2}
+    pods = [p for p in _admitted_pods(ray) if p["metadata"]["labels"].get("ray.io/node-type") != "head"]
+    names = Counter(p["spec"]["schedulingGroup"]["podGroupName"] for p in pods)
+    assert sorted(names.items()) == sorted(_children(objects).items())
+    decided = reconcile_groups("team-a/nvl72/*", pods, OWNER)
+    assert [o["metadata"]["name"] for o in decided.create] == [o["metadata"]["name"] for o in objects]

@@ -68,7 +68,7 @@ def reconcile_groups(gang_key: str, pods: Sequence[Mapping[str, Any]], owner: Ob
     if not live:
         return GroupsDecision(gang_key, waiting="no live pod")
     namespace = pod_ref(live[0])[0] or gang_key.split("/")[0]
-    shape = gang_shape(namespace, gang_key, live, registry.gang_size_keys())
+    shape = gang_shape(namespace, gang_key, live, registry.gang_size_keys(), registry.whole_gang_group)
     if shape.objects is None:
         return GroupsDecision(gang_key, waiting=shape.waiting, problem=shape.problem)
     objects = []

@@ -275,24 +275,41 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
     return False
 
 
+#: The targets whose gang waits for every pod before any is placed, so that a LeaderReady LWS
+#: (whose workers wait for a ready leader) never completes (DESIGN.md §3b, §9, §9b), each with why:
+#: ``gate``: the pod handler gates the leader and the controller releases a whole gang only;
+#: ``workload-api``: kube-scheduler holds the leader until its PodGroup exists and its gang's pods are
+#: there (k8s.io/kubernetes v1.37.2 ``plugins/gangscheduling`` ``PreEnqueue``), and the controller
+#: creates the PodGroups once every pod exists. The names are those of :data:`webhook.core.targets.TARGETS`.
+LEADER_READY_DEADLOCKS = {
+    "gate": "with --gate-pods, its gang never completes (the workers wait for the gated leader)",
+    "workload-api": "with target workload-api, its gang never completes (kube-scheduler holds the leader "
+                    "until its PodGroup and the gang's pods exist; the workers wait for the leader)",
+}
+
+
 @rule("lws-leader-ready-segments", "DESIGN.md §3b",
-      "LWS startupPolicy LeaderReady with segments under --gate-pods (a warning without it)")
-def check_lws_startup_policy(decision: Decision, policy: Any, size: int, gate_pods: bool) -> bool:
+      "LWS startupPolicy LeaderReady with segments under target gate (--gate-pods) or workload-api "
+      "(a warning under kai, kueue)")
+def check_lws_startup_policy(decision: Decision, policy: Any, size: int, target: str | None) -> bool:
     """DESIGN.md §3b: an LWS with ``spec.startupPolicy: LeaderReady`` creates its leader alone and
     its workers only once the leader is ready. KAI's pod-grouper cannot group that lone leader into
-    a segment (``segmentSize S is greater than replicasSize 1``), and a gated gang (§9) never
-    completes, since the workers wait for a leader that waits for its gang. ``policy``: the
+    a segment (``segmentSize S is greater than replicasSize 1``), and a gang that waits for all its
+    pods before any is placed (target ``gate`` or ``workload-api``: :data:`LEADER_READY_DEADLOCKS`)
+    never completes, since the workers wait for a leader that waits for its gang. ``policy``: the
     object's ``spec.startupPolicy`` (``None`` when absent: LWS defaults to ``LeaderCreated``);
-    ``size``: the resolved segment size; ``gate_pods``: ``serve --gate-pods``. Denied under
-    ``gate_pods``, a warning otherwise. Returns True when no denial was recorded."""
+    ``size``: the resolved segment size; ``target``: the object's resolved target
+    (:func:`webhook.core.targets.chosen_target`; ``None``: its label is denied). Denied under a
+    target of :data:`LEADER_READY_DEADLOCKS` (whose pods the pod handler does not leave alone
+    whatever ``--gate-pods`` says), a warning otherwise. Returns True when no denial was recorded."""
     if policy != "LeaderReady":
         return True
-    if not gate_pods:
+    why = LEADER_READY_DEADLOCKS.get(target or "")
+    if why is None:
         say(decision, "lws-leader-ready-segments")
         return True
     violate(decision, "lws-leader-ready-segments", "spec.startupPolicy", policy,
-            f"under LeaderReady the leader is created alone: KAI cannot group it into a segment of {size} "
-            "and, with --gate-pods, its gang never completes (the workers wait for the gated leader)",
+            f"under LeaderReady the leader is created alone: KAI cannot group it into a segment of {size} and, {why}",
             "set spec.startupPolicy: LeaderCreated (the LWS default), or remove the segment keys")
     return False
 

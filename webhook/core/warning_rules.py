@@ -116,7 +116,7 @@ _ALL = (
                 "LeaderExcluded: segment keys on the leaderTemplate (left in place, ignored)",
                 "{key} on the leaderTemplate ignored: leader excluded from segments"),
     WarningRule("lws-leader-ready-segments", "DESIGN.md §3b",
-                "LWS startupPolicy LeaderReady with segments, without --gate-pods (denied with it)",
+                "LWS startupPolicy LeaderReady with segments under target kai or kueue (denied under gate, workload-api)",
                 "startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
                 "use startupPolicy: LeaderCreated"),
     # ---- the §3b kinds

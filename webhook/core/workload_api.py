@@ -14,7 +14,10 @@ each gang gets a Workload too. Topology constraints are required only, one key e
 Pure: plain dicts, no client. One gang: a CompositePodGroup ``<gang>`` (the workload required level)
 with one child PodGroup ``<gang>-segment-<k>`` per segment (``minCount`` = its pods, the segment
 required level) and, for pods outside segments (a Master, an excluded leader), one child
-``<gang>-other`` without a topology constraint.
+``<gang>-other`` without a topology constraint. A gang of a whole object (``segments.dev/gang-scope:
+workload``: every replicatedJob of a JobSet, every worker group of a Ray object, DESIGN.md §4.5)
+numbers the segments of each group from 0, so its children are ``<gang>-<group>-segment-<k>``: two
+groups never share a PodGroup.
 
 One naming function for everybody: the pod handler (:func:`group_pod`, at pod CREATE), the controller
 (:func:`gang_shape` on the live pods, :mod:`webhook.controller.podgroups`) and ``place --target
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from webhook.core import gating, keys
@@ -47,6 +50,18 @@ DIGEST_CHARS = 10
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+def _dns_name(text: str, digest_of: str) -> str:
+    """``text`` when it is a DNS-1123 subdomain of at most :data:`GANG_NAME_MAX` characters;
+    otherwise lower-cased, every run of other characters than ``a-z0-9-`` made ``-``, cut to fit,
+    and suffixed with ``-`` and the first :data:`DIGEST_CHARS` hex digits of the sha256 of
+    ``digest_of``."""
+    if len(text) <= GANG_NAME_MAX and _SUBDOMAIN.fullmatch(text):
+        return text
+    digest = hashlib.sha256(digest_of.encode()).hexdigest()[:DIGEST_CHARS]
+    cleaned = re.sub(r"[^a-z0-9-]+", "-", text.lower())[:GANG_NAME_MAX - DIGEST_CHARS - 1].strip("-")
+    return f"{cleaned}-{digest}" if cleaned else digest
+
+
 def gang_object_name(gang_key: str) -> str:
     """The name of the Workload and CompositePodGroup of the gang ``gang_key``
     (``<namespace>/<name>[/<part>…]``, :func:`webhook.core.kinds.registry.gang_key`): the parts after
@@ -57,44 +72,57 @@ def gang_object_name(gang_key: str) -> str:
     :data:`DIGEST_CHARS` hex digits of the sha256 of ``gang_key`` are appended, so two gangs never
     share a shortened name by accident (``ns/job.x/*`` → ``job-x-<digest>``)."""
     parts = gang_key.split("/")[1:] or [gang_key]
-    name = "-".join(parts)
-    if len(name) <= GANG_NAME_MAX and _SUBDOMAIN.fullmatch(name):
-        return name
-    digest = hashlib.sha256(gang_key.encode()).hexdigest()[:DIGEST_CHARS]
-    cleaned = re.sub(r"[^a-z0-9-]+", "-", name.lower())[:GANG_NAME_MAX - DIGEST_CHARS - 1].strip("-")
-    return f"{cleaned}-{digest}" if cleaned else digest
+    return _dns_name("-".join(parts), gang_key)
 
 
-def podgroup_name(gang: str, segment: int | None) -> str:
+def podgroup_name(gang: str, segment: int | None, group: str | None = None) -> str:
     """The child PodGroup of segment ``segment`` of the gang named ``gang`` (:func:`gang_object_name`):
     ``<gang>-segment-<k>``; ``None``: the pods outside segments, ``<gang>-other``. The ONE name both
-    the pod handler writes in ``spec.schedulingGroup.podGroupName`` and the controller creates."""
-    return f"{gang}-{OTHER_TEMPLATE}" if segment is None else f"{gang}-{SEGMENT_TEMPLATE}-{segment}"
+    the pod handler writes in ``spec.schedulingGroup.podGroupName`` and the controller creates.
+
+    ``group``: the pod's group within a whole-object gang (a JobSet's replicatedJob, a Ray worker
+    group: :func:`webhook.core.kinds.registry.whole_gang_group`), whose segments are numbered per
+    group: ``<gang>-<group>-segment-<k>``, where ``<gang>-<group>`` is made DNS-safe as
+    :func:`gang_object_name` does (digest of ``<gang>/<group>``), so two groups' segment ``k`` never
+    share a PodGroup. Pods outside segments share ``<gang>-other`` whatever their group."""
+    if segment is None:
+        return f"{gang}-{OTHER_TEMPLATE}"
+    stem = gang if group is None else _dns_name(f"{gang}-{group}", f"{gang}/{group}")
+    return f"{stem}-{SEGMENT_TEMPLATE}-{segment}"
 
 
-def pod_podgroup(gang_key: str, segment_index: str | None) -> str:
+def pod_podgroup(gang_key: str, segment_index: str | None, group: str | None = None) -> str:
     """The PodGroup of a pod of gang ``gang_key`` whose ``kai.scheduler/segment-index`` is
-    ``segment_index`` (``None`` or not a whole number: the pods outside segments)."""
+    ``segment_index`` (``None`` or not a whole number: the pods outside segments) and whose group in a
+    whole-object gang is ``group`` (``None``: a gang of one group), by :func:`podgroup_name`."""
     segment = int(segment_index) if segment_index is not None and segment_index.isdigit() else None
-    return podgroup_name(gang_object_name(gang_key), segment)
+    return podgroup_name(gang_object_name(gang_key), segment, group)
 
 
 def _constraints(level: str | None) -> dict[str, Any]:
     return {"schedulingConstraints": {"topology": [{"key": level}]}} if level else {}
 
 
-def gang_objects(namespace: str, gang: str, segment_sizes: Sequence[int], others: int,
+#: A segment of a gang: (its group in a whole-object gang, or ``None``; its index).
+SegmentKey = tuple[str | None, int]
+
+
+def gang_objects(namespace: str, gang: str, segment_sizes: Sequence[int] | Mapping[SegmentKey, int], others: int,
                  workload_level: str | None, segment_level: str | None) -> list[dict[str, Any]]:
     """The Workload, CompositePodGroup and child PodGroups of one gang.
 
-    ``segment_sizes``: pods per segment, by segment index; ``others``: pods outside segments;
-    ``workload_level`` / ``segment_level``: the required levels (node-label keys) or ``None``.
-    Returns the objects in creation order (Workload, CompositePodGroup, PodGroups)."""
-    children = len(segment_sizes) + (1 if others else 0)
+    ``segment_sizes``: pods per segment, by segment index (a list), or by ``(group, index)`` for a
+    whole-object gang whose groups number their segments apart (:func:`podgroup_name`; children in
+    that order); ``others``: pods outside segments; ``workload_level`` / ``segment_level``: the
+    required levels (node-label keys) or ``None``. Returns the objects in creation order (Workload,
+    CompositePodGroup, PodGroups)."""
+    sizes = (dict(segment_sizes) if isinstance(segment_sizes, Mapping)
+             else {(None, index): size for index, size in enumerate(segment_sizes)})
+    children = len(sizes) + (1 if others else 0)
     group_templates = []
-    if segment_sizes:
+    if sizes:
         group_templates.append({"name": SEGMENT_TEMPLATE,
-                                "schedulingPolicy": {"gang": {"minCount": max(segment_sizes)}},
+                                "schedulingPolicy": {"gang": {"minCount": max(sizes.values())}},
                                 **_constraints(segment_level)})
     if others:
         group_templates.append({"name": OTHER_TEMPLATE, "schedulingPolicy": {"gang": {"minCount": others}}})
@@ -109,17 +137,16 @@ def gang_objects(namespace: str, gang: str, segment_sizes: Sequence[int], others
                  "metadata": {"name": gang, "namespace": namespace},
                  "spec": {"workloadRef": {"workloadName": gang, "templateName": GANG_TEMPLATE},
                           "schedulingPolicy": policy(), **_constraints(workload_level)}}
-    groups = [_podgroup(namespace, gang, index, size, SEGMENT_TEMPLATE, segment_level)
-              for index, size in enumerate(segment_sizes)]
+    groups = [_podgroup(namespace, gang, podgroup_name(gang, index, group), size, SEGMENT_TEMPLATE, segment_level)
+              for (group, index), size in sizes.items()]
     if others:
-        groups.append(_podgroup(namespace, gang, None, others, OTHER_TEMPLATE, None))
+        groups.append(_podgroup(namespace, gang, podgroup_name(gang, None), others, OTHER_TEMPLATE, None))
     return [workload, composite, *groups]
 
 
-def _podgroup(namespace: str, gang: str, segment: int | None, pods: int, template: str,
-              level: str | None) -> dict[str, Any]:
+def _podgroup(namespace: str, gang: str, name: str, pods: int, template: str, level: str | None) -> dict[str, Any]:
     return {"apiVersion": WORKLOAD_VERSION, "kind": "PodGroup",
-            "metadata": {"name": podgroup_name(gang, segment), "namespace": namespace},
+            "metadata": {"name": name, "namespace": namespace},
             "spec": {"parentCompositePodGroupName": gang,
                      "workloadRef": {"workloadName": gang, "templateName": template},
                      "schedulingPolicy": {"gang": {"minCount": pods}}, **_constraints(level)}}
@@ -133,19 +160,20 @@ def pod_operations(podgroup: str) -> list[dict[str, Any]]:
 
 
 def group_pod(pod: Mapping[str, Any], gang: str | None, segment_index: str | None,
-              gang_labels: str) -> tuple[list[dict[str, Any]], list[str]]:
+              gang_labels: str, group: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The pod CREATE hook of target ``workload-api`` (DESIGN.md §9b): ``(operations, warnings)``.
 
     ``pod``: the admitted Pod; ``gang``: its gang key (``None``: unknown); ``segment_index``: the
     ``kai.scheduler/segment-index`` it carries or gets now (``None``: outside segments);
-    ``gang_labels``: the gang labels to name when the key is unknown. The operations set
+    ``gang_labels``: the gang labels to name when the key is unknown; ``group``: its group in a
+    whole-object gang (``None``: a gang of one group). The operations set
     ``spec.schedulingGroup.podGroupName`` to :func:`pod_podgroup` (:func:`pod_operations`). A pod
     that names that PodGroup already gets none; one that names another keeps it (the field is
     immutable; warning ``podgroup-name-kept``); a pod of no known gang gets the warning
     ``not-grouped-no-gang-key``. No scheduling gate is ever added under this target."""
     if gang is None:
         return [], [text("not-grouped-no-gang-key", gang_labels=gang_labels)]
-    wanted = pod_podgroup(gang, segment_index)
+    wanted = pod_podgroup(gang, segment_index, group)
     spec = pod.get("spec")
     group = spec.get("schedulingGroup") if isinstance(spec, Mapping) else None
     current = group.get("podGroupName") if isinstance(group, Mapping) else None
@@ -177,17 +205,22 @@ class GangShape(NamedTuple):
 
 
 def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
-               size_keys: Sequence[str] = ()) -> GangShape:
+               size_keys: Sequence[str] = (),
+               group_of: Callable[[Mapping[str, str], Mapping[str, str]], str | None] = lambda _l, _a: None,
+               ) -> GangShape:
     """The Workload API objects of gang ``gang_key`` from its live pods alone (DESIGN.md §9b), the
     same for the controller (live pods) and ``place --target workload-api`` (the admitted pods).
 
     ``pods``: the gang's pod dicts (not terminated, not being deleted); ``size_keys``: the gang-size
-    fallbacks (:func:`webhook.core.kinds.registry.gang_size_keys`). The gang size is the pods'
-    ``segments.dev/gang-size`` (written at workload CREATE); the objects exist once that many pods do:
-    one child PodGroup per ``kai.scheduler/segment-index`` (``minCount`` = its pods), one for the
-    pods without an index; the levels are the pods' ``segments.dev/topology-required-placement``
-    (workload) and ``kai.scheduler/segment-topology-required-placement`` (segment). Never raises."""
-    sizes: dict[int, int] = {}
+    fallbacks (:func:`webhook.core.kinds.registry.gang_size_keys`); ``group_of``: a pod's group in a
+    whole-object gang from its (labels, annotations), ``None`` for a gang of one group
+    (:func:`webhook.core.kinds.registry.whole_gang_group`; the pod handler names with the same). The
+    gang size is the pods' ``segments.dev/gang-size`` (written at workload CREATE); the objects exist
+    once that many pods do: one child PodGroup per (group, ``kai.scheduler/segment-index``)
+    (``minCount`` = its pods; indices 0.. in each group), one for the pods without an index; the
+    levels are the pods' ``segments.dev/topology-required-placement`` (workload) and
+    ``kai.scheduler/segment-topology-required-placement`` (segment). Never raises."""
+    sizes: dict[SegmentKey, int] = {}
     others, gang_sizes, workload_level, segment_level = 0, set(), None, None
     for pod in pods:
         labels, annotations = pod_maps(pod)
@@ -195,7 +228,8 @@ def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
         workload_level = workload_level or annotations.get(gating.GANG_REQUIRED)
         index = labels.get(keys.SEGMENT_INDEX)
         if index is not None and index.isdigit():
-            sizes[int(index)] = sizes.get(int(index), 0) + 1
+            segment = (group_of(labels, annotations), int(index))
+            sizes[segment] = sizes.get(segment, 0) + 1
             segment_level = segment_level or annotations.get(keys.SEGMENT_REQUIRED)
         else:
             others += 1
@@ -208,9 +242,13 @@ def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
         return GangShape(None, waiting=f"{len(pods)} of {size} pods exist")
     if len(pods) > size:
         return GangShape(None, problem=f"{len(pods)} pods, more than its gang size {size}")
-    if sorted(sizes) != list(range(len(sizes))):
-        return GangShape(None, problem=f"segment indices {sorted(sizes)} are not 0..{len(sizes) - 1}")
-    objects = gang_objects(namespace, gang_object_name(gang_key), [sizes[k] for k in range(len(sizes))], others,
+    ordered = sorted(sizes, key=lambda segment: (segment[0] or "", segment[1]))
+    for group in dict.fromkeys(g for g, _ in ordered):
+        indices = [k for g, k in ordered if g == group]
+        if indices != list(range(len(indices))):
+            where = "" if group is None else f" of group {quote(group)}"
+            return GangShape(None, problem=f"segment indices{where} {indices} are not 0..{len(indices) - 1}")
+    objects = gang_objects(namespace, gang_object_name(gang_key), {k: sizes[k] for k in ordered}, others,
                            workload_level, segment_level)
     return GangShape(objects)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds.registry import BY_KIND, gang_key, gang_size_keys
+from webhook.core.kinds.registry import BY_KIND, gang_key, gang_size_keys, whole_gang_group
 from webhook.core.messages import quote
 from webhook.core.targets import target_annotations
 from webhook.core.topology import StaticTopologyCatalog, default_catalog
@@ -145,7 +145,7 @@ def _workload_api_objects(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
             gangs.setdefault((namespace, key), []).append(pod)
     out: list[dict[str, Any]] = []
     for (namespace, key), members in gangs.items():
-        out += gang_shape(namespace, key, members, gang_size_keys()).objects or []
+        out += gang_shape(namespace, key, members, gang_size_keys(), whole_gang_group).objects or []
     return out
 
 

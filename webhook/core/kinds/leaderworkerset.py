@@ -70,6 +70,7 @@ from webhook.core.rules import (
     malformed,
 )
 from webhook.core.segments import lws_segment, lws_segmented_pods, lws_subgroup_name
+from webhook.core.targets import chosen_target
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
 from webhook.core.workload_plan import NO_READER_EDITS, Plan, ReaderEdits
@@ -208,7 +209,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     # UPDATE does not count an input the patch would overwrite as a change.
     segmented = res.segmented and decision.allowed
     if segmented and res.size_in_force is not None:  # segmented: a size is in force
-        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size_in_force, settings.gate_pods)  # §3b
+        target = chosen_target(obj, settings, Decision(kind=KIND))  # its own denials: compile_workload's
+        check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size_in_force, target)  # §3b
         current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
             say(decision, "lws-leader-policy-replaced", value=quote(current), policy=policy)

@@ -38,7 +38,14 @@ from webhook.core import gating, keys, workload_api
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.description import pod_int
-from webhook.core.kinds.registry import SIZE_FALLBACKS, gang_key, gang_labels_text, gang_size_keys, pod_rules
+from webhook.core.kinds.registry import (
+    SIZE_FALLBACKS,
+    gang_key,
+    gang_labels_text,
+    gang_size_keys,
+    pod_rules,
+    whole_gang_group,
+)
 from webhook.core.messages import UNSET, quote
 from webhook.core.patching import PatchBuilder
 from webhook.core.reading import check_object_meta, read_string_map
@@ -113,7 +120,8 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         group_ops, group_warnings = workload_api.group_pod(
             pod, gang_key(str(namespace), labels, annotations),
-            wanted.get(keys.SEGMENT_INDEX, labels.get(keys.SEGMENT_INDEX)), gang_labels_text(labels))
+            wanted.get(keys.SEGMENT_INDEX, labels.get(keys.SEGMENT_INDEX)), gang_labels_text(labels),
+            whole_gang_group(labels, annotations))
         warnings = warnings + group_warnings
     env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []
     for text in warnings:

@@ -66,6 +66,22 @@ def gang_key(namespace: str, labels: Mapping[str, str], annotations: Mapping[str
     return None
 
 
+def whole_gang_group(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    """The group a pod of a whole-object gang belongs to (its replicatedJob, its Ray worker group:
+    :meth:`PodRules.role`), within which its ``kai.scheduler/segment-index`` counts; ``None`` for a
+    pod whose gang is one group (no ``segments.dev/gang-scope: workload``, or a family without
+    whole-object gangs: :func:`gang_key` gives the per-group key). The Workload API's PodGroup names
+    keep groups apart by it (:func:`webhook.core.workload_api.podgroup_name`)."""
+    if annotations.get(gating.GANG_SCOPE) != gating.WHOLE_WORKLOAD:
+        return None
+    for rules in POD_RULES:
+        if rules.claims_gang(labels):
+            if rules.workload_gang_key("", labels) is None:
+                return None
+            return rules.role(labels) or ""
+    return None
+
+
 def gang_labels_text(labels: Mapping[str, str]) -> str:
     """The gang labels a pod with ``labels`` lacks, for the ``not-gated-no-gang-key`` warning: its
     family's (``ray.io/cluster + ray.io/group``); for a pod no other family owns, the training
