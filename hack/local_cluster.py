@@ -362,7 +362,8 @@ class LocalCluster:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=env, cwd=self.dir, start_new_session=True)
         (self.dir / "pids" / f"{component}.pid").write_text(f"{process.pid}\n")
-        self.state["components"].append(component)
+        if component not in self.state["components"]:
+            self.state["components"].append(component)
         self.save()
         return process
 
@@ -426,7 +427,7 @@ class LocalCluster:
 
     def start_control_plane(self) -> None:
         ports = self.state["ports"]
-        for component in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        for component in ("etcd", "etcd-peer", "kube-apiserver"):
             ports[component] = free_port()
         self.save()
         self.write_credentials()
@@ -480,17 +481,42 @@ class LocalCluster:
             ("kube-scheduler", []),
         ):
             component_kubeconfig = str(pki / f"{component}.kubeconfig")
-            process = self.start(component, [
-                str(self.bin / component),
-                "--kubeconfig", component_kubeconfig,
-                "--authentication-kubeconfig", component_kubeconfig,
-                "--authorization-kubeconfig", component_kubeconfig,
-                "--bind-address", "127.0.0.1", "--secure-port", str(ports[component]),
-                "--leader-elect=false", "--v", "1", *extra, *workload_api_args(component, self.state),
-            ])
-            self.wait_until(component, process, lambda port=ports[component]: self.https_ok(port, "/healthz"),
-                            "healthy (/healthz)")
+
+            def argv(port: int, component: str = component, extra: list[str] = extra,
+                     kubeconfig: str = component_kubeconfig) -> list[str]:
+                return [str(self.bin / component),
+                        "--kubeconfig", kubeconfig,
+                        "--authentication-kubeconfig", kubeconfig,
+                        "--authorization-kubeconfig", kubeconfig,
+                        "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                        "--leader-elect=false", "--v", "1", *extra, *workload_api_args(component, self.state)]
+
+            self.start_on_free_port(component, argv)
         self.wait_for_default_service_account()
+
+    def start_on_free_port(self, component: str, argv_for_port, attempts: int = 3) -> subprocess.Popen:
+        """Start ``component`` (``argv_for_port(port)``) on a port picked just before it starts and
+        wait for its ``/healthz``. :func:`free_port` cannot reserve the port: another process (an
+        outgoing connection's ephemeral port, another control plane) may take it before the
+        component binds, and then the probe answers from that other process while the component
+        exits with "address already in use" (seen in CI's helm test, 2026-12-05). So the component
+        must still be running a second after it answered; when it exited for a taken port it is
+        started again on another, up to ``attempts`` times. Raises ClusterError otherwise."""
+        for attempt in range(1, attempts + 1):
+            port = self.state["ports"][component] = free_port()
+            self.save()
+            process = self.start(component, argv_for_port(port))
+            self.wait_until(component, process, lambda port=port: self.https_ok(port, "/healthz"), "healthy (/healthz)")
+            time.sleep(1)
+            if process.poll() is None:
+                return process
+            taken = "address already in use" in self.log_tail(component)
+            if not taken or attempt == attempts:
+                raise ClusterError(f"{component} exited with status {process.returncode} after it answered "
+                                   f"/healthz on port {port}:\n{self.log_tail(component)}")
+            print(f"up: {component}: port {port} was taken before it bound; starting it on another",
+                  file=sys.stderr)
+        raise AssertionError("unreachable")
 
     def wait_for_default_service_account(self) -> None:
         """kube-controller-manager creates ``default`` ServiceAccounts; pods need one."""

@@ -83,3 +83,44 @@ def test_help_hides_the_internal_heartbeat_command(capsys):
     assert "heartbeat" not in out
     for command in ("build", "up", "nodes", "down"):
         assert command in out
+
+
+def test_a_component_whose_port_was_taken_is_started_again_on_another(tmp_path, monkeypatch):
+    """CI, 2026-12-05: kube-controller-manager's port was taken between free_port() and its bind;
+    /healthz answered from the other process and the component exited ("bind: address already in
+    use"). The component must still run a second after it answered, else it starts on a new port."""
+    cluster = local_cluster.LocalCluster(tmp_path)
+    monkeypatch.setattr(cluster, "https_ok", lambda port, path, token=None: True)  # the other process answers
+    started: list[int] = []
+
+    def argv(port: int) -> list[str]:
+        started.append(port)
+        if len(started) == 1:  # the first start finds its port taken, as kube-controller-manager did
+            script = "import sys, time; print('bind: address already in use', flush=True); time.sleep(0.3); sys.exit(1)"
+        else:
+            script = "import time; time.sleep(30)"
+        return [sys.executable, "-c", script]
+
+    process = cluster.start_on_free_port("kube-controller-manager", argv)
+    try:
+        assert len(started) == 2
+        assert process.poll() is None
+        assert cluster.state["ports"]["kube-controller-manager"] == started[1]
+        assert cluster.state["components"] == ["kube-controller-manager"]
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_component_that_exits_for_another_reason_is_not_started_again(tmp_path, monkeypatch):
+    cluster = local_cluster.LocalCluster(tmp_path)
+    monkeypatch.setattr(cluster, "https_ok", lambda port, path, token=None: True)
+    started: list[int] = []
+
+    def argv(port: int) -> list[str]:
+        started.append(port)
+        return [sys.executable, "-c", "import sys, time; print('bad flag', flush=True); time.sleep(0.3); sys.exit(2)"]
+
+    with pytest.raises(local_cluster.ClusterError, match=r"kube-scheduler exited with status 2 after it answered /healthz"):
+        cluster.start_on_free_port("kube-scheduler", argv)
+    assert len(started) == 1
