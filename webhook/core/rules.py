@@ -269,7 +269,7 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
     fits = lws_accepted_sizes(group_size)
     violate(decision, "lws-subgroup-size-divisibility", field_path, raw,
             f"LWS accepts a subGroupSize only when size ({group_size}) or size - 1 ({group_size - 1}) is divisible "
-            f"by it, and the webhook sets subGroupSize ({sub_group_size}) to the segment size",
+            f"by it, and the webhook sets subGroupSize (now {sub_group_size}) to the segment size ({size})",
             f"choose a segment size that divides {group_size} or {group_size - 1} "
             f"({', '.join(map(str, fits)) or 'none >= 2'}), or remove subGroupPolicy")
     return False
