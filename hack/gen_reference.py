@@ -64,7 +64,8 @@ def render_warnings() -> str:
              "`{field}` stands for a value filled in.\n",
              "| warning | source | when | text |", "|---|---|---|---|"]
     for rule in WARNINGS.values():
-        lines.append(f"| `{rule.id}` | {_source(rule.source)} | {_cell(rule.summary)} | `{_cell(rule.template)}` |")
+        when = rule.summary + ("; target kai only (DESIGN.md §9b)" if rule.kai_gap else "")
+        lines.append(f"| `{rule.id}` | {_source(rule.source)} | {_cell(when)} | `{_cell(rule.template)}` |")
     return "\n".join(lines) + "\n"
 
 

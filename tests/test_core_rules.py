@@ -59,8 +59,8 @@ MESSAGES = {
     'lws-subgroup-size-divisibility': (
         'spec.leaderWorkerTemplate.workerTemplate.metadata.annotations["kai.scheduler/segment-size"] = "3": L'
         'WS accepts a subGroupSize only when size (8) or size - 1 (7) is divisible by it, and the webhook set'
-        's subGroupSize (2) to the segment size (rule lws-subgroup-size-divisibility); fix: choose a segment '
-        'size that divides 8 or 7 (2, 4, 7, 8), or remove subGroupPolicy.'
+        's subGroupSize (now 2) to the segment size (3) (rule lws-subgroup-size-divisibility); fix: choose a '
+        'segment size that divides 8 or 7 (2, 4, 7, 8), or remove subGroupPolicy.'
     ),
     'lws-leader-ready-segments': (
         'spec.startupPolicy = "LeaderReady": under LeaderReady the leader is created alone: KAI cannot group '

@@ -47,12 +47,16 @@ class Decision:
     ``patch``: RFC 6902 operations (list of dicts), empty when nothing changes or when denied.
     ``warnings``: AdmissionResponse warnings, each at most 120 characters (DESIGN.md §5).
     ``violations``: every broken rule of the object; non-empty means denied.
+    ``kai_gaps``: those of ``warnings`` that say what KAI's pod-grouper does not enforce; a
+    workload's review keeps them only when the object's target is ``kai`` (DESIGN.md §4.5, §9b:
+    :func:`webhook.core.kinds._workload.review_workload`).
     """
 
     kind: str
     patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    kai_gaps: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def allowed(self) -> bool:
@@ -102,12 +106,15 @@ class Decision:
         """Identifier of the first violated rule, or None when allowed."""
         return self.violations[0].rule if self.violations else None
 
-    def warn(self, text: str) -> None:
-        """Add a warning, shortened to 120 characters (DESIGN.md §5) and de-duplicated."""
+    def warn(self, text: str, *, kai_gap: bool = False) -> None:
+        """Add a warning, shortened to 120 characters (DESIGN.md §5) and de-duplicated.
+        ``kai_gap``: it says what KAI does not enforce (also listed in :attr:`kai_gaps`)."""
         if len(text) > MAX_WARNING_CHARS:
             text = text[: MAX_WARNING_CHARS - 1] + "…"
         if text not in self.warnings:
             self.warnings.append(text)
+        if kai_gap and text not in self.kai_gaps:
+            self.kai_gaps.append(text)
 
     def deny(self, rule: str, field_path: str, message: str, code: int = 403) -> None:
         """Record a violation; the object will be denied."""

@@ -269,7 +269,7 @@ def check_lws_accepts_subgroup_size(decision: Decision, size: int, field_path: s
     fits = lws_accepted_sizes(group_size)
     violate(decision, "lws-subgroup-size-divisibility", field_path, raw,
             f"LWS accepts a subGroupSize only when size ({group_size}) or size - 1 ({group_size - 1}) is divisible "
-            f"by it, and the webhook sets subGroupSize ({sub_group_size}) to the segment size",
+            f"by it, and the webhook sets subGroupSize (now {sub_group_size}) to the segment size ({size})",
             f"choose a segment size that divides {group_size} or {group_size - 1} "
             f"({', '.join(map(str, fits)) or 'none >= 2'}), or remove subGroupPolicy")
     return False
@@ -290,7 +290,7 @@ LEADER_READY_DEADLOCKS = {
 
 @rule("lws-leader-ready-segments", "DESIGN.md §3b",
       "LWS startupPolicy LeaderReady with segments under target gate (--gate-pods) or workload-api "
-      "(a warning under kai, kueue)")
+      "(a warning under kai)")
 def check_lws_startup_policy(decision: Decision, policy: Any, size: int, target: str | None) -> bool:
     """DESIGN.md §3b: an LWS with ``spec.startupPolicy: LeaderReady`` creates its leader alone and
     its workers only once the leader is ready. KAI's pod-grouper cannot group that lone leader into
@@ -301,7 +301,8 @@ def check_lws_startup_policy(decision: Decision, policy: Any, size: int, target:
     ``size``: the resolved segment size; ``target``: the object's resolved target
     (:func:`webhook.core.targets.chosen_target`; ``None``: its label is denied). Denied under a
     target of :data:`LEADER_READY_DEADLOCKS` (whose pods the pod handler does not leave alone
-    whatever ``--gate-pods`` says), a warning otherwise. Returns True when no denial was recorded."""
+    whatever ``--gate-pods`` says), a warning otherwise (a KAI reader gap: the review keeps it under
+    target ``kai`` only, :attr:`WarningRule.kai_gap`). Returns True when no denial was recorded."""
     if policy != "LeaderReady":
         return True
     why = LEADER_READY_DEADLOCKS.get(target or "")

@@ -28,13 +28,16 @@ class WarningRule:
     ``id``: stable identifier (``partial-last-segment``); ``source``: ``DESIGN.md §N`` or ``README:
     decisions``; ``summary``: when it is given, one line for docs; ``template``: its text, with
     :meth:`str.format` fields (``{pods}``), at most 120 characters once filled (DESIGN.md §5; longer
-    texts are clipped by :meth:`Decision.warn`).
+    texts are clipped by :meth:`Decision.warn`). ``kai_gap``: it says what KAI's pod-grouper does
+    not enforce, so it is given only when the object's target is ``kai`` (DESIGN.md §4.5, §9b:
+    under ``gate``, ``workload-api`` or ``kueue`` another reader enforces, or warns for itself).
     """
 
     id: str
     source: str
     summary: str
     template: str
+    kai_gap: bool = False
 
     def text(self, **values: Any) -> str:
         """The warning's text with ``values`` filled in. Raises ``KeyError`` naming a missing field."""
@@ -116,16 +119,16 @@ _ALL = (
                 "LeaderExcluded: segment keys on the leaderTemplate (left in place, ignored)",
                 "{key} on the leaderTemplate ignored: leader excluded from segments"),
     WarningRule("lws-leader-ready-segments", "DESIGN.md §3b",
-                "LWS startupPolicy LeaderReady with segments under target kai or kueue (denied under gate, workload-api)",
+                "LWS startupPolicy LeaderReady with segments (denied under targets gate, workload-api)",
                 "startupPolicy LeaderReady: KAI cannot group the lone leader into a segment; "
-                "use startupPolicy: LeaderCreated"),
+                "use startupPolicy: LeaderCreated", kai_gap=True),
     # ---- the §3b kinds
     WarningRule("kai-does-not-enforce", "DESIGN.md §3b",
                 "segments of a kind (or case) KAI's pod-grouper does not enforce; gate mode does",
-                "KAI {why}: it does not enforce these {kind} segments; --gate-pods does"),
+                "KAI {why}: it does not enforce these {kind} segments; --gate-pods does", kai_gap=True),
     WarningRule("kai-flat-gang", "DESIGN.md §4.5",
                 "a segmented workload whose owner chain KAI's pod-grouper cannot group (native kind)",
-                "KAI makes {kind} one flat gang: {constraints} not enforced; --gate-pods does"),
+                "KAI makes {kind} one flat gang: {constraints} not enforced; --gate-pods does", kai_gap=True),
     WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
                 "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
                 "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),
@@ -209,5 +212,7 @@ def text(warning_id: str, **values: Any) -> str:
 def say(decision: Decision, warning_id: str, **values: Any) -> None:
     """Give registered warning ``warning_id`` (its text with ``values``) in ``decision``
     (:meth:`Decision.warn` clips it to 120 characters and drops a repeat). Raises ``KeyError`` for
-    an unknown id or a missing field (a programming error)."""
-    decision.warn(WARNINGS[warning_id].template.format(**values))
+    an unknown id or a missing field (a programming error). A :attr:`WarningRule.kai_gap` warning is
+    also listed in :attr:`Decision.kai_gaps` (kept only under target ``kai``)."""
+    rule = WARNINGS[warning_id]
+    decision.warn(rule.template.format(**values), kai_gap=rule.kai_gap)

@@ -24,7 +24,7 @@ from webhook.core.patching import PatchBuilder
 from webhook.core.reading import AnnotationMap, check_object_meta
 from webhook.core.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.core.segments import parse_plain_decimal
-from webhook.core.targets import GATE, TARGET_KEY, WORKLOAD_API, compile_workload
+from webhook.core.targets import GATE, KAI, TARGET_KEY, WORKLOAD_API, chosen_target, compile_workload
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
 from webhook.core.workload_plan import Plan
@@ -272,6 +272,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     * UPDATE compares what each side asks for (:func:`check_update`) unless either object is a
       suspended PyTorchJob. Automatic defaults (§6) follow
       :func:`webhook.core.automatic.update_defaults`.
+    * A warning that KAI does not enforce something (:attr:`Decision.kai_gaps`) is kept only when
+      the object's target (:func:`chosen_target`) is ``kai`` (DESIGN.md §4.5, §9b).
 
     DELETE, CONNECT and sub-resources (``status``, ``scale``): allowed, empty patch.
     """
@@ -307,8 +309,10 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         stored is not None and opted_in(stored.annotation_maps()))
     if not ours:
         return decision
-    if scratch.warnings:
-        decision.warnings.extend(w for w in scratch.warnings if w not in decision.warnings)
+    if scratch.warnings:  # a KAI reader gap only where KAI is the reader (§4.5, §9b)
+        kai_reads = chosen_target(obj, settings, Decision(kind=kind)) == KAI  # its denials: compile_workload's
+        decision.warnings.extend(w for w in scratch.warnings
+                                 if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
