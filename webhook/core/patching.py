@@ -37,6 +37,10 @@ def _pointer_of(parts: tuple[Any, ...]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
+#: The ``_created`` of a :meth:`PatchBuilder.set_entries` call whose path meets no added value.
+_NONE_CREATED: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
 class PatchBuilder:
     """Accumulates RFC 6902 operations that set string entries of ``metadata.annotations`` /
     ``metadata.labels`` maps inside one object.
@@ -52,6 +56,8 @@ class PatchBuilder:
         # Every dict inside a value added whole by this builder, by its path: a later call for a
         # map at or below it extends that dict instead of adding the path again.
         self._created: dict[tuple[str, ...], dict[str, Any]] = {}
+        # The paths of the values added whole (each dict of ``_created`` lies at or below one).
+        self._added: list[tuple[str, ...]] = []
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
@@ -69,13 +75,16 @@ class PatchBuilder:
         if not desired:
             return
         parts = tuple(container) + ("metadata", map_name)
+        # Only a path through a value added whole can meet a dict of ``_created``: other paths
+        # skip the lookup of each prefix (most calls, the first one of every review always).
+        created = self._created if any(parts[: len(added)] == added for added in self._added) else _NONE_CREATED
         node: Any = self._obj
         for depth, part in enumerate(parts):
-            made = self._created.get(parts[: depth + 1])
+            made = created.get(parts[: depth + 1]) if created else None
             if made is not None:  # added by an earlier call of this builder: extend that value
                 node = made
                 continue
-            if depth and parts[:depth] in self._created:  # inside an added value, this part missing
+            if depth and created and parts[:depth] in created:  # inside an added value, this part missing
                 node[part] = self._whole(parts, depth, desired)
                 return
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -88,10 +97,11 @@ class PatchBuilder:
                 node = child
                 continue
             # missing or null: add it whole, with the maps below it
+            self._added.append(parts[: depth + 1])
             self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
                               "value": self._whole(parts, depth, desired)})
             return
-        if parts in self._created:  # the map itself was added by this builder
+        if created and parts in created:  # the map itself was added by this builder
             node.update(desired)
             return
         if not isinstance(node, (dict, Mapping)):
