@@ -37,8 +37,13 @@ def _pointer_of(parts: tuple[Any, ...]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
-#: The ``_created`` of a :meth:`PatchBuilder.set_entries` call whose path meets no added value.
-_NONE_CREATED: dict[tuple[str, ...], dict[str, Any]] = {}
+def _nested(names: tuple[str, ...], desired: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``desired`` inside one single-key dict per name of ``names``, outermost first:
+    ``_nested(("metadata", "labels"), {"k": "v"})`` is ``{"metadata": {"labels": {"k": "v"}}}``."""
+    value: dict[str, Any] = dict(desired)
+    for outer in reversed(names):
+        value = {outer: value}
+    return value
 
 
 class PatchBuilder:
@@ -55,9 +60,9 @@ class PatchBuilder:
         self._ops: list[dict[str, Any]] = []
         # Every dict inside a value added whole by this builder, by its path: a later call for a
         # map at or below it extends that dict instead of adding the path again.
-        self._created: dict[tuple[str, ...], dict[str, Any]] = {}
-        # The paths of the values added whole (each dict of ``_created`` lies at or below one).
-        self._added: list[tuple[str, ...]] = []
+        # The value of each ``add`` of a whole map by this builder, by its path: a later call for a
+        # map at or below it extends that value instead of adding the path again.
+        self._added: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
@@ -75,18 +80,13 @@ class PatchBuilder:
         if not desired:
             return
         parts = tuple(container) + ("metadata", map_name)
-        # Only a path through a value added whole can meet a dict of ``_created``: other paths
-        # skip the lookup of each prefix (most calls, the first one of every review always).
-        created = self._created if any(parts[: len(added)] == added for added in self._added) else _NONE_CREATED
-        node: Any = self._obj
-        for depth, part in enumerate(parts):
-            made = created.get(parts[: depth + 1]) if created else None
-            if made is not None:  # added by an earlier call of this builder: extend that value
-                node = made
-                continue
-            if depth and created and parts[:depth] in created:  # inside an added value, this part missing
-                node[part] = self._whole(parts, depth, desired)
-                return
+        start, node = 0, self._obj
+        for path, value in self._added.items():
+            if parts[: len(path)] == path:  # inside a value added by an earlier call: walk that value
+                start, node = len(path), value
+                break
+        for depth in range(start, len(parts)):
+            part = parts[depth]
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]  # an existing list item (JobSet spec.replicatedJobs/<k>)
                 continue
@@ -97,34 +97,24 @@ class PatchBuilder:
                 node = child
                 continue
             # missing or null: add it whole, with the maps below it
-            self._added.append(parts[: depth + 1])
-            self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
-                              "value": self._whole(parts, depth, desired)})
-            return
-        if created and parts in created:  # the map itself was added by this builder
-            node.update(desired)
+            value = _nested(parts[depth + 1:], desired)
+            if start:  # inside an added value: extend it (two adds of one path: the second would win)
+                node[part] = value
+            else:
+                self._added[parts[: depth + 1]] = value
+                self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
+                                  "value": value})
             return
         if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
+        if start:  # the map itself was added by this builder
+            node.update(desired)
+            return
         for key, val in desired.items():
             if key not in node:
                 self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
             elif node[key] != val:
                 self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
-
-    def _whole(self, parts: tuple[str, ...], depth: int, desired: Mapping[str, str]) -> dict[str, Any]:
-        """The value that adds ``parts[depth]`` whole (the maps below it down to ``desired``), each
-        of its dicts remembered by path so that later calls extend it rather than add it again
-        (two ``add`` operations of one path: the second would replace the first)."""
-        value: dict[str, Any] = dict(desired)
-        for outer in reversed(parts[depth + 1:]):
-            value = {outer: value}
-        inner = value
-        self._created[parts[: depth + 1]] = inner
-        for end, outer in enumerate(parts[depth + 1:], start=depth + 2):
-            inner = inner[outer]
-            self._created[parts[:end]] = inner
-        return value
 
     def set_value(self, parts: Sequence[str], value: Any) -> None:
         """Make the member at ``parts`` (e.g. ``("spec", "leaderWorkerTemplate", "subGroupPolicy",
