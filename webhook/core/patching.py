@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 
@@ -56,7 +56,7 @@ class PatchBuilder:
     """
 
     def __init__(self, obj: Mapping[str, Any]):
-        self._obj = obj
+        self._obj: Any = obj
         self._ops: list[dict[str, Any]] = []
         # Every dict inside a value added whole by this builder, by its path: a later call for a
         # map at or below it extends that dict instead of adding the path again.
@@ -81,9 +81,9 @@ class PatchBuilder:
             return
         parts = tuple(container) + ("metadata", map_name)
         start, node = 0, self._obj
-        for path, value in self._added.items():
+        for path, added in self._added.items():
             if parts[: len(path)] == path:  # inside a value added by an earlier call: walk that value
-                start, node = len(path), value
+                start, node = len(path), added
                 break
         for depth in range(start, len(parts)):
             part = parts[depth]
@@ -99,17 +99,17 @@ class PatchBuilder:
             # missing or null: add it whole, with the maps below it
             value = _nested(parts[depth + 1:], desired)
             if start:  # inside an added value: extend it (two adds of one path: the second would win)
-                node[part] = value
+                cast(dict[str, Any], node)[part] = value  # a dict of ``_added``
             else:
                 self._added[parts[: depth + 1]] = value
                 self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
                                   "value": value})
             return
-        if not isinstance(node, (dict, Mapping)):
-            raise ValueError(f"{pointer(parts)} is not an object")
         if start:  # the map itself was added by this builder
             node.update(desired)
             return
+        if not isinstance(node, (dict, Mapping)):
+            raise ValueError(f"{pointer(parts)} is not an object")
         for key, val in desired.items():
             if key not in node:
                 self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
