@@ -262,8 +262,21 @@ def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision
 def _metadata_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> Mapping[str, Any] | None:
     """The ``metadata`` mapping of the object at ``container`` (JSON Pointer parts; list items by
     index) inside ``obj``, or ``None`` when a step is missing or of another type. Runs on every
-    workload review: ``None`` is tested by identity and ``dict`` before the ``Mapping`` ABC, whose
-    ``isinstance`` is a Python-level call."""
+    workload review: a path of present keys is walked by subscripts alone, any other step by
+    :func:`_owner_at`; ``None`` is tested by identity and ``dict`` before the ``Mapping`` ABC,
+    whose ``isinstance`` is a Python-level call."""
+    owner: Any = obj
+    try:  # the usual path, mappings all the way: subscripts (each as ``.get`` of a present key)
+        for part in container:
+            owner = owner[part]
+    except (KeyError, TypeError, IndexError):  # a missing key, a list item, another type: step by step
+        owner = _owner_at(obj, container)
+    meta = owner.get("metadata") if owner is not None and isinstance(owner, (dict, Mapping)) else None
+    return meta if meta is not None and isinstance(meta, (dict, Mapping)) else None
+
+
+def _owner_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> object:
+    """The object at ``container`` inside ``obj`` (list items by index), or ``None``."""
     owner: object = obj
     for part in container:
         if owner is None:
@@ -274,8 +287,7 @@ def _metadata_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> Mapping[
             owner = owner[int(part)]
         else:
             return None
-    meta = owner.get("metadata") if owner is not None and isinstance(owner, (dict, Mapping)) else None
-    return meta if meta is not None and isinstance(meta, (dict, Mapping)) else None
+    return owner
 
 
 def mentions_placement_keys(obj: object) -> bool:
