@@ -37,6 +37,19 @@ def _pointer_of(parts: tuple[Any, ...]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
+def _map_at(obj: Any, parts: tuple[str, ...]) -> Mapping[str, Any] | None:
+    """The mapping at ``parts`` inside ``obj`` when every step is a present key of a mapping
+    (walked by subscripts alone), else ``None`` (a list item, a missing or null step, another
+    type: :meth:`PatchBuilder.set_entries` walks those step by step)."""
+    node = obj
+    try:
+        for part in parts:
+            node = node[part]
+    except (KeyError, TypeError, IndexError):
+        return None
+    return node if node is not None and isinstance(node, (dict, Mapping)) else None
+
+
 def _nested(names: tuple[str, ...], desired: Mapping[str, str]) -> dict[str, Any]:
     """A copy of ``desired`` inside one single-key dict per name of ``names``, outermost first:
     ``_nested(("metadata", "labels"), {"k": "v"})`` is ``{"metadata": {"labels": {"k": "v"}}}``."""
@@ -85,6 +98,11 @@ class PatchBuilder:
             if parts[: len(path)] == path:  # inside a value added by an earlier call: walk that value
                 start, node = len(path), added
                 break
+        else:
+            present = _map_at(node, parts)
+            if present is not None:  # the usual case: the map is there, only its entries may change
+                self._set_in(present, parts, desired)
+                return
         for depth in range(start, len(parts)):
             part = parts[depth]
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
@@ -110,6 +128,11 @@ class PatchBuilder:
             return
         if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
+        self._set_in(node, parts, desired)
+
+    def _set_in(self, node: Mapping[str, Any], parts: tuple[str, ...], desired: Mapping[str, str]) -> None:
+        """``add`` each entry of ``desired`` missing from the map ``node`` (at ``parts``), ``replace``
+        each that differs."""
         for key, val in desired.items():
             if key not in node:
                 self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
