@@ -159,3 +159,11 @@ def test_patch_json_literal_cases():
     assert envelope.patch_json([{"value": "\ud800"}]) == b'[{"value":"\\ud800"}]'
     assert envelope.patch_json([{"value": "\x7f"}]) == b'[{"value":"\\u007f"}]'  # DEL: json escapes it
     assert envelope.patch_json([{1: "x"}]) == b'[{"1":"x"}]'
+
+
+def test_one_mask_marks_digits_and_opening_brackets():
+    """decode_json reads the orjson preconditions (no run of 19 digits, at most 400 ``[``/``{``)
+    from one translated copy of the body: digits as ``0``, both opening brackets as ``[``."""
+    assert b'{"a": [12, "x9"]}'.translate(envelope._DIGIT_MASK) == b'[.....[00....0...'
+    assert bytes(range(256)).translate(envelope._DIGIT_MASK).count(b"[") == 2
+    assert bytes(range(256)).translate(envelope._DIGIT_MASK).count(b"0") == 10

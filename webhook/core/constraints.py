@@ -252,20 +252,42 @@ def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision
     """§5: no placement key is written as a label beside any annotation map of a workload (the
     labels of the same metadata, found by the map's container path)."""
     for amap in maps:
-        owner: object = obj
-        for part in amap.container:
-            if isinstance(owner, list) and part.isdigit() and int(part) < len(owner):
-                owner = owner[int(part)]
-            elif isinstance(owner, Mapping):
-                owner = owner.get(part)
-            else:
-                owner = None
-                break
-        meta = owner.get("metadata") if isinstance(owner, Mapping) else None
-        labels = meta.get("labels") if isinstance(meta, Mapping) else None
-        if isinstance(labels, Mapping) and not labels.keys().isdisjoint(keys.PLACEMENT_KEYS):
+        meta = _metadata_at(obj, amap.container)
+        labels = meta.get("labels") if meta is not None else None
+        if labels is not None and isinstance(labels, (dict, Mapping)) and not labels.keys().isdisjoint(keys.PLACEMENT_KEYS):
             labels_field = amap.field[: -len("annotations")] + "labels"
             rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
+
+
+def _metadata_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> Mapping[str, Any] | None:
+    """The ``metadata`` mapping of the object at ``container`` (JSON Pointer parts; list items by
+    index) inside ``obj``, or ``None`` when a step is missing or of another type. Runs on every
+    workload review: a path of present keys is walked by subscripts alone, any other step by
+    :func:`_owner_at`; ``None`` is tested by identity and ``dict`` before the ``Mapping`` ABC,
+    whose ``isinstance`` is a Python-level call."""
+    owner: Any = obj
+    try:  # the usual path, mappings all the way: subscripts (each as ``.get`` of a present key)
+        for part in container:
+            owner = owner[part]
+    except (KeyError, TypeError, IndexError):  # a missing key, a list item, another type: step by step
+        owner = _owner_at(obj, container)
+    meta = owner.get("metadata") if owner is not None and isinstance(owner, (dict, Mapping)) else None
+    return meta if meta is not None and isinstance(meta, (dict, Mapping)) else None
+
+
+def _owner_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> object:
+    """The object at ``container`` inside ``obj`` (list items by index), or ``None``."""
+    owner: object = obj
+    for part in container:
+        if owner is None:
+            return None
+        if isinstance(owner, (dict, Mapping)):
+            owner = owner.get(part)
+        elif isinstance(owner, list) and part.isdigit() and int(part) < len(owner):
+            owner = owner[int(part)]
+        else:
+            return None
+    return owner
 
 
 def mentions_placement_keys(obj: object) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 
@@ -37,6 +37,28 @@ def _pointer_of(parts: tuple[Any, ...]) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in parts)
 
 
+def _map_at(obj: Any, parts: tuple[str, ...]) -> Mapping[str, Any] | None:
+    """The mapping at ``parts`` inside ``obj`` when every step is a present key of a mapping
+    (walked by subscripts alone), else ``None`` (a list item, a missing or null step, another
+    type: :meth:`PatchBuilder.set_entries` walks those step by step)."""
+    node = obj
+    try:
+        for part in parts:
+            node = node[part]
+    except (KeyError, TypeError, IndexError):
+        return None
+    return node if node is not None and isinstance(node, (dict, Mapping)) else None
+
+
+def _nested(names: tuple[str, ...], desired: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of ``desired`` inside one single-key dict per name of ``names``, outermost first:
+    ``_nested(("metadata", "labels"), {"k": "v"})`` is ``{"metadata": {"labels": {"k": "v"}}}``."""
+    value: dict[str, Any] = dict(desired)
+    for outer in reversed(names):
+        value = {outer: value}
+    return value
+
+
 class PatchBuilder:
     """Accumulates RFC 6902 operations that set string entries of ``metadata.annotations`` /
     ``metadata.labels`` maps inside one object.
@@ -47,11 +69,13 @@ class PatchBuilder:
     """
 
     def __init__(self, obj: Mapping[str, Any]):
-        self._obj = obj
+        self._obj: Any = obj
         self._ops: list[dict[str, Any]] = []
         # Every dict inside a value added whole by this builder, by its path: a later call for a
         # map at or below it extends that dict instead of adding the path again.
-        self._created: dict[tuple[str, ...], dict[str, Any]] = {}
+        # The value of each ``add`` of a whole map by this builder, by its path: a later call for a
+        # map at or below it extends that value instead of adding the path again.
+        self._added: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def set_entries(self, container: Sequence[str], map_name: str, desired: Mapping[str, str]) -> None:
         """Make ``<container>/metadata/<map_name>`` hold every entry of ``desired``.
@@ -69,15 +93,18 @@ class PatchBuilder:
         if not desired:
             return
         parts = tuple(container) + ("metadata", map_name)
-        node: Any = self._obj
-        for depth, part in enumerate(parts):
-            made = self._created.get(parts[: depth + 1])
-            if made is not None:  # added by an earlier call of this builder: extend that value
-                node = made
-                continue
-            if depth and parts[:depth] in self._created:  # inside an added value, this part missing
-                node[part] = self._whole(parts, depth, desired)
+        start, node = 0, self._obj
+        for path, added in self._added.items():
+            if parts[: len(path)] == path:  # inside a value added by an earlier call: walk that value
+                start, node = len(path), added
+                break
+        else:
+            present = _map_at(node, parts)
+            if present is not None:  # the usual case: the map is there, only its entries may change
+                self._set_in(present, parts, desired)
                 return
+        for depth in range(start, len(parts)):
+            part = parts[depth]
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]  # an existing list item (JobSet spec.replicatedJobs/<k>)
                 continue
@@ -88,33 +115,29 @@ class PatchBuilder:
                 node = child
                 continue
             # missing or null: add it whole, with the maps below it
-            self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
-                              "value": self._whole(parts, depth, desired)})
+            value = _nested(parts[depth + 1:], desired)
+            if start:  # inside an added value: extend it (two adds of one path: the second would win)
+                cast(dict[str, Any], node)[part] = value  # a dict of ``_added``
+            else:
+                self._added[parts[: depth + 1]] = value
+                self._ops.append({"op": "add" if part not in node else "replace", "path": pointer(parts[: depth + 1]),
+                                  "value": value})
             return
-        if parts in self._created:  # the map itself was added by this builder
+        if start:  # the map itself was added by this builder
             node.update(desired)
             return
         if not isinstance(node, (dict, Mapping)):
             raise ValueError(f"{pointer(parts)} is not an object")
+        self._set_in(node, parts, desired)
+
+    def _set_in(self, node: Mapping[str, Any], parts: tuple[str, ...], desired: Mapping[str, str]) -> None:
+        """``add`` each entry of ``desired`` missing from the map ``node`` (at ``parts``), ``replace``
+        each that differs."""
         for key, val in desired.items():
             if key not in node:
                 self._ops.append({"op": "add", "path": pointer(parts + (key,)), "value": val})
             elif node[key] != val:
                 self._ops.append({"op": "replace", "path": pointer(parts + (key,)), "value": val})
-
-    def _whole(self, parts: tuple[str, ...], depth: int, desired: Mapping[str, str]) -> dict[str, Any]:
-        """The value that adds ``parts[depth]`` whole (the maps below it down to ``desired``), each
-        of its dicts remembered by path so that later calls extend it rather than add it again
-        (two ``add`` operations of one path: the second would replace the first)."""
-        value: dict[str, Any] = dict(desired)
-        for outer in reversed(parts[depth + 1:]):
-            value = {outer: value}
-        inner = value
-        self._created[parts[: depth + 1]] = inner
-        for end, outer in enumerate(parts[depth + 1:], start=depth + 2):
-            inner = inner[outer]
-            self._created[parts[:end]] = inner
-        return value
 
     def set_value(self, parts: Sequence[str], value: Any) -> None:
         """Make the member at ``parts`` (e.g. ``("spec", "leaderWorkerTemplate", "subGroupPolicy",

@@ -91,12 +91,15 @@ def chosen_target(obj: Mapping[str, Any], settings: AdmissionSettings, decision:
     :func:`default_target`. Returns ``None`` after recording a ``target-unknown`` denial when the
     label names no target :func:`served_targets` lists, or a ``target-as-annotation`` denial when
     the root carries the key as an annotation (a choice that would be ignored)."""
+    # run on every workload review: None is tested by identity, dict before the Mapping ABC
     meta = obj.get("metadata")
-    labels = meta.get("labels") if isinstance(meta, Mapping) else None
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    if isinstance(annotations, Mapping) and not check_target_not_annotation(decision, annotations, TARGET_KEY):
+    if meta is None or not isinstance(meta, (dict, Mapping)):
+        meta = {}
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    if (annotations is not None and isinstance(annotations, (dict, Mapping))
+            and not check_target_not_annotation(decision, annotations, TARGET_KEY)):
         return None
-    value = labels.get(TARGET_KEY) if isinstance(labels, Mapping) else None
+    value = labels.get(TARGET_KEY) if labels is not None and isinstance(labels, (dict, Mapping)) else None
     if value is None:
         return default_target(settings)
     field = key_field("metadata.labels", TARGET_KEY)

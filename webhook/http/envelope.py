@@ -142,9 +142,10 @@ _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 encode_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
-#: ``bytes.translate`` table: every ASCII digit to ``0``, every other byte to ``.``; with
-#: :data:`_LONG_DIGIT_RUN` it finds a run of 19 digits in a body at C speed.
-_DIGIT_MASK = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x2E for byte in range(256))
+#: ``bytes.translate`` table: every ASCII digit to ``0``, ``[`` and ``{`` to ``[``, every other
+#: byte to ``.``: in one pass over a body, what :data:`_LONG_DIGIT_RUN` (a run of 19 digits) and
+#: the count of opening brackets (:data:`_MOST_ORJSON_BRACKETS`) are then read from at C speed.
+_DIGIT_MASK = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x5B if byte in b"[{" else 0x2E for byte in range(256))
 _LONG_DIGIT_RUN = b"0" * 19
 #: Bodies with more ``[`` and ``{`` than this go to :mod:`json`: nested that deep, json may run out
 #: of Python's recursion limit (1000 frames, the caller's included) where orjson does not.
@@ -169,12 +170,13 @@ def decode_json(raw: bytes | str) -> Any:
     if isinstance(raw, (bytes, bytearray, str)) and (not raw or raw.isspace()):  # no body: say so (no copy)
         raise EnvelopeError("request body is empty: send the AdmissionReview as JSON (with Content-Length, or "
                             "chunked)", field="body")
-    if type(raw) is bytes and raw.count(b"[") + raw.count(b"{") <= _MOST_ORJSON_BRACKETS \
-            and raw.translate(_DIGIT_MASK).find(_LONG_DIGIT_RUN) < 0:
-        try:
-            return orjson.loads(raw)
-        except Exception:  # noqa: BLE001 - json decides: it gives the value or the error
-            pass
+    if type(raw) is bytes:
+        masked = raw.translate(_DIGIT_MASK)
+        if masked.count(b"[") <= _MOST_ORJSON_BRACKETS and masked.find(_LONG_DIGIT_RUN) < 0:
+            try:
+                return orjson.loads(raw)
+            except Exception:  # noqa: BLE001 - json decides: it gives the value or the error
+                pass
     try:
         if isinstance(raw, (bytes, bytearray)):
             raw = bytes(raw).decode("utf-8")

@@ -288,7 +288,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     stored = None
     update = CREATE
     old = request.get("oldObject") if operation == "UPDATE" else None
-    if isinstance(old, (dict, Mapping)):
+    if old is not None and isinstance(old, (dict, Mapping)):
         # The stored object's own problems are not this request's: a scratch decision. Analysed
         # once, with every default automatic mode would add; what it says by itself is that plan
         # without them.

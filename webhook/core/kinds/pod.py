@@ -116,7 +116,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
                                                   size_keys=gang_size_keys(), gang_labels=gang_labels_text(labels))
         warnings = warnings + gate_warnings
     group_ops: list[dict[str, Any]] = []
-    if default_target(settings) == WORKLOAD_API and annotations.get(TARGET_KEY) == WORKLOAD_API:  # §9b
+    if annotations.get(TARGET_KEY) == WORKLOAD_API and default_target(settings) == WORKLOAD_API:  # §9b
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         group_ops, group_warnings = workload_api.group_pod(
             pod, gang_key(str(namespace), labels, annotations),

@@ -94,7 +94,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             return None
         warn_ignored_segment_keys(master, "the Master template", decision)
     run_policy = spec.get("runPolicy")
-    suspended = isinstance(run_policy, (dict, Mapping)) and run_policy.get("suspend") is True
+    suspended = run_policy is not None and isinstance(run_policy, (dict, Mapping)) and run_policy.get("suspend") is True
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
