@@ -96,6 +96,9 @@ def count(subject: str, payload: str, calls: int, source: str) -> int:
     with tempfile.TemporaryDirectory(prefix="segment-webhook-ir-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEGMENT_WEBHOOK_")}
         env["PROMETHEUS_MULTIPROC_DIR"] = tmp
+        # str hashing is salted per process: unseeded, the same tree's counts moved by about 1%
+        # between runs (the no-op 497,834 to 515,039 on 2026-12-05); one seed makes a run repeatable
+        env["PYTHONHASHSEED"] = "0"
         env["PYTHONPATH"] = os.pathsep.join([source] + [p for p in [env.get("PYTHONPATH")] if p])
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
                sys.executable, str(Path(__file__).resolve()), "--child", subject, payload, str(calls)]
