@@ -185,3 +185,33 @@ def test_the_master_imports_the_multiprocess_module_before_workers_fork(tmp_path
             "from prometheus_client import values; assert values.ValueClass.__name__ == 'MmapedValue', values.ValueClass")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii"])
+def test_review_line_handler_writes_the_bytes_a_stream_handler_writes(tmp_path, encoding):
+    """On a file the review log's handler writes each line with os.write: the bytes the stdlib's
+    StreamHandler writes through the stream (its encoding and error handler), one line per record,
+    after what the stream held already; after setStream, to the new stream."""
+    outcome = ReviewOutcome(200, {}, uid="u-é", decision="allowed", name="naïve")
+    paths = [tmp_path / "ours.log", tmp_path / "stdlib.log", tmp_path / "moved.log"]
+    streams = [open(path, "w", encoding=encoding, errors="backslashreplace") for path in paths]
+    for stream in streams:
+        stream.write("before\n")
+    ours, stdlib = metrics.ReviewLineHandler(streams[0]), logging.StreamHandler(streams[1])
+    for handler in (ours, stdlib):
+        handler.setFormatter(metrics.ReviewLineFormatter())
+        for seconds in (0.001, 0.002):
+            record = logging.LogRecord(metrics.REVIEW_LOGGER, logging.INFO, __file__, 0, metrics.REVIEW_MESSAGE, (),
+                                       None)
+            record.created = CREATED
+            record.review = metrics.review_fields(outcome, seconds)
+            handler.handle(record)
+    ours.setStream(streams[2])
+    ours.handle(record)
+    for stream in streams:
+        stream.close()
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert paths[0].read_bytes().count(b"\n") == 3
+    assert paths[2].read_bytes() == b"before\n" + paths[1].read_bytes().splitlines(keepends=True)[-1]
+    expected_name = b'"name":"na\\xefve"' if encoding == "ascii" else '"name":"naïve"'.encode()
+    assert expected_name in paths[0].read_bytes()

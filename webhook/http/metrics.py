@@ -279,12 +279,56 @@ def log_review(outcome: Any, seconds: float) -> None:
 REVIEW_HANDLER = "segment_webhook.review"
 
 
+class ReviewLineHandler(logging.StreamHandler[Any]):
+    """The review log's handler: a :class:`logging.StreamHandler` that, on a stream with a file
+    descriptor (stderr under ``serve``), writes each formatted line with ``os.write`` (repeated
+    until all of it is written), encoded as the stream encodes text: the same bytes as the stream's
+    ``write`` and ``flush`` (which the stdlib handler calls for every record), out at once, in
+    fewer instructions (docs/benchmarks.md). Filters, the handler's lock and ``handleError`` are
+    the stdlib's. A stream without a descriptor (a ``StringIO``) is written as the stdlib does."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(stream)
+        self._fd: int | None = None
+        self._use(stream)
+
+    def _use(self, stream: Any) -> None:
+        """Read ``stream``'s descriptor and text encoding (no descriptor: ``_fd`` None)."""
+        try:
+            stream.flush()  # what the stream holds already goes out first
+            self._fd = stream.fileno()
+        except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: no descriptor
+            self._fd = None
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._errors = getattr(stream, "errors", None) or "strict"
+
+    def setStream(self, stream: Any) -> Any:
+        """The stdlib's ``setStream``, then the new stream's descriptor and encoding."""
+        old = super().setStream(stream)
+        self._use(self.stream)
+        return old
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record``'s line and a newline (see the class)."""
+        if self._fd is None or getattr(self.stream, "closed", False):  # closed: the stdlib's write raises, handleError reports
+            super().emit(record)
+            return
+        try:
+            data = (self.format(record) + self.terminator).encode(self._encoding, self._errors)
+            while data:
+                data = data[os.write(self._fd, data):]
+        except RecursionError:  # as logging.StreamHandler.emit
+            raise
+        except Exception:  # noqa: BLE001 - as the stdlib's emit: handleError reports it
+            self.handleError(record)
+
+
 def configure_review_log(stream: Any = None) -> None:
     """Send the review log to ``stream`` (default stderr) as bare JSON lines
     (:class:`ReviewLineFormatter`), once per process."""
     if any(h.name == REVIEW_HANDLER for h in review_log.handlers):
         return
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = ReviewLineHandler(stream or sys.stderr)
     handler.setFormatter(ReviewLineFormatter())
     handler.name = REVIEW_HANDLER
     review_log.addHandler(handler)
