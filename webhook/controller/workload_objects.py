@@ -17,7 +17,7 @@ Nothing raises out of :meth:`WorkloadObjectWriter.create`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubernetes import client as k8s_client
@@ -60,39 +60,45 @@ class WorkloadObjectWriter:
         meta = obj["metadata"]
         namespace, name = str(meta["namespace"]), str(meta["name"])
         where = f"create {obj['kind']} {namespace}/{name}"
+        answer = self._request(where, lambda: self._custom.create_namespaced_custom_object(
+            group, version, namespace, plural, dict(obj), _preload_content=False, _request_timeout=_TIMEOUT))
+        if answer is None:
+            return FAILED
+        if isinstance(answer, ApiException):
+            if answer.status != 409:
+                log.warning("%s: HTTP %s %s", where, answer.status, answer.reason)
+                return FAILED
+            return self._existing(obj, group, version, plural, namespace, name)
+        log.info("created %s %s/%s", obj["kind"], namespace, name)
+        return CREATED
+
+    def _request(self, where: str, call: Callable[[], Any]) -> Any:
+        """``call()``'s answer, or the :class:`ApiException` kube-apiserver answered with, or ``None``
+        when it could not be reached (logged once per outage by the reachability log)."""
         try:
-            self._custom.create_namespaced_custom_object(group, version, namespace, plural, dict(obj),
-                                                         _preload_content=False, _request_timeout=_TIMEOUT)
-            self._reachability.answered(where)
-            log.info("created %s %s/%s", obj["kind"], namespace, name)
-            return CREATED
+            answer = call()
         except ApiException as exc:
             self._reachability.answered(where)
-            if exc.status != 409:
-                log.warning("%s: HTTP %s %s", where, exc.status, exc.reason)
-                return FAILED
+            return exc
         except Exception as exc:  # noqa: BLE001 - connection errors: the outage log
             if not self._reachability.failed(where, exc):
                 log.warning("%s: %s", where, exc)
-            return FAILED
-        return self._existing(obj, group, version, plural, namespace, name)
+            return None
+        self._reachability.answered(where)
+        return answer
 
     def _existing(self, obj: Mapping[str, Any], group: str, version: str, plural: str, namespace: str,
                   name: str) -> str:
         """The answer for ``obj`` that exists already (module docstring)."""
         where = f"read {obj['kind']} {namespace}/{name}"
-        try:
-            found = response_json(self._custom.get_namespaced_custom_object(
-                group, version, namespace, plural, name, _preload_content=False, _request_timeout=_TIMEOUT))
-            self._reachability.answered(where)
-        except ApiException as exc:
-            self._reachability.answered(where)
-            log.warning("%s: HTTP %s %s", where, exc.status, exc.reason)
+        answer = self._request(where, lambda: response_json(self._custom.get_namespaced_custom_object(
+            group, version, namespace, plural, name, _preload_content=False, _request_timeout=_TIMEOUT)))
+        if answer is None:
             return FAILED
-        except Exception as exc:  # noqa: BLE001 - connection errors: the outage log
-            if not self._reachability.failed(where, exc):
-                log.warning("%s: %s", where, exc)
+        if isinstance(answer, ApiException):
+            log.warning("%s: HTTP %s %s", where, answer.status, answer.reason)
             return FAILED
+        found: dict[str, Any] = answer
         wanted_owners, found_owners = _owner_uids(obj), _owner_uids(found)
         if (found.get("metadata") or {}).get("deletionTimestamp") or (
                 wanted_owners and found_owners and not wanted_owners & found_owners):
