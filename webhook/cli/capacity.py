@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from typing import Any
 
@@ -87,6 +88,8 @@ def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str
     given = load_workload(args.filename)
     planner = planner_for(snapshot, runtimes=given.runtimes)
     exp = planner.expand(given.workload)
+    if exp.name_note:  # say which name was used, as ``place`` does
+        print(f"Warning: {exp.name_note}", file=sys.stderr)
     return shape_of(exp, given.source), args.topology or exp.topology
 
 

@@ -1,0 +1,129 @@
+"""Issue 37, the offline commands: ``metadata.generateName`` read as kube-apiserver reads it,
+``gen-cluster``'s ``ephemeral-storage``, ``topology infer`` on the project's own labels, and the
+answers that misled (what-if, capacity, controller --once, topology export). Every expected
+value is written out here, with where it comes from."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from webhook.cli import main
+
+#: A Job as ``kubectl create`` users write it: no name, a generateName. 8 one-GPU pods in segments
+#: of 4 on one rack of the embedded Topology (webhook/data/topology.yaml).
+JOB_GENERATE_NAME = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  generateName: train-
+  annotations:
+    kai.scheduler/topology: cluster-topology
+    kai.scheduler/segment-size: "4"
+    kai.scheduler/segment-topology-required-placement: cloud.provider.com/topology-rack
+spec:
+  completions: 8
+  parallelism: 8
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: w
+        image: busybox
+        resources:
+          limits:
+            nvidia.com/gpu: 1
+"""
+
+#: The name kube-apiserver's rule gives it here: "train-" and 5 characters of
+#: "bcdfghjklmnpqrstvwxz2456789" (k8s.io/apimachinery pkg/util/rand), picked from
+#: `printf 'Job/default/train-' | sha256sum` = 28 14 d1 fd 45 ...: 0x28=40 -> 40 % 27 = 13 -> "r",
+#: 0x14=20 -> "2", 0xd1=209 -> 209 % 27 = 20 -> "2", 0xfd=253 -> 253 % 27 = 10 -> "n",
+#: 0x45=69 -> 69 % 27 = 15 -> "t".
+GENERATED = "train-r22nt"
+
+
+@pytest.fixture(scope="module")
+def small_cluster(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gc") / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "2", "--nodes", "2", "--gpus", "8",
+                 "--fill", "0", "-o", str(path)]) == 0
+    return str(path)
+
+
+def test_place_names_a_generate_name_workload_and_says_so(small_cluster, tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME)
+    assert main(["place", "-f", str(job), "--cluster", small_cluster, "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert sorted(result["assignments"]) == [f"default/{GENERATED}-{i}" for i in range(8)]
+    assert (f'Warning: Job {GENERATED}: metadata.name made from metadata.generateName "train-" (kube-apiserver '
+            "appends 5 random characters; here they come from a hash, the same on every run; set metadata.name "
+            "to choose it)\n") in captured.err
+    assert "metadata.name is missing" not in captured.err
+
+
+def test_place_of_a_denied_generate_name_workload_is_the_denial_exit_1(small_cluster, tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME.replace('segment-size: "4"', 'segment-size: "0"'))
+    assert main(["place", "-f", str(job), "--cluster", small_cluster]) == 1
+    assert capsys.readouterr().out == (
+        'denied by the webhook: metadata.annotations["kai.scheduler/segment-size"] = "0": a segment needs more '
+        "than 1 pod (rule segment-size-too-small); fix: set a segment size of at least 2 (or remove "
+        "kai.scheduler/segment-size for no segments).\n")
+    assert main(["place", "-f", str(job), "--cluster", small_cluster, "--what-if"]) == 1
+    assert capsys.readouterr().out.startswith("denied by the webhook\n")
+
+
+def test_capacity_and_controller_once_take_a_generate_name_workload(small_cluster, tmp_path, capsys):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME)
+    assert main(["capacity", "--cluster", small_cluster, "-f", str(job)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("shape: 8 pods per gang, segments of 4 at cloud.provider.com/topology-rack")
+    assert f"Job {GENERATED}: metadata.name made from metadata.generateName" in captured.err
+    assert main(["controller", "--once", "--snapshot", small_cluster, "-f", str(job), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    assert sorted(d["name"] for d in json.loads(captured.out)) == [f"{GENERATED}-{i}" for i in range(8)]
+    assert f"Job {GENERATED}: metadata.name made from metadata.generateName" in captured.err
+
+
+@pytest.mark.parametrize("metadata, message", [
+    ("{}", "metadata.name: an object needs a name (rule name-or-generate-name, as kube-apiserver: "
+           '"name or generateName is required"); fix: set metadata.name (e.g. train) or metadata.generateName '
+           "(e.g. train-) to a non-empty string"),
+    ('{generateName: ""}', 'metadata.generateName = "": an object needs a name'),
+    ("{generateName: 7}", "metadata.generateName = 7: an object needs a name"),
+])
+def test_place_without_name_or_generate_name_is_bad_input(small_cluster, tmp_path, capsys, metadata, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME.replace("metadata:\n  generateName: train-\n  annotations:",
+                                             f"metadata: {metadata}\nx:"))
+    assert main(["place", "-f", str(job), "--cluster", small_cluster]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_long_generate_name_is_cut_to_58_characters(small_cluster, tmp_path, capsys):
+    """kube-apiserver: ``maxGeneratedNameLength = 63 - 5``; the name is 63 characters."""
+    prefix = "a" * 70
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME.replace("generateName: train-", f"generateName: {prefix}")
+                   .replace("completions: 8\n  parallelism: 8", "completions: 4\n  parallelism: 4"))
+    main(["place", "-f", str(job), "--cluster", small_cluster, "-o", "json"])
+    names = list(json.loads(capsys.readouterr().out)["assignments"])
+    assert len(names) == 4
+    assert all(n.startswith("default/" + "a" * 58) and len(n.split("/")[1].split("-")[0]) == 63 for n in names)
+    assert "a" * 59 not in names[0]
+
+
+@pytest.mark.parametrize("output, stdout", [("yaml", ""), ("json", "[]\n")])
+def test_controller_once_with_no_gated_pod_says_so_on_stderr(small_cluster, capsys, output, stdout):
+    """Before: nothing at all on either stream for yaml (issue 37). Stdout stays the documents."""
+    assert main(["controller", "--once", "--snapshot", small_cluster, "-o", output]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == stdout
+    assert captured.err == ("controller --once: no gated gang in the snapshot, nothing to release (pods the webhook "
+                            "gated carry spec.schedulingGates[segments.dev/placement])\n")
