@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from webhook.cli import main
 
@@ -127,3 +128,64 @@ def test_controller_once_with_no_gated_pod_says_so_on_stderr(small_cluster, caps
     assert captured.out == stdout
     assert captured.err == ("controller --once: no gated gang in the snapshot, nothing to release (pods the webhook "
                             "gated carry spec.schedulingGates[segments.dev/placement])\n")
+
+
+# ------------------------------------------------------------------ gen-cluster ephemeral-storage (item 5)
+
+def _job_requesting_storage(tmp_path, storage: str, pods: int = 2):
+    job = tmp_path / "storage-job.yaml"
+    job.write_text(f"""\
+apiVersion: batch/v1
+kind: Job
+metadata: {{name: cache}}
+spec:
+  completions: {pods}
+  parallelism: {pods}
+  completionMode: Indexed
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: w
+        image: vllm/vllm-openai
+        resources:
+          requests: {{ephemeral-storage: {storage}, nvidia.com/gpu: "1"}}
+          limits: {{ephemeral-storage: {storage}, nvidia.com/gpu: "1"}}
+""")
+    return str(job)
+
+
+def test_gen_cluster_nodes_report_ephemeral_storage(small_cluster):
+    """1.92 TB (DGX H100 OS drive) less the kubelet's 10 % nodefs.available eviction threshold."""
+    with open(small_cluster, encoding="utf-8") as fh:
+        nodes = [i for i in yaml.safe_load(fh)["items"] if i["kind"] == "Node"]
+    assert len(nodes) == 4
+    assert {n["status"]["allocatable"]["ephemeral-storage"] for n in nodes} == {"1728000000000"}
+
+
+def test_a_pod_requesting_ephemeral_storage_fits_on_gen_cluster_up_to_its_allocatable(small_cluster, tmp_path, capsys):
+    """Before: "can never fit" for any ephemeral-storage request (no node reported any)."""
+    assert main(["place", "-f", _job_requesting_storage(tmp_path, "500Gi"), "--cluster", small_cluster, "-o", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["assignments"]) == 2
+    # 1728000000000 bytes is room for one pod of 1T (1e12) per node, not two: 2 pods on 2 nodes
+    assert main(["place", "-f", _job_requesting_storage(tmp_path, "1T"), "--cluster", small_cluster, "-o", "json"]) == 0
+    assert len(set(json.loads(capsys.readouterr().out)["assignments"].values())) == 2
+    # 1729G is 1e9 bytes over a node's allocatable: never fits
+    assert main(["place", "-f", _job_requesting_storage(tmp_path, "1729G"), "--cluster", small_cluster]) == 1
+    assert "ephemeral-storage" in capsys.readouterr().out
+
+
+def test_bound_pods_ephemeral_storage_is_charged(tmp_path, capsys):
+    """A bound pod requesting 1T leaves 728000000000 bytes on its node: a second 1T pod goes elsewhere."""
+    cluster = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "1", "--nodes", "1", "--gpus", "8",
+                 "--fill", "0", "-o", str(cluster)]) == 0
+    doc = yaml.safe_load(cluster.read_text(encoding="utf-8"))
+    doc["items"].append({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "x"},
+                         "spec": {"nodeName": "node-0-0-0-0", "containers": [
+                             {"name": "c", "resources": {"requests": {"ephemeral-storage": "1T"}}}]},
+                         "status": {"phase": "Running"}})
+    cluster.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["place", "-f", _job_requesting_storage(tmp_path, "1T", pods=1), "--cluster", str(cluster)]) == 1
+    assert main(["place", "-f", _job_requesting_storage(tmp_path, "700G", pods=1), "--cluster", str(cluster)]) == 0
