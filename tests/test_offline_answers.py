@@ -189,3 +189,37 @@ def test_bound_pods_ephemeral_storage_is_charged(tmp_path, capsys):
     capsys.readouterr()
     assert main(["place", "-f", _job_requesting_storage(tmp_path, "1T", pods=1), "--cluster", str(cluster)]) == 1
     assert main(["place", "-f", _job_requesting_storage(tmp_path, "700G", pods=1), "--cluster", str(cluster)]) == 0
+
+
+# ------------------------------------------------------------------ topology infer on gen-cluster output (item 3)
+
+GEN_CLUSTER_TOPOLOGY = """\
+apiVersion: {api}
+kind: Topology
+metadata:
+  name: cluster-topology
+spec:
+  levels:
+  - nodeLabel: topology.kubernetes.io/zone
+  - nodeLabel: cloud.provider.com/topology-block
+  - nodeLabel: cloud.provider.com/topology-rack
+  - nodeLabel: kubernetes.io/hostname
+"""
+
+
+@pytest.mark.parametrize("kind, api", [("kai", "kai.scheduler/v1alpha1"), ("kueue", "kueue.x-k8s.io/v1beta2")])
+def test_topology_infer_on_gen_cluster_default_output_gives_its_topology(tmp_path, capsys, kind, api):
+    """Before: zone > hostname only on the default output (block and rack were no candidates), and
+    "no Topology: no node carries a topology label that makes a level" with one zone (whose zone
+    level has one domain, so it is left out, docs/topology.md). The nodes only, without
+    gen-cluster's Topology, as `local-cluster.sh nodes` under Kueue reads a dump."""
+    one_zone = GEN_CLUSTER_TOPOLOGY.replace("  - nodeLabel: topology.kubernetes.io/zone\n", "")
+    for zones, expected in (("2", GEN_CLUSTER_TOPOLOGY), ("1", one_zone)):
+        cluster = tmp_path / f"cluster-{zones}.yaml"
+        assert main(["gen-cluster", "--zones", zones, "-o", str(cluster)]) == 0
+        doc = yaml.safe_load(cluster.read_text(encoding="utf-8"))
+        doc["items"] = [item for item in doc["items"] if item["kind"] == "Node"]
+        cluster.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["topology", "infer", "-f", str(cluster), "--kind", kind]) == 0
+        assert capsys.readouterr().out == expected.format(api=api)
