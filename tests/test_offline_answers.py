@@ -223,3 +223,76 @@ def test_topology_infer_on_gen_cluster_default_output_gives_its_topology(tmp_pat
         capsys.readouterr()
         assert main(["topology", "infer", "-f", str(cluster), "--kind", kind]) == 0
         assert capsys.readouterr().out == expected.format(api=api)
+
+
+# ------------------------------------------------------------------ place --what-if answers (item 7)
+
+def _busy_cluster(tmp_path, busy_nodes: int, pending: list[dict] | None = None) -> str:
+    """4 nodes of 8 GPUs in one rack; the first ``busy_nodes`` (by name) each run an 8-GPU pod."""
+    path = tmp_path / "busy.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "1", "--nodes", "4", "--gpus", "8",
+                 "--fill", "0", "-o", str(path)]) == 0
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    names = sorted(i["metadata"]["name"] for i in doc["items"] if i["kind"] == "Node")
+    doc["items"] += [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"other-{k}", "namespace": "team-b"},
+                      "spec": {"nodeName": node, "containers": [
+                          {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                      "status": {"phase": "Running"}} for k, node in enumerate(names[:busy_nodes])]
+    doc["items"] += pending or []
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return str(path)
+
+
+def _elastic(tmp_path, workers: int) -> str:
+    """An elastic PyTorchJob (minReplicas 1) of ``workers`` 8-GPU workers, no segments."""
+    path = tmp_path / "elastic.yaml"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "elastic", "namespace": "team-a"},
+        "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": workers}, "pytorchReplicaSpecs": {"Worker": {
+            "replicas": workers, "template": {
+                "metadata": {"annotations": {"kai.scheduler/topology": "cluster-topology"}},
+                "spec": {"containers": [{"name": "pytorch", "image": "p",
+                                         "resources": {"limits": {"nvidia.com/gpu": 8}}}]}}}}}}))
+    return str(path)
+
+
+def test_never_fits_gives_the_empty_cluster_reason_and_the_replicas_that_fit_there(tmp_path, capsys):
+    """6 workers of 8 GPUs on 4 nodes of 8 GPUs, every node busy. Before: the engine line said "no room
+    for one on any of the 4 eligible node(s)" (today's capacity) and "no change within the search
+    bound fits". The empty cluster holds 4 of the 6 workers: 4 workers, one per node."""
+    cluster = _busy_cluster(tmp_path, busy_nodes=4)
+    assert main(["place", "-f", _elastic(tmp_path, 6), "--cluster", cluster, "--what-if"]) == 1
+    assert capsys.readouterr().out == (
+        "can never fit on this cluster, not even with every node free\n"
+        "  engine, with every node free: workload level cluster: 1 domain(s), 0 with room for the whole demand; "
+        "the best (cluster) holds 4 of 6 pods like team-a/elastic-worker-0 (binding resource: nvidia.com/gpu); "
+        "not enough room there for 6 pods like team-a/elastic-worker-0 (worker)\n"
+        "no change fits on today's free capacity; smallest changes that fit once every node is free, each verified "
+        "by placing the changed workload on this cluster with every node free (then it waits for capacity):\n"
+        "  1. Worker replicas: 4 (was 6; spec.elasticPolicy.minReplicas allows it)\n"
+        "     placed: 4 pods on 4 nodes; workload meets at cloud.provider.com/topology-rack=rack-0-0-0; "
+        "segments: no segments\n")
+    assert main(["place", "-f", _elastic(tmp_path, 6), "--cluster", cluster, "--what-if", "-o", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert [(c["change"]["to"], c["on"]) for c in doc["changes"]] == [(4, "empty-cluster")]
+    assert doc["reason"] == "6 pods like team-a/elastic-worker-0 (worker): no room for one on any of the 4 " \
+                            "eligible node(s) (binding resource: nvidia.com/gpu)"
+
+
+def test_fits_says_a_scheduler_missed_it_only_when_the_dump_holds_its_pods_pending(tmp_path, capsys):
+    """Before: every "fits" said "(for a gang another scheduler left pending: it missed this one)"."""
+    job = _elastic(tmp_path, 2)
+    assert main(["place", "-f", job, "--cluster", _busy_cluster(tmp_path, busy_nodes=1), "--what-if"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "fits on today's free capacity: a placement exists"
+    pending = [{"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"elastic-worker-{i}", "namespace": "team-a",
+                             "labels": {"training.kubeflow.org/job-name": "elastic"}},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}]},
+                "status": {"phase": "Pending"}} for i in range(2)]
+    cluster = _busy_cluster(tmp_path, busy_nodes=1, pending=pending)
+    assert main(["place", "-f", job, "--cluster", cluster, "--what-if"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "fits on today's free capacity: a placement exists (2 of its pods are pending in the dump: the scheduler "
+        "that left them pending missed this placement)")
+    assert main(["place", "-f", job, "--cluster", cluster, "--what-if", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pending_pods"] == 2
