@@ -296,3 +296,58 @@ def test_fits_says_a_scheduler_missed_it_only_when_the_dump_holds_its_pods_pendi
         "that left them pending missed this placement)")
     assert main(["place", "-f", job, "--cluster", cluster, "--what-if", "-o", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pending_pods"] == 2
+
+
+# ------------------------------------------------------------------ capacity (item 7)
+
+@pytest.mark.parametrize("shape, message", [
+    ("pods=8,segment-size=1,nvidia.com/gpu=1",
+     "segment-webhook capacity: error: --shape segment-size=1: a segment needs more than 1 pod (rule "
+     "segment-size-too-small, DESIGN.md §5: the webhook denies it); fix: segment-size=2 or more, or segment-size=8 "
+     "(the pods count) for a gang without segments\n"),
+    ("pods=8,segment-size=4,nvidia.com/gpu=0.5",
+     "segment-webhook capacity: error: --shape nvidia.com/gpu=0.5: nvidia.com/gpu is counted in whole units (an "
+     "extended resource: kube-apiserver denies a request that is not an integer); fix: request a whole number, "
+     "e.g. nvidia.com/gpu=1\n"),
+    ("pods=8,segment-size=4,example.com/fpga=1500m",
+     "segment-webhook capacity: error: --shape example.com/fpga=1500m: example.com/fpga is counted in whole units"),
+])
+def test_capacity_shape_denies_segment_size_1_and_fractional_gpus(small_cluster, capsys, shape, message):
+    """Before: both were counted (exit 0)."""
+    assert main(["capacity", "--cluster", small_cluster, "--shape", shape]) == 2
+    assert capsys.readouterr().err.startswith(message)
+
+
+@pytest.mark.parametrize("shape", ["pods=1,segment-size=1,nvidia.com/gpu=1", "pods=8,segment-size=4,cpu=0.5",
+                                   "pods=8,segment-size=4,nvidia.com/gpu=2,memory=1.5Gi"])
+def test_capacity_shape_still_takes_one_pod_gangs_and_fractional_cpu(small_cluster, capsys, shape):
+    assert main(["capacity", "--cluster", small_cluster, "--shape", shape]) == 0
+
+
+def test_capacity_table_sums_up_per_domain_and_shows_nodes_on_request(small_cluster, capsys):
+    """small_cluster: 1 zone > 1 block > 2 racks > 2 nodes of 8 free GPUs. Before: one row per node
+    always (4 node rows here, 128 for the README's cluster)."""
+    shape = "pods=4,segment-size=2,nvidia.com/gpu=8,segment-level=cloud.provider.com/topology-rack"
+    assert main(["capacity", "--cluster", small_cluster, "--shape", shape]) == 0
+    def row(level: str, domain: str, nodes: object, free: object, segments: object, gangs: object,
+            stranded: object) -> str:
+        return f"{level:<34} {domain:<24} {nodes:>6} {free:>20} {segments:>9} {gangs:>6} {stranded:>9}"
+
+    # a rack: 2 nodes x 8 GPUs = 2 pods of 8 GPUs = 1 segment of 2; a gang (2 segments) needs both racks
+    assert capsys.readouterr().out == "\n".join([
+        "shape: 4 pods per gang, segments of 2 at cloud.provider.com/topology-rack, gang at any level; "
+        "topology cluster-topology",
+        row("LEVEL", "DOMAIN", "NODES", "FREE nvidia.com/gpu", "SEGMENTS", "GANGS", "STRANDED"),
+        row("cluster", "cluster", 4, 32, 2, 1, 0),
+        row("topology.kubernetes.io/zone", "zone-0", 4, 32, 2, 1, 0),
+        row("cloud.provider.com/topology-block", "block-0-0", 4, 32, 2, 1, 0),
+        row("cloud.provider.com/topology-rack", "rack-0-0-0", 2, 16, 1, 0, 0),
+        row("cloud.provider.com/topology-rack", "rack-0-0-1", 2, 16, 1, 0, 0),
+        "STRANDED: free nvidia.com/gpu on eligible nodes that no segment of this shape can use",
+        "4 node lines (kubernetes.io/hostname) left out; --per-node shows them",
+    ]) + "\n"
+    assert main(["capacity", "--cluster", small_cluster, "--shape", shape, "--per-node"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("kubernetes.io/hostname")] == \
+        ["node-0-0-0-0", "node-0-0-0-1", "node-0-0-1-0", "node-0-0-1-1"]
+    assert lines[-1] == "STRANDED: free nvidia.com/gpu on eligible nodes that no segment of this shape can use"

@@ -17,6 +17,7 @@ import yaml
 
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
 from webhook.manifests import ManifestError
 from webhook.placement.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
@@ -46,7 +47,11 @@ def register(subparsers: Any) -> None:
                        help="a workload manifest that stands for the shape: its pod count, segment size, levels and "
                             "the requests of its most common pod, as the webhook resolves them")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
-                   help="table: one line per domain (default); json/yaml: every domain with free and stranded capacity")
+                   help="table: one line per domain above the nodes (default); json/yaml: every domain, nodes included, "
+                        "with free and stranded capacity")
+    p.add_argument("--per-node", action="store_true",
+                   help="the table also gets one line per node (the kubernetes.io/hostname level); by default it "
+                        "sums up per domain of the broader levels")
     p.set_defaults(func=run)
 
 
@@ -93,8 +98,10 @@ def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str
     return shape_of(exp, given.source), args.topology or exp.topology
 
 
-def render(doc: dict[str, Any]) -> str:
-    """The ``-o table`` text: the shape, then one line per domain (broadest level first)."""
+def render(doc: dict[str, Any], per_node: bool = False) -> str:
+    """The ``-o table`` text: the shape, then one line per domain (broadest level first). The node
+    level (``kubernetes.io/hostname``, one line per node) only with ``per_node``; without it a
+    last line says how many node lines were left out and how to show them."""
     shape = doc["shape"]
     resource = doc["resources"][0]
     lines = [f"shape: {shape['pods']} pods per gang, segments of {shape['segment_size']} at "
@@ -102,11 +109,15 @@ def render(doc: dict[str, Any]) -> str:
              f"topology {doc['topology']}",
              f"{'LEVEL':<34} {'DOMAIN':<24} {'NODES':>6} {'FREE ' + resource:>20} {'SEGMENTS':>9} {'GANGS':>6} "
              f"{'STRANDED':>9}"]
-    rows = [("cluster", doc["cluster"])] + [(lv["level"], d) for lv in doc["levels"] for d in lv["domains"]]
+    levels = [lv for lv in doc["levels"] if per_node or lv["level"] != HOSTNAME]
+    rows = [("cluster", doc["cluster"])] + [(lv["level"], d) for lv in levels for d in lv["domains"]]
     for level, d in rows:
         lines.append(f"{level:<34} {d['domain']:<24} {d['nodes']:>6} {d['free'][resource]:>20} {d['segments']:>9} "
                      f"{d['gangs']:>6} {d['stranded'][resource]:>9}")
     lines.append(f"STRANDED: free {resource} on eligible nodes that no segment of this shape can use")
+    left_out = sum(len(lv["domains"]) for lv in doc["levels"] if lv not in levels)
+    if left_out:
+        lines.append(f"{left_out} node line{'s' if left_out != 1 else ''} ({HOSTNAME}) left out; --per-node shows them")
     return "\n".join(lines) + "\n"
 
 
@@ -124,6 +135,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "yaml":
         text = yaml.safe_dump(doc, sort_keys=False)
     else:
-        text = render(doc)
+        text = render(doc, args.per_node)
     return write_output(text, "capacity")
 
