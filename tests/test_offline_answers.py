@@ -351,3 +351,41 @@ def test_capacity_table_sums_up_per_domain_and_shows_nodes_on_request(small_clus
     assert [line.split()[1] for line in lines if line.startswith("kubernetes.io/hostname")] == \
         ["node-0-0-0-0", "node-0-0-0-1", "node-0-0-1-0", "node-0-0-1-1"]
     assert lines[-1] == "STRANDED: free nvidia.com/gpu on eligible nodes that no segment of this shape can use"
+
+
+# ------------------------------------------------------------------ topology export flags (item 7)
+
+TOPOLOGY_FILE = GEN_CLUSTER_TOPOLOGY.format(api="kai.scheduler/v1alpha1")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--format", "volcano", "--plugin", "block"],
+     "segment-webhook topology export: error: --plugin block: --plugin is for --format slurm, and Volcano HyperNodes "
+     "have no such setting (their tiers are the Topology's levels, tier 1 the narrowest); fix: leave out --plugin, "
+     "or use --format slurm\n"),
+    (["--format", "volcano", "--block-level", "cloud.provider.com/topology-rack"],
+     "segment-webhook topology export: error: --block-level cloud.provider.com/topology-rack: --block-level is for "
+     "--format slurm"),
+    (["--format", "slurm", "--members", "labels"],
+     "segment-webhook topology export: error: --members labels: --members is for --format volcano"),
+    (["--format", "slurm", "--block-level", "cloud.provider.com/topology-rack"],
+     "segment-webhook topology export: error: --block-level cloud.provider.com/topology-rack: --block-level is for "
+     "the topology/block plugin, and the plugin is tree (the default); fix: add --plugin block, or leave out "
+     "--block-level\n"),
+])
+def test_topology_export_refuses_a_flag_of_the_other_format(small_cluster, tmp_path, capsys, flags, message):
+    """Before: `--format volcano --plugin block` printed the same HyperNodes as without it, exit 0."""
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    assert main(["topology", "export", "-f", str(topology), "--nodes", small_cluster, *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(message)
+
+
+def test_topology_export_takes_each_formats_own_flags(small_cluster, tmp_path, capsys):
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(TOPOLOGY_FILE, encoding="utf-8")
+    for flags in (["--format", "volcano", "--members", "labels"],
+                  ["--format", "slurm", "--plugin", "block", "--block-level", "cloud.provider.com/topology-rack"]):
+        assert main(["topology", "export", "-f", str(topology), "--nodes", small_cluster, *flags]) == 0
+    capsys.readouterr()
