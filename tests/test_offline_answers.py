@@ -389,3 +389,22 @@ def test_topology_export_takes_each_formats_own_flags(small_cluster, tmp_path, c
                   ["--format", "slurm", "--plugin", "block", "--block-level", "cloud.provider.com/topology-rack"]):
         assert main(["topology", "export", "-f", str(topology), "--nodes", small_cluster, *flags]) == 0
     capsys.readouterr()
+
+
+# ------------------------------------------------------------------ small ones (item 5)
+
+def test_the_files_the_readme_tour_writes_are_ignored_by_git():
+    """Before: bad.yaml, eks.yaml and eks-topology.yaml were left untracked in the tree after the tour."""
+    import re
+    import subprocess
+
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    written = set()
+    for line in readme.splitlines():
+        if line.startswith("$ segment-webhook") or line.startswith("$ sed"):
+            written |= set(re.findall(r"(?:-o|>|--svg) ([\w./-]+\.(?:yaml|json|svg))", line.split("#")[0]))
+    assert written == {"bad.yaml", "cluster.yaml", "eks.yaml", "eks-topology.yaml"}
+    for name in sorted(written) + ["placement.svg", "nodes.yaml", "dump.yaml", "mixed-topologies.yaml"]:
+        assert subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO).returncode == 0, name
