@@ -408,3 +408,22 @@ def test_the_files_the_readme_tour_writes_are_ignored_by_git():
     assert written == {"bad.yaml", "cluster.yaml", "eks.yaml", "eks-topology.yaml"}
     for name in sorted(written) + ["placement.svg", "nodes.yaml", "dump.yaml", "mixed-topologies.yaml"]:
         assert subprocess.run(["git", "check-ignore", "-q", name], cwd=REPO).returncode == 0, name
+
+
+def test_the_metrics_reference_lists_the_controllers_metrics():
+    """Before: docs/reference/metrics.md listed only serve's three metrics. The controller's eight
+    (webhook/controller/gang_metrics.py, DESIGN.md §9), as Prometheus exposes them."""
+    from conftest import REPO
+
+    text = (REPO / "docs" / "reference" / "metrics.md").read_text(encoding="utf-8")
+    section = text.split("## Controller", 1)[1]
+    for row in ("| `segment_controller_gangs_waiting` | gauge | kind |",
+                "| `segment_controller_gangs_placed_total` | counter | — |",
+                "| `segment_controller_gangs_infeasible` | gauge | — |",
+                "| `segment_controller_gangs_never_fit` | gauge | — |",
+                "| `segment_controller_release_seconds` | histogram | — |",
+                "| `segment_controller_patch_errors_total` | counter | code |",
+                "| `segment_controller_leader` | gauge | — |",
+                "| `segment_controller_passes_total` | counter | — |"):
+        assert row in section, row
+    assert "- `kind`: `incomplete`, `infeasible`, `never-fits`, `invalid`" in section
