@@ -403,7 +403,7 @@ def test_the_files_the_readme_tour_writes_are_ignored_by_git():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     written = set()
     for line in readme.splitlines():
-        if line.startswith("$ segment-webhook") or line.startswith("$ sed"):
+        if line.startswith(("$ segment-webhook", "$ sed")):
             written |= set(re.findall(r"(?:-o|>|--svg) ([\w./-]+\.(?:yaml|json|svg))", line.split("#")[0]))
     assert written == {"bad.yaml", "cluster.yaml", "eks.yaml", "eks-topology.yaml"}
     for name in sorted(written) + ["placement.svg", "nodes.yaml", "dump.yaml", "mixed-topologies.yaml"]:
