@@ -92,6 +92,17 @@ def test_capacity_and_controller_once_take_a_generate_name_workload(small_cluste
     assert f"Job {GENERATED}: metadata.name made from metadata.generateName" in captured.err
 
 
+def test_capacity_of_a_denied_generate_name_workload_is_the_denial_exit_1(small_cluster, tmp_path, capsys):
+    """Before: "metadata.name is missing", exit 2 (and a denial was exit 2 too)."""
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB_GENERATE_NAME.replace('segment-size: "4"', 'segment-size: "0"'))
+    assert main(["capacity", "--cluster", small_cluster, "-f", str(job)]) == 1
+    assert capsys.readouterr().err.endswith(
+        f'segment-webhook capacity: error: {job}: denied by the webhook: metadata.annotations["kai.scheduler/segment-size"] '
+        '= "0": a segment needs more than 1 pod (rule segment-size-too-small); fix: set a segment size of at least 2 '
+        "(or remove kai.scheduler/segment-size for no segments).\n")
+
+
 @pytest.mark.parametrize("metadata, message", [
     ("{}", "metadata.name: an object needs a name (rule name-or-generate-name, as kube-apiserver: "
            '"name or generateName is required"); fix: set metadata.name (e.g. train) or metadata.generateName '

@@ -2,7 +2,8 @@
 topology level, and the capacity stranded for that shape (DESIGN.md §13). The counting is
 :func:`webhook.placement.capacity.capacity`'s; this module reads the files and prints.
 
-Exit 0 report written, 2 bad input (the message names the flag, file or field).
+Exit 0 report written, 1 the ``-f`` workload is denied by the webhook (as ``place``), 2 bad input
+(the message names the flag, file or field).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
 from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
+from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.manifests import ManifestError
 from webhook.placement.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
 from webhook.placement.cluster_index import ClusterIndex
@@ -33,7 +35,8 @@ def register(subparsers: Any) -> None:
         "capacity", help="how many gangs and segments of a shape fit now, per domain (DESIGN.md §13)",
         description="For each domain of each level of a Topology: how many gangs and how many segments of one "
                     "shape fit now at once (computed exactly from the snapshot's free capacity), the free capacity "
-                    "and what is stranded for that shape. Exit 0 written, 2 bad input.")
+                    "and what is stranded for that shape. Exit 0 written, 1 the -f workload is denied by the webhook, "
+                    "2 bad input.")
     p.add_argument("--cluster", action="append", required=True, metavar="FILE",
                    help="kubectl get nodes,pods[,topologies] -A -o yaml|json output (repeatable)")
     p.add_argument("--topology-file", action="append", default=[], metavar="FILE",
@@ -55,12 +58,19 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
+class WorkloadDenied(SegmentWebhookError):
+    """The ``-f`` workload is one the webhook denies: exit 1, as ``place`` (the message is the
+    webhook's)."""
+
+    exit_code = EXIT_DENIED
+
+
 def shape_of(exp: Expansion, source: str) -> GangShape:
     """The shape a workload manifest stands for: its first gang's pod count, resolved segment size
     (the gang's size when unsegmented), levels, and the requests of its most common pod. Raises
-    :class:`UsageError` when the webhook denied it."""
+    :class:`WorkloadDenied` when the webhook denied it."""
     if exp.denied:
-        raise UsageError(f"{source}: denied by the webhook: {exp.message}")
+        raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
     gang = exp.gangs[0]
     counts: Counter[tuple[tuple[str, int], ...]] = Counter(tuple(sorted(p.requests.items())) for p in gang.pods)
     requests = dict(counts.most_common(1)[0][0])
@@ -122,11 +132,13 @@ def render(doc: dict[str, Any], per_node: bool = False) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``capacity`` command: exit 0 written, 2 bad input."""
+    """The ``capacity`` command: exit 0 written, 1 the ``-f`` workload denied, 2 bad input."""
     try:
         snapshot = load_snapshot(args.cluster, args.topology_file)
         shape, topology = _shape(args, snapshot)
         report = capacity(_index(snapshot, topology), shape)
+    except WorkloadDenied as exc:  # exit 1, as place
+        return error("capacity", exc)
     except (SnapshotError, ManifestError, PlacementError, CapacityError, UsageError, ExpandError) as exc:
         return error("capacity", str(exc))
     doc = report_document(report)
