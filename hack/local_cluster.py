@@ -925,8 +925,9 @@ KUEUE_FRAMEWORKS = ("batch/job",)
 #: The LocalQueue ``up --with kueue`` creates in namespace ``default`` (``kueue.x-k8s.io/queue-name``).
 KUEUE_LOCAL_QUEUE = "user-queue"
 KUEUE_CLUSTER_QUEUE = "cluster-queue"
-#: The resources the ClusterQueue covers (a pod requesting another one is never admitted by Kueue).
-KUEUE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+#: The resources the ClusterQueue covers (a pod requesting another one is never admitted by Kueue);
+#: each one the nodes report (``ephemeral-storage``: every kubelet, and ``gen-cluster``, report it).
+KUEUE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
 
 
 def _kueue_webhook_kept(hook: dict) -> bool:
