@@ -233,7 +233,8 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
         return WhatIf(False, DENIED, Placement(placed=False), f"denied by the webhook: {exp.message}",
                       warnings=exp.warnings)
     if not any(g.pods for g in exp.gangs):
-        raise PlacementError(f"{workload.get('kind')} {quote((workload.get('metadata') or {}).get('name'))} creates no "
+        named = exp.generated_name or (workload.get("metadata") or {}).get("name")
+        raise PlacementError(f"{workload.get('kind')} {quote(named)} creates no "
                              "pods: nothing to place; fix: give it the pods it should run")
     topo = planner.catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:
