@@ -70,7 +70,8 @@ def render_warnings() -> str:
 
 
 def render_metrics() -> str:
-    """The metrics of ``serve`` (:class:`ReviewMetrics` on a fresh registry) and their label values."""
+    """The metrics of ``serve`` (:class:`ReviewMetrics` on a fresh registry) and their label values,
+    then the controller's (:func:`_controller_metrics`)."""
     from prometheus_client import CollectorRegistry
 
     from webhook.http import metrics
@@ -93,7 +94,37 @@ def render_metrics() -> str:
               "- `decision`: `allowed`, `denied`, `malformed`, `error`",
               "- `rule`: a rule id of [rules.md](rules.md), `malformed-review` or `internal-error`",
               f"- histogram buckets (seconds): {', '.join(str(b) for b in metrics.DURATION_BUCKETS)}"]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + _controller_metrics()) + "\n"
+
+
+def _controller_metrics() -> list[str]:
+    """The section of the controller's metrics (:class:`webhook.controller.gang_metrics.Metrics`, a
+    fresh instance: every metric it registers, with its label names and, for a histogram, its
+    buckets)."""
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from webhook.controller import gang_metrics
+
+    instance = gang_metrics.Metrics()
+    lines = ["## Controller", "",
+             "Served by `segment-webhook controller` on `--metrics-port` (default 9090, `GET /metrics`, "
+             "Prometheus text format), one registry per process. Source: `webhook/controller/gang_metrics.py`.\n",
+             "| metric | type | labels | help |", "|---|---|---|---|"]
+    buckets: list[str] = []
+    for metric in vars(instance).values():
+        if not isinstance(metric, MetricWrapperBase):
+            continue
+        kind = metric._type
+        name = metric._name + ("_total" if kind == "counter" else "")
+        names = ", ".join(metric._labelnames) or "—"
+        lines.append(f"| `{name}` | {kind} | {names} | {_cell(metric._documentation)} |")
+        if kind == "histogram":
+            bounds = [b for b in metric._upper_bounds if b != float("inf")]
+            buckets.append(f"- `{name}` buckets (seconds): {', '.join(f'{b:g}' for b in bounds)}")
+    lines += ["", "Label values:", "",
+              f"- `kind`: {', '.join(f'`{kind}`' for kind in gang_metrics.WAITING_KINDS)} (each set, 0 included)",
+              "- `code`: the HTTP status of the failed patch", *buckets]
+    return lines
 
 
 def _commands(parser: argparse.ArgumentParser, prefix: str) -> Iterator[tuple[str, argparse.ArgumentParser]]:

@@ -187,6 +187,19 @@ def upstream_binary(name: str) -> Path:
     return upstream_target(name) / (UPSTREAM.get(name) or TOOLS[name]).binary
 
 
+#: The cached binaries (and control-plane directory) this process has already said it reuses:
+#: ``up`` asks for one program up to three times (the check before starting, the starter, its
+#: helpers), and says "build: reusing ..." once.
+_REUSE_SAID: set[Path] = set()
+
+
+def _say_reusing(path: Path, log) -> None:
+    """Print ``build: reusing PATH`` on ``log``, once per path and process."""
+    if path not in _REUSE_SAID:
+        _REUSE_SAID.add(path)
+        print(f"build: reusing {path}", file=log)
+
+
 def build_upstream(name: str, log=sys.stderr) -> Path:
     """Build (or reuse) upstream program ``name`` of :data:`UPSTREAM`; return its binary's path.
     The first build's seconds are written to ``BUILD_SECONDS`` beside it.
@@ -203,7 +216,7 @@ def build_upstream(name: str, log=sys.stderr) -> Path:
     program = UPSTREAM.get(name) or TOOLS[name]
     target = upstream_target(name)
     if (target / program.binary).is_file():
-        print(f"build: reusing {target / program.binary}", file=log)
+        _say_reusing(target / program.binary, log)
         return target / program.binary
     staging = target.with_name(target.name + ".partial")
     staging.mkdir(parents=True, exist_ok=True)
@@ -248,7 +261,7 @@ def build(log=sys.stderr) -> Path:
     kubernetes_version = module_version("kubernetes", "k8s.io/kubernetes")
     target = build_target()
     if built():
-        print(f"build: reusing {target}", file=log)
+        _say_reusing(target, log)
         return target
     staging = target.with_name(target.name + ".partial")
     staging.mkdir(parents=True, exist_ok=True)
@@ -912,8 +925,9 @@ KUEUE_FRAMEWORKS = ("batch/job",)
 #: The LocalQueue ``up --with kueue`` creates in namespace ``default`` (``kueue.x-k8s.io/queue-name``).
 KUEUE_LOCAL_QUEUE = "user-queue"
 KUEUE_CLUSTER_QUEUE = "cluster-queue"
-#: The resources the ClusterQueue covers (a pod requesting another one is never admitted by Kueue).
-KUEUE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+#: The resources the ClusterQueue covers (a pod requesting another one is never admitted by Kueue);
+#: each one the nodes report (``ephemeral-storage``: every kubelet, and ``gen-cluster``, report it).
+KUEUE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
 
 
 def _kueue_webhook_kept(hook: dict) -> bool:

@@ -50,6 +50,7 @@ def test_released_pods_and_waiting_gangs_are_yaml_documents(tmp_path):
         {"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/hostname": master["node"]}},
     ]
     assert docs[17] == {"gang": "team-a/job-b", "waiting": "9 of 17 pods exist"}
+    assert err == "controller --once: released 17 pods of 1 gang; 1 gang left gated\n"
 
 
 def test_topology_file_and_workload_flags(tmp_path):
@@ -356,7 +357,7 @@ def test_place_and_the_dry_run_say_can_never_fit_with_the_smallest_change(tmp_pa
     assert main(["place", "-f", str(job), "--cluster", nodes]) == 1
     assert capsys.readouterr().out == f"not placed: {NEVER_FITS_TEXT}\n"
     code, out, err = once([nodes], [], None, "yaml", workload_paths=[str(job)])
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "controller --once: released 0 pods of 0 gangs; 1 gang left gated\n")
     assert list(yaml.safe_load_all(out)) == [{"gang": "team-a/job-a", "waiting": NEVER_FITS_TEXT}]
 
 

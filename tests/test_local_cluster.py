@@ -124,3 +124,20 @@ def test_a_component_that_exits_for_another_reason_is_not_started_again(tmp_path
     with pytest.raises(local_cluster.ClusterError, match=r"kube-scheduler exited with status 2 after it answered /healthz"):
         cluster.start_on_free_port("kube-scheduler", argv)
     assert len(started) == 1
+
+
+def test_up_says_build_reusing_once_per_program(tmp_path, monkeypatch):
+    """Issue 37: `up --with lws` printed `build: reusing .../manager` three times (the check before
+    starting, the starter, its helper). Once per binary and process now."""
+    import io
+
+    target = tmp_path / "lws-v0"
+    target.mkdir()
+    binary = target / local_cluster.UPSTREAM["lws"].binary
+    binary.write_text("")
+    monkeypatch.setattr(local_cluster.shutil, "which", lambda name: "/usr/bin/go")
+    monkeypatch.setattr(local_cluster, "upstream_target", lambda name: target)
+    monkeypatch.setattr(local_cluster, "_REUSE_SAID", set())
+    log = io.StringIO()
+    assert [local_cluster.build_upstream("lws", log=log) for _ in range(3)] == [binary] * 3
+    assert log.getvalue() == f"build: reusing {binary}\n"

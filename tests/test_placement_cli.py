@@ -37,7 +37,8 @@ def test_gen_cluster_shape_and_determinism(gen_cluster, tmp_path):
         "topology.kubernetes.io/zone": "zone-0", "cloud.provider.com/topology-block": "block-0-0",
         "cloud.provider.com/topology-rack": "rack-0-0-0", "kubernetes.io/hostname": "node-0-0-0-0",
         "nvidia.com/gpu.present": "true"}
-    assert node["status"]["allocatable"] == {"cpu": "128", "memory": "2048Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    assert node["status"]["allocatable"] == {"cpu": "128", "memory": "2048Gi", "ephemeral-storage": "1728000000000",
+                                             "nvidia.com/gpu": "8", "pods": "110"}
     assert main(["gen-cluster", "--zones", "0"]) == 2
 
 

@@ -123,10 +123,10 @@ def test_a_workload_that_fits_exits_0_with_its_placement(racks_of_four, tmp_path
 def test_nothing_fits_says_which_resource(racks_of_four, tmp_path, capsys):
     code, doc = what_if(tmp_path, capsys, job(workers=64, size=8, gpus=2), racks_of_four)
     assert code == 1 and doc["verdict"] == "never-fits" and doc["changes"] == []
-    assert doc["no_change"].startswith("not even without any required level: ")
+    assert doc["no_change"].startswith("not even without any required level, with every node free: ")
     assert "nvidia.com/gpu" in doc["no_change"]
     assert main(["place", "-f", str(tmp_path / "job.yaml"), "--cluster", racks_of_four, "--what-if"]) == 1
-    assert "no change within the search bound fits: not even without any required level" in capsys.readouterr().out
+    assert "no change within the search bound fits: not even without any required level, with every node free" in capsys.readouterr().out
 
 
 def test_an_elastic_job_gets_fewer_workers(ten_of_sixteen_busy, tmp_path, capsys):

@@ -79,3 +79,37 @@ def test_workload_api_flags_only_when_asked():
         "--runtime-config", "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"]
     assert local_cluster.workload_api_args("kube-scheduler", {"workload_api": True}) == [
         "--feature-gates", "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"]
+
+
+class InferringRecorder(Recorder):
+    """A Recorder that runs this checkout's `segment-webhook` as LocalCluster.segment_webhook does."""
+
+    def segment_webhook(self, *args):
+        import subprocess
+
+        result = subprocess.run([sys.executable, "-m", "webhook.cli", *args], capture_output=True, text=True,
+                                cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}, check=True)
+        return result.stdout
+
+
+def test_kueue_objects_for_gen_clusters_nodes_without_a_topology(tmp_path):
+    """Issue 37: `nodes` under Kueue on gen-cluster's nodes, without the dump's Topology, failed with
+    "no Topology: no node carries a topology label that makes a level" (one zone). The inferred
+    Topology is the embedded default's levels under the zone (a one-domain level is left out), and
+    the ClusterQueue covers ephemeral-storage, which gen-cluster's nodes report (1728000000000 each)."""
+    from webhook.tooling.gencluster import generate
+
+    doc = generate(1, 2, 2, 2, 8, fill=0.0)  # 1 zone, 2 blocks of 2 racks of 2 nodes
+    doc["items"] = [item for item in doc["items"] if item["kind"] == "Node"]
+    dump = tmp_path / "nodes.yaml"
+    dump.write_text(yaml.safe_dump(doc))
+    recorder = InferringRecorder()
+    assert local_cluster.kueue_queues(recorder, dump) == ["cluster-topology"]
+    assert recorder.applied[0] == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+        "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
+                            {"nodeLabel": "cloud.provider.com/topology-rack"},
+                            {"nodeLabel": "kubernetes.io/hostname"}]}}
+    queue = recorder.applied[2]["spec"]["resourceGroups"][0]
+    assert queue["coveredResources"] == ["cpu", "ephemeral-storage", "memory", "nvidia.com/gpu"]
+    assert {"name": "ephemeral-storage", "nominalQuota": str(8 * 1_728_000_000_000)} in queue["flavors"][0]["resources"]

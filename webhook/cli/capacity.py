@@ -2,13 +2,15 @@
 topology level, and the capacity stranded for that shape (DESIGN.md §13). The counting is
 :func:`webhook.placement.capacity.capacity`'s; this module reads the files and prints.
 
-Exit 0 report written, 2 bad input (the message names the flag, file or field).
+Exit 0 report written, 1 the ``-f`` workload is denied by the webhook (as ``place``), 2 bad input
+(the message names the flag, file or field).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from typing import Any
 
@@ -16,7 +18,9 @@ import yaml
 
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
+from webhook.core.keys import HOSTNAME
 from webhook.core.messages import quote
+from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.manifests import ManifestError
 from webhook.placement.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
 from webhook.placement.cluster_index import ClusterIndex
@@ -31,7 +35,8 @@ def register(subparsers: Any) -> None:
         "capacity", help="how many gangs and segments of a shape fit now, per domain (DESIGN.md §13)",
         description="For each domain of each level of a Topology: how many gangs and how many segments of one "
                     "shape fit now at once (computed exactly from the snapshot's free capacity), the free capacity "
-                    "and what is stranded for that shape. Exit 0 written, 2 bad input.")
+                    "and what is stranded for that shape. Exit 0 written, 1 the -f workload is denied by the webhook, "
+                    "2 bad input.")
     p.add_argument("--cluster", action="append", required=True, metavar="FILE",
                    help="kubectl get nodes,pods[,topologies] -A -o yaml|json output (repeatable)")
     p.add_argument("--topology-file", action="append", default=[], metavar="FILE",
@@ -45,16 +50,27 @@ def register(subparsers: Any) -> None:
                        help="a workload manifest that stands for the shape: its pod count, segment size, levels and "
                             "the requests of its most common pod, as the webhook resolves them")
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table",
-                   help="table: one line per domain (default); json/yaml: every domain with free and stranded capacity")
+                   help="table: one line per domain above the nodes (default); json/yaml: every domain, nodes included, "
+                        "with free and stranded capacity")
+    p.add_argument("--per-node", action="store_true",
+                   help="the table also gets one line per node (the kubernetes.io/hostname level); by default it "
+                        "sums up per domain of the broader levels")
     p.set_defaults(func=run)
+
+
+class WorkloadDenied(SegmentWebhookError):
+    """The ``-f`` workload is one the webhook denies: exit 1, as ``place`` (the message is the
+    webhook's)."""
+
+    exit_code = EXIT_DENIED
 
 
 def shape_of(exp: Expansion, source: str) -> GangShape:
     """The shape a workload manifest stands for: its first gang's pod count, resolved segment size
     (the gang's size when unsegmented), levels, and the requests of its most common pod. Raises
-    :class:`UsageError` when the webhook denied it."""
+    :class:`WorkloadDenied` when the webhook denied it."""
     if exp.denied:
-        raise UsageError(f"{source}: denied by the webhook: {exp.message}")
+        raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
     gang = exp.gangs[0]
     counts: Counter[tuple[tuple[str, int], ...]] = Counter(tuple(sorted(p.requests.items())) for p in gang.pods)
     requests = dict(counts.most_common(1)[0][0])
@@ -87,11 +103,15 @@ def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str
     given = load_workload(args.filename)
     planner = planner_for(snapshot, runtimes=given.runtimes)
     exp = planner.expand(given.workload)
+    if exp.name_note:  # say which name was used, as ``place`` does
+        print(f"Warning: {exp.name_note}", file=sys.stderr)
     return shape_of(exp, given.source), args.topology or exp.topology
 
 
-def render(doc: dict[str, Any]) -> str:
-    """The ``-o table`` text: the shape, then one line per domain (broadest level first)."""
+def render(doc: dict[str, Any], per_node: bool = False) -> str:
+    """The ``-o table`` text: the shape, then one line per domain (broadest level first). The node
+    level (``kubernetes.io/hostname``, one line per node) only with ``per_node``; without it a
+    last line says how many node lines were left out and how to show them."""
     shape = doc["shape"]
     resource = doc["resources"][0]
     lines = [f"shape: {shape['pods']} pods per gang, segments of {shape['segment_size']} at "
@@ -99,20 +119,26 @@ def render(doc: dict[str, Any]) -> str:
              f"topology {doc['topology']}",
              f"{'LEVEL':<34} {'DOMAIN':<24} {'NODES':>6} {'FREE ' + resource:>20} {'SEGMENTS':>9} {'GANGS':>6} "
              f"{'STRANDED':>9}"]
-    rows = [("cluster", doc["cluster"])] + [(lv["level"], d) for lv in doc["levels"] for d in lv["domains"]]
+    levels = [lv for lv in doc["levels"] if per_node or lv["level"] != HOSTNAME]
+    rows = [("cluster", doc["cluster"])] + [(lv["level"], d) for lv in levels for d in lv["domains"]]
     for level, d in rows:
         lines.append(f"{level:<34} {d['domain']:<24} {d['nodes']:>6} {d['free'][resource]:>20} {d['segments']:>9} "
                      f"{d['gangs']:>6} {d['stranded'][resource]:>9}")
     lines.append(f"STRANDED: free {resource} on eligible nodes that no segment of this shape can use")
+    left_out = sum(len(lv["domains"]) for lv in doc["levels"] if lv not in levels)
+    if left_out:
+        lines.append(f"{left_out} node line{'s' if left_out != 1 else ''} ({HOSTNAME}) left out; --per-node shows them")
     return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    """The ``capacity`` command: exit 0 written, 2 bad input."""
+    """The ``capacity`` command: exit 0 written, 1 the ``-f`` workload denied, 2 bad input."""
     try:
         snapshot = load_snapshot(args.cluster, args.topology_file)
         shape, topology = _shape(args, snapshot)
         report = capacity(_index(snapshot, topology), shape)
+    except WorkloadDenied as exc:  # exit 1, as place
+        return error("capacity", exc)
     except (SnapshotError, ManifestError, PlacementError, CapacityError, UsageError, ExpandError) as exc:
         return error("capacity", str(exc))
     doc = report_document(report)
@@ -121,6 +147,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.output == "yaml":
         text = yaml.safe_dump(doc, sort_keys=False)
     else:
-        text = render(doc)
+        text = render(doc, args.per_node)
     return write_output(text, "capacity")
 

@@ -32,12 +32,13 @@ def add_export_parser(sub: Any) -> None:
     export.add_argument("--nodes", required=True, metavar="NODES", help="kubectl get nodes -o yaml|json output")
     export.add_argument("--format", required=True, choices=("volcano", "slurm"), help="volcano or slurm")
     export.add_argument("--topology", metavar="NAME", help="which Topology of the file (default: the only one)")
-    export.add_argument("--members", choices=("name", "labels"), default="name",
-                        help="volcano: tier-1 HyperNode members by exact node name (default) or by one label selector")
-    export.add_argument("--plugin", choices=("tree", "block"), default="tree",
-                        help="slurm: the topology/tree (default) or topology/block form")
-    export.add_argument("--block-level", metavar="KEY", help="slurm block: the level whose domains are the blocks "
-                                                              "(default: the narrowest level)")
+    export.add_argument("--members", choices=("name", "labels"),
+                        help="volcano only: tier-1 HyperNode members by exact node name (default) or by one label "
+                             "selector")
+    export.add_argument("--plugin", choices=("tree", "block"),
+                        help="slurm only: the topology/tree (default) or topology/block form")
+    export.add_argument("--block-level", metavar="KEY", help="slurm block only: the level whose domains are the "
+                                                              "blocks (default: the narrowest level)")
     export.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="format (default: yaml)")
     export.set_defaults(func=run_export)
 
@@ -51,10 +52,36 @@ def _render(documents: Any, output: str, volcano: bool) -> str:
     return yaml.safe_dump(documents, sort_keys=False)
 
 
+def format_flag_problem(args: argparse.Namespace) -> str | None:
+    """The message for a flag of one ``--format`` given with the other (it would be ignored), or
+    ``None``: ``--plugin`` and ``--block-level`` are Slurm's, ``--members`` Volcano's; ``--block-level``
+    also needs ``--plugin block``."""
+    if args.format == "volcano":
+        for flag, value in (("--plugin", args.plugin), ("--block-level", args.block_level)):
+            if value is not None:
+                return (f"{flag} {value}: {flag} is for --format slurm, and Volcano HyperNodes have no such setting "
+                        "(their tiers are the Topology's levels, tier 1 the narrowest); fix: leave out "
+                        f"{flag}, or use --format slurm")
+    else:
+        if args.members is not None:
+            return (f"--members {args.members}: --members is for --format volcano (how a tier-1 HyperNode names its "
+                    "nodes); a Slurm topology.yaml always lists node names; fix: leave out --members, or use "
+                    "--format volcano")
+        if args.block_level is not None and args.plugin != "block":
+            return (f"--block-level {args.block_level}: --block-level is for the topology/block plugin, and the "
+                    f"plugin is {args.plugin or 'tree (the default)'}; fix: add --plugin block, or leave out "
+                    "--block-level")
+    return None
+
+
 def run_export(args: argparse.Namespace) -> int:
-    """``topology export``: exit 0 written, 2 bad input."""
+    """``topology export``: exit 0 written, 2 bad input (also a flag of the other ``--format``:
+    :func:`format_flag_problem`)."""
     from webhook.cli.topology_inputs import InputError, collector_paused, read_nodes, read_topologies
 
+    problem = format_flag_problem(args)
+    if problem:
+        return error("topology export", problem)
     with collector_paused():
         try:
             topologies = read_topologies(args.filename)
@@ -68,9 +95,10 @@ def run_export(args: argparse.Namespace) -> int:
                 raise InputError(f"--topology {args.topology} is not in {args.filename}; it holds {', '.join(names)}")
             export = topology_export.domains_of(chosen.name, chosen.levels, nodes)
             if args.format == "volcano":
-                documents: Any = topology_export.volcano_hypernodes(export, members=args.members)
+                documents: Any = topology_export.volcano_hypernodes(export, members=args.members or "name")
             else:
-                documents = topology_export.slurm_topology(export, plugin=args.plugin, block_level=args.block_level)
+                documents = topology_export.slurm_topology(export, plugin=args.plugin or "tree",
+                                                           block_level=args.block_level)
         except (InputError, topology_export.ExportError) as exc:
             return error("topology export", exc)
     written = write_output(_render(documents, args.output, args.format == "volcano"), "topology export")

@@ -12,29 +12,35 @@ import argparse
 import gc
 import json
 import sys
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import yaml
 
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
+from webhook.core.kinds.registry import gang_key
+from webhook.core.workload_api import pod_maps
 from webhook.manifests import ManifestError
 from webhook.placement.expand import ExpandError
 from webhook.placement.freeing import Occupant, read_occupants
 from webhook.placement.model import PlacementError
+from webhook.placement.occupancy import is_terminated, occupied_node, pod_ref
 from webhook.placement.snapshot import Snapshot, SnapshotError, build_snapshot, read_located
-from webhook.placement.whatif import DENIED, FITS, NEVER, WhatIf, planner_for, what_if
+from webhook.placement.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, what_if
 
 VERDICT_TEXT = {
-    FITS: "fits on today's free capacity: a placement exists (for a gang another scheduler left pending: it missed this one)",
+    FITS: "fits on today's free capacity: a placement exists",
     "waiting-for-capacity": "does not fit now, waiting for capacity",
     NEVER: "can never fit on this cluster, not even with every node free",
     DENIED: "denied by the webhook",
 }
 
 
-def load_cluster(paths: list[str], topology_paths: list[str]) -> tuple[Snapshot, dict[str, list[Occupant]]]:
-    """The snapshot of the ``--cluster`` dumps and who holds each node, from one read of the files.
+def load_cluster(paths: list[str], topology_paths: list[str]
+                 ) -> tuple[Snapshot, dict[str, list[Occupant]], list[tuple[str, str | None]]]:
+    """The snapshot of the ``--cluster`` dumps, who holds each node, and the pending pods (no node
+    held, not terminated: ``(namespace/name, gang key or None)``), from one read of the files.
     Raises :class:`SnapshotError` as ``place`` does (including a dump without a Node)."""
     enabled = gc.isenabled()
     gc.disable()
@@ -42,12 +48,34 @@ def load_cluster(paths: list[str], topology_paths: list[str]) -> tuple[Snapshot,
         located = read_located(paths, topology_paths)
         snapshot = build_snapshot(located)
         occupants = read_occupants(obj for _, _, obj in located)
+        pending = pending_pods(obj for _, _, obj in located)
     finally:
         if enabled:
             gc.enable()
     if paths and not snapshot.nodes:
         raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
-    return snapshot, occupants
+    return snapshot, occupants, pending
+
+
+def pending_pods(objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, str | None]]:
+    """The Pods of ``objects`` that hold no node and are not terminated (pending, gated or not), as
+    ``(namespace/name, gang key)`` (:func:`webhook.core.kinds.registry.gang_key`; ``None`` when the
+    pod names no gang). Malformed fields read as absent."""
+    out: list[tuple[str, str | None]] = []
+    for obj in objects:
+        if obj.get("kind") != "Pod" or is_terminated(obj) or occupied_node(obj):
+            continue
+        namespace, name = pod_ref(obj)
+        labels, annotations = pod_maps(obj)
+        out.append((f"{namespace}/{name}", gang_key(namespace, labels, annotations)))
+    return out
+
+
+def pending_of(result: WhatIf, pending: list[tuple[str, str | None]]) -> int:
+    """How many of the dump's ``pending`` pods are the workload's: the same ``namespace/name`` as
+    an expanded pod, or the same gang key (pods of a Job or JobSet have random name suffixes)."""
+    pods, gangs = set(result.pods), set(result.gangs)
+    return sum(1 for key, gang in pending if key in pods or (gang is not None and gang in gangs))
 
 
 def summary(doc: dict[str, Any]) -> str:
@@ -65,21 +93,34 @@ def summary(doc: dict[str, Any]) -> str:
             f"workload {where}; segments: {segments}")
 
 
-def render(result: WhatIf) -> str:
-    """The ``-o table`` text of a what-if."""
+def render(result: WhatIf, pending: int = 0) -> str:
+    """The ``-o table`` text of a what-if. ``pending``: how many of the workload's pods the dump
+    holds pending (:func:`pending_of`): only then does a ``fits`` verdict say that the scheduler
+    that left them pending missed the placement."""
     doc = result.document()
     lines = [VERDICT_TEXT.get(result.verdict, result.verdict)]
     if result.fits:
+        if pending:
+            lines[0] += (f" ({pending} of its pods {'is' if pending == 1 else 'are'} pending in the dump: the "
+                         "scheduler that left them pending missed this placement)")
         lines.append("  " + summary(doc["placement"]))
         return "\n".join(lines) + "\n"
     if result.waiting_for:
         lines[0] += f": {result.waiting_for['text'].split('; engine: ')[0].removeprefix('waiting for capacity: ')}"
-    if result.reason:
-        lines.append(f"  engine: {result.reason}")
     if result.verdict == DENIED:
+        lines.append(f"  engine: {result.reason}")
         return "\n".join(lines) + "\n"
+    if result.empty_reason:
+        lines.append(f"  engine, with every node free: {result.empty_reason}")
+    elif result.reason:
+        lines.append(f"  engine, on today's free capacity: {result.reason}")
     if result.changes:
-        lines.append("smallest changes that fit, each verified by placing the changed workload on this snapshot:")
+        if doc["changes"][0]["on"] == EMPTY:
+            lines.append("no change fits on today's free capacity; smallest changes that fit once every node is free, "
+                         "each verified by placing the changed workload on this cluster with every node free "
+                         "(then it waits for capacity):")
+        else:
+            lines.append("smallest changes that fit, each verified by placing the changed workload on this snapshot:")
         for number, verified in enumerate(doc["changes"], 1):
             lines.append(f"  {number}. {verified['change']['text']}")
             lines.append(f"     {summary(verified['placement'])}")
@@ -97,7 +138,7 @@ def run_what_if(args: argparse.Namespace) -> int:
         if args.svg:
             raise UsageError("--svg draws one placement and does not go with --what-if; fix: leave out --svg, "
                              "or run place without --what-if")
-        snapshot, occupants = load_cluster(args.cluster, args.topology_file or [])
+        snapshot, occupants, pending = load_cluster(args.cluster, args.topology_file or [])
         given = load_workload(args.filename)
         planner = planner_for(snapshot, user=args.user, groups=args.group,
                               platform_users=args.platform_user or [], platform_groups=args.platform_group or [],
@@ -110,10 +151,12 @@ def run_what_if(args: argparse.Namespace) -> int:
         return error("place", f"{where}: {exc}" if where else str(exc))
     for warning in result.warnings:
         print(f"Warning: {warning}", file=sys.stderr)
+    waiting = pending_of(result, pending)
+    doc = {**result.document(), "pending_pods": waiting}
     if args.output == "json":
-        text = json.dumps(result.document(), indent=2) + "\n"
+        text = json.dumps(doc, indent=2) + "\n"
     elif args.output == "yaml":
-        text = yaml.safe_dump(result.document(), sort_keys=False, allow_unicode=True)
+        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     else:
-        text = render(result)
+        text = render(result, waiting)
     return write_output(text, "place") or result.exit_code

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 import yaml
 
 from webhook.controller.decision import ParseCache, PassResult, decide
+from webhook.core.gating import GATE
 from webhook.core.topology import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.manifests import ManifestError, load_objects
@@ -53,7 +54,8 @@ class WorkloadDenied(SegmentWebhookError):
 
 
 def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
-            default_topology: str | None = None, workload_paths: Sequence[str] = ()) -> PassResult:
+            default_topology: str | None = None, workload_paths: Sequence[str] = (),
+            notes: list[str] | None = None) -> PassResult:
     """One pass of the controller on files (the same :func:`decide` as the live controller).
 
     Topologies: the dumps' and ``topology_paths``' Topology objects, else the embedded default
@@ -63,7 +65,9 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     with ``--gate-pods`` (the expansion of ``place``), so they arrive gated. Raises
     :class:`SnapshotError` on bad input (unreadable file, malformed Topology, a topology file
     without a Topology, no Node at all, an empty workload file, a workload that cannot be
-    expanded) and :class:`WorkloadDenied` when the webhook denies one.
+    expanded) and :class:`WorkloadDenied` when the webhook denies one. ``notes``: when given, each
+    name made from a workload's ``metadata.generateName`` is said there (one line each,
+    :attr:`webhook.placement.expand.Expansion.name_note`).
 
     Unlike the live controller, which leaves a malformed object out of its pass and logs it (one
     bad object must not stop the placement of every gang), the dry run reads the dump as
@@ -108,6 +112,8 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
                     exp = expand(workload, catalog, settings, runtimes=runtimes)
                 except ExpandError as exc:
                     raise SnapshotError(f"{source}: {exc}") from None
+                if exp.name_note and notes is not None:
+                    notes.append(exp.name_note)
                 if exp.denied:
                     raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
                 pods.extend(exp.pods)
@@ -126,20 +132,43 @@ def documents(result: PassResult) -> list[dict[str, Any]]:
     return docs
 
 
+def once_summary(result: PassResult) -> str:
+    """The one line ``controller --once`` says on stderr after its documents, so a pass that
+    releases nothing is not silent: ``controller --once: released 8 pods of 1 gang; 1 gang left
+    gated`` or ``controller --once: no gated gang in the snapshot, nothing to release``."""
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+
+    if not result.releases and not result.waiting:
+        return ("controller --once: no gated gang in the snapshot, nothing to release (pods the webhook gated carry "
+                f"spec.schedulingGates[{GATE}])")
+    gangs = len({p.gang for p in result.placed})
+    return (f"controller --once: released {count(len(result.releases), 'pod')} of {count(gangs, 'gang')}; "
+            f"{count(len(result.waiting), 'gang')} left gated")
+
+
 def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], default_topology: str | None,
-             output: str, workload_paths: Sequence[str] = (), out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+             output: str, workload_paths: Sequence[str] = (), out: TextIO | None = None,
+             err: TextIO | None = None) -> int:
     """The ``--once`` command: print the documents (``output``: ``yaml`` or ``json``); exit 0 when
     it ran, 1 when the webhook denies a ``--workload``, 2 on bad input (message on ``err`` with
     the ``segment-webhook controller: error:`` prefix the other sub-commands use)."""
+    out = out or sys.stdout  # looked up at call time, so a caller's redirection of sys.stdout holds
+    err = err or sys.stderr
+    notes: list[str] = []
     try:
-        result = dry_run(snapshot_paths, topology_paths, default_topology, workload_paths)
+        result = dry_run(snapshot_paths, topology_paths, default_topology, workload_paths, notes)
     except SnapshotError as exc:
         print(f"segment-webhook controller: error: {exc}", file=err)
         return 2
     except WorkloadDenied as exc:
         print(f"segment-webhook controller: {exc}", file=err)
         return 1
+    finally:
+        for note in notes:
+            print(f"Warning: {note}", file=err)
     docs = documents(result)
+    print(once_summary(result), file=err)  # stdout holds only the documents
     if output == "json":
         text = json.dumps(docs, indent=2) + "\n"
     else:

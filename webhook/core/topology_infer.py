@@ -50,6 +50,7 @@ from typing import Any
 
 from webhook.core.keys import HOSTNAME, ZONE
 from webhook.core.messages import json_type, quote
+from webhook.core.topology import catalog_topologies, default_catalog
 from webhook.errors import SegmentWebhookError
 
 #: Values that mean "not known" (DESIGN.md §12): compared after stripping and lower-casing; ""
@@ -66,7 +67,9 @@ KUEUE_GROUP = "kueue.x-k8s.io"
 #: How many node names and values a finding's text shows (the structured fields hold them all).
 SHOWN = 10
 
-#: The label families of the issue's table, in the order an alias is kept (first wins):
+#: The label families of the issue's table, then the keys of the embedded default Topology
+#: (webhook/data/topology.yaml: ``cloud.provider.com/topology-block``, ``-rack``, which
+#: ``gen-cluster`` writes), in the order an alias is kept (first wins):
 #: ``(family, pattern)``. ``kubernetes.io/hostname`` is kept before all of them; keys named with
 #: ``--label`` come after all of them.
 FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
@@ -79,6 +82,9 @@ FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(patt
     ("topograph", r"(fabric|accelerator)\.topograph\.run/[A-Za-z0-9_.-]+|[a-z0-9.-]+\.topograph\.run/[A-Za-z0-9_.-]+"),
     ("GB200/GB300 NVL72", r"nvidia\.com/gpu\.clique"),
     ("older topograph", r"network\.topology\.nvidia\.com/[A-Za-z0-9_.-]+"),
+    ("this project's default Topology", "|".join(
+        re.escape(level) for topology in catalog_topologies(default_catalog()) for level in topology.levels
+        if level not in (ZONE, HOSTNAME))),
 ))
 USER_RANK = len(FAMILIES)
 

@@ -257,8 +257,11 @@ def parse_shape(text: str) -> GangShape:
     """``pods=64,segment-size=8,nvidia.com/gpu=1,cpu=8,segment-level=KEY,workload-level=KEY`` →
     :class:`GangShape`. Every key that is not one of :data:`SHAPE_FIELDS` is a resource request (a
     Kubernetes quantity): a name with a ``/`` (``nvidia.com/gpu``), one of :data:`PLAIN_RESOURCES` or
-    ``hugepages-*``. A key given twice is an error (not last-wins). Raises :class:`CapacityError` naming the part, the rule and the fix."""
-    from webhook.placement.quantity import QuantityError, non_negative_quantity, to_milli
+    ``hugepages-*``. A key given twice is an error (not last-wins). Raises :class:`CapacityError`
+    naming the part, the rule and the fix, also for ``segment-size=1`` with more than 1 pod (rule
+    ``segment-size-too-small``; ``segment-size`` = ``pods`` is a gang without segments) and a
+    fractional request of a whole-unit resource (:func:`~webhook.placement.quantity.is_integer_resource`)."""
+    from webhook.placement.quantity import QuantityError, is_integer_resource, non_negative_quantity, to_milli
 
     fields: dict[str, str] = {}
     requests: dict[str, int] = {}
@@ -277,9 +280,14 @@ def parse_shape(text: str) -> GangShape:
             fields[key] = value
         elif "/" in key or key in PLAIN_RESOURCES or key.startswith("hugepages-"):
             try:
-                requests[key] = to_milli(non_negative_quantity(value), round_up=True)
+                quantity = non_negative_quantity(value)
             except QuantityError as exc:
                 raise CapacityError(f"--shape {key}: {exc}") from None
+            if is_integer_resource(key) and quantity.denominator != 1:
+                raise CapacityError(f"--shape {key}={value}: {key} is counted in whole units (an extended resource: "
+                                    f"kube-apiserver denies a request that is not an integer); fix: request a whole "
+                                    f"number, e.g. {key}=1")
+            requests[key] = to_milli(quantity, round_up=True)
         else:
             raise CapacityError(f"--shape key {quote(key)} is neither a field ({', '.join(SHAPE_FIELDS)}) nor a "
                                 f"resource (a name with a '/', or {', '.join(PLAIN_RESOURCES)}); fix: e.g. {example}")
@@ -290,6 +298,10 @@ def parse_shape(text: str) -> GangShape:
             raise CapacityError(f"--shape needs {name}=<positive integer>" + (f", got {quote(raw)}" if raw else "")
                                 + f"; fix: e.g. {example}")
         numbers[name] = int(raw)
+    if numbers["segment-size"] == 1 and numbers["pods"] > 1:
+        raise CapacityError(f"--shape segment-size=1: a segment needs more than 1 pod (rule segment-size-too-small, "
+                            f"DESIGN.md §5: the webhook denies it); fix: segment-size=2 or more, or "
+                            f"segment-size={numbers['pods']} (the pods count) for a gang without segments")
     if not any(v > 0 for k, v in requests.items() if k != "pods"):
         raise CapacityError(f"--shape requests no resource; fix: name one, e.g. nvidia.com/gpu=1 ({example})")
     return GangShape(numbers["pods"], numbers["segment-size"], requests, fields.get("segment-level"),

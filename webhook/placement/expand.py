@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,9 @@ class Expansion:
     ``(kind, object name, warning)``; :attr:`warnings` says each distinct one once.
     ``topology``: the resolved topology name, or ``None``. ``expanded_kind``: the kind whose
     pods were made (the workload's; ``JobSet`` for a TrainJob, whose pods are its JobSet's).
+    ``generated_name``: the name made from ``metadata.generateName`` (:func:`generated_name`;
+    also said in :attr:`notes`; ``name_note`` is that line, as :attr:`warnings` prints it), ``None``
+    when the workload has a name.
     """
 
     denied: bool = False
@@ -71,6 +75,8 @@ class Expansion:
     notes: list[tuple[str, str, str]] = field(default_factory=list)
     topology: str | None = None
     expanded_kind: str = ""
+    generated_name: str | None = None
+    name_note: str | None = None
 
     def note(self, kind: str, name: str, warning: str) -> None:
         """Collect one AdmissionResponse ``warning`` the webhook gave object ``kind``/``name``."""
@@ -106,12 +112,15 @@ def _request(obj: Mapping[str, Any], kind: str, user: str, groups: list[str]) ->
 
 
 def _admit(obj: dict[str, Any], kind: str, catalog: TopologyCatalog, settings: AdmissionSettings, user: str,
-           groups: list[str], exp: Expansion) -> dict[str, Any] | None:
+           groups: list[str], exp: Expansion, name: str | None = None) -> dict[str, Any] | None:
+    """Pass ``obj`` through the webhook; ``name``: the name its warnings are noted under (default
+    its ``metadata.name``; the generated name of an object the webhook sees with only
+    ``metadata.generateName``)."""
     from webhook.core.review import review
 
     decision = review(_request(obj, kind, user, groups), catalog, settings, mutate=True)
     for w in decision.warnings:
-        exp.note(kind, str(obj["metadata"].get("name")), w)
+        exp.note(kind, name or str(obj["metadata"].get("name")), w)
     if not decision.allowed:
         exp.denied = True
         exp.message = decision.message
@@ -180,22 +189,58 @@ def _controller_pods(obj: Mapping[str, Any], kind: str) -> list[tuple[int, dict[
     return [(p.group, _pod(p.name, ns, p.template, p.labels, p.annotations), p.path) for p in made]
 
 
-def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """A deep copy of ``workload`` (its namespace defaulted to ``default``) and its kind. Raises
-    :class:`ExpandError` when it is not an object, its kind is not one of :data:`SUPPORTED`, or
-    ``metadata.name`` is missing."""
+#: The characters kube-apiserver appends to ``metadata.generateName``
+#: (k8s.io/apimachinery ``pkg/util/rand``: ``alphanums``, no vowels and no ``0``, ``1``, ``3``),
+#: and how many (``names.SimpleNameGenerator``: ``randomLength = 5``); the prefix is cut to
+#: ``63 - 5 = 58`` characters first (``maxGeneratedNameLength``).
+NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+NAME_SUFFIX_LENGTH = 5
+MAX_GENERATE_NAME = 63 - NAME_SUFFIX_LENGTH
+
+
+def generated_name(kind: str, namespace: str, generate_name: str) -> str:
+    """The name kube-apiserver would give an object created with ``metadata.generateName`` and no
+    ``metadata.name``: the prefix (cut to :data:`MAX_GENERATE_NAME` characters) and
+    :data:`NAME_SUFFIX_LENGTH` characters of :data:`NAME_ALPHABET`. kube-apiserver picks them at
+    random; offline they are the SHA-256 of ``kind/namespace/generateName``, so every run (and
+    every what-if change of one manifest) names the object alike: ``("Job", "default", "train-")``
+    → ``train-`` followed by 5 such characters. Returns a ``str``."""
+    digest = hashlib.sha256(f"{kind}/{namespace}/{generate_name}".encode()).digest()
+    suffix = "".join(NAME_ALPHABET[b % len(NAME_ALPHABET)] for b in digest[:NAME_SUFFIX_LENGTH])
+    return generate_name[:MAX_GENERATE_NAME] + suffix
+
+
+def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str, str | None]:
+    """A deep copy of ``workload`` (its namespace defaulted to ``default``), its kind, and the
+    name made from ``metadata.generateName`` when ``metadata.name`` is empty
+    (:func:`generated_name`; ``None`` when the object has a name). Raises :class:`ExpandError`
+    when it is not an object, its kind is not one of :data:`SUPPORTED`, or it has neither
+    ``metadata.name`` nor ``metadata.generateName`` (as kube-apiserver: "name or generateName is
+    required")."""
     if not isinstance(workload, Mapping):
         raise ExpandError("the workload file must hold one Kubernetes object")
     kind = workload.get("kind")
     if kind not in SUPPORTED:
         raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
     meta = workload.get("metadata")
-    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        raise ExpandError("metadata.name is missing")
+    if not isinstance(meta, Mapping):
+        meta = {}
+    name, generate = meta.get("name"), meta.get("generateName")
+    made = None
+    if not (isinstance(name, str) and name):
+        if name not in (None, "") or not isinstance(generate, str) or not generate:
+            shown = f"metadata.name = {quote(name)}" if name not in (None, "") else (
+                f"metadata.generateName = {quote(generate)}" if generate is not None else "metadata.name")
+            raise ExpandError(f"{shown}: an object needs a name (rule name-or-generate-name, as kube-apiserver: "
+                              "\"name or generateName is required\"); fix: set metadata.name (e.g. train) or "
+                              "metadata.generateName (e.g. train-) to a non-empty string")
     obj = copy.deepcopy(dict(workload))
     obj["metadata"] = dict(meta)
     obj["metadata"].setdefault("namespace", "default")
-    return obj, kind
+    if not (isinstance(name, str) and name):
+        obj["metadata"].pop("name", None)
+        made = generated_name(str(kind), str(obj["metadata"]["namespace"]), str(generate))
+    return obj, kind, made
 
 
 def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings,
@@ -215,8 +260,7 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
     names the field).
     """
     groups = list(groups or [])
-    obj, kind = _workload_copy(workload)
-    meta = obj["metadata"]
+    obj, kind, made = _workload_copy(workload)
     _precheck_pod_count(obj, kind)
     runtime = None
     if kind == trainingruntime.TRAINJOB:
@@ -225,9 +269,18 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
         except ShapeError as exc:
             raise ExpandError(str(exc)) from None
     exp = Expansion(expanded_kind=kind)
-    patched = _admit(obj, kind, catalog, settings, user, groups, exp)
+    if made is not None:  # the webhook sees it as kube-apiserver's mutating admission does: no name yet
+        exp.generated_name = made
+        exp.note(kind, made, f"metadata.name made from metadata.generateName {quote(obj['metadata']['generateName'])} "
+                             f"(kube-apiserver appends {NAME_SUFFIX_LENGTH} random characters; here they come from "
+                             "a hash, the same on every run; set metadata.name to choose it)")
+        exp.name_note = group_warnings(exp.notes[-1:])[0]
+    patched = _admit(obj, kind, catalog, settings, user, groups, exp, made)
     if patched is None:
         return exp
+    if made is not None:
+        patched["metadata"]["name"] = made
+    meta = patched["metadata"]
     exp.workload = patched
     owner_ann: Mapping[str, str] = {}  # a skipped top owner's annotations (TrainJob), read as KAI reads them
     if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's

@@ -94,7 +94,8 @@ def place_workload(workload: Mapping[str, Any], snapshot: Snapshot, *, user: str
                            exp.warnings)
     if not any(gang.pods for gang in exp.gangs):
         kind = workload.get("kind")
-        raise ExpandError(f"{kind} {quote((workload.get('metadata') or {}).get('name'))} creates no pods (no replica "
+        named = exp.generated_name or (workload.get("metadata") or {}).get("name")
+        raise ExpandError(f"{kind} {quote(named)} creates no pods (no replica "
                           "type with replicas, no group, no workers): nothing to place; fix: give it the pods it should run")
     topo = catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:

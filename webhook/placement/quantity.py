@@ -144,3 +144,14 @@ def exact_milli(value: str) -> int | None:
     :class:`QuantityError` like :func:`parse_quantity`. Cached (see :func:`_parse_text`)."""
     m = _parse_text(value) * 1000
     return int(m) if m.denominator == 1 and abs(m) <= MAX_MILLI else None
+
+
+def is_integer_resource(name: str) -> bool:
+    """True for a resource Kubernetes counts in whole units only: ``pods`` and every extended
+    resource (a name with a ``/`` outside the ``kubernetes.io/`` namespace and not ``requests.*``:
+    ``nvidia.com/gpu``). Rule source: k8s.io/kubernetes ``pkg/apis/core/helper``
+    ``IsIntegerResourceName`` / ``IsExtendedResourceName``; kube-apiserver denies a fractional
+    request of one ("must be an integer", ``ValidateResourceQuantityValue``)."""
+    if name == "pods":
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")

@@ -41,7 +41,8 @@ class Shortfall:
     :data:`WAITING_FOR_CAPACITY`. ``text``: one line for Events, logs and ``place``.
     ``change``: the smallest fitting change (``"kai.scheduler/segment-size: 4 (was 8)"``; empty when
     none was found or when waiting). ``resource`` / ``level`` / ``domain``: what a waiting gang
-    waits for (empty for :data:`NEVER_FITS`)."""
+    waits for (empty for :data:`NEVER_FITS`). ``empty_reason``: for :data:`NEVER_FITS`, the
+    engine's reason on the empty cluster (every node free), not on today's free capacity."""
 
     kind: str
     text: str
@@ -49,6 +50,7 @@ class Shortfall:
     resource: str = ""
     level: str = ""
     domain: str = ""
+    empty_reason: str = ""
 
 
 def place_on_empty(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> Placement:
@@ -76,7 +78,7 @@ def shortfall(index: ClusterIndex, gang: Gang, placement: Placement, place: Plac
         text += f"smallest change that fits: {change}" if change else \
             "no smaller segment size or broader required level would fit either (the engine's reason says what binds)"
         text += f"; engine: {empty.reason}"
-        return Shortfall(NEVER_FITS, text, change)
+        return Shortfall(NEVER_FITS, text, change, empty_reason=empty.reason or "")
     resource, level, domain, fit, need = _waited_for(index, gang)
     where = "the cluster" if level == "cluster" else f"{level} {domain}"
     text = (f"waiting for capacity: {resource} in {where} (room for {fit} of {need} pods like "

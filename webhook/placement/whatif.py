@@ -41,8 +41,10 @@ import numpy as np
 
 from webhook.core import keys
 from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.kinds.registry import gang_key
 from webhook.core.messages import quote
 from webhook.core.topology import StaticTopologyCatalog
+from webhook.core.workload_api import pod_maps
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.demand import slots
@@ -93,17 +95,27 @@ class Change:
         return doc
 
 
+#: Where a change was verified: on today's free capacity, or on the empty cluster (every node
+#: free), searched only when no change fits today (:func:`what_if`).
+NOW = "now"
+EMPTY = "empty-cluster"
+
+
 @dataclass
 class Verified:
-    """A change and the placement the engine found with it (``placement.placed`` is true)."""
+    """A change and the placement the engine found with it (``placement.placed`` is true);
+    ``on``: :data:`NOW` or :data:`EMPTY`, the capacity it was placed on."""
 
     change: Change
     placement: Placement
     manifest: dict[str, Any] | None = None
+    on: str = NOW
 
     def document(self) -> dict[str, Any]:
-        """``{"change": {...}, "fits": true, "placement": <place -o json document>}``."""
-        return {"change": self.change.document(), "fits": True, "placement": result_document(self.placement, None)}
+        """``{"change": {...}, "fits": true, "on": "now"|"empty-cluster", "placement": <place -o json
+        document>}``."""
+        return {"change": self.change.document(), "fits": True, "on": self.on,
+                "placement": result_document(self.placement, None)}
 
 
 @dataclass
@@ -113,7 +125,11 @@ class WhatIf:
     ``reason``: why it does not fit now (``None`` when it fits); ``waiting_for``: resource, level and
     domain a waiting workload waits for; ``changes``: verified changes in rank order;
     ``no_change``: why nothing within the search bound fits (``None`` when a change fits or it fits);
-    ``warnings``: the webhook's warnings for the workload as is."""
+    ``warnings``: the webhook's warnings for the workload as is. ``empty_reason``: for
+    :data:`NEVER`, the engine's reason on the empty cluster (``reason`` is today's).
+    ``pods``: the expanded pods' keys (``namespace/name``) and ``gangs`` their gang keys
+    (:func:`webhook.core.kinds.registry.gang_key`), so a caller can tell whether the dump holds
+    them pending (a second opinion)."""
 
     fits: bool
     verdict: str
@@ -123,6 +139,9 @@ class WhatIf:
     changes: list[Verified] = field(default_factory=list)
     no_change: str | None = None
     warnings: list[str] = field(default_factory=list)
+    empty_reason: str | None = None
+    pods: list[str] = field(default_factory=list)
+    gangs: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -130,11 +149,12 @@ class WhatIf:
         return 0 if self.fits else 1
 
     def document(self) -> dict[str, Any]:
-        """``{"fits", "verdict", "placement", "reason", "waiting_for", "changes", "no_change"}``."""
+        """``{"fits", "verdict", "placement", "reason", "empty_reason", "waiting_for", "changes",
+        "no_change"}``."""
         return {"fits": self.fits, "verdict": self.verdict,
                 "placement": result_document(self.placement, self.reason), "reason": self.reason,
-                "waiting_for": self.waiting_for, "changes": [v.document() for v in self.changes],
-                "no_change": self.no_change}
+                "empty_reason": self.empty_reason, "waiting_for": self.waiting_for,
+                "changes": [v.document() for v in self.changes], "no_change": self.no_change}
 
 
 @dataclass
@@ -213,7 +233,8 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
         return WhatIf(False, DENIED, Placement(placed=False), f"denied by the webhook: {exp.message}",
                       warnings=exp.warnings)
     if not any(g.pods for g in exp.gangs):
-        raise PlacementError(f"{workload.get('kind')} {quote((workload.get('metadata') or {}).get('name'))} creates no "
+        named = exp.generated_name or (workload.get("metadata") or {}).get("name")
+        raise PlacementError(f"{workload.get('kind')} {quote(named)} creates no "
                              "pods: nothing to place; fix: give it the pods it should run")
     topo = planner.catalog.get(exp.topology) if exp.topology else None
     if exp.topology and topo is None:
@@ -221,11 +242,15 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
                              f"{', '.join(planner.catalog.names()) or 'none'}")
     planner.index = ClusterIndex(snapshot.nodes, topo)
     base = planner.place_gangs(exp.gangs)
+    pods, gangs = _pods_and_gangs(exp)
     if base.placed:
-        return WhatIf(True, FITS, base, warnings=exp.warnings)
+        return WhatIf(True, FITS, base, warnings=exp.warnings, pods=pods, gangs=gangs)
     short = _classify(planner, exp.gangs)
-    result = WhatIf(False, NEVER if short.kind == NEVER_FITS else WAITING, base, base.reason, warnings=exp.warnings)
-    if short.kind != NEVER_FITS:
+    result = WhatIf(False, NEVER if short.kind == NEVER_FITS else WAITING, base, base.reason, warnings=exp.warnings,
+                    pods=pods, gangs=gangs)
+    if short.kind == NEVER_FITS:
+        result.empty_reason = short.empty_reason
+    else:
         result.waiting_for = {"resource": short.resource, "level": short.level, "domain": short.domain,
                               "text": short.text}
     found: list[Verified] = []
@@ -233,10 +258,39 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     found += _free_changes(planner, exp, occupants)
     found += _replica_changes(planner, workload, exp)
     found += _level_changes(planner, workload, exp)
+    if not found and short.kind == NEVER_FITS:  # none fits today, nor as is on the empty cluster:
+        index = planner.index  # the changes that fit once every node is free (the verdict then: waiting)
+        saved = index.free.copy()
+        index.free[:] = index.alloc
+        try:
+            found += _size_changes(planner, workload, exp)
+            found += _replica_changes(planner, workload, exp)
+            found += _level_changes(planner, workload, exp)
+            for verified in found:
+                verified.on = EMPTY
+            if not found:
+                result.no_change = _why_nothing(planner, exp, short.text, "with every node free")
+        finally:
+            index.free[:] = saved
+    elif not found:
+        result.no_change = _why_nothing(planner, exp, short.text, "on today's free capacity")
     result.changes = sorted(found, key=lambda v: v.change.rank)
-    if not result.changes:
-        result.no_change = _why_nothing(planner, exp, short.text)
     return result
+
+
+def _pods_and_gangs(exp: Expansion) -> tuple[list[str], list[str]]:
+    """The expanded pods' ``namespace/name`` keys and their distinct gang keys (in first-seen order)."""
+    pods: list[str] = []
+    gangs: list[str] = []
+    for pod in exp.pods:
+        meta = pod.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "default")
+        pods.append(f"{namespace}/{meta.get('name')}")
+        labels, annotations = pod_maps(pod)
+        key = gang_key(namespace, labels, annotations)
+        if key is not None and key not in gangs:
+            gangs.append(key)
+    return pods, gangs
 
 
 def _classify(planner: Planner, gangs: Sequence[Gang]) -> Shortfall:
@@ -453,13 +507,14 @@ def _level_changes(planner: Planner, workload: dict[str, Any], exp: Expansion) -
     return out
 
 
-def _why_nothing(planner: Planner, exp: Expansion, short_text: str) -> str:
-    """Why no change within the bound fits: the engine's reason with every required level
-    dropped (a resource no domain has), else the classification's text."""
+def _why_nothing(planner: Planner, exp: Expansion, short_text: str, where: str) -> str:
+    """Why no change within the bound fits, on the index's capacity (:func:`what_if` calls it with
+    every node free): the engine's reason with every required level dropped (a resource no domain
+    has), else the classification's text. ``where``: the capacity the index holds, said in the text."""
     index = planner.index
     assert index is not None
     loose = [replace(g, workload_required=None, segment_required=None) for g in exp.gangs]
     res = planner.place_gangs(loose)
     if not res.placed:
-        return f"not even without any required level: {res.reason}"
+        return f"not even without any required level, {where}: {res.reason}"
     return f"only dropping every required level would fit; the binding constraint: {short_text}"

@@ -21,6 +21,13 @@ LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16
 MEM_GIB_PER_GPU = 256
+#: ``status.allocatable["ephemeral-storage"]`` of every generated node, in bytes, written as a
+#: kubelet writes it (a plain integer). A kubelet always reports it: the capacity of the file
+#: system of its root directory less ``--eviction-hard nodefs.available`` (10 % by default,
+#: kubelet configuration reference). The file system is a DGX H100's OS drive, 2 × 1.92 TB NVMe
+#: M.2 in RAID 1 (NVIDIA DGX H100 user guide, "Hardware Overview"): 1.92e12 × 0.9 bytes. Fixed
+#: per node, whatever ``--gpus``.
+EPHEMERAL_STORAGE_BYTES = 1_728_000_000_000
 #: Most nodes one snapshot may hold (``--zones × --blocks × --racks × --nodes``); the time and
 #: size of the largest are in the README ("gen-cluster").
 MAX_NODES = 100_000
@@ -191,8 +198,8 @@ def generate(zones: int, blocks: int, racks: int, nodes: int, gpus: int, fill: f
     """A ``kind: List`` of Nodes, bound Pods and the Topology.
 
     ``blocks`` per zone, ``racks`` per block, ``nodes`` per rack, ``gpus`` per node. Each node
-    has allocatable ``cpu = 16·gpus``, ``memory = 256Gi·gpus``, ``nvidia.com/gpu = gpus``,
-    ``pods = 110``. Bound ``Running`` pods of 1, 2, 4 or 8 GPUs (with proportional cpu/memory)
+    has allocatable ``cpu = 16·gpus``, ``memory = 256Gi·gpus``, ``ephemeral-storage`` =
+    :data:`EPHEMERAL_STORAGE_BYTES`, ``nvidia.com/gpu = gpus``, ``pods = 110``. Bound ``Running`` pods of 1, 2, 4 or 8 GPUs (with proportional cpu/memory)
     take ``fill`` (0..1) of all GPUs, on random nodes. Raises ``ValueError`` (naming the flag and
     the limit) for counts < 1, ``fill`` outside [0, 1], more than :data:`MAX_NODES` nodes, more
     than :data:`MAX_GPUS_PER_NODE` GPUs per node or more than :data:`MAX_TOTAL_GPUS` GPUs, before
@@ -253,6 +260,7 @@ def _nodes(zones: int, blocks: int, racks: int, nodes: int, gpus: int, labels: s
                         "spec": {},
                         "status": {
                             "allocatable": {"cpu": str(CPU_PER_GPU * gpus), "memory": f"{MEM_GIB_PER_GPU * gpus}Gi",
+                                            "ephemeral-storage": str(EPHEMERAL_STORAGE_BYTES),
                                             "nvidia.com/gpu": str(gpus), "pods": "110"},
                             "conditions": [{"type": "Ready", "status": "True"}],
                         },
