@@ -133,9 +133,9 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     plan = Plan(resolution=res, root=root, worker=None, templates=[worker], gang_size=None)
     copied = _spec_annotations(res, rjob, wl_required, wl_preferred)
     spec_ops = _spec_annotation_ops(spec, copied, decision)
-    if not decision.allowed:
-        return None if spec_ops is None else plan
-    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys) + (spec_ops or [])
+    if spec_ops is None:  # spec.annotations is not a map (400 recorded)
+        return None
+    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys) + spec_ops
     return plan
 
 
