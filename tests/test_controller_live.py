@@ -655,3 +655,31 @@ def test_the_same_state_again_counts_the_event_instead_of_adding_one(server, con
     assert event["reason"] == "PlacementNeverFits"
     assert event["message"].startswith("gang team-a/job-a: can never fit")
     assert events_on(server, "Pod") == []
+
+
+def test_gangs_of_one_owner_written_in_any_order_keep_every_line(server, controllers):
+    """Issue 37 trial: an LWS of 3 groups got 3 GangReleased Events but 2 lines in
+    segments.dev/gang-state (2 groups: 1 line). Two workers reconcile two gangs of one owner at
+    once; each result's owner patch was built from the lines recorded before it, so the last patch
+    sent dropped the others'. Here the interleaving is pinned: the 3 gangs are reconciled before
+    any is written, then written in the order 1, 0, 2."""
+    load(server, cluster())
+    stored = server.create("pytorchjobs", pytorchjob())
+    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "job-a",
+             "uid": stored["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    for k in range(3):  # 3 gangs of 5 pods (1 Master + 4 Workers) owned by job-a, 4 of 5 made
+        for pod in gang_pods(pytorchjob(f"job-{k}", workers=4))[:4]:
+            pod["metadata"]["ownerReferences"] = [owner]
+            server.create("pods", pod)
+    ctl = controllers(incomplete_grace=3600)  # the workers say nothing: every gang is in its grace
+    eventually(lambda: ctl.synced and sorted(len(ctl.cache.members(f"team-a/job-{k}")) for k in range(3)) == [4, 4, 4],
+               "3 gangs of 4 pods seen")
+    top = ctl.owners.top_owner(ctl.cache.first_pod("team-a/job-0"))
+    results = {k: ctl.cache.reconcile(f"team-a/job-{k}", top, 0.0, None, lambda key: 1.0) for k in range(3)}
+    for k in (1, 0, 2):
+        ctl._write(f"team-a/job-{k}", results[k], top)
+    assert gang_state(server, "job-a") == (
+        "gang team-a/job-0: waiting for 1 more pod (4 of 5 exist); "
+        "gang team-a/job-1: waiting for 1 more pod (4 of 5 exist); "
+        "gang team-a/job-2: waiting for 1 more pod (4 of 5 exist)")
+    assert len(events_on(server, "PyTorchJob")) == 3

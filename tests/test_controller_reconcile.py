@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from test_controller_decision import TOPOLOGY, cluster, gang_pods, pytorchjob
+from test_controller_decision import RACK, TOPOLOGY, cluster, gang_pods, pytorchjob
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, ParseCache, Waiting, ledger_of
 from webhook.controller.election import RenewalLogFilter
 from webhook.controller.events import EventCorrelator, Observation
@@ -23,6 +23,7 @@ from webhook.controller.reconcile import (
     Result,
     TopOwner,
     expected_pod_names,
+    missing_pod_names,
     owner_annotation,
     reconcile,
 )
@@ -181,3 +182,53 @@ def test_the_planned_stop_is_not_an_error_traceback():
     planned, bug = record(_Stopping("c-1 stops")), record(RuntimeError("a bug"))
     assert RenewalLogFilter().filter(planned) is False and planned.levelno == logging.DEBUG
     assert RenewalLogFilter().filter(bug) is True and bug.levelno == logging.ERROR
+
+
+# ------------------------------------------------------------------ a Job blocked by a ResourceQuota
+JOB_B = ObjectRef("batch/v1", "Job", "team-a", "job-b", "uid-job-b")
+
+
+def indexed_job() -> dict:
+    """An Indexed Job of 8 pods, segments of 4 in one rack (the trial's: a ResourceQuota lets 4 in)."""
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "job-b", "namespace": "team-a", "uid": "uid-job-b",
+                         "annotations": {"kai.scheduler/topology": "cluster-topology"}},
+            "spec": {"completionMode": "Indexed", "parallelism": 8, "completions": 8, "template": {
+                "metadata": {"annotations": {"kai.scheduler/segment-size": "4",
+                                             "kai.scheduler/segment-topology-required-placement": RACK}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}}}}
+
+
+def test_a_job_s_missing_pods_are_its_missing_indexes_not_the_pods_that_exist():
+    """Issue 37 trial: the Job controller names its pods <job>-<index>-<random>; 4 of 8 exist
+    (indexes 0, 2, 5, 6; a ResourceQuota refused the others). The line names the 4 indexes that do
+    not exist (the operator's names without the suffix), not all 8."""
+    pods = []
+    for pod in gang_pods(indexed_job()):
+        index = pod["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"]
+        if index in ("0", "2", "5", "6"):
+            pod["metadata"]["name"] = f"job-b-{index}-x7k2p"
+            pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+            pods.append(pod)
+    job = TopOwner(JOB_B, "jobs", indexed_job())
+    line = "gang team-a/job-b: waiting for 4 more pods (4 of 8 exist): job-b-1, job-b-3, job-b-4, job-b-7"
+    result = reconcile("team-a/job-b", view(pods, top=job))
+    assert (result.kind, result.state) == (INCOMPLETE, line)
+    assert result.owner_patch == OwnerPatch(JOB_B, "jobs", line)
+
+
+def test_a_live_pod_is_one_expected_pod_by_name_or_by_the_labels_it_alone_has():
+    expected = [("job-b-0", {"batch.kubernetes.io/job-completion-index": "0"}),
+                ("job-b-1", {"batch.kubernetes.io/job-completion-index": "1"}),
+                ("w-0", {"role": "w"}), ("w-1", {"role": "w"})]  # a label set two share identifies neither
+
+    def pod(name, **labels):
+        return {"metadata": {"namespace": "team-a", "name": name,
+                             "labels": {k.replace("_", "-"): v for k, v in labels.items()}}}
+
+    live = [pod("job-b-1-abcde", **{"batch.kubernetes.io/job-completion-index": "1"}), pod("x-1", role="w"), pod("w-0")]
+    assert missing_pod_names(expected, live) == ["job-b-0", "w-1"]
+    # the same index twice (a replacement pod beside one being deleted is filtered out before) is one pod
+    twice = [pod("job-b-1-abcde", **{"batch.kubernetes.io/job-completion-index": "1"}),
+             pod("job-b-1-fghij", **{"batch.kubernetes.io/job-completion-index": "1"})]
+    assert missing_pod_names(expected, twice) == ["job-b-0", "w-0", "w-1"]

@@ -163,6 +163,19 @@ MESSAGES = {
         '); fix: set kai.scheduler/topology in spec.workerGroupSpecs[0].template.metadata.annotations too, or'
         ' move the level to metadata.annotations.'
     ),
+    'trainer-job-not-found': (
+        'metadata.annotations["segments.dev/trainer-job"] = "trainer": the root\'s segment keys belong to that '
+        'replicatedJob alone, and this JobSet has none of that name (its replicatedJob names: dataset-initializer, '
+        'model-initializer, node), so no pod would get them (rule trainer-job-not-found); fix: set '
+        "segments.dev/trainer-job on the TrainJob's metadata.annotations to the runtime's trainer replicatedJob "
+        '(the one labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer).'
+    ),
+    'trainjob-spec-annotation-differs': (
+        'spec.annotations["kai.scheduler/segment-size"] = "8": the TrainJob\'s metadata.annotations resolve it '
+        'to "4", which the webhook writes here for Trainer to copy onto the JobSet (rule '
+        'trainjob-spec-annotation-differs); fix: remove it from spec.annotations (the metadata.annotations keys '
+        'are used), or set it to "4".'
+    ),
     'per-job-level-differs': (
         'spec.replicatedJobs[0].template.metadata.annotations["kai.scheduler/topology-preferred-placement"] ='
         ' "kubernetes.io/hostname": segment size = parallelism makes each Job one segment, and KAI enforces t'
@@ -287,12 +300,27 @@ TRIGGERS = {
     # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
+    "trainer-job-not-found": lambda: (_trainer_jobset("trainer"), None),
+    "trainjob-spec-annotation-differs": lambda: (_trainjob_spec_size("8"), None),
     "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
     "target-as-annotation": lambda: (_target_annotation(), None),
     "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
     "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),
 }
+
+
+def _trainer_jobset(trainer_job):
+    from test_kinds_trainjob import trainer_v2_0_jobset
+
+    return trainer_v2_0_jobset({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK,
+                                "segments.dev/trainer-job": trainer_job})
+
+
+def _trainjob_spec_size(size):
+    obj = _kai_reader("trainjob-torch.yaml")
+    obj["spec"]["annotations"] = {SIZE: size}
+    return obj
 
 
 def _size_as_label():

@@ -400,3 +400,103 @@ def test_two_workloads_of_two_files_are_each_named_by_file_and_document(tmp_path
     assert err == (f"segment-webhook place: error: {tj_path}, {other}: expected exactly one workload object, found 2 "
                    f"({tj_path}: document 1: TrainJob llama-ft; {other}: document 2: JobSet js)\n")
 
+
+
+# ------------------------------------------------------------------ Trainer v2.0.0 / v2.1: spec.annotations
+# kubeflow/trainer v2.0.0 pkg/apis/trainer/v1alpha1/trainjob_types.go: TrainJobSpec has `annotations`
+# ("Annotations to apply for the derivative JobSet and Jobs") and no `runtimePatches` (added in v2.2.0,
+# where `annotations` is gone); pkg/runtime/core/trainingruntime.go newRuntimeInfo copies
+# spec.annotations over the runtime's template annotations, and plugins/jobset Build sets them as the
+# JobSet's metadata.annotations. kube-apiserver prunes the field a version's schema lacks.
+TRAINER_JOB = "segments.dev/trainer-job"
+
+
+def test_the_keys_also_go_into_spec_annotations_for_trainer_v2_0_naming_the_trainer_job():
+    d = run(trainjob())
+    out = jsonpatch.apply_patch(trainjob(), d.patch)
+    assert out["spec"]["annotations"] == {TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK, TRAINER_JOB: "node"}
+    assert {"op": "add", "path": "/spec/annotations",
+            "value": {TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK, TRAINER_JOB: "node"}} in d.patch
+
+
+def test_a_workload_level_on_the_root_goes_into_spec_annotations_too():
+    obj = trainjob()
+    obj["metadata"]["annotations"][WL_REQ] = "cloud.provider.com/topology-block"
+    out = jsonpatch.apply_patch(obj, run(obj).patch)
+    assert out["spec"]["annotations"] == {TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK,
+                                          WL_REQ: "cloud.provider.com/topology-block", TRAINER_JOB: "node"}
+
+
+def test_the_users_own_spec_annotations_are_kept_and_a_differing_key_is_denied():
+    obj = trainjob()
+    obj["spec"]["annotations"] = {"team": "ml"}
+    out = jsonpatch.apply_patch(obj, run(obj).patch)
+    assert out["spec"]["annotations"] == {"team": "ml", TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK,
+                                          TRAINER_JOB: "node"}
+    obj["spec"]["annotations"] = {SIZE: "8"}
+    d = run(obj)
+    assert [v.rule for v in d.violations] == ["trainjob-spec-annotation-differs"]
+    assert d.message.startswith('spec.annotations["kai.scheduler/segment-size"] = "8": the TrainJob\'s '
+                                'metadata.annotations resolve it to "4"')
+
+
+def test_spec_annotations_once_written_are_the_webhooks_and_follow_the_root():
+    stored = jsonpatch.apply_patch(trainjob(), run(trainjob()).patch)
+    assert run(stored).patch == []
+    unsegmented = jsonpatch.apply_patch(stored, [])
+    del unsegmented["metadata"]["annotations"][SIZE]
+    del unsegmented["metadata"]["annotations"][SEG_REQ]
+    out = jsonpatch.apply_patch(unsegmented, run(unsegmented).patch)
+    assert out["spec"]["annotations"] == {}
+    assert "runtimePatches" not in out["spec"] or out["spec"]["runtimePatches"] == []
+
+
+def trainer_v2_0_jobset(root_annotations, num_nodes=16):
+    """The JobSet Trainer v2.0.0 builds for llama-ft from the torchtune-llama3.2-1b runtime
+    (manifests/base/runtimes/torchtune/llama3_2/llama3_2_1B.yaml at v2.0.0: dataset-initializer,
+    model-initializer, node): metadata.annotations = the TrainJob's spec.annotations; the trainer Job
+    runs numNodes pods (parallelism = completions), each initializer 1."""
+    def rjob(name, ancestor, pods):
+        return {"name": name, "replicas": 1, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}},
+            "spec": {"parallelism": pods, "completions": pods, "template": {
+                "spec": {"containers": [{"name": name, "image": "i"}]}}}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "llama-ft", "namespace": "team-a", "annotations": root_annotations},
+            "spec": {"replicatedJobs": [rjob("dataset-initializer", "dataset-initializer", 1),
+                                        rjob("model-initializer", "model-initializer", 1),
+                                        rjob("node", "trainer", num_nodes)]}}
+
+
+def pod_annotations(jobset, k):
+    return jobset["spec"]["replicatedJobs"][k]["template"]["spec"]["template"].get("metadata", {}).get("annotations")
+
+
+@pytest.mark.parametrize("gate", [False, True])
+def test_trainer_v2_0s_jobset_segments_the_trainer_job_alone(gate):
+    settings = AdmissionSettings(gate_pods=gate)
+    spec_annotations = jsonpatch.apply_patch(trainjob(), run(trainjob(), settings).patch)["spec"]["annotations"]
+    jobset = trainer_v2_0_jobset(spec_annotations)
+    d = run(jobset, settings)
+    assert d.allowed, d.message
+    out = jsonpatch.apply_patch(jobset, d.patch)
+    assert pod_annotations(out, 0) is None and pod_annotations(out, 1) is None  # the initializers: nothing
+    gang = {"segments.dev/gang-size": "16", "segments.dev/topology": "cluster-topology"} if gate else {}
+    assert pod_annotations(out, 2) == {TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK,
+                                       "segments.dev/job-parallelism": "16", **gang}
+    assert out["metadata"] == jobset["metadata"]
+
+
+def test_without_the_trainer_job_key_every_replicated_job_inherits_the_root():
+    """What the keys in spec.annotations did before (the user's own, no trainer-job): the
+    initializers of 1 pod are segmented too, and a size of 4 exceeds them."""
+    d = run(trainer_v2_0_jobset({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK}))
+    assert [v.rule for v in d.violations] == ["segment-size-exceeds-replicas", "segment-size-exceeds-replicas"]
+
+
+def test_a_trainer_job_the_jobset_lacks_is_denied_naming_its_replicated_jobs():
+    d = run(trainer_v2_0_jobset({TOPO: "cluster-topology", SIZE: "4", SEG_REQ: RACK, TRAINER_JOB: "trainer"}))
+    assert [v.rule for v in d.violations] == ["trainer-job-not-found"]
+    assert d.message.startswith('metadata.annotations["segments.dev/trainer-job"] = "trainer": the root\'s segment '
+                                "keys belong to that replicatedJob alone, and this JobSet has none of that name "
+                                "(its replicatedJob names: dataset-initializer, model-initializer, node)")

@@ -294,6 +294,11 @@ class ControllerCache:
             if key in self.gangs:
                 self.states[key] = (owner, line)
 
+    def owner_states(self, owner: ObjectRef) -> dict[str, str]:
+        """The state line of every gang of ``owner`` recorded so far (gang key → line)."""
+        with self.lock:
+            return {g: line for g, (ref, line) in self.states.items() if ref == owner}
+
     def release_answered(self, key: str, ref: PodRef, updated: Mapping[str, Any] | None) -> None:
         """One release patch's answer: the pod as updated (this process's view until the informer
         shows it), or ``None`` (not released: its assumed capacity is free again)."""

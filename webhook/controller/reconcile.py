@@ -59,7 +59,8 @@ from webhook.errors import SegmentWebhookError
 from webhook.placement.occupancy import CapacityLedger, is_deleting, is_terminated
 
 __all__ = ["EVENT_REASONS", "GANG_STATE", "RELEASED", "EventSpec", "GangView", "ObjectRef", "OwnerPatch",
-           "Result", "TopOwner", "expected_pod_names", "owner_annotation", "reconcile"]
+           "Result", "TopOwner", "expected_pod_names", "expected_pods", "missing_pod_names", "owner_annotation",
+           "owner_patch", "reconcile"]
 
 #: The annotation on a gang's top owner workload holding its gangs' state lines.
 GANG_STATE = "segments.dev/gang-state"
@@ -208,13 +209,18 @@ def _with_writes(result: Result, view: GangView) -> Result:
     owner = view.owner
     target = owner.ref if owner is not None else _event_pod(view.pods)
     events = (EventSpec(target, kind, reason, result.state[:1024]),) if target is not None else ()
-    patch = None
-    if owner is not None:
-        value = owner_annotation({**view.siblings, result.gang: result.state})
-        if value != owner.annotation:
-            patch = OwnerPatch(owner.ref, owner.resource, value)
+    patch = owner_patch(owner, {**view.siblings, result.gang: result.state}, owner.annotation) if owner else None
     return Result(result.gang, result.kind, result.state, result.releases, result.charges, events, patch,
                   result.requeue_after, result.backoff, result.waiting, result.placed)
+
+
+def owner_patch(owner: TopOwner, states: Mapping[str, str], current: str | None) -> OwnerPatch | None:
+    """The patch that makes ``owner``'s :data:`GANG_STATE` show ``states`` (every gang of that owner:
+    gang key → line, :func:`owner_annotation`), ``None`` when ``current`` (its value now) says that
+    already. The runner calls it again when it writes, with the lines of every gang of the owner
+    recorded by then, so gangs reconciled at once never drop each other's line."""
+    value = owner_annotation(states)
+    return OwnerPatch(owner.ref, owner.resource, value) if value != current else None
 
 
 def owner_annotation(states: Mapping[str, str]) -> str:
@@ -263,10 +269,9 @@ def _missing_text(gang_key: str, view: GangView) -> str:
     missing = size - len(live)
     noun = "pod" if missing == 1 else "pods"
     text = f"waiting for {missing} more {noun} ({len(live)} of {size} exist)"
-    expected = expected_pod_names(gang_key, view.owner.obj, view.owner.ref.kind) if view.owner is not None else None
+    expected = expected_pods(gang_key, view.owner.obj, view.owner.ref.kind) if view.owner is not None else None
     if expected:
-        present = {pod_ref(p)[1] for p in live}
-        names = [n for n in expected if n not in present]
+        names = missing_pod_names(expected, live)
         if names:
             shown = ", ".join(names[:NAMES_SHOWN])
             more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
@@ -274,10 +279,50 @@ def _missing_text(gang_key: str, view: GangView) -> str:
     return text
 
 
+def missing_pod_names(expected: Sequence[tuple[str, Mapping[str, str]]], live: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The names of the ``expected`` pods (``(name, labels the operator gives that pod)``, in
+    creation order, from :func:`expected_pods`) that no ``live`` pod is, in that order.
+
+    A live pod is an expected pod when it has its name, or, for an operator that adds a generated
+    suffix (the Job controller: ``<job>-<index>-<random>``, so a JobSet's and a TrainJob's pods
+    too; KubeRay's workers), when it carries every label that operator gives that pod alone (its
+    index: ``batch.kubernetes.io/job-completion-index``...) — a label set two expected pods share
+    identifies neither. Each live pod is one expected pod at most. So a Job blocked at 4 of its 8
+    indexes names the 4 indexes missing (``<job>-4`` ... ``<job>-7``: the names the operator gives
+    them, without the generated suffix), never pods that exist."""
+    counts: dict[frozenset[tuple[str, str]], int] = {}
+    for _, labels in expected:
+        counts[frozenset(labels.items())] = counts.get(frozenset(labels.items()), 0) + 1
+    present = {pod_ref(p)[1] for p in live}
+    free = [_strings((p.get("metadata") or {}).get("labels")) for p in live
+            if pod_ref(p)[1] not in {name for name, _ in expected}]
+    missing = []
+    for name, labels in expected:
+        if name in present:
+            continue
+        identity = frozenset(labels.items())
+        if identity and counts[identity] == 1:
+            found = next((i for i, have in enumerate(free) if identity.issubset(have.items())), None)
+            if found is not None:
+                free.pop(found)
+                continue
+        missing.append(name)
+    return missing
+
+
 def expected_pod_names(gang_key: str, owner: Mapping[str, Any], kind: str) -> list[str] | None:
     """The names the operator of ``owner`` (a workload of ``kind`` as read) gives the pods of gang
     ``gang_key``, in creation order (:attr:`webhook.core.kinds.description.KindDescription.controller_pods`),
     or ``None`` when the kind is not one of the registry's or its spec cannot be expanded."""
+    expected = expected_pods(gang_key, owner, kind)
+    return [name for name, _ in expected] if expected is not None else None
+
+
+def expected_pods(gang_key: str, owner: Mapping[str, Any], kind: str) -> list[tuple[str, dict[str, str]]] | None:
+    """``(name, labels)`` of each pod the operator of ``owner`` makes for gang ``gang_key``, in
+    creation order: the name it gives the pod (without a generated suffix) and the labels it adds
+    to that pod alone (its index; the template's labels are not among them); ``None`` as
+    :func:`expected_pod_names`."""
     description = registry.BY_KIND.get(kind)
     if description is None:
         return None
@@ -286,14 +331,14 @@ def expected_pod_names(gang_key: str, owner: Mapping[str, Any], kind: str) -> li
         made = description.controller_pods(owner, _no_cap)
     except (SegmentWebhookError, ValueError, KeyError, TypeError):
         return None
-    names = []
+    out = []
     for pod in made:
         template_meta = pod.template.get("metadata") if isinstance(pod.template, Mapping) else None
         labels = {**_strings((template_meta or {}).get("labels")), **pod.labels}
         annotations = {**_strings((template_meta or {}).get("annotations")), **_strings(pod.annotations)}
         if registry.gang_key(namespace, labels, annotations) == gang_key:
-            names.append(pod.name)
-    return names or None
+            out.append((pod.name, dict(pod.labels)))
+    return out or None
 
 
 def _no_cap(total: int, where: str) -> None:

@@ -53,7 +53,7 @@ from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
 from webhook.controller.patches import PATCH_ATTEMPTS, PatchSender
 from webhook.controller.podgroups import reconcile_groups
-from webhook.controller.reconcile import Result, TopOwner
+from webhook.controller.reconcile import Result, TopOwner, owner_patch
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.workload_objects import CREATED, KEPT, WorkloadObjectWriter
 from webhook.controller.workqueue import ExponentialRateLimiter, ShutDown, WorkQueue
@@ -108,6 +108,7 @@ class Controller:
         self.patches = PatchSender(api_client, self.reachability, self.metrics.patch_errors, self._stop)
         self.events = EventRecorder(api_client, COMPONENT, settings.identity, self.reachability)
         self.owners = OwnerResolver(api_client, self.reachability)
+        self._owner_states = OwnerStateWriter(self.cache, self.patches, self.owners)
         self.workload_objects = WorkloadObjectWriter(api_client, self.reachability)
         self.election = LeaderElector(api_client, settings, self.reachability, self._stop,
                                       self._started_leading, self._stopped_leading)
@@ -300,10 +301,10 @@ class Controller:
             log.info("%s", result.state)
         for event in result.events:
             self.events.record(event)
-        patch = result.owner_patch
-        if patch is not None and self.patches.annotate_owner(patch):
-            self.owners.note_annotation(patch.target, patch.value)
-        self.cache.record_state(key, owner.ref if owner is not None else None, result.state)
+        if owner is None:
+            self.cache.record_state(key, None, result.state)
+        else:
+            self._owner_states.write(key, owner, result.state)
 
     def log_topology_findings(self) -> None:
         """Log the DESIGN.md §12 findings of each known Topology on the cached nodes (one warning
@@ -324,3 +325,30 @@ class Controller:
         for name, levels in sorted(new):
             for finding in topology_infer.check(levels, node_labels, name):
                 log.warning("%s", finding.text().replace("\n  ", "; "))
+
+
+class OwnerStateWriter:
+    """Writes a top owner's :data:`~webhook.controller.reconcile.GANG_STATE`, which holds the line of
+    every gang of that owner (an LWS's groups, a JobSet's replicatedJobs). The gang's line is
+    recorded in ``cache``, and the value built from every line of the owner recorded by then and sent
+    (``patches``), under one lock per owner: two workers writing gangs of one owner never send a
+    value without the other's line, nor an older value last (issue 37: 3 groups, 2 lines)."""
+
+    def __init__(self, cache: ControllerCache, patches: PatchSender, owners: OwnerResolver) -> None:
+        self._cache, self._patches, self._owners = cache, patches, owners
+        self._locks: dict[str, threading.Lock] = {}  # owner uid -> the lock of its annotation
+        self._locks_lock = threading.Lock()
+        self._values: dict[str, str] = {}  # owner uid -> the value last accepted
+
+    def write(self, key: str, owner: TopOwner, line: str) -> None:
+        """Record gang ``key``'s ``line`` and bring ``owner``'s annotation up to date (best effort)."""
+        uid = owner.ref.uid
+        with self._locks_lock:
+            lock = self._locks.setdefault(uid, threading.Lock())
+        with lock:
+            self._cache.record_state(key, owner.ref, line)
+            states = {**self._cache.owner_states(owner.ref), key: line}  # also when its pods left the cache
+            patch = owner_patch(owner, states, self._values.get(uid, owner.annotation))
+            if patch is not None and self._patches.annotate_owner(patch):
+                self._values[uid] = patch.value
+                self._owners.note_annotation(patch.target, patch.value)

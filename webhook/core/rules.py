@@ -545,6 +545,40 @@ def check_per_job_level(decision: Decision, field_path: str, written: str, wante
     return False
 
 
+@rule("trainer-job-not-found", "DESIGN.md §3b",
+      "a JobSet whose root segments.dev/trainer-job names no replicatedJob of it")
+def check_trainer_job_found(decision: Decision, field_path: str, value: str, names: Iterable[str]) -> bool:
+    """A JobSet's root ``segments.dev/trainer-job`` (``field_path`` = ``value``; written into a
+    TrainJob's ``spec.annotations`` by the webhook, copied by Trainer v2.0/v2.1 onto the JobSet
+    root) scopes the root's keys to that replicatedJob; naming none of ``names`` (the JobSet's
+    replicatedJobs), the keys would reach no pod: denied, never silent (§4.5). Returns True when ok."""
+    known = list(names)
+    if value in known:
+        return True
+    violate(decision, "trainer-job-not-found", field_path, value,
+            "the root's segment keys belong to that replicatedJob alone, and this JobSet has none of that name "
+            f"(its replicatedJob names: {', '.join(known) or 'none'}), so no pod would get them",
+            "set segments.dev/trainer-job on the TrainJob's metadata.annotations to the runtime's trainer "
+            "replicatedJob (the one labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer)")
+    return False
+
+
+@rule("trainjob-spec-annotation-differs", "DESIGN.md §3b",
+      "a TrainJob whose spec.annotations sets a placement key to another value than its root resolves")
+def check_trainjob_spec_annotation(decision: Decision, field_path: str, written: str, wanted: str) -> bool:
+    """TrainJob: the webhook writes the resolved keys into ``spec.annotations`` (Trainer v2.0/v2.1
+    copy them onto the JobSet root). A user value there (``written`` at ``field_path``) other than
+    the resolved ``wanted`` would be replaced: denied, never replaced silently (§4.5). Returns True
+    when ok."""
+    if written == wanted:
+        return True
+    violate(decision, "trainjob-spec-annotation-differs", field_path, written,
+            f"the TrainJob's metadata.annotations resolve it to {quote(wanted)}, which the webhook writes here for "
+            "Trainer to copy onto the JobSet",
+            f"remove it from spec.annotations (the metadata.annotations keys are used), or set it to {quote(wanted)}")
+    return False
+
+
 # --------------------------------------------------------------------------------------------
 # kinds, keys, updates
 # --------------------------------------------------------------------------------------------

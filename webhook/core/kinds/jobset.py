@@ -19,6 +19,12 @@ Any other segment size gets the ``kai-does-not-enforce`` warning, and when neith
 the ``jobset-segments-straddle-jobs`` warning. Gang (§9): one replicatedJob,
 ``<namespace>/<jobset-name>/<replicatedjob-name>``; with a workload level on the root, the whole
 JobSet, ``<namespace>/<jobset-name>/*`` (KAI makes one PodGroup of it, §4.5). Automatic placement (§6) never applies.
+
+A TrainJob's JobSet: a root ``segments.dev/trainer-job`` (the webhook writes it with the resolved keys
+into the TrainJob's ``spec.annotations``, which Trainer v2.0/v2.1 copy onto the JobSet root,
+``pkg/runtime/core/trainingruntime.go`` ``newRuntimeInfo``) scopes the root's keys to the replicatedJob
+it names: the others (``dataset-initializer``, ``model-initializer``) inherit nothing and are in no
+gang. Naming no replicatedJob of the JobSet is denied (``trainer-job-not-found``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,12 @@ from webhook.core.kinds.description import (
 from webhook.core.messages import UNSET
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import Resolution, SegmentInputs
-from webhook.core.rules import check_per_job_level, check_template_level_has_topology, malformed
+from webhook.core.rules import (
+    check_per_job_level,
+    check_template_level_has_topology,
+    check_trainer_job_found,
+    malformed,
+)
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say, text
 from webhook.core.workload_plan import Plan
@@ -58,6 +69,10 @@ VERSION = "v1alpha2"
 RJOBS = "replicatedJobs"
 #: the pod template annotation the webhook writes: the replicatedJob's Job parallelism (§3b)
 JOB_PARALLELISM = "segments.dev/job-parallelism"
+#: root annotation naming a TrainJob's trainer replicatedJob (``node`` when absent on a TrainJob);
+#: on a JobSet root (Trainer v2.0/v2.1 copy a TrainJob's ``spec.annotations`` there) the root's keys
+#: are inherited by that replicatedJob alone (DESIGN.md §3b)
+TRAINER_JOB = "segments.dev/trainer-job"
 
 
 def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSettings,
@@ -155,11 +170,22 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if not isinstance(rjobs, list):
         malformed(decision, f"spec.{RJOBS}", UNSET if rjobs is None else rjobs, "a list of ReplicatedJob objects")
         return None
+    scope = root.get(TRAINER_JOB)
+    if scope is not None and not check_trainer_job_found(
+            decision, scope.field, scope.value, [rj["name"] for rj in rjobs if isinstance(rj, Mapping)
+                                                 and isinstance(rj.get("name"), str)]):
+        return None
     units = []
     for k, rj in enumerate(rjobs):
-        unit = _unit(root, rj, k, catalog, settings, decision, update)
+        # a TrainJob's JobSet (DESIGN.md §3b): the root's keys are the trainer replicatedJob's alone;
+        # the others (initializers) inherit nothing and are in no gang
+        in_scope = scope is None or (isinstance(rj, Mapping) and rj.get("name") == scope.value)
+        unit = _unit(root if in_scope else AnnotationMap(root.field, root.container, {}), rj, k, catalog, settings,
+                     decision, update)
         if unit is None:
             return None
+        if not in_scope:
+            unit[1].gang_size = None
         units.append(unit)
     return Plan(resolution=Resolution(), root=root, worker=None, units=units, one_podgroup=True)
 

@@ -31,11 +31,13 @@ from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.constraints import resolve
 from webhook.core.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.core.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
-from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS
+from webhook.core.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS, TRAINER_JOB
 from webhook.core.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
+from webhook.core.messages import key_field
+from webhook.core.patching import pointer
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
-from webhook.core.resolution import SegmentInputs
-from webhook.core.rules import malformed
+from webhook.core.resolution import Resolution, SegmentInputs
+from webhook.core.rules import check_trainjob_spec_annotation, malformed
 from webhook.core.topology import TopologyCatalog
 from webhook.core.warning_rules import say
 from webhook.core.workload_plan import Plan
@@ -45,8 +47,6 @@ GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
 #: the ``spec.runtimePatches`` entry the webhook owns (the list is keyed by ``manager``)
 MANAGER = "segments.dev/segment-webhook"
-#: root annotation naming the trainer replicatedJob when it is not ``node``
-TRAINER_JOB = "segments.dev/trainer-job"
 DEFAULT_TRAINER_JOB = "node"
 
 
@@ -131,8 +131,71 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         gang = gating.gang_template_annotations(nodes, res.topology_name, wl_required, wl_preferred,
                                                 whole_workload=bool(wl_required or wl_preferred))
     plan = Plan(resolution=res, root=root, worker=None, templates=[worker], gang_size=None)
-    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys)
+    copied = _spec_annotations(res, rjob, wl_required, wl_preferred)
+    spec_ops = _spec_annotation_ops(spec, copied, decision)
+    if spec_ops is None:  # spec.annotations is not a map (400 recorded)
+        return None
+    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys) + spec_ops
     return plan
+
+
+#: the keys the webhook may write into ``spec.annotations`` (:func:`_spec_annotations`)
+SPEC_ANNOTATION_KEYS = (TRAINER_JOB, keys.TOPOLOGY, keys.SEGMENT_SIZE, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED,
+                        keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED)
+
+
+def _spec_annotations(res: Resolution, rjob: str, wl_required: str | None, wl_preferred: str | None) -> dict[str, str]:
+    """What ``spec.annotations`` must carry for Trainer v2.0/v2.1 (DESIGN.md §3b): the resolved
+    topology name, segment size and levels and the workload levels, as JobSet root keys, with
+    :data:`TRAINER_JOB` naming the trainer replicatedJob, so the JobSet rule segments that
+    replicatedJob alone (:mod:`webhook.core.kinds.jobset`). Empty when nothing is in force."""
+    out: dict[str, str] = {}
+    if res.segmented:
+        out.update({k: v for k, v in res.worker_keys().items() if k in SPEC_ANNOTATION_KEYS})
+    if wl_required is not None:
+        out[keys.TOPOLOGY_REQUIRED] = wl_required
+    if wl_preferred is not None:
+        out[keys.TOPOLOGY_PREFERRED] = wl_preferred
+    if out and res.topology_name is not None:
+        out.setdefault(keys.TOPOLOGY, res.topology_name)
+    if out:
+        out[TRAINER_JOB] = rjob
+    return out
+
+
+def _spec_annotation_ops(spec: Mapping[str, Any], wanted: dict[str, str], decision: Decision) -> list[dict[str, Any]] | None:
+    """RFC 6902 operations that make ``spec.annotations`` carry ``wanted``. Trainer v2.0.0 and v2.1
+    copy ``spec.annotations`` onto the JobSet root (``pkg/runtime/core/trainingruntime.go``
+    ``newRuntimeInfo``); from v2.2 the field is gone and kube-apiserver prunes it, as it prunes
+    ``spec.runtimePatches`` before v2.2: each Trainer applies one of the two. The entries are the
+    webhook's once :data:`TRAINER_JOB` is among them (replaced, or removed when nothing is in
+    force); before that, a user value that differs is denied (``trainjob-spec-annotation-differs``).
+    ``None`` when ``spec.annotations`` is not a map (400 recorded)."""
+    current = spec.get("annotations")
+    if current is not None and not isinstance(current, Mapping):
+        malformed(decision, "spec.annotations", current, "a map of string keys and values")
+        return None
+    current = current or {}
+    owned = TRAINER_JOB in current
+    if not owned:
+        agreed = [check_trainjob_spec_annotation(decision, key_field("spec.annotations", key), current[key], value)
+                  for key, value in wanted.items() if key in current]
+        if not all(agreed):
+            return []
+    if not wanted and not owned:
+        return []
+    if not current:
+        return [{"op": "add", "path": "/spec/annotations", "value": wanted}]
+    ops: list[dict[str, Any]] = []
+    for key in SPEC_ANNOTATION_KEYS:
+        path = pointer(["spec", "annotations", key])
+        if key in wanted and key not in current:
+            ops.append({"op": "add", "path": path, "value": wanted[key]})
+        elif key in wanted and current[key] != wanted[key]:
+            ops.append({"op": "replace", "path": path, "value": wanted[key]})
+        elif key not in wanted and key in current and owned:
+            ops.append({"op": "remove", "path": path})
+    return ops
 
 
 def _entry_ops(spec: Mapping[str, Any], position: int | None, entry: Any, rjob: str, pod_keys: dict[str, str],
