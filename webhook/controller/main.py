@@ -168,12 +168,14 @@ def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], defau
         for note in notes:
             print(f"Warning: {note}", file=err)
     docs = documents(result)
-    print(once_summary(result), file=err)  # stdout holds only the documents
     if output == "json":
         text = json.dumps(docs, indent=2) + "\n"
     else:
         text = yaml.safe_dump_all(docs, sort_keys=False, allow_unicode=True) if docs else ""
-    return write_output(text, "controller", out)
+    written = write_output(text, "controller", out)
+    if not written:  # after the documents, on stderr: stdout holds only the documents
+        print(once_summary(result), file=err)
+    return written
 
 
 def default_identity() -> str:

@@ -243,6 +243,20 @@ def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str, st
     return obj, kind, made
 
 
+def _say_generated_name(exp: Expansion, kind: str, obj: Mapping[str, Any], made: str | None) -> None:
+    """Record on ``exp`` the name ``made`` from ``obj``'s ``metadata.generateName``
+    (:attr:`Expansion.generated_name`) and the note that says it (in :attr:`Expansion.notes` and
+    :attr:`Expansion.name_note`); nothing when ``made`` is ``None`` (the object has a name)."""
+    if made is None:
+        return
+    generate_name = str(obj["metadata"]["generateName"])
+    exp.generated_name = made
+    exp.note(kind, made, f"metadata.name made from metadata.generateName {quote(generate_name)} "
+                         f"(kube-apiserver appends {NAME_SUFFIX_LENGTH} random characters; here they come from "
+                         "a hash, the same on every run; set metadata.name to choose it)")
+    exp.name_note = group_warnings(exp.notes[-1:])[0]
+
+
 def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings,
            user: str = "kubectl-user", groups: list[str] | None = None,
            runtimes: Sequence[Mapping[str, Any]] = ()) -> Expansion:
@@ -269,18 +283,12 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
         except ShapeError as exc:
             raise ExpandError(str(exc)) from None
     exp = Expansion(expanded_kind=kind)
-    if made is not None:  # the webhook sees it as kube-apiserver's mutating admission does: no name yet
-        exp.generated_name = made
-        exp.note(kind, made, f"metadata.name made from metadata.generateName {quote(obj['metadata']['generateName'])} "
-                             f"(kube-apiserver appends {NAME_SUFFIX_LENGTH} random characters; here they come from "
-                             "a hash, the same on every run; set metadata.name to choose it)")
-        exp.name_note = group_warnings(exp.notes[-1:])[0]
+    _say_generated_name(exp, kind, obj, made)  # the webhook sees it as kube-apiserver's mutating admission: no name yet
     patched = _admit(obj, kind, catalog, settings, user, groups, exp, made)
     if patched is None:
         return exp
-    if made is not None:
-        patched["metadata"]["name"] = made
     meta = patched["metadata"]
+    meta.setdefault("name", made)  # a generateName object is named after admission, as by kube-apiserver
     exp.workload = patched
     owner_ann: Mapping[str, str] = {}  # a skipped top owner's annotations (TrainJob), read as KAI reads them
     if runtime is not None:  # the Trainer builds a JobSet, which the webhook admits; its pods are the JobSet's
