@@ -410,37 +410,72 @@ def trainer_crd_fields() -> set[str]:
     return set(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
 
 
+def torch_with_initializer() -> dict:
+    """``torch-distributed`` (Trainer v2.0.0 ``manifests/base/runtimes/torch_distributed.yaml``) with a
+    ``dataset-initializer`` replicatedJob first, labelled as Trainer's initializer runtimes label theirs
+    (``trainer.kubeflow.org/trainjob-ancestor-step: dataset-initializer``), without ``dependsOn`` so its
+    trainer pods are made here too (no kubelet: no Job ever completes)."""
+    def rjob(name: str, ancestor: str) -> dict:
+        return {"name": name, "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": ancestor}},
+            "spec": {"template": {"spec": {"containers": [{"name": name, "image": "busybox"}]}}}}}
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": "torch-with-initializer"},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {"numProcPerNode": "auto"}},
+                     "template": {"spec": {"replicatedJobs": [rjob("dataset-initializer", "dataset-initializer"),
+                                                              rjob("node", "trainer")]}}}}
+
+
+def trainer_index(nodes: dict[str, int]) -> IndexOf:
+    """The trainer pods' index (the ``node`` replicatedJob: job-index 0, completion index = node rank);
+    an initializer pod is not segmented (None)."""
+    def index(labels: dict) -> tuple[str, int] | None:
+        name = labels.get("jobset.sigs.k8s.io/jobset-name")
+        if name not in nodes or labels.get("jobset.sigs.k8s.io/replicatedjob-name") != "node":
+            return None
+        return f"{name}/node", int(labels["batch.kubernetes.io/job-completion-index"])
+    return index
+
+
 def test_trainer_trainjob_pods(plane, tmp_path, capsys):
-    """Trainer v2.0.0 (its JobSet of one Job ``node`` × parallelism numNodes): TrainJob
-    ``tj-root`` carries the keys on its root (DESIGN.md §3b), ``tj-spec`` in ``spec.annotations``,
-    which v2.0.0 copies onto the JobSet's root. v2.0.0's TrainJob has no ``spec.runtimePatches``
-    (the field DESIGN.md §3b writes the resolved keys into; added after v2.0.0): the apiserver prunes
-    the webhook's entry, so ``tj-root``'s pods carry no segment keys; ``tj-spec``'s pods are
-    segmented by the JobSet rule ({0,1} {2,3} {4})."""
+    """Trainer v2.0.0 (its JobSet of one Job ``node`` × parallelism numNodes): the keys on the
+    TrainJob root as users write them (DESIGN.md §3b, amended in issue 37). v2.0.0's TrainJob has no
+    ``spec.runtimePatches`` (the apiserver prunes the webhook's entry) but copies ``spec.annotations``
+    onto the JobSet root, where the webhook writes the resolved keys with
+    ``segments.dev/trainer-job: node``: ``tj-root``'s 5 pods {0,1} {2,3} {4}; ``tj-init`` (a runtime
+    with a ``dataset-initializer`` replicatedJob) 4 trainer pods {0,1} {2,3} and an initializer pod with
+    no segment key and no gate; ``tj-spec`` (the keys written in ``spec.annotations`` by the user) as
+    before. Gated: every trainer pod bound, each segment in one rack."""
     plane.operator("trainer")
     ns = namespace(plane.kube, "op-trainjob")
     assert "runtimePatches" not in trainer_crd_fields()
+    create(plane.kube, tmp_path, torch_with_initializer())
+    init = trainjob("tj-init", 4, keys(2), {})
+    init["spec"]["runtimeRef"]["name"] = "torch-with-initializer"
     stored = {name: create(plane.kube, tmp_path, dict(obj, metadata=dict(obj["metadata"], namespace=ns)))
               for name, obj in (("tj-root", trainjob("tj-root", 5, keys(2), {})),
-                                ("tj-spec", trainjob("tj-spec", 5, {}, keys(2))))}
-    assert "runtimePatches" not in stored["tj-root"]["spec"]  # pruned: what the webhook wrote is lost
-    pods = operator_pods(plane, ns, 10) if not plane.gated else None
-    if plane.gated:  # tj-root's pods are never gated (no gang facts reached them): only tj-spec's bind
-        pods = wait_for("10 TrainJob pods, tj-spec's bound", lambda: (lambda items: items if len(items) == 10 and all(
-            p["spec"].get("nodeName") for p in items if p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
-            == "tj-spec") else None)(pods_of(plane.kube, ns)), timeout=300)
-    dropped = [p for p in pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/jobset-name"] == "tj-root"]
-    assert [SEGMENT_SIZE in (p["metadata"].get("annotations") or {}) for p in dropped] == [False] * 5
-    assert [SEGMENT_INDEX in p["metadata"]["labels"] for p in dropped] == [False] * 5
-    assert [GATE in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in dropped] == [False] * 5
-    kept = [p for p in pods if p not in dropped]
-    figures = check_pods(plane, tmp_path, kept, jobset_index({"tj-spec": 5}), {"tj-spec/node": (5, 2)})
-    status = plane.kube.get("trainjob", "tj-spec", ns).get("status", {})
-    owner = plane.kube.get("jobset", "tj-spec", ns)["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["name"]) == ("TrainJob", "tj-spec")
-    report(capsys, plane, f"Trainer v2.0.0 made 2 JobSets, {len(pods)} pods; tj-root's keys pruned with "
-                          f"spec.runtimePatches (5 pods without segment keys), tj-spec's {figures['segmented']} "
-                          f"pods labelled as review and (completion-index) // 2; TrainJob status {status}"
+                                ("tj-spec", trainjob("tj-spec", 5, {}, keys(2))), ("tj-init", init))}
+    assert "runtimePatches" not in stored["tj-root"]["spec"]  # pruned by v2.0.0's schema
+    assert stored["tj-root"]["spec"]["annotations"] == {**keys(2), "segments.dev/trainer-job": "node"}
+    assert plane.kube.get("jobset", "tj-root", ns)["metadata"]["annotations"] == {
+        **keys(2), "segments.dev/trainer-job": "node"}
+    pods = operator_pods(plane, ns, 15)
+    initializers = [p for p in pods if p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"]
+                    == "dataset-initializer"]
+    assert [p["metadata"]["name"].rsplit("-", 1)[0] for p in initializers] == ["tj-init-dataset-initializer-0-0"]
+    assert [SEGMENT_INDEX in p["metadata"]["labels"] for p in initializers] == [False]
+    assert [sorted(k for k in p["metadata"].get("annotations") or {} if k.startswith(("kai.scheduler/", "segments.dev/")))
+            for p in initializers] == [[]]
+    trainers = [p for p in pods if p not in initializers]
+    figures = check_pods(plane, tmp_path, trainers, trainer_index({"tj-root": 5, "tj-spec": 5, "tj-init": 4}),
+                         {"tj-root/node": (5, 2), "tj-spec/node": (5, 2), "tj-init/node": (4, 2)})
+    assert figures["segmented"] == 14
+    status = plane.kube.get("trainjob", "tj-root", ns).get("status", {})
+    owner = plane.kube.get("jobset", "tj-root", ns)["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"]) == ("TrainJob", "tj-root")
+    report(capsys, plane, f"Trainer v2.0.0 made 3 JobSets, {len(pods)} pods; runtimePatches pruned, spec.annotations "
+                          f"copied to the JobSet root: {figures['segmented']} trainer pods labelled as review and "
+                          f"(completion-index) // 2, the initializer pod unsegmented; TrainJob status {status}"
                           + gated_text(figures))
 
 

@@ -62,7 +62,7 @@ def workload_rules() -> list[dict]:
 def test_controller_rbac_is_least_privilege(docs):
     role = one(docs, "ClusterRole", "segment-webhook-controller")
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch", "delete"]},
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["kai.scheduler"], "resources": ["topologies"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -683,3 +683,76 @@ def test_gangs_of_one_owner_written_in_any_order_keep_every_line(server, control
         "gang team-a/job-1: waiting for 1 more pod (4 of 5 exist); "
         "gang team-a/job-2: waiting for 1 more pod (4 of 5 exist)")
     assert len(events_on(server, "PyTorchJob")) == 3
+
+
+@pytest.fixture
+def unscheduled():
+    """A loopback API server without the kube-scheduler stand-in (the test binds)."""
+    srv = KubeApiServer(bind_after=None).start()
+    yield srv
+    srv.close()
+
+
+def test_a_stranded_pod_is_deleted_and_its_replacement_placed_around_the_bound_pods(unscheduled):
+    """DESIGN.md §9 (amended, issue 37): between the release and the bind, an ungated pod is bound
+    onto the node a worker was pinned to; kube-scheduler reports the worker Unschedulable. The
+    controller deletes it (its operator creates it again, gated: played here by the test), places the
+    new pod with the bound members fixed, in the segment's rack, and the PyTorchJob says so. The test
+    plays kube-scheduler (no stand-in)."""
+    server = unscheduled
+    nodes = cluster(gpus=8)  # 4 racks of 2 nodes of 8 GPUs
+    load(server, nodes)
+    _, pods = owned_gang(server, pytorchjob(workers=4))  # Master + 4 Workers of 2 GPUs, one segment of 4
+    ctl = Controller(api_client(server, "c-1"), ControllerSettings(identity="c-1", lease_namespace="segment-webhook",
+                                                                  stranded_grace=0), elect=False).start()
+    try:
+        stranded_and_placed_again(server, nodes, pods)
+    finally:
+        ctl.stop()
+
+
+def stranded_and_placed_again(server, nodes, pods):
+    for p in pods:
+        server.create("pods", p)
+    eventually(lambda: not any(gated(p) for p in server.list("pods")), "gang released")
+    released = {p["metadata"]["name"]: p for p in server.list("pods")}
+    victim = released["job-a-worker-3"]
+    full = node_of(victim)
+    others = [p for name, p in released.items() if name != "job-a-worker-3"]
+    for pod in others:  # kube-scheduler binds the others where they are pinned
+        pod["spec"]["nodeName"] = node_of(pod)
+        server.update("pods", pod, check_rv=False)
+    on_full = sum(2 for p in others if node_of(p) == full and p["metadata"]["name"].startswith("job-a-worker"))
+    intruder = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder", "namespace": "team-a"},
+                "spec": {"nodeName": full, "containers": [{"name": "c", "image": "i", "resources": {
+                    "limits": {"nvidia.com/gpu": str(8 - on_full)}}}]}}
+    server.create("pods", intruder)
+    victim["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/8 nodes are available: 1 Insufficient nvidia.com/gpu.",
+         "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}]}
+    server.update("pods", victim, check_rv=False)
+    eventually(lambda: server.get("pods", "team-a", "job-a-worker-3") is None, "the stranded pod deleted")
+    stranded = (f"gang team-a/job-a: stranded: pod job-a-worker-3 released to node {full} no longer fits there "
+                "(0/8 nodes are available: 1 Insufficient nvidia.com/gpu.); 4 of 5 pods bound; deleted job-a-worker-3 "
+                "so that its controller creates it again, to be placed again around the bound pods")
+    eventually(lambda: gang_state(server, "job-a") == stranded, "the recovery on the PyTorchJob")
+    [again] = [p for p in pods if p["metadata"]["name"] == "job-a-worker-3"]
+    server.create("pods", again)  # its operator creates it again; the webhook gated it
+    eventually(lambda: not gated(server.get("pods", "team-a", "job-a-worker-3")), "the replacement released")
+    moved = server.get("pods", "team-a", "job-a-worker-3")
+    moved["spec"]["nodeName"] = node_of(moved)
+    server.update("pods", moved, check_rv=False)
+    final = server.list("pods")
+    assert node_of(moved) != full
+    assert capacity_violations(nodes, final) == []
+    workers = [node_of(p) for p in final if p["metadata"]["name"].startswith("job-a-worker")]
+    assert len(workers) == 4 and shared_label_violations(nodes, workers, RACK, "segment 0") == []
+    eventually(lambda: gang_state(server, "job-a") == "gang team-a/job-a: released 1 pod to "
+               f"{RACK}={nodes_rack(nodes, full)}", "released again")
+    assert sorted(e["reason"] for e in events_on(server, "PyTorchJob")) == ["GangReleased", "GangReleased",
+                                                                           "GangStranded"]
+
+
+def nodes_rack(nodes, name):
+    return next(n["metadata"]["labels"][RACK] for n in nodes if n["metadata"]["name"] == name)

@@ -12,7 +12,16 @@ from __future__ import annotations
 import logging
 
 from test_controller_decision import RACK, TOPOLOGY, cluster, gang_pods, pytorchjob
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, ParseCache, Waiting, ledger_of
+from webhook.controller.decision import (
+    INCOMPLETE,
+    INFEASIBLE,
+    INVALID,
+    ParseCache,
+    StrandedPod,
+    Waiting,
+    ledger_of,
+    stranded_pod,
+)
 from webhook.controller.election import RenewalLogFilter
 from webhook.controller.events import EventCorrelator, Observation
 from webhook.controller.reconcile import (
@@ -232,3 +241,66 @@ def test_a_live_pod_is_one_expected_pod_by_name_or_by_the_labels_it_alone_has():
     twice = [pod("job-b-1-abcde", **{"batch.kubernetes.io/job-completion-index": "1"}),
              pod("job-b-1-fghij", **{"batch.kubernetes.io/job-completion-index": "1"})]
     assert missing_pod_names(expected, twice) == ["job-b-0", "w-0", "w-1"]
+
+
+# ------------------------------------------------------------------ a released gang left stranded (DESIGN.md §9)
+SCHEDULER_SAYS = ("0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 7 node(s) didn't match Pod's node "
+                  "affinity/selector. preemption: 0/8 nodes are available: 8 No preemption victims found for "
+                  "incoming pod.")
+
+
+def released_gang(stranded: str = "job-a-worker-15", owned: bool = True) -> list[dict]:
+    """The 17 pods released (gate removed, pinned to a node; here all to zone-a-r4-n2 for brevity)
+    and bound but ``stranded``, which kube-scheduler reports Unschedulable since 00:00:10
+    (the message kube-scheduler v1.34 writes for a pod pinned to a full node)."""
+    pods = made_pods()
+    for pod in pods:
+        pod["spec"]["schedulingGates"] = []
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "zone-a-r4-n2"}
+        if owned:
+            pod["metadata"]["ownerReferences"] = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                                   "name": "job-a", "uid": "uid-job-a", "controller": True}]
+        if pod["metadata"]["name"] == stranded:
+            pod["status"] = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": SCHEDULER_SAYS,
+                 "lastTransitionTime": "2026-01-01T00:00:10Z"}]}
+        else:
+            pod["spec"]["nodeName"] = "zone-a-r4-n2"
+    return pods
+
+
+def stranded_view(pods, now, grace=5.0):
+    return GangView(pods, ledger_of(cluster(), pods, [], ParseCache()), {TOPOLOGY.name: TOPOLOGY}, None, ParseCache(),
+                    owner(), {}, now, 10.0, grace)
+
+
+def test_a_released_pod_pinned_where_it_no_longer_fits_is_stranded():
+    [pod] = [p for p in released_gang() if p["metadata"]["name"] == "job-a-worker-15"]
+    assert stranded_pod(pod) == StrandedPod("team-a", "job-a-worker-15", "uid-job-a-worker-15", "zone-a-r4-n2",
+                                            SCHEDULER_SAYS, "2026-01-01T00:00:10Z", True)
+    bound = [p for p in released_gang() if p["metadata"]["name"] == "job-a-worker-0"][0]
+    assert stranded_pod(bound) is None
+    pod["status"]["conditions"][0]["reason"] = "SchedulerError"
+    assert stranded_pod(pod) is None
+
+
+def test_a_stranded_pod_after_its_grace_is_deleted_for_its_controller_to_make_again_and_the_owner_says_so():
+    line = ("gang team-a/job-a: stranded: pod job-a-worker-15 released to node zone-a-r4-n2 no longer fits there ("
+            + SCHEDULER_SAYS + "); 16 of 17 pods bound; deleted job-a-worker-15 so that its controller creates it "
+            "again, to be placed again around the bound pods")
+    pod = StrandedPod("team-a", "job-a-worker-15", "uid-job-a-worker-15", "zone-a-r4-n2", SCHEDULER_SAYS,
+                      "2026-01-01T00:00:10Z", True)
+    assert reconcile(GANG, stranded_view(released_gang(), now=CREATED + 15)) == Result(
+        GANG, "stranded", line, events=(EventSpec(OWNER, "Warning", "GangStranded", line),),
+        owner_patch=OwnerPatch(OWNER, "pytorchjobs", line), deletions=(pod,))
+
+
+def test_a_stranded_pod_in_its_grace_is_looked_at_again_when_the_grace_ends():
+    assert reconcile(GANG, stranded_view(released_gang(), now=CREATED + 12)) == Result(GANG, requeue_after=3.0)
+
+
+def test_a_stranded_pod_no_controller_makes_again_is_reported_not_deleted():
+    result = reconcile(GANG, stranded_view(released_gang(owned=False), now=CREATED + 15))
+    assert (result.kind, result.deletions) == ("stranded", ())
+    assert result.state.endswith("16 of 17 pods bound; job-a-worker-15 has no controller to create it again: "
+                                 "delete it, and create it again without the node selector")

@@ -12,7 +12,7 @@ part controller-runtime calls the cache, which every reconcile reads.
   engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
   deadline, and each gang's state line and owner (for its siblings' annotation).
 * **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
-  gated pods or was left gated; capacity given back (a pod deleted or terminated) queues the gangs
+  gated pods or was left gated, or when the pod is stranded (released, pinned, ``Unschedulable``); capacity given back (a pod deleted or terminated) queues the gangs
   waiting for capacity; a node change queues every complete gang left gated; a Topology change
   every gang left gated (and the Topology findings, DESIGN.md §12).
 * A replayed older version of a released pod (gated) is ignored: a gate is never added back
@@ -33,7 +33,7 @@ from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Share
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref
+from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.controller.podgroups import is_grouped_pod
 from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
 from webhook.core import gating
@@ -171,7 +171,8 @@ class ControllerCache:
             left = key is not None and self._keep_member(key, ref, None if gone else pod)
             members = self.gangs.get(key) if key is not None else None
             own = [key] if key is not None and members is not None and \
-                (key in self.kinds or any(gating.is_gated(p) for p in members.values())) else []
+                (key in self.kinds or any(gating.is_gated(p) for p in members.values())
+                 or (not gone and stranded_pod(pod) is not None)) else []
             waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
             if grouping and key is not None and key not in self.grouped:
                 own = [key]
@@ -266,7 +267,7 @@ class ControllerCache:
             return self.ledger.has_node(name)
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
-                  backoff_delay: Callable[[str], float]) -> Result:
+                  backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
         """Run the pure :func:`webhook.controller.reconcile.reconcile` on this cache under its lock,
         charge the releases as assumed (as kube-scheduler's assume: gangs reconciled at once never
         double-book), record the gang's kind and back-off (``backoff_delay(key)``: seconds)."""
@@ -275,7 +276,7 @@ class ControllerCache:
             owner_ref = owner.ref if owner is not None else None
             siblings = {g: line for g, (ref, line) in self.states.items() if g != key and ref == owner_ref and ref}
             view = GangView(list(self.gangs.get(key, {}).values()), self.ledger, catalog, default_topology,
-                            self._parse_cache, owner, siblings, time.time(), grace)
+                            self._parse_cache, owner, siblings, time.time(), grace, stranded_grace)
             result = reconcile(key, view)
             for ref, node, milli in result.charges:
                 self.ledger.assume(ref, node, milli)

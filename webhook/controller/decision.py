@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from webhook.core import gating, keys
@@ -59,8 +60,9 @@ INCOMPLETE = "incomplete"
 INFEASIBLE = "infeasible"
 INVALID = "invalid"
 #: :data:`INFEASIBLE` even on the empty cluster (every node free): waiting cannot help
-__all__ = ["INCOMPLETE", "INFEASIBLE", "INVALID", "NEVER_FITS", "GangDecision", "ParseCache", "PassResult",
-           "Placed", "Release", "Waiting", "decide", "decide_gang", "gang_key_of", "ledger_of", "pod_ref"]
+__all__ = ["INCOMPLETE", "INFEASIBLE", "INVALID", "NEVER_FITS", "STRANDED", "GangDecision", "ParseCache", "PassResult",
+           "Placed", "Release", "StrandedDecision", "StrandedPod", "Waiting", "decide", "decide_gang",
+           "decide_stranded", "gang_key_of", "ledger_of", "pod_ref", "stranded_pod"]
 
 
 @dataclass(frozen=True)
@@ -502,6 +504,120 @@ def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLed
             ledger.assume(ref, node, milli)
     domain = f"{placement.workload_level}={placement.workload_domain}"
     return GangDecision(key, tuple(releases), Placed(key, len(members), gang.last_created, domain), charges=charges)
+
+
+# ----------------------------------------------------------------------------- stranded pods
+#: A released gang with a pod that kube-scheduler cannot bind where it was pinned (DESIGN.md §9)
+STRANDED = "stranded"
+
+
+@dataclass(frozen=True)
+class StrandedPod:
+    """A released pod of a gang that cannot bind where the controller pinned it: not gated, not
+    bound, pinned by ``nodeSelector[kubernetes.io/hostname]`` to ``node``, and its condition
+    ``PodScheduled`` is ``False`` with reason ``Unschedulable`` (kube-scheduler's
+    ``message``, e.g. "0/48 nodes are available: 1 Insufficient nvidia.com/gpu, 47 node(s)
+    didn't match Pod's node affinity/selector"), since ``since`` (RFC 3339, the condition's
+    ``lastTransitionTime``). ``uid``: the pod's, for a delete that cannot hit its replacement;
+    ``recreated``: it has a controller owner (``ownerReferences[].controller``), which creates it
+    again when it is deleted."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    message: str
+    since: str
+    recreated: bool
+
+
+def stranded_pod(pod: Mapping[str, Any]) -> StrandedPod | None:
+    """``pod`` as a :class:`StrandedPod`, ``None`` when it is not one (gated, bound, terminated,
+    being deleted, pinned nowhere, or not reported ``Unschedulable``). Never raises."""
+    if gating.is_gated(pod) or is_terminated(pod) or is_deleting(pod) or _spec(pod).get("nodeName"):
+        return None
+    selector = _spec(pod).get("nodeSelector")
+    node = selector.get(keys.HOSTNAME) if isinstance(selector, Mapping) else None
+    if not isinstance(node, str) or not node:
+        return None
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else []:
+        if (isinstance(condition, Mapping) and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False" and condition.get("reason") == "Unschedulable"):
+            namespace, name = pod_ref(pod)
+            owners = _meta(pod).get("ownerReferences")
+            recreated = any(isinstance(o, Mapping) and o.get("controller") is True
+                            for o in (owners if isinstance(owners, list) else []))
+            return StrandedPod(namespace, name, str(_meta(pod).get("uid") or ""), node,
+                               str(condition.get("message") or ""), str(condition.get("lastTransitionTime") or ""),
+                               recreated)
+    return None
+
+
+@dataclass(frozen=True)
+class StrandedDecision:
+    """What to do about a gang's stranded pods (:func:`decide_stranded`): ``delete`` the ones due
+    whose controller creates them again (their replacements are gated at CREATE by the webhook and
+    placed again around the members already bound: the gang's usual path); ``kept``: the ones due
+    that nothing would create again (reported, never deleted); ``line``: what the owner shows
+    (``""`` while every stranded pod is in its grace); ``wait``: seconds until the next one is due
+    (``None`` when none waits)."""
+
+    delete: tuple[StrandedPod, ...] = ()
+    kept: tuple[StrandedPod, ...] = ()
+    line: str = ""
+    wait: float | None = None
+
+
+def decide_stranded(pods: Iterable[Mapping[str, Any]], now: float, grace: float) -> StrandedDecision | None:
+    """DESIGN.md §9 (amended, issue 37): a pod the gate does not hold can be bound onto a node
+    between the controller's decision and its release's bind; the released pod pinned there then
+    waits forever, its gang half bound. A released pod cannot be moved (no gate: its spec is
+    immutable but for gates, KEP-3838), so the recovery is to delete it: its controller creates it
+    again, the webhook gates the new pod, and the controller places it with the bound members fixed
+    where they are (:func:`decide_gang`), charged on the ledger as every bound pod is: nothing is
+    booked twice. A pod is due once it has been ``Unschedulable`` for ``grace`` seconds (``now``:
+    seconds since the epoch); a pod no controller would create again is only reported.
+
+    ``pods``: the gang's pods. Returns ``None`` when none is stranded."""
+    live = [p for p in pods if not is_terminated(p) and not is_deleting(p)]
+    found = sorted((s for s in map(stranded_pod, live) if s is not None), key=lambda s: (s.namespace, s.name))
+    if not found:
+        return None
+    due, waits = [], []
+    for pod in found:
+        since = _epoch(pod.since)
+        left = 0.0 if since is None else since + grace - now
+        if left > 0:
+            waits.append(left)
+        else:
+            due.append(pod)
+    wait = min(waits) if waits else None
+    if not due:
+        return StrandedDecision(wait=wait)
+    delete = tuple(p for p in due if p.recreated)
+    kept = tuple(p for p in due if not p.recreated)
+    bound = sum(1 for p in live if _spec(p).get("nodeName"))
+    parts = [f"pod {p.name} released to node {p.node} no longer fits there"
+             + (f" ({p.message})" if p.message else "") for p in due]
+    line = f"stranded: {'; '.join(parts)}; {bound} of {len(live)} pods bound"
+    if delete:
+        names = ", ".join(p.name for p in delete)
+        line += f"; deleted {names} so that its controller creates it again, to be placed again around the bound pods"
+    if kept:
+        names = ", ".join(p.name for p in kept)
+        line += (f"; {names} has no controller to create it again: delete it, and create it again without "
+                 "the node selector")
+    return StrandedDecision(delete, kept, line, wait)
+
+
+def _epoch(text: str) -> float | None:
+    """RFC 3339 ``YYYY-MM-DDTHH:MM:SSZ`` in seconds since the epoch, ``None`` when unreadable."""
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
 
 
 # ----------------------------------------------------------------------------- the pass

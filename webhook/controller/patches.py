@@ -5,6 +5,8 @@ top owner workload.
   dropped; 409 / 422 / 5xx / connection errors → the pod is read again and, while still gated, the
   patch is rebuilt for the same node (:func:`webhook.core.gating.release_patch`) and resent, up to
   :data:`PATCH_ATTEMPTS` times with back-off.
+* **Stranded pods**: one DELETE per pod with its uid as precondition (never its replacement of the
+  same name); 404 (gone) and 409 (another pod of that name now) count as done.
 * **Gang state**: a JSON merge patch of ``metadata.annotations["segments.dev/gang-state"]`` on the
   owner (:data:`webhook.controller.reconcile.GANG_STATE`); best effort, one warning when refused.
 
@@ -24,7 +26,7 @@ from prometheus_client import Counter
 
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
-from webhook.controller.decision import Release
+from webhook.controller.decision import Release, StrandedPod
 from webhook.controller.reconcile import GANG_STATE, OwnerPatch
 from webhook.core import gating
 
@@ -117,6 +119,31 @@ class PatchSender:
             if not self._reachability.failed(where, exc):
                 log.warning("reading pod %s/%s: %s", namespace, name, exc)
             return None
+
+    def delete_stranded(self, pod: StrandedPod) -> bool:
+        """Delete one stranded pod (module docstring) so that its controller creates it again;
+        True when it is gone or going, False when refused or unreachable (logged)."""
+        where = f"delete pod {pod.namespace}/{pod.name}"
+        options = k8s_client.V1DeleteOptions(preconditions=k8s_client.V1Preconditions(uid=pod.uid or None))
+        try:
+            response: Any = self._core.delete_namespaced_pod(pod.name, pod.namespace, body=options,
+                                                             _preload_content=False, _request_timeout=_TIMEOUT)
+            response.release_conn()
+            self._reachability.answered(where)
+            log.info("deleted stranded pod %s/%s (pinned to %s) for its controller to create again",
+                     pod.namespace, pod.name, pod.node)
+            return True
+        except ApiException as exc:
+            self._reachability.answered(where)
+            if exc.status in (404, 409):
+                return True
+            self._errors.labels(code=str(exc.status)).inc()
+            log.warning("%s: HTTP %s %s", where, exc.status, exc.reason)
+        except Exception as exc:  # noqa: BLE001
+            self._errors.labels(code="error").inc()
+            if not self._reachability.failed(where, exc):
+                log.warning("%s: %s", where, exc)
+        return False
 
     def annotate_owner(self, patch: OwnerPatch) -> bool:
         """Merge-patch the owner's gang-state annotation; True when accepted."""

@@ -36,7 +36,7 @@ so the same line reported again raises the Event's ``count``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -45,11 +45,14 @@ from webhook.controller.decision import (
     INFEASIBLE,
     INVALID,
     NEVER_FITS,
+    STRANDED,
     ParseCache,
     Placed,
     Release,
+    StrandedPod,
     Waiting,
     decide_gang,
+    decide_stranded,
     pod_ref,
 )
 from webhook.core import gating
@@ -73,6 +76,7 @@ EVENT_REASONS: dict[str, tuple[str, str]] = {
     NEVER_FITS: ("PlacementNeverFits", "Warning"),
     INVALID: ("GangInvalid", "Warning"),
     RELEASED: ("GangReleased", "Normal"),
+    STRANDED: ("GangStranded", "Warning"),
 }
 #: Missing pods named in one line at most; the rest are counted.
 NAMES_SHOWN = 8
@@ -132,6 +136,8 @@ class GangView:
     :class:`TopOwner`, ``None`` when it could not be read. ``siblings``: state lines of the other
     gangs of that owner, by gang key (an LWS has one gang per group). ``now``: seconds since the
     epoch (UTC). ``incomplete_grace``: seconds an incomplete gang waits before it is reported.
+    ``stranded_grace``: seconds a released pod stays ``Unschedulable`` on its node before it is
+    deleted to be placed again (:func:`webhook.controller.decision.decide_stranded`).
     """
 
     pods: Sequence[Mapping[str, Any]]
@@ -143,6 +149,7 @@ class GangView:
     siblings: Mapping[str, str] = field(default_factory=dict)
     now: float = 0.0
     incomplete_grace: float = 0.0
+    stranded_grace: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -157,7 +164,9 @@ class Result:
     ``released``; ``""`` when the gang has no gated pod). ``requeue_after``: seconds until the
     gang is reconciled again (``None``: when something changes). ``backoff``: the next attempt
     waits for the gang's exponential back-off (waiting for capacity or never fitting).
-    ``waiting`` / ``placed``: the decision's, for the metrics and the log.
+    ``waiting`` / ``placed``: the decision's, for the metrics and the log. ``deletions``: stranded
+    pods to delete (sent first, each with its uid as precondition) so that their controllers create
+    them again, gated (kind ``stranded``).
     """
 
     gang: str
@@ -171,6 +180,7 @@ class Result:
     backoff: bool = False
     waiting: Waiting | None = None
     placed: Placed | None = None
+    deletions: tuple[StrandedPod, ...] = ()
 
 
 def reconcile(gang_key: str, view: GangView) -> Result:
@@ -181,8 +191,14 @@ def reconcile(gang_key: str, view: GangView) -> Result:
     ``view``: a :class:`GangView`. Returns a :class:`Result`; never raises for malformed pods
     (they make the gang ``invalid``) and never changes ``view``.
     """
+    stranded = decide_stranded(view.pods, view.now, view.stranded_grace)
+    if stranded is not None and stranded.line:
+        return _with_writes(Result(gang_key, STRANDED, f"gang {gang_key}: {stranded.line}",
+                                   requeue_after=stranded.wait, deletions=stranded.delete), view)
     decision = decide_gang(gang_key, view.pods, view.ledger, view.catalog, view.default_topology,
                            view.parse_cache, assume=False)
+    if stranded is not None and decision.placed is None and decision.waiting is None:
+        return Result(gang_key, requeue_after=stranded.wait)  # a stranded pod in its grace
     if decision.placed is not None:
         placed = decision.placed
         noun = "pod" if len(decision.releases) == 1 else "pods"
@@ -210,8 +226,7 @@ def _with_writes(result: Result, view: GangView) -> Result:
     target = owner.ref if owner is not None else _event_pod(view.pods)
     events = (EventSpec(target, kind, reason, result.state[:1024]),) if target is not None else ()
     patch = owner_patch(owner, {**view.siblings, result.gang: result.state}, owner.annotation) if owner else None
-    return Result(result.gang, result.kind, result.state, result.releases, result.charges, events, patch,
-                  result.requeue_after, result.backoff, result.waiting, result.placed)
+    return replace(result, events=events, owner_patch=patch)
 
 
 def owner_patch(owner: TopOwner, states: Mapping[str, str], current: str | None) -> OwnerPatch | None:

@@ -234,7 +234,7 @@ class Controller:
         first = self.cache.first_pod(key)
         owner = self.owners.top_owner(first) if first is not None else None
         result = self.cache.reconcile(key, owner, self.settings.incomplete_grace, self.settings.default_topology,
-                                      self._queue.rate_limiter.when)
+                                      self._queue.rate_limiter.when, self.settings.stranded_grace)
         self.metrics.passes.inc()
         if result.waiting is None:
             self._queue.forget(key)
@@ -243,6 +243,9 @@ class Controller:
             self._queue.add_after(key, result.requeue_after)
         if result.releases and not self._send(key, result):
             return
+        deleted = [self.patches.delete_stranded(pod) for pod in result.deletions]  # every one, not up to a refusal
+        if not all(deleted):
+            self._queue.add_rate_limited(key)  # the state is written: the deletion is tried again
         self._write(key, result, owner)
 
     def group(self, key: str) -> None:

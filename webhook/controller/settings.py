@@ -33,6 +33,9 @@ class ControllerSettings:
     time, under one lock). ``patch_concurrency``: release patches in flight at once.
     ``incomplete_grace``: seconds a gang may stay incomplete after its newest pod was created before
     its state ("waiting for N more pods") is written (operators create a gang's pods one by one).
+    ``stranded_grace``: seconds a released pod may stay ``Unschedulable`` on the node it was pinned to
+    before it is deleted, for its controller to create it again and the controller to place it again
+    (DESIGN.md §9; :func:`webhook.controller.decision.decide_stranded`).
     """
 
     identity: str
@@ -48,6 +51,7 @@ class ControllerSettings:
     workers: int = 2
     patch_concurrency: int = 8
     incomplete_grace: float = 10.0
+    stranded_grace: float = 5.0
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the flag when a value breaks its rule (the Lease timings:
@@ -60,7 +64,8 @@ class ControllerSettings:
             raise ValueError(f"--lease-duration {self.lease_duration} must be > --renew-deadline ({self.renew_deadline})")
         if not 0 < self.retry_initial <= self.retry_max:
             raise ValueError(f"retry_initial {self.retry_initial} and retry_max {self.retry_max}: need 0 < initial <= max")
-        if self.incomplete_grace < 0:
-            raise ValueError(f"incomplete_grace {self.incomplete_grace} must be >= 0 seconds")
+        if self.incomplete_grace < 0 or self.stranded_grace < 0:
+            raise ValueError(f"incomplete_grace {self.incomplete_grace} and stranded_grace {self.stranded_grace} "
+                             "must be >= 0 seconds")
         if self.workers < 1 or self.patch_concurrency < 1:
             raise ValueError(f"workers {self.workers} and patch_concurrency {self.patch_concurrency} must be >= 1")
