@@ -200,12 +200,11 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
 
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
-    """§5: a level is a label key and, when the topology is known, one of its levels."""
-    levels = topology.levels if topology is not None else None
+    """§5: a level is a label key and, when the topology is known, one of its levels (or an alias of one)."""
+    levels = topology.level_names() if topology is not None else None
     if not rules.check_level_syntax(decision, level.field, level.value, levels):
         return False
-    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology.name,
-                                                             topology.levels)
+    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology)
 
 
 def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: str | None, topology: Topology | None,

@@ -27,7 +27,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
-from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
+from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, Topology, is_dns_subdomain, is_valid_label_key
 from webhook.core.warning_rules import say
 
 
@@ -363,15 +363,15 @@ def check_level_syntax(decision: Decision, field_path: str, level: str, levels: 
     return False
 
 
-@rule("unknown-level", "DESIGN.md §5", "a level that is not one of the named Topology's levels")
-def check_level_in_topology(decision: Decision, field_path: str, level: str, topology_name: str,
-                            levels: tuple[str, ...]) -> bool:
-    """``level`` must be one of the known topology's ``levels`` (broadest first, listed in the
-    fix). Returns True when ok."""
-    if level in levels:
+@rule("unknown-level", "DESIGN.md §5", "a level that is not one of the named Topology's levels (nor an alias of one)")
+def check_level_in_topology(decision: Decision, field_path: str, level: str, topology: Topology) -> bool:
+    """``level`` must be one of the known ``topology``'s levels, by node label or by its alias
+    (KAI's ``spec.levels[].alias``); the fix lists them broadest first, each alias beside its
+    level. Returns True when ok."""
+    if topology.has_level(level):
         return True
-    violate(decision, "unknown-level", field_path, level, f"not a level of topology {quote(topology_name)}",
-            f"use one of its levels, broadest first: {', '.join(levels)}")
+    violate(decision, "unknown-level", field_path, level, f"not a level of topology {quote(topology.name)}",
+            f"use one of its levels, broadest first: {', '.join(topology.level_names())}")
     return False
 
 

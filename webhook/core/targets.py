@@ -134,11 +134,10 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: Plan, settings: Ad
 
 
 def _workload_level(unit: Plan) -> tuple[str | None, str | None]:
-    """The workload level of ``unit``: (required, preferred; the user's, else the automatic one)."""
-    res = unit.resolution
-    required = res.wl_required.value if res.wl_required else None
-    preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
-    return required, preferred
+    """The workload level of ``unit``: (required, preferred; the user's, else the automatic one),
+    each as its node label (:meth:`Resolution.node_label`: Kueue and the Workload API know no KAI
+    level alias)."""
+    return unit.resolution.workload_labels()
 
 
 class KueuePodSet(NamedTuple):
@@ -246,13 +245,13 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decis
             "gated forever (kueue #15277)",
             f"a segment size dividing {podset.pods} ({', '.join(map(str, fits)) or 'none above 1'}), or target gate")
         return {}
-    preferred = res.segment_preferred
-    if res.segment_required is None:
+    segment_required, preferred = res.segment_labels()
+    if segment_required is None:
         if preferred is not None:
             say(decision, "target-cannot-express", target=KUEUE,
                 what=f"segment preferred {preferred}: not enforced (Kueue slices are required only)")
         return {}
-    if preferred is not None and preferred != res.segment_required:
+    if preferred is not None and preferred != segment_required:
         say(decision, "target-cannot-express", target=KUEUE,
             what=f"segment preferred {preferred}: dropped (Kueue slices are required only)")
     if not _slice_within_podset(unit, decision):
@@ -263,7 +262,7 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decis
     elif any(kueue_slice is None for kueue_slice in podset.slices):
         say(decision, "target-cannot-express", target=KUEUE,
             what="the LWS leader is its own PodSet: Kueue does not hold it in segment 0's domain")
-    return {KUEUE_SLICE_REQUIRED: res.segment_required, KUEUE_SLICE_SIZE: str(size)}
+    return {KUEUE_SLICE_REQUIRED: segment_required, KUEUE_SLICE_SIZE: str(size)}
 
 
 def _slice_within_podset(unit: Plan, decision: Decision) -> bool:
@@ -277,7 +276,7 @@ def _slice_within_podset(unit: Plan, decision: Decision) -> bool:
     topology = res.topology
     if level is None or topology is None or res.segment_required is None:
         return True
-    if level not in topology.levels or res.segment_required not in topology.levels:
+    if not topology.has_level(level) or not topology.has_level(res.segment_required):
         return True
     if topology.depth(res.segment_required) >= topology.depth(level):
         return True
@@ -323,8 +322,8 @@ def _workload_api_checks(unit: Plan, decision: Decision) -> None:
     if preferred is not None and preferred != required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
             what=f"workload preferred {preferred}: not enforced (required constraints only)")
-    seg_preferred = res.segment_preferred
-    if res.segmented and seg_preferred is not None and seg_preferred != res.segment_required:
+    seg_required, seg_preferred = res.segment_labels()
+    if res.segmented and seg_preferred is not None and seg_preferred != seg_required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
             what=f"segment preferred {seg_preferred}: not enforced (required constraints only)")
 

@@ -195,12 +195,13 @@ def _unit_entries(plan: Plan, size: int | None, *, whole_workload: bool) -> list
     """The gang facts of one plan (or unit) for a gang of ``size`` pods; empty when ``size`` is
     unknown or 0, or the plan is neither segmented nor has a workload level."""
     res = plan.resolution
-    required = res.wl_required.value if res.wl_required else None
-    preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
+    required, preferred = res.workload_labels()  # node labels: the controller's input
     if not size or not plan.gang_size or not (res.segmented or required or preferred):
         return []
+    segment_label = res.segment_labels()[0]
     wanted = gating.gang_template_annotations(size, res.topology_name, required, preferred,
-                                              whole_workload=whole_workload)
+                                              whole_workload=whole_workload,
+                                              segment_label=segment_label if segment_label != res.segment_required else None)
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
 
 
@@ -219,8 +220,7 @@ def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple
     units = [unit for _, unit in plan.units if unit.gang_size]
     kind = decision.kind if decision is not None else "object"
     topologies = {unit.resolution.topology_name for unit in units}
-    segment_levels = {(u.resolution.segment_required, u.resolution.segment_preferred)
-                      for u in units if u.resolution.segmented}
+    segment_levels = {u.resolution.segment_labels() for u in units if u.resolution.segmented}
     if len(topologies) > 1 or len(segment_levels) > 1:
         if decision is not None:
             why = "topology names differ" if len(topologies) > 1 else "segment levels differ"
