@@ -124,6 +124,12 @@ def _grouped_pod(podgroup: str) -> dict:
     return made
 
 
+def _kueue_pytorchjob_10_workers() -> dict:
+    obj = pytorchjob(workers=10)
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = "kueue"
+    return obj
+
+
 def _kueue_ray() -> dict:
     from test_kinds_ray import raycluster
 
@@ -217,6 +223,9 @@ EXAMPLES = {
     "target-cannot-express": (lambda: (_kueue_ray(), PLAIN, CATALOG),
                               "target kueue: RayCluster pods carry no index Kueue ranks by: its slices are not our "
                               "segment-index labels"),
+    "kueue-partial-slice": (lambda: (_kueue_pytorchjob_10_workers(), AdmissionSettings(kueue_version=(0, 20)), CATALOG),
+                            "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
+                            "TASPartialSlices gate on)"),
     "mpijob-launcher-template-differs": (lambda: (mpijob_launcher_differs(), PLAIN, CATALOG),
                                          "Launcher template kai.scheduler/segment-topology-required-placement "
                                          "differs from the Worker template; Worker value wins"),

@@ -146,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
                             f"-f object is {new_obj.get('apiVersion')}/{new_obj.get('kind')}: an UPDATE keeps the kind")
     elif old_objects is not None:
         return fail("--old is only used with --operation UPDATE")
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target)
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target,
+                                  args.kueue_version)
 
     responses, results, status = [], [], 0
     for i, (source, obj) in enumerate(located):

@@ -15,7 +15,7 @@ from typing import Any
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.messages import quote
+from webhook.core.messages import plural, quote
 from webhook.core.reading import AnnotationMap, Sourced
 from webhook.core.resolution import (
     PlacementKeys,
@@ -133,7 +133,7 @@ def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, re
     if not counted:
         return None
     if inp.warn_partial and pods % requested:
-        say(decision, "partial-last-segment", pods=f"{pods} {pods_noun}", size=requested, rest=pods % requested)
+        say(decision, "partial-last-segment", pods=f"{pods} {pods_noun}", size=requested, rest=plural(pods % requested, "pod"))
     return requested
 
 

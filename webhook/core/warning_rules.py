@@ -61,7 +61,7 @@ _ALL = (
                 "{kind} has no worker template: kai.scheduler/segment-size ignored"),
     WarningRule("partial-last-segment", "DESIGN.md §5",
                 "the segmented pods are not a multiple of the segment size",
-                "{pods} / segment size {size}: last segment has {rest} pods"),
+                "{pods} / segment size {size}: last segment has {rest}"),
     WarningRule("segment-size-not-canonical", "README: decisions",
                 "a segment size written with leading zeros (it is written back as digits)",
                 "kai.scheduler/segment-size={value} written as {canonical}"),
@@ -99,7 +99,7 @@ _ALL = (
     # ---- LeaderWorkerSet (DESIGN.md §3, §3b)
     WarningRule("lws-partial-group", "DESIGN.md §5",
                 "LWS without subGroupSize: neither size nor size - 1 is a multiple of the segment size",
-                "size {group_size} / segment size {size}: last segment has {rest} pods"),
+                "size {group_size} / segment size {size}: last segment has {rest}"),
     WarningRule("lws-subgroup-size-set", "DESIGN.md §3",
                 "LWS subGroupSize other than the annotation's size (the patch sets it)",
                 "subGroupSize {sub_group_size} set to {size} (kai.scheduler/segment-size wins)"),
@@ -135,6 +135,9 @@ _ALL = (
     WarningRule("target-cannot-express", "DESIGN.md §9b",
                 "a constraint the chosen target (kueue, workload-api) cannot express: what it will do instead",
                 "target {target}: {what}"),
+    WarningRule("kueue-partial-slice", "DESIGN.md §9b",
+                "target kueue, --kueue-version 0.20+: the PodSet's last slice is partial (Kueue TASPartialSlices)",
+                "target kueue: last slice of {pods} placed partial by Kueue {version} (needs its TASPartialSlices gate on)"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "
