@@ -274,8 +274,8 @@ EXAMPLES = {
                            'spec.schedulingGroup.podGroupName "theirs" kept; its segment\'s PodGroup is "job-segment-0"'),
     # DESIGN.md §9, docs/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
     "gate-head-not-gated": (lambda: (ray_root_level(), GATING, CATALOG),
-                            "--gate-pods does not gate the Ray head: workload level cloud.provider.com/topology-block "
-                            "binds the worker groups only"),
+                            "--gate-pods does not gate the Ray head: cloud.provider.com/topology-block binds the worker "
+                            "groups only"),
     "gate-per-group-gangs": (lambda: (jobset_two_segment_levels(), GATING, CATALOG),
                              "--gate-pods gangs JobSet per group (segment levels differ): topology.kubernetes.io/zone "
                              "holds in each only"),

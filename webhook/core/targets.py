@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import key_field, plural, quote
@@ -134,10 +135,33 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: Plan, settings: Ad
             entries += kueue_entries(kind, obj, unit, name, decision, settings)
         elif unit.worker is not None and (unit.resolution.segmented or _workload_level(unit)[0] is not None):
             entries.append((unit.worker.container, "annotations", {TARGET_KEY: target}))
+    if target == KUEUE and plan.units:
+        _kueue_groups_apart(kind, plan, decision)
     if target == WORKLOAD_API:
         for _, unit in parts:
             _workload_api_checks(unit, decision)
     return target, entries
+
+
+def _kueue_groups_apart(kind: str, plan: Plan, decision: Decision) -> None:
+    """DESIGN.md §2, §9b: a root workload level binds every group of a kind of units (JobSet
+    replicatedJobs, Ray worker groups and head; KAI makes one PodGroup of the object). Kueue makes
+    each group its own PodSet and holds each to the level alone (sigs.k8s.io/kueue v0.17.0: the
+    PodSet grouping of ``podset-group-name`` excludes slice keys), and gives the Ray head no level
+    at all: both warned, naming the groups (``target-cannot-express``)."""
+    root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None),
+                      None)
+    if root_level is None or not plan.units:
+        return
+    level = plan.units[0][1].resolution.node_label(root_level.value)
+    groups = [name for name, unit in plan.units if unit.gang_size != 0]
+    noun = "replicatedJob" if kind == "JobSet" else "worker group"
+    if len(groups) > 1:
+        say(decision, "target-cannot-express", target=KUEUE,
+            what=f"{level} holds each {noun} alone, not {', '.join(groups)} together")
+    if plan.ungated is not None:
+        say(decision, "target-cannot-express", target=KUEUE,
+            what=f"{plan.ungated} is its own PodSet, not held in the workers' {level} domain")
 
 
 def _workload_level(unit: Plan) -> tuple[str | None, str | None]:

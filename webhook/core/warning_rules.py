@@ -189,11 +189,13 @@ _ALL = (
                 "target workload-api: a pod that names another PodGroup keeps it (the field is immutable)",
                 "spec.schedulingGroup.podGroupName {value} kept; its segment's PodGroup is {wanted}"),
     WarningRule("gate-per-group-gangs", "DESIGN.md §9",
-                "--gate-pods: a JobSet / Ray root workload level, groups differ in topology or segment levels",
-                "--gate-pods gangs {kind} per group ({why}): {level} holds in each only"),
+                "--gate-pods / target workload-api: a JobSet / Ray root workload level, groups differ in topology "
+                "or segment levels",
+                "{who} gangs {kind} per group ({why}): {level} holds in each only"),
     WarningRule("gate-head-not-gated", "DESIGN.md §9",
-                "--gate-pods: a Ray root workload level; the head is not gated (kube-scheduler places it)",
-                "--gate-pods does not gate {template}: workload level {level} binds the worker groups only"),
+                "--gate-pods / target workload-api: a Ray root workload level; the head is not in the gang "
+                "(kube-scheduler places it)",
+                "{who} does not {verb} {template}: {level} binds the worker groups only"),
 )
 
 #: Warning id → :class:`WarningRule`, in the order of the README's table "Every warning a user can meet".

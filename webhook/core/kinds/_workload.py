@@ -178,13 +178,15 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     return out
 
 
-def gang_entries(plan: Plan, decision: Decision | None = None) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
-    """``--gate-pods`` (DESIGN.md §9): the gang facts (:func:`webhook.core.gating.gang_template_annotations`)
-    on every template of the gang, when the workload is segmented or has a workload placement level.
-    A kind of units gets one gang per unit, or one gang of the whole object when
-    :func:`_whole_workload_entries` says so; ``decision`` receives the gate-mode warnings."""
+def gang_entries(plan: Plan, decision: Decision | None = None,
+                 target: str = GATE) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+    """``--gate-pods`` (DESIGN.md §9) and target ``workload-api`` (§9b): the gang facts
+    (:func:`webhook.core.gating.gang_template_annotations`) on every template of the gang, when the
+    workload is segmented or has a workload placement level. A kind of units gets one gang per unit,
+    or one gang of the whole object when :func:`_whole_workload_entries` says so; ``decision``
+    receives the warnings, naming ``target``, where a root workload level is not held across groups."""
     if plan.units:
-        whole = _whole_workload_entries(plan, decision)
+        whole = _whole_workload_entries(plan, decision, target)
         if whole is not None:
             return whole
         return [entry for _, unit in plan.units for entry in gang_entries(unit)]
@@ -205,7 +207,8 @@ def _unit_entries(plan: Plan, size: int | None, *, whole_workload: bool) -> list
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
 
 
-def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple[tuple[str, ...], str, dict[str, str]]] | None:
+def _whole_workload_entries(plan: Plan, decision: Decision | None,
+                            target: str = GATE) -> list[tuple[tuple[str, ...], str, dict[str, str]]] | None:
     """DESIGN.md §4.5 and §9 for a kind KAI makes one PodGroup of (``plan.one_podgroup``: JobSet,
     Ray; KAI d5bc503 ``plugins/jobset/jobset_grouper.go``, ``plugins/ray/ray_grouper.go``): when
     the root sets a workload level, every unit's templates get ``segments.dev/gang-scope: workload``
@@ -213,7 +216,8 @@ def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple
     object as one gang and the level holds across its groups. ``None`` (one gang per unit) when
     the root sets no level, or when the units differ in topology name or segment levels (one gang
     cannot say both: warning ``gate-per-group-gangs``). A never-gated template (the Ray head) gets
-    the warning ``gate-head-not-gated``."""
+    the warning ``gate-head-not-gated``. Both name ``target`` (``gate``: ``--gate-pods``; ``workload-api``)."""
+    who = "--gate-pods" if target == GATE else f"target {target}"
     root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None), None)
     if not plan.one_podgroup or root_level is None:
         return None
@@ -224,10 +228,11 @@ def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple
     if len(topologies) > 1 or len(segment_levels) > 1:
         if decision is not None:
             why = "topology names differ" if len(topologies) > 1 else "segment levels differ"
-            say(decision, "gate-per-group-gangs", kind=kind, why=why, level=root_level.value)
+            say(decision, "gate-per-group-gangs", who=who, kind=kind, why=why, level=root_level.value)
         return None
     if plan.ungated is not None and decision is not None:
-        say(decision, "gate-head-not-gated", template=plan.ungated, level=root_level.value)
+        say(decision, "gate-head-not-gated", who=who, verb="gate" if target == GATE else "hold",
+            template=plan.ungated, level=root_level.value)
     total = sum(unit.gang_size or 0 for unit in units)
     return [entry for unit in units for entry in _unit_entries(unit, total, whole_workload=True)]
 
@@ -325,7 +330,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
     gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
     if target == WORKLOAD_API and operation == "CREATE" and decision.allowed:  # §9b: the controller's inputs
-        gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API}) for where, entry, values in gang_entries(plan)]
+        gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API})
+                for where, entry, values in gang_entries(plan, decision, WORKLOAD_API)]
     if decision.allowed and mutate:
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
