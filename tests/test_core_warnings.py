@@ -241,6 +241,10 @@ EXAMPLES = {
                                           SEGMENTED), PLAIN, CATALOG),
                              'pod label training.kubeflow.org/replica-index="one" missing or not an int32; '
                              "no segment label"),
+    # issue 37: a Deployment's pod was told about a Kubeflow label
+    "pod-of-no-segmented-kind": (lambda: (pod({"app": "web", "pod-template-hash": "5d8f"}, SEGMENTED), PLAIN, CATALOG),
+                                 "pod segment size ignored: no index label of a kind the webhook segments (Job, "
+                                 "JobSet, LWS, Ray, Kubeflow)"),
     "pod-annotation-unreadable": (lambda: (pod(LWS_WORKER, SEGMENTED), PLAIN, CATALOG),
                                   "pod annotation leaderworkerset.sigs.k8s.io/size missing or not an int32; "
                                   "no segment label"),

@@ -160,12 +160,16 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
 
 @rule("segment-size-exceeds-replicas", "DESIGN.md §5", "segment size > the pods that are segmented")
 def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: Any, origin: str,
-                           pods: int, pods_field: str, pods_noun: str, *, update_of: str | None = None) -> bool:
+                           pods: int, pods_field: str, pods_noun: str, *, update_of: str | None = None,
+                           groups: str | None = None) -> bool:
     """The segment size may not exceed the segmented pods (PyTorchJob / native: workers; LWS
     LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``). The message names the replica
     count and its field. ``update_of``: the kind, when an UPDATE of a running workload keeps its
     segment size (§5 "UPDATE compares like with like"): the size cannot change then, so the fix
-    names only changes the webhook admits (:func:`scale_fix`). Returns True when ok."""
+    names only changes the webhook admits (:func:`scale_fix`). ``groups``: the kind's groups
+    (``replicatedJobs``, ``worker groups``) when the size is the root's, which every group
+    inherits: the fix then names the usual one first, the size on the templates of the groups to
+    segment (issue 37). Returns True when ok."""
     if size <= pods:
         return True
     if update_of is not None:
@@ -180,7 +184,12 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
         fix = f"use a segment size of 2, or raise {pods_field} to at least {size}"
     else:  # no segment size fits 0 or 1 pods
         fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin, field_path)}"
-    noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
+    if groups is not None and update_of is None:
+        fix = (f"set {keys.SEGMENT_SIZE} on the pod templates of the {groups} to segment instead of "
+               f"metadata.annotations (every one inherits it), or {fix}")
+    noun = pods_noun
+    if pods == 1:  # "1 pod of replicatedJob driver", never "1 pods"
+        noun = _SINGULAR.get(pods_noun) or (f"pod{pods_noun[4:]}" if pods_noun.startswith("pods ") else pods_noun)
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
     return False

@@ -158,6 +158,10 @@ _ALL = (
     WarningRule("pod-label-unreadable", "DESIGN.md §7",
                 "a pod index label its family reads is missing or garbled: no segment label",
                 "pod label {label}{shown} {expected}; no segment label"),
+    WarningRule("pod-of-no-segmented-kind", "DESIGN.md §7",
+                "a pod with a segment size but no label of any kind the webhook segments (a Deployment's pod)",
+                "pod segment size ignored: no index label of a kind the webhook segments (Job, JobSet, LWS, Ray, "
+                "Kubeflow)"),
     WarningRule("pod-annotation-unreadable", "DESIGN.md §7",
                 "a pod annotation its family reads (group size, parallelism, hosts) is missing or garbled",
                 "pod annotation {annotation}{shown} {expected}; no segment label"),

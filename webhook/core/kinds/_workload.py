@@ -26,7 +26,7 @@ from webhook.core.rules import check_placement_has_topology, check_unchanged, ma
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.targets import GATE, KAI, TARGET_KEY, WORKLOAD_API, chosen_target, compile_workload
 from webhook.core.topology import TopologyCatalog
-from webhook.core.warning_rules import say
+from webhook.core.warning_rules import WARNINGS, say
 from webhook.core.workload_plan import Plan
 
 
@@ -319,6 +319,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         decision.warnings.extend(w for w in scratch.warnings
                                  if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
+    _drop_warnings_a_label_denial_contradicts(decision)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
                                                 denied_fields=[v.field for v in decision.violations]))
@@ -335,6 +336,24 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if decision.allowed and mutate:
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
+
+
+#: Warnings that say a key is missing, by the key: said of an object that writes the key as a label,
+#: they contradict its ``placement-key-as-label`` denial ("move it to annotations").
+_MISSING_KEY_WARNINGS = {keys.TOPOLOGY: "segments-without-topology", keys.SEGMENT_SIZE: "segment-levels-without-size"}
+
+
+def _drop_warnings_a_label_denial_contradicts(decision: Decision) -> None:
+    """Issue 37: a denial never comes with a warning that contradicts it. An object denied for a
+    placement key written as a label (``placement-key-as-label``) is not also told that the key is
+    missing (``segments-without-topology``, ``segment-levels-without-size``)."""
+    if not decision.violations or not decision.warnings:
+        return
+    for key, warning_id in _MISSING_KEY_WARNINGS.items():
+        suffix = key_field("", key)
+        if any(v.rule == "placement-key-as-label" and v.field.endswith(suffix) for v in decision.violations):
+            said = WARNINGS[warning_id].text()
+            decision.warnings[:] = [w for w in decision.warnings if w != said]
 
 
 def _check_root_levels_of_units(plan: Plan, decision: Decision) -> None:

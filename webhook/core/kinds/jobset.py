@@ -119,7 +119,7 @@ def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settin
             if agreed:
                 unit.other_templates.append((job_meta, per_job))
         else:
-            if parallelism % size and size % parallelism:
+            if count != 1 and parallelism % size and size % parallelism:  # one Job: nothing to straddle
                 say(decision, "jobset-segments-straddle-jobs", replicated_job=name, size=size, parallelism=parallelism)
             say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces JobSet segments only of size = parallelism ({parallelism})")
     return name, unit

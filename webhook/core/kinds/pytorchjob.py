@@ -151,6 +151,9 @@ class TrainingOperatorPods(PodRules):
         flat = annotations.get(keys.KAI_FLAT_GANG) == "true"  # KAI makes one flat PodGroup (§4.5)
         if role == "master":
             return ({} if flat else {keys.SUBGROUP_NAME: training_subgroup_name(None)}), []
+        if role != "worker" and rtype is None and not labels.get(keys.KF_JOB_NAME):
+            # no Kubeflow label at all: the fallback family is not this pod's (a Deployment's pod)
+            return {}, [text("pod-of-no-segmented-kind")]
         if role != "worker":
             return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_TYPE, shown=shown(rtype),
                              expected="is missing or not worker/master")]

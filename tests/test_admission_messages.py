@@ -1,0 +1,93 @@
+"""Admission answers that misled a user (issue 37, "Answers that mislead" and "Tried as a new user"),
+each with its input and the exact text expected."""
+
+from __future__ import annotations
+
+from conftest import make_request
+from webhook.core.admission_decision import Decision
+from webhook.core.admission_settings import AdmissionSettings
+from webhook.core.review import review
+from webhook.core.topology import default_catalog
+
+CATALOG = default_catalog()
+PLAIN = AdmissionSettings()
+TOPO, SIZE = "kai.scheduler/topology", "kai.scheduler/segment-size"
+SEG_REQ = "kai.scheduler/segment-topology-required-placement"
+RACK = "cloud.provider.com/topology-rack"
+
+
+def pytorchjob(worker_meta: dict, spec: bool = True) -> dict:
+    obj: dict = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "lab", "namespace": "a"}}
+    if spec:
+        obj["spec"] = {"pytorchReplicaSpecs": {
+            "Master": {"replicas": 1, "template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}},
+            "Worker": {"replicas": 8, "template": {"metadata": worker_meta,
+                                                   "spec": {"containers": [{"name": "w", "image": "i"}]}}}}}
+    return obj
+
+
+def test_a_pytorchjob_without_spec_that_opted_in_is_denied_and_one_that_did_not_is_left_alone():
+    obj = pytorchjob({}, spec=False)
+    assert review(make_request(obj), CATALOG, PLAIN).allowed  # no key: not the webhook's (§5 opt-in)
+    obj["metadata"]["annotations"] = {TOPO: "cluster-topology", SIZE: "4"}
+    d = review(make_request(obj), CATALOG, PLAIN)
+    assert d.message == ("spec is not set: must be an object (it is required) (rule malformed-object); fix: send an "
+                         "object (it is required) at spec.")
+    assert d.code == 400
+
+
+def test_a_label_denial_comes_without_the_warning_that_the_key_is_missing():
+    # before: "Warning: kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology ..." then the
+    # denial "move it to ...annotations[kai.scheduler/topology]"
+    d = review(make_request(pytorchjob({"labels": {TOPO: "cluster-topology"}, "annotations": {SIZE: "4"}})),
+               CATALOG, PLAIN)
+    assert d.warnings == []
+    assert [v.rule for v in d.violations] == ["placement-key-as-label"]
+    d = review(make_request(pytorchjob({"labels": {SIZE: "4"}, "annotations": {TOPO: "cluster-topology",
+                                                                               SEG_REQ: RACK}})), CATALOG, PLAIN)
+    assert d.warnings == []  # before: "segment placement ignored: no kai.scheduler/segment-size is set"
+    assert [v.rule for v in d.violations] == ["placement-key-as-label"]
+
+
+def _job(name: str, replicas: int, parallelism: int) -> dict:
+    return {"name": name, "replicas": replicas, "template": {"spec": {
+        "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}}
+
+
+def jobset(*jobs: dict, root: dict | None = None) -> dict:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "a", "annotations": root or {}},
+            "spec": {"replicatedJobs": list(jobs)}}
+
+
+def test_one_job_has_no_segments_straddling_jobs():
+    obj = jobset(_job("workers", 1, 4), root={TOPO: "cluster-topology", SIZE: "3"})
+    d = review(make_request(obj), CATALOG, PLAIN)
+    assert d.allowed
+    assert d.warnings == ["4 pods of replicatedJob workers / segment size 3: last segment has 1 pod",
+                          "KAI enforces JobSet segments only of size = parallelism (4): it does not enforce these "
+                          "JobSet segments; --gate-pods does"]
+
+
+def test_a_jobset_root_size_denial_names_the_usual_fix_and_one_pod_in_the_singular():
+    obj = jobset(_job("driver", 1, 1), _job("workers", 2, 4), root={TOPO: "cluster-topology", SIZE: "4"})
+    d = review(make_request(obj), CATALOG, PLAIN)
+    assert d.message == (
+        'metadata.annotations["kai.scheduler/segment-size"] = "4": the segment size exceeds the 1 pod of '
+        "replicatedJob driver (spec.replicatedJobs[0].replicas × parallelism) (rule segment-size-exceeds-replicas); "
+        "fix: set kai.scheduler/segment-size on the pod templates of the replicatedJobs to segment instead of "
+        "metadata.annotations (every one inherits it), or raise spec.replicatedJobs[0].replicas × parallelism to "
+        "at least 4 (the segment size), or remove kai.scheduler/segment-size for no segments.")
+
+
+def test_a_long_warning_is_cut_between_words():
+    decision = Decision(kind="Job")
+    decision.warn(("word " * 30).strip())  # 149 characters; the 120th is a space
+    assert decision.warnings == [("word " * 24).strip() + "…"]  # 119 + 1
+    decision = Decision(kind="Job")
+    decision.warn("ab " + ("word " * 30).strip())  # the 120th character is inside a word
+    assert decision.warnings == ["ab " + ("word " * 23).strip() + "…"]  # 117 + 1: never "wo…"
+    decision = Decision(kind="Job")
+    decision.warn("x" * 130)  # no space to cut at: cut at 119
+    assert decision.warnings == ["x" * 119 + "…"]
