@@ -91,3 +91,20 @@ def test_a_long_warning_is_cut_between_words():
     decision = Decision(kind="Job")
     decision.warn("x" * 130)  # no space to cut at: cut at 119
     assert decision.warnings == ["x" * 119 + "…"]
+
+
+def test_the_kai_flat_gang_warning_keeps_its_fix_at_its_longest():
+    # before: "KAI makes DistributedWorkload one flat gang: segment size 10000 and segment required/preferred
+    # levels not enforced; --gate-pods…" (cut at 120, the fix lost); and it said all of the object's pods
+    # lose their segments, while KAI enforces them on pods whose owner chain does not reach it
+    from conftest import load_example
+
+    obj = load_example("distributedworkload-native.yaml")
+    obj["spec"]["workers"], obj["spec"]["workersPerSegment"] = 20000, 10000
+    obj["spec"]["worker"]["template"]["metadata"] = {"annotations": {
+        SEG_REQ: "cloud.provider.com/topology-block", "kai.scheduler/segment-topology-preferred-placement": RACK}}
+    obj["metadata"]["annotations"] = {TOPO: "cluster-topology"}
+    d = review(make_request(obj), CATALOG, PLAIN)
+    assert d.allowed, d.message
+    assert d.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 10000, both levels) unenforced; "
+                          "--gate-pods does"]
