@@ -108,3 +108,49 @@ def test_the_kai_flat_gang_warning_keeps_its_fix_at_its_longest():
     assert d.allowed, d.message
     assert d.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 10000, both levels) unenforced; "
                           "--gate-pods does"]
+
+
+def elastic_pytorchjob() -> dict:
+    obj = pytorchjob({"annotations": {SIZE: "2"}})
+    obj["metadata"]["annotations"] = {TOPO: "cluster-topology"}
+    del obj["spec"]["pytorchReplicaSpecs"]["Master"]
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+    obj["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "rdzvBackend": "c10d"}
+    return obj
+
+
+PARTIAL = "Worker replicas may scale 1-3: a count segment size 2 does not divide gives a partial last segment"
+
+
+def test_an_elastic_pytorchjob_is_told_of_partial_segments_and_what_each_target_does():
+    # before: admitted with no warning at all
+    said = {}
+    for target in ("kai", "gate", "workload-api", "kueue"):
+        settings = AdmissionSettings(target=target, gate_pods=target == "gate")
+        d = review(make_request(elastic_pytorchjob()), CATALOG, settings)
+        assert d.allowed, d.message
+        said[target] = d.warnings
+    assert said == {
+        "kai": [PARTIAL, "KAI holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run "
+                         "partly"],
+        "gate": [PARTIAL, "--gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"],
+        "workload-api": [PARTIAL, "target workload-api gangs the 2 pods written at CREATE: another count waits or "
+                                  "is refused"],
+        "kueue": [PARTIAL, "target kueue slices the count Kueue admits; a partial last slice is refused (gated) by "
+                           "Kueue v0.17"],
+    }
+
+
+def test_an_autoscaled_ray_group_is_told_of_partial_segments():
+    from test_kinds_ray import raycluster
+
+    obj = raycluster(size="4")
+    obj["spec"]["enableInTreeAutoscaling"] = True
+    group = obj["spec"]["workerGroupSpecs"][0]
+    group["minReplicas"], group["maxReplicas"] = 1, 3
+    d = review(make_request(obj), CATALOG, AdmissionSettings(target="gate", gate_pods=True))
+    assert d.allowed, d.message
+    # pods = replicas × numOfHosts (2): 1-3 replicas are 2-6 pods
+    assert d.warnings[:2] == ["worker group gpu may scale 2-6: a count segment size 4 does not divide gives a "
+                              "partial last segment",
+                              "--gate-pods gangs the 8 pods written at CREATE: another count waits or is refused"]

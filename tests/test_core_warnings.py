@@ -124,6 +124,12 @@ def _grouped_pod(podgroup: str) -> dict:
     return made
 
 
+def _elastic() -> dict:
+    from test_admission_messages import elastic_pytorchjob
+
+    return elastic_pytorchjob()
+
+
 def _kueue_pytorchjob_10_workers() -> dict:
     obj = pytorchjob(workers=10)
     obj["metadata"].setdefault("labels", {})["segments.dev/target"] = "kueue"
@@ -222,6 +228,12 @@ EXAMPLES = {
     "target-cannot-express": (lambda: (_kueue_ray(), PLAIN, CATALOG),
                               "target kueue: RayCluster pods carry no index Kueue ranks by: its slices are not our "
                               "segment-index labels"),
+    # issue 37: segments that may scale (test_admission_messages.py has every target)
+    "elastic-partial-segment": (lambda: (_elastic(), PLAIN, CATALOG),
+                                "Worker replicas may scale 1-3: a count segment size 2 does not divide gives a "
+                                "partial last segment"),
+    "elastic-segments-target": (lambda: (_elastic(), GATING, CATALOG),
+                                "--gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"),
     "kueue-partial-slice": (lambda: (_kueue_pytorchjob_10_workers(), AdmissionSettings(kueue_version=(0, 20)), CATALOG),
                             "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
                             "TASPartialSlices gate on)"),

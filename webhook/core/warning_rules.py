@@ -138,6 +138,14 @@ _ALL = (
     WarningRule("kueue-partial-slice", "DESIGN.md §9b",
                 "target kueue, --kueue-version 0.20+: the PodSet's last slice is partial (Kueue TASPartialSlices)",
                 "target kueue: last slice of {pods} placed partial by Kueue {version} (needs its TASPartialSlices gate on)"),
+    WarningRule("elastic-partial-segment", "DESIGN.md §5",
+                "segmented pods that may scale (PyTorchJob elasticPolicy, autoscaled Ray group) to a count the size "
+                "does not divide",
+                "{what} may scale {low}-{high}: a count segment size {size} does not divide gives a partial last "
+                "segment"),
+    WarningRule("elastic-segments-target", "DESIGN.md §9b",
+                "segmented pods that may scale: what the chosen target does with another count",
+                "{who} {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "

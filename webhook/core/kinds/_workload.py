@@ -329,6 +329,9 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
                 unique.setdefault((violation.rule, violation.field, violation.message), violation)
             decision.violations[:] = list(unique.values())
     target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
+    if target is not None and decision.allowed:
+        for part in [plan] + [unit for _, unit in plan.units]:
+            _warn_elastic(kind, part, target, settings, decision)
     gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
     if target == WORKLOAD_API and operation == "CREATE" and decision.allowed:  # §9b: the controller's inputs
         gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API})
@@ -336,6 +339,37 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
     if decision.allowed and mutate:
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
+
+
+def _warn_elastic(kind: str, plan: Plan, target: str, settings: AdmissionSettings, decision: Decision) -> None:
+    """Issue 37: segmented pods that may scale (:attr:`Plan.elastic`) to a count the segment size
+    does not divide get a partial last segment (``elastic-partial-segment``), and what the chosen
+    ``target`` does with a count other than the one admitted (``elastic-segments-target``): KAI
+    (PyTorchJob grouper, KAI d5bc503 ``plugins/kubeflow/pytorch/pytorch_grouper.go``) requires the
+    segments within ``minReplicas`` whole and makes the later ones elastic (``MinAvailable`` 0);
+    the gate and the Workload API gang the pod count written at CREATE (another count waits or is
+    refused, :mod:`webhook.controller.decision`); Kueue slices the count it admits, a partial last
+    slice by its version's rule (:data:`webhook.core.targets.KUEUE_PARTIAL_SLICES`)."""
+    from webhook.core.targets import KUEUE, KUEUE_PARTIAL_SLICES, kueue_version_text
+
+    size, elastic = plan.resolution.size_in_force, plan.elastic
+    if size is None or elastic is None:
+        return
+    what, low, high = elastic  # low < high and size >= 2: some count in between is not whole segments
+    say(decision, "elastic-partial-segment", what=what, low=low, high=high, size=size)
+    if target == KAI and kind == "PyTorchJob":
+        say(decision, "elastic-segments-target", who="KAI",
+            what="holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run partly")
+    elif target in (GATE, WORKLOAD_API):
+        who = "--gate-pods" if target == GATE else f"target {target}"
+        say(decision, "elastic-segments-target", who=who,
+            what=f"gangs the {plan.gang_size} pods written at CREATE: another count waits or is refused")
+    elif target == KUEUE:
+        version = settings.kueue_version
+        tail = "placed partial" if version >= KUEUE_PARTIAL_SLICES else "refused (gated)"
+        say(decision, "elastic-segments-target", who="target kueue",
+            what=f"slices the count Kueue admits; a partial last slice is {tail} by Kueue "
+                 f"{kueue_version_text(version)}")
 
 
 #: Warnings that say a key is missing, by the key: said of an object that writes the key as a label,
