@@ -77,8 +77,8 @@ def test_kueue_0_20_partial_slice_holds_our_last_segment():
     # Kueue: slice = rank // size, the partial one last (#15640); our segment-index: index // size (§7)
     d = review(make_request(job(completions=10)), CATALOG, KUEUE_20)
     assert d.allowed
-    from webhook.core.kinds import job as job_kind
     from webhook.core.admission_decision import Decision
+    from webhook.core.kinds import job as job_kind
     plan = job_kind.analyse(job(completions=10), make_request(job(completions=10)), CATALOG, KUEUE_20,
                             Decision(kind="Job"))
     assert isinstance(plan, Plan)

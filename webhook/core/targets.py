@@ -39,10 +39,10 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.messages import key_field, plural, quote
+from webhook.core.resolution import Resolution
 from webhook.core.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
 from webhook.core.warning_rules import say
-from webhook.core.resolution import Resolution
 from webhook.core.workload_plan import Plan
 
 #: The label (workload root) and template annotation that name the target.
@@ -232,11 +232,13 @@ def other_targets(settings: AdmissionSettings, than: str = KUEUE) -> str:
 
 
 def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | None,
-                  decision: Decision, settings: AdmissionSettings = AdmissionSettings()) -> list[Entry]:
+                  decision: Decision, settings: AdmissionSettings | None = None) -> list[Entry]:
     """The Kueue TAS annotations of one unit (module docstring), with the target's denials and
     warnings recorded in ``decision``, every one of them (DESIGN.md §5: all errors of one object in
     one message). ``name``: the unit's name (JobSet replicatedJob, Ray group); ``settings``: the
-    served targets named in fixes and the Kueue version (:attr:`AdmissionSettings.kueue_version`)."""
+    served targets named in fixes and the Kueue version (:attr:`AdmissionSettings.kueue_version`;
+    ``None``: the defaults)."""
+    settings = settings if settings is not None else AdmissionSettings()
     res = unit.resolution
     required, preferred = _workload_level(unit)
     wanted: dict[str, str] = {}
