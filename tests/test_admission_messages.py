@@ -131,12 +131,12 @@ def test_an_elastic_pytorchjob_is_told_of_partial_segments_and_what_each_target_
         assert d.allowed, d.message
         said[target] = d.warnings
     assert said == {
-        "kai": [PARTIAL, "KAI holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run "
+        "kai": [PARTIAL, "scaled, KAI holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run "
                          "partly"],
-        "gate": [PARTIAL, "--gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"],
-        "workload-api": [PARTIAL, "target workload-api gangs the 2 pods written at CREATE: another count waits or "
+        "gate": [PARTIAL, "scaled, --gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"],
+        "workload-api": [PARTIAL, "scaled, target workload-api gangs the 2 pods written at CREATE: another count waits or "
                                   "is refused"],
-        "kueue": [PARTIAL, "target kueue slices the count Kueue admits; a partial last slice is refused (gated) by "
+        "kueue": [PARTIAL, "scaled, target kueue slices the count Kueue admits; a partial last slice is refused (gated) by "
                            "Kueue v0.17"],
     }
 
@@ -153,4 +153,4 @@ def test_an_autoscaled_ray_group_is_told_of_partial_segments():
     # pods = replicas × numOfHosts (2): 1-3 replicas are 2-6 pods
     assert d.warnings[:2] == ["worker group gpu may scale 2-6: a count segment size 4 does not divide gives a "
                               "partial last segment",
-                              "--gate-pods gangs the 8 pods written at CREATE: another count waits or is refused"]
+                              "scaled, --gate-pods gangs the 8 pods written at CREATE: another count waits or is refused"]

@@ -233,7 +233,7 @@ EXAMPLES = {
                                 "Worker replicas may scale 1-3: a count segment size 2 does not divide gives a "
                                 "partial last segment"),
     "elastic-segments-target": (lambda: (_elastic(), GATING, CATALOG),
-                                "--gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"),
+                                "scaled, --gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"),
     "kueue-partial-slice": (lambda: (_kueue_pytorchjob_10_workers(), AdmissionSettings(kueue_version=(0, 20)), CATALOG),
                             "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
                             "TASPartialSlices gate on)"),

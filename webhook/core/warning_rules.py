@@ -145,7 +145,7 @@ _ALL = (
                 "segment"),
     WarningRule("elastic-segments-target", "DESIGN.md §9b",
                 "segmented pods that may scale: what the chosen target does with another count",
-                "{who} {what}"),
+                "scaled, {who} {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "
