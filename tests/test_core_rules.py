@@ -194,8 +194,9 @@ MESSAGES = {
     ),
     'target-cannot-express': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
-        "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever (kueue #15277) (ru"
-        'le target-cannot-express); fix: a segment size dividing 16 (2, 4, 8, 16), or target gate.'
+        "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever on Kueue before v0."
+        "20 (kueue #15277; --kueue-version is 0.17) (rule target-cannot-express); fix: a segment size dividin"
+        'g 16 (2, 4, 8, 16), or target kai, or --kueue-version 0.20 on Kueue v0.20+.'
     ),
     'job-segments-need-indexed': (
         'spec.completionMode = "NonIndexed": only an Indexed Job gives its pods the completion index segments'

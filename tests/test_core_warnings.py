@@ -124,6 +124,18 @@ def _grouped_pod(podgroup: str) -> dict:
     return made
 
 
+def _elastic() -> dict:
+    from test_admission_messages import elastic_pytorchjob
+
+    return elastic_pytorchjob()
+
+
+def _kueue_pytorchjob_10_workers() -> dict:
+    obj = pytorchjob(workers=10)
+    obj["metadata"].setdefault("labels", {})["segments.dev/target"] = "kueue"
+    return obj
+
+
 def _kueue_ray() -> dict:
     from test_kinds_ray import raycluster
 
@@ -156,8 +168,7 @@ EXAMPLES = {
                                          "overwritten"),
     # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for segments.dev (hub/hub.go)
     "kai-flat-gang": (lambda: (manifest("kai-reader-class-b-distributedworkload.yaml"), PLAIN, CATALOG),
-                      "KAI makes DistributedWorkload one flat gang: segment size 4 and segment required level "
-                      "not enforced; --gate-pods does"),
+                      "KAI flattens pods DistributedWorkload owns: segments (size 4, required level) unenforced; --gate-pods does"),
     # DESIGN.md §4.5: KAI's Ray grouper makes a group template's level that group's constraint
     "kai-template-level-whole-group": (lambda: (manifest("kai-reader-class-c-raycluster-with-topology.yaml"), PLAIN,
                                                 CATALOG),
@@ -217,6 +228,15 @@ EXAMPLES = {
     "target-cannot-express": (lambda: (_kueue_ray(), PLAIN, CATALOG),
                               "target kueue: RayCluster pods carry no index Kueue ranks by: its slices are not our "
                               "segment-index labels"),
+    # issue 37: segments that may scale (test_admission_messages.py has every target)
+    "elastic-partial-segment": (lambda: (_elastic(), PLAIN, CATALOG),
+                                "Worker replicas may scale 1-3: a count segment size 2 does not divide gives a "
+                                "partial last segment"),
+    "elastic-segments-target": (lambda: (_elastic(), GATING, CATALOG),
+                                "scaled, --gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"),
+    "kueue-partial-slice": (lambda: (_kueue_pytorchjob_10_workers(), AdmissionSettings(kueue_version=(0, 20)), CATALOG),
+                            "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
+                            "TASPartialSlices gate on)"),
     "mpijob-launcher-template-differs": (lambda: (mpijob_launcher_differs(), PLAIN, CATALOG),
                                          "Launcher template kai.scheduler/segment-topology-required-placement "
                                          "differs from the Worker template; Worker value wins"),
@@ -232,6 +252,10 @@ EXAMPLES = {
                                           SEGMENTED), PLAIN, CATALOG),
                              'pod label training.kubeflow.org/replica-index="one" missing or not an int32; '
                              "no segment label"),
+    # issue 37: a Deployment's pod was told about a Kubeflow label
+    "pod-of-no-segmented-kind": (lambda: (pod({"app": "web", "pod-template-hash": "5d8f"}, SEGMENTED), PLAIN, CATALOG),
+                                 "pod segment size ignored: no index label of a kind the webhook segments (Job, "
+                                 "JobSet, LWS, Ray, Kubeflow)"),
     "pod-annotation-unreadable": (lambda: (pod(LWS_WORKER, SEGMENTED), PLAIN, CATALOG),
                                   "pod annotation leaderworkerset.sigs.k8s.io/size missing or not an int32; "
                                   "no segment label"),
@@ -265,8 +289,8 @@ EXAMPLES = {
                            'spec.schedulingGroup.podGroupName "theirs" kept; its segment\'s PodGroup is "job-segment-0"'),
     # DESIGN.md §9, docs/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
     "gate-head-not-gated": (lambda: (ray_root_level(), GATING, CATALOG),
-                            "--gate-pods does not gate the Ray head: workload level cloud.provider.com/topology-block "
-                            "binds the worker groups only"),
+                            "--gate-pods does not gate the Ray head: cloud.provider.com/topology-block binds the worker "
+                            "groups only"),
     "gate-per-group-gangs": (lambda: (jobset_two_segment_levels(), GATING, CATALOG),
                              "--gate-pods gangs JobSet per group (segment levels differ): topology.kubernetes.io/zone "
                              "holds in each only"),

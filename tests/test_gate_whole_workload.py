@@ -111,7 +111,7 @@ def test_a_ray_root_level_gangs_every_worker_group_but_not_the_head():
     annotations = groups[1]["template"]["metadata"]["annotations"]
     assert gang_key("team-a", worker, annotations) == "team-a/nvl72/*"
     assert gang_key("team-a", head, annotations) is None
-    assert ("--gate-pods does not gate the Ray head: workload level cloud.provider.com/topology-block binds "
+    assert ("--gate-pods does not gate the Ray head: cloud.provider.com/topology-block binds "
             "the worker groups only") in warnings
 
 

@@ -434,7 +434,8 @@ def test_new_kinds_segments_without_a_topology_write_nothing_and_warn(data, wher
     decision = review(make_request(obj), CATALOG, PLAIN)
     assert decision.allowed and decision.patch == []
     assert len(decision.warnings) == 1 + bool(n % size)  # a partial last segment is said too (§5)
-    assert all(w.endswith(f": last segment has {n % size} pods") for w in decision.warnings[:-1])
+    rest = n % size  # "1 pod", "2 pods" (issue 37: pluralised)
+    assert all(w.endswith(f": last segment has {rest} pod{'' if rest == 1 else 's'}") for w in decision.warnings[:-1])
     assert decision.warnings[-1] == ("kai.scheduler/segment-size ignored: KAI needs kai.scheduler/topology for segments; "
                                      "set it in metadata.annotations")
 

@@ -51,8 +51,8 @@ def test_step_2_shows_the_kai_flat_gang_warning_and_the_placement(tmp_path, caps
     assert main(["place", "-f", DW, "--cluster", cluster]) == 0
     out, err = capsys.readouterr()
     shown = block_after("segment-webhook place -f ../shared/examples/distributedworkload-native.yaml --cluster cluster.yaml")
-    assert shown[0] == ("Warning: DistributedWorkload llama-tp8: KAI makes DistributedWorkload one flat gang: segment size 8 "
-                        "and segment preferred level not enforced; --gate-pods does")
+    assert shown[0] == ("Warning: DistributedWorkload llama-tp8: KAI flattens pods DistributedWorkload owns: segments "
+                        "(size 8, preferred level) unenforced; --gate-pods does")
     assert shown == err.splitlines() + out.splitlines()
     # the README's sentence under the block names the target that enforces it
     assert "The warning is for the default target `kai`" in README and "`--target gate`" in README

@@ -560,3 +560,17 @@ def test_an_unknown_top_level_flag_is_named(capsys, argv, message):
     assert exc.value.code == 2
     assert err.startswith("usage: segment-webhook [-h] [--version] COMMAND ...\n")
     assert err.endswith(f"segment-webhook: error: {message}\n")
+
+
+def test_review_refuses_a_topology_with_hostname_above_the_lowest_level(capsys, tmp_path):
+    # issue 37 "review accepts a Topology whose first level is kubernetes.io/hostname" (KAI's CRD:
+    # "the kubernetes.io/hostname label can only be used at the lowest level of topology")
+    path = write(tmp_path, "topology.yaml", {
+        "apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}, {"nodeLabel": "cloud.provider.com/topology-rack"}]}})
+    code, _, err = run(capsys, "-f", path)
+    assert code == 1
+    assert err == (f'segment-webhook review: error: {path}: Topology "cluster-topology": spec.levels[0].nodeLabel '
+                   "kubernetes.io/hostname is not the lowest level, and Kubernetes refuses the Topology (its CRD: "
+                   "kubernetes.io/hostname can only be the lowest level); fix: move kubernetes.io/hostname to the "
+                   "end of spec.levels\n")

@@ -91,8 +91,12 @@ def test_workload_label_overrides_the_serve_target():
 def test_partial_last_segment_is_denied_under_kueue_and_warned_under_kai():
     d = run(job(completions=10))
     assert [v.rule for v in d.violations] == ["target-cannot-express"]
-    assert "slices of 4 leave 2 pods gated forever (kueue #15277)" in d.message
-    assert "a segment size dividing 10 (2, 5, 10)" in d.message
+    # issue 37: the versions it is for; the fix names only targets this webhook serves (no --gate-pods: not gate)
+    assert d.message == (
+        'spec.template.metadata.annotations["kai.scheduler/segment-size"] = "4": target kueue: Kueue\'s PodSet '
+        "has 10 pods and slices of 4 leave 2 pods gated forever on Kueue before v0.20 (kueue #15277; "
+        "--kueue-version is 0.17) (rule target-cannot-express); fix: a segment size dividing 10 (2, 5, 10), or "
+        "target kai, or --kueue-version 0.20 on Kueue v0.20+.")
     d = run(job(completions=10), AdmissionSettings())
     assert d.allowed and "10 completions / segment size 4: last segment has 2 pods" in d.warnings
 
@@ -205,7 +209,7 @@ def test_distributedworkload_has_no_kueue_integration(load_example):
     d = run(load_example("distributedworkload-native.yaml"),
             AdmissionSettings(target="kueue", default_topology="cluster-topology"))
     assert "target-cannot-express" in [v.rule for v in d.violations]
-    assert "Kueue v0.17.0 has no integration for DistributedWorkload" in d.message
+    assert "Kueue v0.17 has no integration for DistributedWorkload" in d.message
 
 
 def test_non_indexed_or_waves_job_is_denied_whatever_the_target():

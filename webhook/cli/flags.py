@@ -281,10 +281,11 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
 
 
 def admission_settings(users: list[str] | None, groups: list[str] | None, default_topology: str | None,
-                       gate_pods: bool = False, segment_env: bool = False, target: str = "kai") -> Any:
+                       gate_pods: bool = False, segment_env: bool = False, target: str = "kai",
+                       kueue: tuple[int, int] | str = (0, 17)) -> Any:
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b); ``target``:
-    ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on)."""
+    ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on); ``kueue``: ``--kueue-version``."""
     from webhook.core.admission_settings import AdmissionSettings
 
     return AdmissionSettings(
@@ -294,6 +295,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
         default_topology=default_topology or None,
         gate_pods=bool(gate_pods) or target == "gate",
         segment_env=bool(segment_env),
+        kueue_version=kueue_version(kueue),
     )
 
 
@@ -315,3 +317,22 @@ def add_target_flag(parser: argparse.ArgumentParser, env: bool = False) -> None:
         add_env_flag(parser, "--target", default="kai", type=target_name, metavar="TARGET", help=text)
     else:
         parser.add_argument("--target", default="kai", type=target_name, metavar="TARGET", help=text + " (default kai)")
+    version_text = ("the Kueue version that reads the kueue target's annotations, MAJOR.MINOR (e.g. 0.20): before "
+                    "0.20 a partial last segment is denied (its pods would stay gated), from 0.20 Kueue places it "
+                    "(TASPartialSlices)")
+    if env:
+        add_env_flag(parser, "--kueue-version", default="0.17", type=kueue_version, metavar="VERSION", help=version_text)
+    else:
+        parser.add_argument("--kueue-version", default=kueue_version("0.17"), type=kueue_version, metavar="VERSION",
+                            help=version_text + " (default 0.17)")
+
+
+def kueue_version(value: str | tuple[int, int]) -> tuple[int, int]:
+    """``--kueue-version``: ``0.20``, ``v0.20`` or ``0.20.1`` as ``(0, 20)`` (the patch is ignored:
+    Kueue changes defaults in minor releases). Raises ``argparse.ArgumentTypeError`` otherwise."""
+    if isinstance(value, tuple):
+        return value
+    parts = value.strip().removeprefix("v").split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and p.isascii() and len(p) <= 6 for p in parts):
+        raise argparse.ArgumentTypeError(f"{value!r} is not a Kueue version; write MAJOR.MINOR, e.g. 0.17 or 0.20")
+    return int(parts[0]), int(parts[1])

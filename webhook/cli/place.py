@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         out = place_workload(workload, snapshot, user=args.user, groups=args.group,
                              platform_users=args.platform_user or [], platform_groups=args.platform_group or [],
                              default_topology=args.default_topology, runtimes=given.runtimes,
-                             target=args.target)
+                             target=args.target, kueue_version=args.kueue_version)
     except (SnapshotError, ManifestError, PlacementError, UsageError) as exc:
         return error("place", str(exc))
     except ExpandError as exc:  # a problem of the workload's file, or of its runtime's: name it

@@ -103,6 +103,20 @@ def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:
             "the deployed webhook never sees it, so it is allowed unchanged")
 
 
+def topology_problem(obj: Mapping[str, Any]) -> str | None:
+    """Why a KAI ``Topology`` in the manifest would be refused (its CRD's rules, KAI's alias rules:
+    :meth:`webhook.core.topology.Topology.from_object`), or ``None`` (also for every other kind)."""
+    from webhook.core.topology import TOPOLOGY_KIND, Topology, TopologyError
+
+    if obj.get("kind") != TOPOLOGY_KIND or not str(obj.get("apiVersion", "")).startswith("kai.scheduler/"):
+        return None
+    try:
+        Topology.from_object(obj)
+    except TopologyError as exc:
+        return str(exc)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``review`` command: exit 0 all allowed, 1 any denied, 2 bad usage or unreadable input."""
     import jsonpatch
@@ -132,14 +146,19 @@ def run(args: argparse.Namespace) -> int:
                             f"-f object is {new_obj.get('apiVersion')}/{new_obj.get('kind')}: an UPDATE keeps the kind")
     elif old_objects is not None:
         return fail("--old is only used with --operation UPDATE")
-    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target)
+    settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env, args.target,
+                                  args.kueue_version)
 
     responses, results, status = [], [], 0
     for i, (source, obj) in enumerate(located):
         old = old_objects[i] if old_objects else None
-        note = unhandled_kind_note(obj)
+        refused = topology_problem(obj)
+        note = unhandled_kind_note(obj) if refused is None else None
         if note is not None:
             print(f"segment-webhook review: note: {note}", file=sys.stderr)
+        if refused is not None:  # not the webhook's, but the levels every review reads: checked
+            print(f"segment-webhook review: error: {source}: {refused}", file=sys.stderr)
+            status = 1
         review = build_review(obj, operation=args.operation, old=old, user=args.user, groups=args.group)
         # behind the size bound, as POST /mutate reviews a body that could carry that much
         outcome = envelope.handle(review, catalog, settings, mutate=True, review_fn=bounded_review(core_review))

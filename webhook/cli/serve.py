@@ -156,7 +156,7 @@ def _prepare_serve(args: argparse.Namespace) -> tuple[Callable[[], Any], Any]:
     else:
         catalog, default = static_topologies(None, args.default_topology)
     settings = admission_settings(args.platform_user, args.platform_group, default, args.gate_pods, args.segment_env,
-                                  args.target)
+                                  args.target, args.kueue_version)
     if live_config is not None:
         source = f"live from {'--kubeconfig ' + args.kubeconfig if args.kubeconfig else 'the in-cluster API server'}"
     else:

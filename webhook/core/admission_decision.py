@@ -107,10 +107,15 @@ class Decision:
         return self.violations[0].rule if self.violations else None
 
     def warn(self, text: str, *, kai_gap: bool = False) -> None:
-        """Add a warning, shortened to 120 characters (DESIGN.md §5) and de-duplicated.
+        """Add a warning, shortened to 120 characters (DESIGN.md §5; at a space, so no word is cut,
+        unless the last 40 characters hold none) and de-duplicated.
         ``kai_gap``: it says what KAI does not enforce (also listed in :attr:`kai_gaps`)."""
         if len(text) > MAX_WARNING_CHARS:
-            text = text[: MAX_WARNING_CHARS - 1] + "…"
+            cut = text[: MAX_WARNING_CHARS - 1]
+            space = cut.rfind(" ", MAX_WARNING_CHARS - 41)
+            if text[MAX_WARNING_CHARS - 1] != " " and space > 0:
+                cut = cut[:space]
+            text = cut.rstrip(" ,;:") + "…"
         if text not in self.warnings:
             self.warnings.append(text)
         if kai_gap and text not in self.kai_gaps:

@@ -28,3 +28,7 @@ class AdmissionSettings:
     #: ``serve --target`` (DESIGN.md §9b): the target of workloads without a ``segments.dev/target``
     #: label (``kai``, ``kueue``, ``workload-api`` or ``gate``; see :mod:`webhook.core.targets`)
     target: str = "kai"
+    #: ``--kueue-version`` (DESIGN.md §9b): the (major, minor) of the Kueue that reads the ``kueue``
+    #: target's annotations; decides the rules that changed between Kueue versions (a partial last
+    #: slice: refused before v0.20, placed from v0.20, :data:`webhook.core.targets.KUEUE_PARTIAL_SLICES`)
+    kueue_version: tuple[int, int] = (0, 17)

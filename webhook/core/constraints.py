@@ -15,7 +15,7 @@ from typing import Any
 from webhook.core import automatic, keys, rules
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.messages import quote
+from webhook.core.messages import plural, quote
 from webhook.core.reading import AnnotationMap, Sourced
 from webhook.core.resolution import (
     PlacementKeys,
@@ -106,6 +106,12 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     ))
 
 
+#: The groups of a kind of units (one SegmentInputs per group), each inheriting the root's segment
+#: size: named by the size rule's fix when the root's size does not fit one group.
+_GROUPS = {"JobSet": "replicatedJobs", "RayCluster": "worker groups", "RayJob": "worker groups",
+           "RayService": "worker groups"}
+
+
 def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, requested: int | None,
                   decision: Decision) -> int | None:
     """The ``requested`` size (written ``raw`` at ``field_path``; ``origin`` as
@@ -122,7 +128,9 @@ def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, re
     if pods is None:
         return requested
     update_of = inp.kind if running_size is not None and running_size == requested else None
-    if not rules.check_size_within_pods(*args, origin, pods, inp.pods_field, pods_noun, update_of=update_of):
+    groups = _GROUPS.get(inp.kind) if field_path.startswith("metadata.annotations[") else None
+    if not rules.check_size_within_pods(*args, origin, pods, inp.pods_field, pods_noun, update_of=update_of,
+                                        groups=groups):
         return None
     group = inp.lws_group
     if group is None:
@@ -133,7 +141,7 @@ def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, re
     if not counted:
         return None
     if inp.warn_partial and pods % requested:
-        say(decision, "partial-last-segment", pods=f"{pods} {pods_noun}", size=requested, rest=pods % requested)
+        say(decision, "partial-last-segment", pods=f"{pods} {pods_noun}", size=requested, rest=plural(pods % requested, "pod"))
     return requested
 
 
@@ -200,12 +208,11 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
 
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
-    """§5: a level is a label key and, when the topology is known, one of its levels."""
-    levels = topology.levels if topology is not None else None
+    """§5: a level is a label key and, when the topology is known, one of its levels (or an alias of one)."""
+    levels = topology.level_names() if topology is not None else None
     if not rules.check_level_syntax(decision, level.field, level.value, levels):
         return False
-    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology.name,
-                                                             topology.levels)
+    return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology)
 
 
 def _check_levels(inp: SegmentInputs, placement: PlacementKeys, topology_name: str | None, topology: Topology | None,

@@ -41,28 +41,36 @@ GANG_SIZE = "segments.dev/gang-size"
 GANG_TOPOLOGY = "segments.dev/topology"
 GANG_REQUIRED = "segments.dev/topology-required-placement"
 GANG_PREFERRED = "segments.dev/topology-preferred-placement"
+#: Pod template / pod annotation: the segment required level as a node label, written beside the
+#: gang facts only when the template's ``kai.scheduler/segment-topology-required-placement`` names
+#: it by a KAI level alias (the Workload API objects need the node label; DESIGN.md §5).
+GANG_SEGMENT_REQUIRED = "segments.dev/segment-topology-required-placement"
 #: Pod template / pod annotation: ``workload`` when the gang is the whole object (a JobSet or Ray
 #: cluster whose root sets a workload level: KAI makes one PodGroup of it, DESIGN.md §4.5, §9)
 GANG_SCOPE = "segments.dev/gang-scope"
 #: The value of :data:`GANG_SCOPE` that makes the whole object one gang.
 WHOLE_WORKLOAD = "workload"
 #: Every annotation this module writes on templates; a pod carrying one belongs to a gang.
-GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED, GANG_SCOPE)
+GANG_KEYS = (GANG_SIZE, GANG_TOPOLOGY, GANG_REQUIRED, GANG_PREFERRED, GANG_SCOPE, GANG_SEGMENT_REQUIRED)
 
 
 def gang_template_annotations(size: int, topology: str | None, required: str | None,
-                              preferred: str | None, *, whole_workload: bool = False) -> dict[str, str]:
+                              preferred: str | None, *, whole_workload: bool = False,
+                              segment_label: str | None = None) -> dict[str, str]:
     """The annotations written on each PodTemplateSpec of a gang at workload CREATE.
 
     ``size``: pods per gang (>= 1); ``topology`` / ``required`` / ``preferred``: the workload's
     resolved topology name and workload required / preferred level, or ``None``;
-    ``whole_workload``: the gang is the whole object (``segments.dev/gang-scope: workload``).
+    ``whole_workload``: the gang is the whole object (``segments.dev/gang-scope: workload``);
+    ``segment_label``: the segment required level's node label when the template names it by an
+    alias (:data:`GANG_SEGMENT_REQUIRED`), else ``None``.
     Returns ``{"segments.dev/gang-size": "<size>", ...}`` with only the keys that have a value.
     """
     out = {GANG_SIZE: str(size)}
     if whole_workload:
         out[GANG_SCOPE] = WHOLE_WORKLOAD
-    for key, value in ((GANG_TOPOLOGY, topology), (GANG_REQUIRED, required), (GANG_PREFERRED, preferred)):
+    for key, value in ((GANG_TOPOLOGY, topology), (GANG_REQUIRED, required), (GANG_PREFERRED, preferred),
+                       (GANG_SEGMENT_REQUIRED, segment_label)):
         if value is not None:
             out[key] = value
     return out

@@ -194,3 +194,8 @@ def render(field_path: str, value: Any, problem: str, rule_id: str, fix: str) ->
     (``<field> is not set: …`` when ``value`` is :data:`UNSET`)."""
     subject = f"{field_path} is not set" if value is UNSET else f"{field_path} = {quote(value)}"
     return f"{subject}: {problem} (rule {rule_id}); fix: {fix}."
+
+
+def plural(count: int, noun: str) -> str:
+    """``count`` and ``noun``, the noun with an ``s`` unless ``count`` is 1: ``"1 pod"``, ``"2 pods"``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

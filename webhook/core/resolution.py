@@ -207,6 +207,26 @@ class Resolution(NamedTuple):
         """Effective segment preferred level (the user's, else the automatic one)."""
         return self.seg_preferred.value if self.seg_preferred else self.auto_segment_preferred
 
+    def node_label(self, level: str | None) -> str | None:
+        """``level`` as a node label: a KAI level alias of the resolved topology
+        (``spec.levels[].alias``, :meth:`Topology.label_of`) resolved, else as written; what every
+        reader but KAI is given (DESIGN.md §5: our engine, controller and gate, Kueue and the
+        Workload API know no KAI alias). ``None`` stays ``None``."""
+        if level is None or self.topology is None:
+            return level
+        return self.topology.label_of(level)
+
+    def workload_labels(self) -> tuple[str | None, str | None]:
+        """The workload (required, preferred) levels (the user's, else the automatic preferred
+        one) as node labels (:meth:`node_label`)."""
+        required = self.wl_required.value if self.wl_required else None
+        preferred = self.wl_preferred.value if self.wl_preferred else self.auto_workload_preferred
+        return self.node_label(required), self.node_label(preferred)
+
+    def segment_labels(self) -> tuple[str | None, str | None]:
+        """The segment (required, preferred) levels as node labels (:meth:`node_label`)."""
+        return self.node_label(self.segment_required), self.node_label(self.segment_preferred)
+
     def without_defaults(self) -> Resolution:
         """This resolution as if automatic mode were off (§6): no automatic levels, no default
         topology name (and then no segments in force, §5 "Segments without a topology"). What the

@@ -27,7 +27,7 @@ from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.messages import UNSET, key_field, quote, render
 from webhook.core.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
-from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, is_dns_subdomain, is_valid_label_key
+from webhook.core.topology import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, Topology, is_dns_subdomain, is_valid_label_key
 from webhook.core.warning_rules import say
 
 
@@ -160,12 +160,16 @@ def check_size_at_least_2(decision: Decision, size: int, field_path: str, raw: A
 
 @rule("segment-size-exceeds-replicas", "DESIGN.md §5", "segment size > the pods that are segmented")
 def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: Any, origin: str,
-                           pods: int, pods_field: str, pods_noun: str, *, update_of: str | None = None) -> bool:
+                           pods: int, pods_field: str, pods_noun: str, *, update_of: str | None = None,
+                           groups: str | None = None) -> bool:
     """The segment size may not exceed the segmented pods (PyTorchJob / native: workers; LWS
     LeaderWorker: ``size``; LWS LeaderExcluded: ``size - 1``). The message names the replica
     count and its field. ``update_of``: the kind, when an UPDATE of a running workload keeps its
     segment size (§5 "UPDATE compares like with like"): the size cannot change then, so the fix
-    names only changes the webhook admits (:func:`scale_fix`). Returns True when ok."""
+    names only changes the webhook admits (:func:`scale_fix`). ``groups``: the kind's groups
+    (``replicatedJobs``, ``worker groups``) when the size is the root's, which every group
+    inherits: the fix then names the usual one first, the size on the templates of the groups to
+    segment (issue 37). Returns True when ok."""
     if size <= pods:
         return True
     if update_of is not None:
@@ -180,7 +184,12 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
         fix = f"use a segment size of 2, or raise {pods_field} to at least {size}"
     else:  # no segment size fits 0 or 1 pods
         fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin, field_path)}"
-    noun = _SINGULAR.get(pods_noun, pods_noun) if pods == 1 else pods_noun
+    if groups is not None and update_of is None:
+        fix = (f"set {keys.SEGMENT_SIZE} on the pod templates of the {groups} to segment instead of "
+               f"metadata.annotations (every one inherits it), or {fix}")
+    noun = pods_noun
+    if pods == 1:  # "1 pod of replicatedJob driver", never "1 pods"
+        noun = _SINGULAR.get(pods_noun) or (f"pod{pods_noun[4:]}" if pods_noun.startswith("pods ") else pods_noun)
     violate(decision, "segment-size-exceeds-replicas", field_path, raw,
             f"the segment size exceeds the {pods} {noun} ({pods_field})", fix)
     return False
@@ -363,15 +372,15 @@ def check_level_syntax(decision: Decision, field_path: str, level: str, levels: 
     return False
 
 
-@rule("unknown-level", "DESIGN.md §5", "a level that is not one of the named Topology's levels")
-def check_level_in_topology(decision: Decision, field_path: str, level: str, topology_name: str,
-                            levels: tuple[str, ...]) -> bool:
-    """``level`` must be one of the known topology's ``levels`` (broadest first, listed in the
-    fix). Returns True when ok."""
-    if level in levels:
+@rule("unknown-level", "DESIGN.md §5", "a level that is not one of the named Topology's levels (nor an alias of one)")
+def check_level_in_topology(decision: Decision, field_path: str, level: str, topology: Topology) -> bool:
+    """``level`` must be one of the known ``topology``'s levels, by node label or by its alias
+    (KAI's ``spec.levels[].alias``); the fix lists them broadest first, each alias beside its
+    level. Returns True when ok."""
+    if topology.has_level(level):
         return True
-    violate(decision, "unknown-level", field_path, level, f"not a level of topology {quote(topology_name)}",
-            f"use one of its levels, broadest first: {', '.join(levels)}")
+    violate(decision, "unknown-level", field_path, level, f"not a level of topology {quote(topology.name)}",
+            f"use one of its levels, broadest first: {', '.join(topology.level_names())}")
     return False
 
 

@@ -35,9 +35,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.messages import key_field, quote
+from webhook.core.messages import key_field, plural, quote
+from webhook.core.resolution import Resolution
 from webhook.core.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
 from webhook.core.segments import divisors, lws_segment
 from webhook.core.warning_rules import say
@@ -60,6 +62,12 @@ KUEUE_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
 #: Every Kueue TAS annotation of a PodSet: a user value of one of them must agree with ours.
 KUEUE_TAS_KEYS: tuple[str, ...] = (KUEUE_REQUIRED, KUEUE_PREFERRED, KUEUE_UNCONSTRAINED, KUEUE_SLICE_REQUIRED,
                                    KUEUE_SLICE_SIZE, KUEUE_SLICE_CONSTRAINTS, KUEUE_GROUP_NAME)
+
+#: The first Kueue release whose ``TASPartialSlices`` feature gate is on by default: a PodSet whose
+#: count the slice size does not divide gets a partial last slice (the highest ranks) in one domain
+#: of the slice level, for a single slice layer (kubernetes-sigs/kueue #15640 "TAS: place a partial
+#: PodSet slice"; before it, the remaining pods stay gated forever, #15277).
+KUEUE_PARTIAL_SLICES = (0, 20)
 
 #: A template entry of the workload patch: (JSON Pointer parts of the owner of ``metadata``,
 #: ``"annotations"`` | ``"labels"``, entries), as :func:`webhook.core.kinds._workload.template_entries`.
@@ -124,21 +132,43 @@ def compile_workload(kind: str, obj: Mapping[str, Any], plan: Plan, settings: Ad
     entries: list[Entry] = []
     for name, unit in parts:
         if target == KUEUE:
-            entries += kueue_entries(kind, obj, unit, name, decision)
+            entries += kueue_entries(kind, obj, unit, name, decision, settings)
         elif unit.worker is not None and (unit.resolution.segmented or _workload_level(unit)[0] is not None):
             entries.append((unit.worker.container, "annotations", {TARGET_KEY: target}))
+    if target == KUEUE and plan.units:
+        _kueue_groups_apart(kind, plan, decision)
     if target == WORKLOAD_API:
         for _, unit in parts:
             _workload_api_checks(unit, decision)
     return target, entries
 
 
+def _kueue_groups_apart(kind: str, plan: Plan, decision: Decision) -> None:
+    """DESIGN.md §2, §9b: a root workload level binds every group of a kind of units (JobSet
+    replicatedJobs, Ray worker groups and head; KAI makes one PodGroup of the object). Kueue makes
+    each group its own PodSet and holds each to the level alone (sigs.k8s.io/kueue v0.17.0: the
+    PodSet grouping of ``podset-group-name`` excludes slice keys), and gives the Ray head no level
+    at all: both warned, naming the groups (``target-cannot-express``)."""
+    root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None),
+                      None)
+    if root_level is None or not plan.units:
+        return
+    level = plan.units[0][1].resolution.node_label(root_level.value)
+    groups = [name for name, unit in plan.units if unit.gang_size != 0]
+    noun = "replicatedJob" if kind == "JobSet" else "worker group"
+    if len(groups) > 1:
+        say(decision, "target-cannot-express", target=KUEUE,
+            what=f"{level} holds each {noun} alone, not {', '.join(groups)} together")
+    if plan.ungated is not None:
+        say(decision, "target-cannot-express", target=KUEUE,
+            what=f"{plan.ungated} is its own PodSet, not held in the workers' {level} domain")
+
+
 def _workload_level(unit: Plan) -> tuple[str | None, str | None]:
-    """The workload level of ``unit``: (required, preferred; the user's, else the automatic one)."""
-    res = unit.resolution
-    required = res.wl_required.value if res.wl_required else None
-    preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
-    return required, preferred
+    """The workload level of ``unit``: (required, preferred; the user's, else the automatic one),
+    each as its node label (:meth:`Resolution.node_label`: Kueue and the Workload API know no KAI
+    level alias)."""
+    return unit.resolution.workload_labels()
 
 
 class KueuePodSet(NamedTuple):
@@ -189,10 +219,26 @@ def _kueue_lws(unit: Plan, size: int) -> KueuePodSet | None:
     return KueuePodSet(count, True, slices, problem)
 
 
+def kueue_version_text(version: tuple[int, int]) -> str:
+    """``v0.17``: how messages name a Kueue version (:attr:`AdmissionSettings.kueue_version`)."""
+    return f"v{version[0]}.{version[1]}"
+
+
+def other_targets(settings: AdmissionSettings, than: str = KUEUE) -> str:
+    """The targets a denial's fix may suggest instead of ``than``: the ones a workload label may
+    choose under ``settings`` (:func:`served_targets`; ``gate`` only under ``--gate-pods``, so a fix
+    never names a target the same webhook then denies), e.g. ``"target kai or gate"``."""
+    return "target " + " or ".join(t for t in served_targets(settings) if t != than)
+
+
 def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | None,
-                  decision: Decision) -> list[Entry]:
+                  decision: Decision, settings: AdmissionSettings | None = None) -> list[Entry]:
     """The Kueue TAS annotations of one unit (module docstring), with the target's denials and
-    warnings recorded in ``decision``. ``name``: the unit's name (JobSet replicatedJob, Ray group)."""
+    warnings recorded in ``decision``, every one of them (DESIGN.md §5: all errors of one object in
+    one message). ``name``: the unit's name (JobSet replicatedJob, Ray group); ``settings``: the
+    served targets named in fixes and the Kueue version (:attr:`AdmissionSettings.kueue_version`;
+    ``None``: the defaults)."""
+    settings = settings if settings is not None else AdmissionSettings()
     res = unit.resolution
     required, preferred = _workload_level(unit)
     wanted: dict[str, str] = {}
@@ -204,58 +250,53 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | Non
     elif preferred is not None:
         wanted[KUEUE_PREFERRED] = preferred
     if res.segmented:
-        wanted.update(_kueue_slices(kind, obj, unit, decision))
-    if not wanted:
-        return []
+        wanted.update(_kueue_slices(kind, obj, unit, decision, settings))
     where = unit.worker
-    if where is None:  # TrainJob: its trainer template is a runtimePatches entry Kueue reads through the runtime
+    if where is None and (wanted or res.segmented):
+        # TrainJob: its trainer template is a runtimePatches entry Kueue reads through the runtime
         deny_target_cannot_express(decision, KUEUE, "kind", kind,
                                    f"{kind}'s pod template is not one Kueue reads PodSet annotations from",
-                                   "choose target kai or gate for this kind")
+                                   f"choose {other_targets(settings)} for this kind")
+    if not wanted or where is None:
         return []
     _check_user_kueue_keys(where.field, where.values, wanted, decision)
     _kueue_other_podsets(kind, unit, required or preferred, decision)
     return [(where.container, "annotations", {**wanted, TARGET_KEY: KUEUE})]
 
 
-def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decision) -> dict[str, str]:
-    """The slice annotations of a segmented unit, or ``{}`` after a denial or when only a
-    preferred segment level is set (Kueue slices are required only: warned)."""
+def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decision,
+                  settings: AdmissionSettings) -> dict[str, str]:
+    """The slice annotations of a segmented unit, or ``{}`` after a denial (every one recorded)
+    or when only a preferred segment level is set (Kueue slices are required only: warned)."""
     res = unit.resolution
     size = res.size_in_force
     assert size is not None  # segmented
     level_field = res.seg_required.field if res.seg_required else (
         res.size.field if res.size is not None else f"metadata.labels[{TARGET_KEY}]")
     podset = kueue_podset(kind, obj, unit, size)
+    version = kueue_version_text(settings.kueue_version)
     if podset is None:
         deny_target_cannot_express(decision, KUEUE, level_field, size,
-                                   f"Kueue v0.17.0 has no integration for {kind}, so nothing would admit it",
-                                   "choose target kai or gate for this kind")
+                                   f"Kueue {version} has no integration for {kind}, so nothing would admit it",
+                                   f"choose {other_targets(settings)} for this kind")
         return {}
+    denied = False
     if podset.problem is not None:
         deny_target_cannot_express(decision, KUEUE, level_field, size, podset.problem,
-                                   "choose target gate or kai for this workload")
-        return {}
-    if podset.pods % size:
-        fits = divisors(podset.pods, most=podset.pods)
-        rest = podset.pods % size
-        deny_target_cannot_express(
-            decision, KUEUE, res.size.field if res.size is not None else level_field,
-            res.size.raw if res.size is not None else size,
-            f"Kueue's PodSet has {podset.pods} pods and slices of {size} leave {rest} pod{'s' if rest > 1 else ''} "
-            "gated forever (kueue #15277)",
-            f"a segment size dividing {podset.pods} ({', '.join(map(str, fits)) or 'none above 1'}), or target gate")
-        return {}
-    preferred = res.segment_preferred
-    if res.segment_required is None:
+                                   f"choose {other_targets(settings)} for this workload")
+        denied = True
+    elif podset.pods % size:
+        denied = not _kueue_partial_slice(podset.pods, size, res, level_field, decision, settings)
+    segment_required, preferred = res.segment_labels()
+    if segment_required is None:
         if preferred is not None:
             say(decision, "target-cannot-express", target=KUEUE,
                 what=f"segment preferred {preferred}: not enforced (Kueue slices are required only)")
         return {}
-    if preferred is not None and preferred != res.segment_required:
+    if preferred is not None and preferred != segment_required:
         say(decision, "target-cannot-express", target=KUEUE,
             what=f"segment preferred {preferred}: dropped (Kueue slices are required only)")
-    if not _slice_within_podset(unit, decision):
+    if not _slice_within_podset(unit, decision) or denied:
         return {}
     if not podset.ranked:
         say(decision, "target-cannot-express", target=KUEUE,
@@ -263,21 +304,46 @@ def _kueue_slices(kind: str, obj: Mapping[str, Any], unit: Plan, decision: Decis
     elif any(kueue_slice is None for kueue_slice in podset.slices):
         say(decision, "target-cannot-express", target=KUEUE,
             what="the LWS leader is its own PodSet: Kueue does not hold it in segment 0's domain")
-    return {KUEUE_SLICE_REQUIRED: res.segment_required, KUEUE_SLICE_SIZE: str(size)}
+    return {KUEUE_SLICE_REQUIRED: segment_required, KUEUE_SLICE_SIZE: str(size)}
+
+
+def _kueue_partial_slice(pods: int, size: int, res: Resolution, level_field: str, decision: Decision,
+                         settings: AdmissionSettings) -> bool:
+    """A PodSet of ``pods`` pods that slices of ``size`` do not divide (DESIGN.md §9b): before
+    Kueue v0.20 (:data:`KUEUE_PARTIAL_SLICES`) its last pods stay gated forever (kueue #15277),
+    denied, the message saying for which versions; from v0.20 Kueue places the last slice partial
+    (``TASPartialSlices``, on by default), admitted with a warning naming that gate. Returns True
+    when admitted."""
+    rest = pods % size
+    version = settings.kueue_version
+    if version >= KUEUE_PARTIAL_SLICES:
+        say(decision, "kueue-partial-slice", rest=rest, pods=plural(rest, "pod"), version=kueue_version_text(version))
+        return True
+    fits = divisors(pods, most=pods)
+    deny_target_cannot_express(
+        decision, KUEUE, res.size.field if res.size is not None else level_field,
+        res.size.raw if res.size is not None else size,
+        f"Kueue's PodSet has {pods} pods and slices of {size} leave {plural(rest, 'pod')} gated forever on Kueue "
+        f"before v0.20 (kueue #15277; --kueue-version is {version[0]}.{version[1]})",
+        f"a segment size dividing {pods} ({', '.join(map(str, fits)) or 'none above 1'}), "
+        f"or {other_targets(settings)}, or --kueue-version 0.20 on Kueue v0.20+")
+    return False
 
 
 def _slice_within_podset(unit: Plan, decision: Decision) -> bool:
     """Kueue refuses a slice level broader than the PodSet's level (``findTopologyAssignment``:
     "podset slice topology ... is above the podset topology") and the workload then never admits:
-    denied when the topology is known. §5 already denies this against a required workload level;
-    here the preferred one counts too."""
+    denied when the topology is known. §5 already denies this against a required workload level
+    (``segment-required-broader-than-workload``, not said twice); here the preferred one counts."""
     res = unit.resolution
     required, preferred = _workload_level(unit)
     level = required or preferred
     topology = res.topology
     if level is None or topology is None or res.segment_required is None:
         return True
-    if level not in topology.levels or res.segment_required not in topology.levels:
+    if required is not None:  # §5's own rule: denied there already, or nested
+        return True
+    if not topology.has_level(level) or not topology.has_level(res.segment_required):
         return True
     if topology.depth(res.segment_required) >= topology.depth(level):
         return True
@@ -323,8 +389,8 @@ def _workload_api_checks(unit: Plan, decision: Decision) -> None:
     if preferred is not None and preferred != required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
             what=f"workload preferred {preferred}: not enforced (required constraints only)")
-    seg_preferred = res.segment_preferred
-    if res.segmented and seg_preferred is not None and seg_preferred != res.segment_required:
+    seg_required, seg_preferred = res.segment_labels()
+    if res.segmented and seg_preferred is not None and seg_preferred != seg_required:
         say(decision, "target-cannot-express", target=WORKLOAD_API,
             what=f"segment preferred {seg_preferred}: not enforced (required constraints only)")
 

@@ -1,7 +1,11 @@
-"""Topology model and catalogs (DESIGN.md §2, §4.4).
+"""Topology model and catalogs (DESIGN.md §2, §4.4, §5).
 
 A ``Topology`` (``kai.scheduler/v1alpha1``, cluster-scoped) lists node-label keys, broadest level
-first: ``spec.levels[].nodeLabel``. The core never talks to a cluster; it reads topologies through
+first: ``spec.levels[].nodeLabel``, each with an optional ``alias`` (KAI's level aliases: a
+workload may name the level by its alias wherever it names a level; KAI's scheduler resolves it to
+the node label, raw label keys always keep working; KAI-Scheduler ``pkg/apis/kai/v1alpha1/
+topology_types.go`` ``TopologyLevel.Alias``, ``pkg/scheduler/api/topology_info/topology_info.go``
+``ResolveAliases``). The core never talks to a cluster; it reads topologies through
 a :class:`TopologyCatalog` (a static one built from files here, a live one in
 ``webhook.cluster.topology_cache``).
 """
@@ -9,6 +13,7 @@ a :class:`TopologyCatalog` (a static one built from files here, a live one in
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -70,13 +75,36 @@ class Topology:
 
     name: str
     levels: tuple[str, ...]
+    #: ``alias → nodeLabel`` of the levels that declare an alias (``spec.levels[].alias``), in
+    #: level order; empty for a topology without aliases.
+    aliases: tuple[tuple[str, str], ...] = ()
+
+    def label_of(self, level: str) -> str:
+        """The node label a workload's ``level`` names: an alias resolves to its level's
+        ``nodeLabel``, anything else is returned unchanged (KAI's ``resolveAlias``: raw label
+        keys pass through). The one place an alias is resolved (engine, controller, targets)."""
+        for alias, label in self.aliases:
+            if alias == level:
+                return label
+        return level
+
+    def has_level(self, level: str) -> bool:
+        """True when ``level`` is one of the levels, by node label or by alias."""
+        return self.label_of(level) in self.levels
 
     def depth(self, level: str) -> int:
-        """Position of ``level``: 0 for the broadest. Raises ``KeyError`` if unknown."""
+        """Position of ``level`` (a node label or an alias): 0 for the broadest. Raises
+        ``KeyError`` if unknown."""
         try:
-            return self.levels.index(level)
+            return self.levels.index(self.label_of(level))
         except ValueError:
             raise KeyError(level) from None
+
+    def level_names(self) -> tuple[str, ...]:
+        """The levels as messages list them, broadest first: the node label, with its alias
+        beside it when it has one (``accelerator.nvidia.com/rack (alias rack)``)."""
+        alias_of = {label: alias for alias, label in self.aliases}
+        return tuple(f"{label} (alias {alias_of[label]})" if label in alias_of else label for label in self.levels)
 
     @property
     def lowest_level(self) -> str:
@@ -87,8 +115,12 @@ class Topology:
     def from_object(cls, obj: Mapping[str, Any]) -> Topology:
         """Build from a ``kai.scheduler/v1alpha1`` Topology object (a dict).
 
-        Raises :class:`TopologyError` when the kind, name or levels are missing or invalid
-        (levels must be non-empty, unique, valid label keys; upstream CRD requires 1..16).
+        Raises :class:`TopologyError` when the kind, name or levels are missing or invalid: levels
+        must be non-empty, unique, valid label keys, with ``kubernetes.io/hostname`` only as the
+        lowest (the upstream CRD's rules; it also requires 1..16); a level's fields are
+        ``nodeLabel`` and ``alias`` (another field is named, e.g. a misspelled ``nodelabel``);
+        aliases are label keys, unique, and never equal to a ``nodeLabel`` (KAI's Topology
+        validating webhook, ``pkg/admission/webhook/topologyhooks/topology_validator.go``).
         """
         from webhook.core.messages import quote
 
@@ -110,14 +142,78 @@ class Topology:
         if not isinstance(raw_levels, list) or not raw_levels:
             raise TopologyError(f"Topology {quote(name)}: spec.levels must be a non-empty list")
         levels: list[str] = []
+        aliases: list[tuple[str, str]] = []
         for i, entry in enumerate(raw_levels):
-            label = entry.get("nodeLabel") if isinstance(entry, (dict, Mapping)) else None
+            at = f"Topology {quote(name)}: spec.levels[{i}]"
+            if not isinstance(entry, (dict, Mapping)):
+                raise TopologyError(f"{at} must be an object with nodeLabel (and an optional alias), got {quote(entry)}")
+            # a field KAI's TopologyLevel lacks: named when it misspells one (case aside) or when
+            # nodeLabel is missing; another one is left alone, as kube-apiserver prunes it
+            unknown = [str(k) for k in entry if k not in LEVEL_FIELDS]
+            if unknown and ("nodeLabel" not in entry or any(_known_field(k) for k in unknown)):
+                raise TopologyError(f"{at} has field {', '.join(map(quote, unknown))}, which a Topology level does not "
+                                    f"have ({', '.join(LEVEL_FIELDS)}); fix: {_level_fields_fix(unknown, 'nodeLabel' in entry)}")
+            label = entry.get("nodeLabel")
             if not is_valid_label_key(label):
-                raise TopologyError(f"Topology {quote(name)}: spec.levels[{i}].nodeLabel {quote(label)} is not a valid label key")
+                raise TopologyError(f"{at}.nodeLabel {quote(label)} is not a valid label key")
             if label in levels:
-                raise TopologyError(f"Topology {quote(name)}: spec.levels[{i}].nodeLabel {quote(label)} is listed twice")
+                raise TopologyError(f"{at}.nodeLabel {quote(label)} is listed twice")
             levels.append(label)
-        return cls(name=name, levels=tuple(levels))
+            if "alias" in entry:
+                alias = entry.get("alias")
+                if not is_valid_label_key(alias):
+                    raise TopologyError(f"{at}.alias {quote(alias)} is not a valid alias (a label key, "
+                                        "e.g. rack); fix: rename it or remove it")
+                aliases.append((alias, label))
+        _check_aliases(name, aliases, levels)
+        if HOSTNAME_LABEL in levels and levels[-1] != HOSTNAME_LABEL:
+            raise TopologyError(f"Topology {quote(name)}: spec.levels[{levels.index(HOSTNAME_LABEL)}].nodeLabel "
+                                f"{HOSTNAME_LABEL} is not the lowest level, and Kubernetes refuses the Topology "
+                                f"(its CRD: {HOSTNAME_LABEL} can only be the lowest level); "
+                                f"fix: move {HOSTNAME_LABEL} to the end of spec.levels")
+        return cls(name=name, levels=tuple(levels), aliases=tuple(aliases))
+
+
+#: The fields of one ``spec.levels[]`` entry (KAI's ``TopologyLevel``).
+LEVEL_FIELDS = ("nodeLabel", "alias")
+#: The node's own level; KAI's CRD allows it only as the lowest level.
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _known_field(field: str) -> str | None:
+    """The level field (:data:`LEVEL_FIELDS`) that ``field`` spells in another case, or ``None``."""
+    return next((known for known in LEVEL_FIELDS if known.lower() == field.lower()), None)
+
+
+def _level_fields_fix(unknown: list[str], has_label: bool) -> str:
+    """The fix for unknown fields of a level: rename the field each one misspells, else remove it."""
+    fixes = []
+    for field in unknown:
+        known = _known_field(field)
+        fixes.append(f"rename {field} to {known}" if known else f"remove {field}")
+    if not has_label and not any(_known_field(field) == "nodeLabel" for field in unknown):
+        fixes.append("set nodeLabel")
+    return "; ".join(fixes)
+
+
+def _check_aliases(name: str, aliases: list[tuple[str, str]], labels: list[str]) -> None:
+    """KAI's rules on level aliases (``topology_validator.go`` ``validateAliases``): unique within
+    the topology, and none equal to a level's ``nodeLabel`` (resolution would be ambiguous).
+    Raises :class:`TopologyError` naming every offending alias."""
+    from webhook.core.messages import quote
+
+    counts = Counter(alias for alias, _ in aliases)
+    duplicated = sorted(alias for alias, count in counts.items() if count > 1)
+    colliding = sorted({alias for alias, _ in aliases if alias in labels})
+    problems = []
+    if duplicated:
+        problems.append(f"alias {', '.join(map(quote, duplicated))} is given to more than one level")
+    if colliding:
+        problems.append(f"alias {', '.join(map(quote, colliding))} equals a level's nodeLabel")
+    if problems:
+        raise TopologyError(f"Topology {quote(name)}: {'; '.join(problems)}, and KAI refuses the Topology "
+                            "(an alias names exactly one level); fix: give each level its own alias, "
+                            "none equal to a nodeLabel")
 
 
 class TopologyCatalog(Protocol):

@@ -61,7 +61,7 @@ _ALL = (
                 "{kind} has no worker template: kai.scheduler/segment-size ignored"),
     WarningRule("partial-last-segment", "DESIGN.md §5",
                 "the segmented pods are not a multiple of the segment size",
-                "{pods} / segment size {size}: last segment has {rest} pods"),
+                "{pods} / segment size {size}: last segment has {rest}"),
     WarningRule("segment-size-not-canonical", "README: decisions",
                 "a segment size written with leading zeros (it is written back as digits)",
                 "kai.scheduler/segment-size={value} written as {canonical}"),
@@ -99,7 +99,7 @@ _ALL = (
     # ---- LeaderWorkerSet (DESIGN.md §3, §3b)
     WarningRule("lws-partial-group", "DESIGN.md §5",
                 "LWS without subGroupSize: neither size nor size - 1 is a multiple of the segment size",
-                "size {group_size} / segment size {size}: last segment has {rest} pods"),
+                "size {group_size} / segment size {size}: last segment has {rest}"),
     WarningRule("lws-subgroup-size-set", "DESIGN.md §3",
                 "LWS subGroupSize other than the annotation's size (the patch sets it)",
                 "subGroupSize {sub_group_size} set to {size} (kai.scheduler/segment-size wins)"),
@@ -128,13 +128,24 @@ _ALL = (
                 "KAI {why}: it does not enforce these {kind} segments; --gate-pods does", kai_gap=True),
     WarningRule("kai-flat-gang", "DESIGN.md §4.5",
                 "a segmented workload whose owner chain KAI's pod-grouper cannot group (native kind)",
-                "KAI makes {kind} one flat gang: {constraints} not enforced; --gate-pods does", kai_gap=True),
+                "KAI flattens pods {kind} owns: segments ({constraints}) unenforced; --gate-pods does", kai_gap=True),
     WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
                 "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
                 "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),
     WarningRule("target-cannot-express", "DESIGN.md §9b",
                 "a constraint the chosen target (kueue, workload-api) cannot express: what it will do instead",
                 "target {target}: {what}"),
+    WarningRule("kueue-partial-slice", "DESIGN.md §9b",
+                "target kueue, --kueue-version 0.20+: the PodSet's last slice is partial (Kueue TASPartialSlices)",
+                "target kueue: last slice of {pods} placed partial by Kueue {version} (needs its TASPartialSlices gate on)"),
+    WarningRule("elastic-partial-segment", "DESIGN.md §5",
+                "segmented pods that may scale (PyTorchJob elasticPolicy, autoscaled Ray group) to a count the size "
+                "does not divide",
+                "{what} may scale {low}-{high}: a count segment size {size} does not divide gives a partial last "
+                "segment"),
+    WarningRule("elastic-segments-target", "DESIGN.md §9b",
+                "segmented pods that may scale: what the chosen target does with another count",
+                "scaled, {who} {what}"),
     WarningRule("jobset-segments-straddle-jobs", "DESIGN.md §3b",
                 "JobSet: neither parallelism % S == 0 nor S % parallelism == 0 (segments straddle Jobs)",
                 "replicatedJob {replicated_job}: segment size {size} and parallelism {parallelism} do not "
@@ -155,6 +166,10 @@ _ALL = (
     WarningRule("pod-label-unreadable", "DESIGN.md §7",
                 "a pod index label its family reads is missing or garbled: no segment label",
                 "pod label {label}{shown} {expected}; no segment label"),
+    WarningRule("pod-of-no-segmented-kind", "DESIGN.md §7",
+                "a pod with a segment size but no label of any kind the webhook segments (a Deployment's pod)",
+                "pod segment size ignored: no index label of a kind the webhook segments (Job, JobSet, LWS, Ray, "
+                "Kubeflow)"),
     WarningRule("pod-annotation-unreadable", "DESIGN.md §7",
                 "a pod annotation its family reads (group size, parallelism, hosts) is missing or garbled",
                 "pod annotation {annotation}{shown} {expected}; no segment label"),
@@ -186,11 +201,13 @@ _ALL = (
                 "target workload-api: a pod that names another PodGroup keeps it (the field is immutable)",
                 "spec.schedulingGroup.podGroupName {value} kept; its segment's PodGroup is {wanted}"),
     WarningRule("gate-per-group-gangs", "DESIGN.md §9",
-                "--gate-pods: a JobSet / Ray root workload level, groups differ in topology or segment levels",
-                "--gate-pods gangs {kind} per group ({why}): {level} holds in each only"),
+                "--gate-pods / target workload-api: a JobSet / Ray root workload level, groups differ in topology "
+                "or segment levels",
+                "{who} gangs {kind} per group ({why}): {level} holds in each only"),
     WarningRule("gate-head-not-gated", "DESIGN.md §9",
-                "--gate-pods: a Ray root workload level; the head is not gated (kube-scheduler places it)",
-                "--gate-pods does not gate {template}: workload level {level} binds the worker groups only"),
+                "--gate-pods / target workload-api: a Ray root workload level; the head is not in the gang "
+                "(kube-scheduler places it)",
+                "{who} does not {verb} {template}: {level} binds the worker groups only"),
 )
 
 #: Warning id → :class:`WarningRule`, in the order of the README's table "Every warning a user can meet".

@@ -219,7 +219,8 @@ def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
     once that many pods do: one child PodGroup per (group, ``kai.scheduler/segment-index``)
     (``minCount`` = its pods; indices 0.. in each group), one for the pods without an index; the
     levels are the pods' ``segments.dev/topology-required-placement`` (workload) and
-    ``kai.scheduler/segment-topology-required-placement`` (segment). Never raises."""
+    ``kai.scheduler/segment-topology-required-placement`` (segment; the pods'
+    ``segments.dev/segment-topology-required-placement`` first, the node label of an alias). Never raises."""
     sizes: dict[SegmentKey, int] = {}
     others, gang_sizes, workload_level, segment_level = 0, set(), None, None
     for pod in pods:
@@ -230,7 +231,9 @@ def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
         if index is not None and index.isdigit():
             segment = (group_of(labels, annotations), int(index))
             sizes[segment] = sizes.get(segment, 0) + 1
-            segment_level = segment_level or annotations.get(keys.SEGMENT_REQUIRED)
+            # the node label the webhook wrote when the template names the level by a KAI alias
+            segment_level = segment_level or annotations.get(gating.GANG_SEGMENT_REQUIRED) \
+                or annotations.get(keys.SEGMENT_REQUIRED)
         else:
             others += 1
     if None in gang_sizes or len(gang_sizes) != 1:

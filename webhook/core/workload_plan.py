@@ -85,6 +85,9 @@ class Plan:
     #: a template of the object that is never gated (the Ray head), named for the warning that
     #: the root's workload level does not reach it under ``--gate-pods``; ``None`` when none
     ungated: str | None = None
+    #: the segmented pods may scale (PyTorchJob ``spec.elasticPolicy``, an autoscaled Ray worker
+    #: group): ``(what scales, fewest pods, most pods)``; ``None`` when they do not
+    elastic: tuple[str, int, int] | None = None
 
     def annotation_maps(self) -> list[AnnotationMap]:
         """The root's and every template's annotation map (those of every unit included)."""

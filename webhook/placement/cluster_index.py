@@ -93,10 +93,13 @@ class ClusterIndex:
     def depth_of(self, level: str | None) -> int | None: ...
 
     def depth_of(self, level: str | None) -> int | None:
-        """Depth of a level label key (1 = broadest), ``None`` for ``None``.
+        """Depth of a level label key or its alias (KAI's ``spec.levels[].alias``,
+        :meth:`Topology.label_of`) (1 = broadest), ``None`` for ``None``.
         Raises :class:`PlacementError` for a key the topology does not have."""
         if level is None:
             return None
+        if self.topology is not None:
+            level = self.topology.label_of(level)
         if level not in self.levels:
             raise PlacementError(f"level {quote(level)} is not a level of topology "
                                  f"{self.topology.name if self.topology else '(none)'}; levels: "

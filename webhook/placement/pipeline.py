@@ -46,12 +46,14 @@ class PlaceResult:
 
 def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), platform_groups: Sequence[str] = (),
                       default_topology: str | None = None,
-                      target: str = "kai") -> tuple[StaticTopologyCatalog, AdmissionSettings]:
+                      target: str = "kai", kueue_version: tuple[int, int] = (0, 17),
+                      ) -> tuple[StaticTopologyCatalog, AdmissionSettings]:
     """The topology catalog and admission settings ``place`` admits a workload with: the
     snapshot's topologies (``--topology-file`` included), else the embedded default; the default
     topology of automatic mode (DESIGN.md §6) chosen as ``serve`` and ``review`` choose it
     (:func:`webhook.cli.flags.static_topologies`): ``default_topology`` when given, else the only
-    topology when exactly one is loaded; ``target`` as ``serve --target`` (``gate`` gates pods).
+    topology when exactly one is loaded; ``target`` as ``serve --target`` (``gate`` gates pods);
+    ``kueue_version`` as ``--kueue-version``.
     Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
     fallback = default_catalog()
     topologies = snapshot.topologies or [t for t in (fallback.get(n) for n in fallback.names()) if t is not None]
@@ -63,16 +65,18 @@ def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), pl
         default_topology = topologies[0].name if len(topologies) == 1 else None
     settings = AdmissionSettings(platform_users=frozenset(u for u in platform_users if u),
                                  platform_groups=frozenset(g for g in platform_groups if g),
-                                 default_topology=default_topology, target=target, gate_pods=target == "gate")
+                                 default_topology=default_topology, target=target, gate_pods=target == "gate",
+                                 kueue_version=kueue_version)
     return catalog, settings
 
 
 def place_workload(workload: Mapping[str, Any], snapshot: Snapshot, *, user: str = "kubectl-user",
                    groups: Sequence[str] = (), platform_users: Sequence[str] = (), platform_groups: Sequence[str] = (),
                    default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
-                   target: str = "kai") -> PlaceResult:
+                   target: str = "kai", kueue_version: tuple[int, int] = (0, 17)) -> PlaceResult:
     """Expand, admit and place ``workload`` on ``snapshot``; the engine of ``place``.
 
+    ``kueue_version``: as ``--kueue-version`` (DESIGN.md §9b, the ``kueue`` target's version rules).
     ``target``: the target the webhook compiles for (DESIGN.md §9b); a placed result then carries
     ``target``: its name and the target's annotations on the pods
     (:func:`webhook.core.targets.target_annotations`).
@@ -87,7 +91,8 @@ def place_workload(workload: Mapping[str, Any], snapshot: Snapshot, *, user: str
     chosen as ``serve`` and ``review`` choose it (:func:`webhook.cli.flags.static_topologies`):
     ``default_topology`` when given, else the only topology when exactly one is loaded.
     """
-    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology, target)
+    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology, target,
+                                          kueue_version)
     exp = expand(workload, catalog, settings, user=user, groups=list(groups), runtimes=list(runtimes))
     if exp.denied:
         return PlaceResult(False, result_document(None, f"denied by the webhook: {exp.message}"), None, None,

@@ -26,7 +26,7 @@ from webhook.core.rules import check_placement_has_topology, check_unchanged, ma
 from webhook.core.segments import parse_plain_decimal
 from webhook.core.targets import GATE, KAI, TARGET_KEY, WORKLOAD_API, chosen_target, compile_workload
 from webhook.core.topology import TopologyCatalog
-from webhook.core.warning_rules import say
+from webhook.core.warning_rules import WARNINGS, say
 from webhook.core.workload_plan import Plan
 
 
@@ -178,13 +178,15 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     return out
 
 
-def gang_entries(plan: Plan, decision: Decision | None = None) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
-    """``--gate-pods`` (DESIGN.md §9): the gang facts (:func:`webhook.core.gating.gang_template_annotations`)
-    on every template of the gang, when the workload is segmented or has a workload placement level.
-    A kind of units gets one gang per unit, or one gang of the whole object when
-    :func:`_whole_workload_entries` says so; ``decision`` receives the gate-mode warnings."""
+def gang_entries(plan: Plan, decision: Decision | None = None,
+                 target: str = GATE) -> list[tuple[tuple[str, ...], str, dict[str, str]]]:
+    """``--gate-pods`` (DESIGN.md §9) and target ``workload-api`` (§9b): the gang facts
+    (:func:`webhook.core.gating.gang_template_annotations`) on every template of the gang, when the
+    workload is segmented or has a workload placement level. A kind of units gets one gang per unit,
+    or one gang of the whole object when :func:`_whole_workload_entries` says so; ``decision``
+    receives the warnings, naming ``target``, where a root workload level is not held across groups."""
     if plan.units:
-        whole = _whole_workload_entries(plan, decision)
+        whole = _whole_workload_entries(plan, decision, target)
         if whole is not None:
             return whole
         return [entry for _, unit in plan.units for entry in gang_entries(unit)]
@@ -195,16 +197,18 @@ def _unit_entries(plan: Plan, size: int | None, *, whole_workload: bool) -> list
     """The gang facts of one plan (or unit) for a gang of ``size`` pods; empty when ``size`` is
     unknown or 0, or the plan is neither segmented nor has a workload level."""
     res = plan.resolution
-    required = res.wl_required.value if res.wl_required else None
-    preferred = res.wl_preferred.value if res.wl_preferred else res.auto_workload_preferred
+    required, preferred = res.workload_labels()  # node labels: the controller's input
     if not size or not plan.gang_size or not (res.segmented or required or preferred):
         return []
+    segment_label = res.segment_labels()[0]
     wanted = gating.gang_template_annotations(size, res.topology_name, required, preferred,
-                                              whole_workload=whole_workload)
+                                              whole_workload=whole_workload,
+                                              segment_label=segment_label if segment_label != res.segment_required else None)
     return [(t.container, "annotations", wanted) for t in (plan.worker, plan.master, *plan.gang_templates) if t is not None]
 
 
-def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple[tuple[str, ...], str, dict[str, str]]] | None:
+def _whole_workload_entries(plan: Plan, decision: Decision | None,
+                            target: str = GATE) -> list[tuple[tuple[str, ...], str, dict[str, str]]] | None:
     """DESIGN.md §4.5 and §9 for a kind KAI makes one PodGroup of (``plan.one_podgroup``: JobSet,
     Ray; KAI d5bc503 ``plugins/jobset/jobset_grouper.go``, ``plugins/ray/ray_grouper.go``): when
     the root sets a workload level, every unit's templates get ``segments.dev/gang-scope: workload``
@@ -212,22 +216,23 @@ def _whole_workload_entries(plan: Plan, decision: Decision | None) -> list[tuple
     object as one gang and the level holds across its groups. ``None`` (one gang per unit) when
     the root sets no level, or when the units differ in topology name or segment levels (one gang
     cannot say both: warning ``gate-per-group-gangs``). A never-gated template (the Ray head) gets
-    the warning ``gate-head-not-gated``."""
+    the warning ``gate-head-not-gated``. Both name ``target`` (``gate``: ``--gate-pods``; ``workload-api``)."""
+    who = "--gate-pods" if target == GATE else f"target {target}"
     root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None), None)
     if not plan.one_podgroup or root_level is None:
         return None
     units = [unit for _, unit in plan.units if unit.gang_size]
     kind = decision.kind if decision is not None else "object"
     topologies = {unit.resolution.topology_name for unit in units}
-    segment_levels = {(u.resolution.segment_required, u.resolution.segment_preferred)
-                      for u in units if u.resolution.segmented}
+    segment_levels = {u.resolution.segment_labels() for u in units if u.resolution.segmented}
     if len(topologies) > 1 or len(segment_levels) > 1:
         if decision is not None:
             why = "topology names differ" if len(topologies) > 1 else "segment levels differ"
-            say(decision, "gate-per-group-gangs", kind=kind, why=why, level=root_level.value)
+            say(decision, "gate-per-group-gangs", who=who, kind=kind, why=why, level=root_level.value)
         return None
     if plan.ungated is not None and decision is not None:
-        say(decision, "gate-head-not-gated", template=plan.ungated, level=root_level.value)
+        say(decision, "gate-head-not-gated", who=who, verb="gate" if target == GATE else "hold",
+            template=plan.ungated, level=root_level.value)
     total = sum(unit.gang_size or 0 for unit in units)
     return [entry for unit in units for entry in _unit_entries(unit, total, whole_workload=True)]
 
@@ -314,6 +319,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         decision.warnings.extend(w for w in scratch.warnings
                                  if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
+    _drop_warnings_a_label_denial_contradicts(decision)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
                                                 denied_fields=[v.field for v in decision.violations]))
@@ -323,12 +329,65 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
                 unique.setdefault((violation.rule, violation.field, violation.message), violation)
             decision.violations[:] = list(unique.values())
     target, target_ops = compile_workload(kind, obj, plan, settings, decision)  # §9b, after resolution
+    if target is not None and decision.allowed:
+        for part in [plan] + [unit for _, unit in plan.units]:
+            _warn_elastic(kind, part, target, settings, decision)
     gang = gang_entries(plan, decision) if target == GATE and operation == "CREATE" and decision.allowed else []  # §9
     if target == WORKLOAD_API and operation == "CREATE" and decision.allowed:  # §9b: the controller's inputs
-        gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API}) for where, entry, values in gang_entries(plan)]
+        gang = [(where, entry, {**values, TARGET_KEY: WORKLOAD_API})
+                for where, entry, values in gang_entries(plan, decision, WORKLOAD_API)]
     if decision.allowed and mutate:
         decision.patch = build_patch(obj, plan, [*gang, *target_ops])
     return decision
+
+
+def _warn_elastic(kind: str, plan: Plan, target: str, settings: AdmissionSettings, decision: Decision) -> None:
+    """Issue 37: segmented pods that may scale (:attr:`Plan.elastic`) to a count the segment size
+    does not divide get a partial last segment (``elastic-partial-segment``), and what the chosen
+    ``target`` does with a count other than the one admitted (``elastic-segments-target``): KAI
+    (PyTorchJob grouper, KAI d5bc503 ``plugins/kubeflow/pytorch/pytorch_grouper.go``) requires the
+    segments within ``minReplicas`` whole and makes the later ones elastic (``MinAvailable`` 0);
+    the gate and the Workload API gang the pod count written at CREATE (another count waits or is
+    refused, :mod:`webhook.controller.decision`); Kueue slices the count it admits, a partial last
+    slice by its version's rule (:data:`webhook.core.targets.KUEUE_PARTIAL_SLICES`)."""
+    from webhook.core.targets import KUEUE, KUEUE_PARTIAL_SLICES, kueue_version_text
+
+    size, elastic = plan.resolution.size_in_force, plan.elastic
+    if size is None or elastic is None:
+        return
+    what, low, high = elastic  # low < high and size >= 2: some count in between is not whole segments
+    say(decision, "elastic-partial-segment", what=what, low=low, high=high, size=size)
+    if target == KAI and kind == "PyTorchJob":
+        say(decision, "elastic-segments-target", who="KAI",
+            what="holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run partly")
+    elif target in (GATE, WORKLOAD_API):
+        who = "--gate-pods" if target == GATE else f"target {target}"
+        say(decision, "elastic-segments-target", who=who,
+            what=f"gangs the {plan.gang_size} pods written at CREATE: another count waits or is refused")
+    elif target == KUEUE:
+        version = settings.kueue_version
+        tail = "placed partial" if version >= KUEUE_PARTIAL_SLICES else "refused (gated)"
+        say(decision, "elastic-segments-target", who="target kueue",
+            what=f"slices the count Kueue admits; a partial last slice is {tail} by Kueue "
+                 f"{kueue_version_text(version)}")
+
+
+#: Warnings that say a key is missing, by the key: said of an object that writes the key as a label,
+#: they contradict its ``placement-key-as-label`` denial ("move it to annotations").
+_MISSING_KEY_WARNINGS = {keys.TOPOLOGY: "segments-without-topology", keys.SEGMENT_SIZE: "segment-levels-without-size"}
+
+
+def _drop_warnings_a_label_denial_contradicts(decision: Decision) -> None:
+    """Issue 37: a denial never comes with a warning that contradicts it. An object denied for a
+    placement key written as a label (``placement-key-as-label``) is not also told that the key is
+    missing (``segments-without-topology``, ``segment-levels-without-size``)."""
+    if not decision.violations or not decision.warnings:
+        return
+    for key, warning_id in _MISSING_KEY_WARNINGS.items():
+        suffix = key_field("", key)
+        if any(v.rule == "placement-key-as-label" and v.field.endswith(suffix) for v in decision.violations):
+            said = WARNINGS[warning_id].text()
+            decision.warnings[:] = [w for w in decision.warnings if w != said]
 
 
 def _check_root_levels_of_units(plan: Plan, decision: Decision) -> None:

@@ -120,9 +120,12 @@ def _warn_flat_gang(resolution: Resolution, decision: Decision) -> None:
     are read from the root and are enforced)."""
     levels = [scope for scope, level in (("required", resolution.segment_required),
                                          ("preferred", resolution.segment_preferred)) if level is not None]
-    named = f"segment size {resolution.size_in_force}"
+    named = f"size {resolution.size_in_force}"
     if levels:
-        named += f" and segment {'/'.join(levels)} level" + ("s" if len(levels) > 1 else "")
+        named += ", both levels" if len(levels) > 1 else f", {levels[0]} level"
+    # "pods it owns": a pod whose owner chain does not reach the DistributedWorkload (a child without
+    # an ownerReference) is grouped by its own top owner, and KAI does enforce its segments there
+    # (issue 37); short, so the fix is never clipped (at most 120 characters)
     say(decision, "kai-flat-gang", kind=KIND, constraints=named)
 
 

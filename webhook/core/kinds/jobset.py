@@ -125,13 +125,16 @@ def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settin
             agreed = True
             for key, segment_key in PER_JOB_KEYS.items():  # §4.5: a user per-Job value is never replaced silently
                 written = job_meta.get(key)
-                if written is not None:
+                if written is not None and key != keys.TOPOLOGY and per_job.get(key) is not None \
+                        and res.node_label(written.value) == res.node_label(per_job[key]):
+                    per_job[key] = written.value  # the same level, by its KAI alias or its node label: kept
+                elif written is not None:
                     agreed = check_per_job_level(decision, written.field, written.value, per_job.get(key),
                                                  segment_key) and agreed
             if agreed:
                 unit.other_templates.append((job_meta, per_job))
         else:
-            if parallelism % size and size % parallelism:
+            if count != 1 and parallelism % size and size % parallelism:  # one Job: nothing to straddle
                 say(decision, "jobset-segments-straddle-jobs", replicated_job=name, size=size, parallelism=parallelism)
             say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces JobSet segments only of size = parallelism ({parallelism})")
     return name, unit

@@ -52,7 +52,7 @@ from webhook.core.kinds.description import (
     replicas,
     shown,
 )
-from webhook.core.messages import quote
+from webhook.core.messages import plural, quote
 from webhook.core.reading import AnnotationMap, get_int, get_mapping, read_annotations
 from webhook.core.resolution import (
     ORIGIN_ANNOTATION,
@@ -123,7 +123,7 @@ def _size_rule(group_size: int, excluded: bool, sub_size: int | None) -> KindSiz
         if sub_size is not None:
             return check_lws_accepts_subgroup_size(decision, valid, size.field, size.raw, group_size, sub_size)
         if group_size % valid and (group_size - 1) % valid:
-            say(decision, "lws-partial-group", group_size=group_size, size=valid, rest=group_size % valid)
+            say(decision, "lws-partial-group", group_size=group_size, size=valid, rest=plural(group_size % valid, "pod"))
         return True
 
     return lws_accepts

@@ -117,7 +117,22 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     gang = replicas + masters if isinstance(replicas, int) and type(masters) is int and 0 <= masters <= INT32_MAX \
         else None
     return Plan(resolution=resolve(inputs, catalog, settings, decision), root=root, worker=worker,
-                suspended=suspended, master=master, templates=others, gang_size=gang)
+                suspended=suspended, master=master, templates=others, gang_size=gang,
+                elastic=_elastic(spec, replicas))
+
+
+def _elastic(spec: Mapping[str, Any], replicas: int | None) -> tuple[str, int, int] | None:
+    """The Worker count range of an elastic PyTorchJob (``spec.elasticPolicy.minReplicas`` /
+    ``maxReplicas``, training-operator v1; either defaults to the Worker replicas), or ``None``
+    when it has no elasticPolicy or the range is one count. Values that are not integers are left
+    to the training operator's own validation (no range)."""
+    policy = spec.get("elasticPolicy")
+    if not isinstance(policy, Mapping) or not isinstance(replicas, int):
+        return None
+    low, high = policy.get("minReplicas", replicas), policy.get("maxReplicas", replicas)
+    if type(low) is not int or type(high) is not int or not 0 <= low < high:
+        return None
+    return "Worker replicas", low, high
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -151,6 +166,9 @@ class TrainingOperatorPods(PodRules):
         flat = annotations.get(keys.KAI_FLAT_GANG) == "true"  # KAI makes one flat PodGroup (§4.5)
         if role == "master":
             return ({} if flat else {keys.SUBGROUP_NAME: training_subgroup_name(None)}), []
+        if role != "worker" and rtype is None and not labels.get(keys.KF_JOB_NAME):
+            # no Kubeflow label at all: the fallback family is not this pod's (a Deployment's pod)
+            return {}, [text("pod-of-no-segmented-kind")]
         if role != "worker":
             return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_TYPE, shown=shown(rtype),
                              expected="is missing or not worker/master")]

@@ -79,8 +79,11 @@ def _field(parts: tuple[str, ...]) -> str:
 
 
 def _unit(kind: str, root: AnnotationMap, group: Any, k: int, prefix: tuple[str, ...], catalog: TopologyCatalog,
-          settings: AdmissionSettings, decision: Decision, update: UpdateContext) -> tuple[str, Plan] | None:
-    """Read, resolve and validate worker group ``k``; ``None`` when malformed (400 recorded)."""
+          settings: AdmissionSettings, decision: Decision, update: UpdateContext,
+          autoscaled: bool = False) -> tuple[str, Plan] | None:
+    """Read, resolve and validate worker group ``k``; ``None`` when malformed (400 recorded).
+    ``autoscaled``: the cluster's ``enableInTreeAutoscaling`` is true, so the group may scale between
+    its ``minReplicas`` and ``maxReplicas`` (:attr:`Plan.elastic`)."""
     field = f"{_field(prefix + (GROUPS,))}[{k}]"
     if not isinstance(group, (dict, Mapping)):
         malformed(decision, field, group, "a WorkerGroupSpec object")
@@ -114,7 +117,11 @@ def _unit(kind: str, root: AnnotationMap, group: Any, k: int, prefix: tuple[str,
                           decision)
     if res.segmented and isinstance(hosts, int):
         say(decision, "kai-does-not-enforce", kind=kind, why="groups Ray pods by worker group")
-    return name, Plan(resolution=res, root=root, worker=worker, gang_size=pods)
+    elastic = None
+    low, high = group.get("minReplicas"), group.get("maxReplicas")
+    if autoscaled and type(low) is int and type(high) is int and isinstance(hosts, int) and 0 <= low < high:
+        elastic = (f"worker group {name}", low * hosts, high * hosts)  # pods: replicas × numOfHosts
+    return name, Plan(resolution=res, root=root, worker=worker, gang_size=pods, elastic=elastic)
 
 
 def check_template_levels(template: AnnotationMap, topology_name: str | None, group: str, catalog: TopologyCatalog,
@@ -138,10 +145,9 @@ def check_template_levels(template: AnnotationMap, topology_name: str | None, gr
                 decision, level.field, level.value, topology_name is not None, template.field,
                 "KAI's Ray grouper errors on every pod of the cluster and makes no PodGroup"):
             continue
-        if not check_level_syntax(decision, level.field, level.value, topology.levels if topology else None):
+        if not check_level_syntax(decision, level.field, level.value, topology.level_names() if topology else None):
             continue
-        if topology is not None and not check_level_in_topology(decision, level.field, level.value, topology.name,
-                                                                topology.levels):
+        if topology is not None and not check_level_in_topology(decision, level.field, level.value, topology):
             continue
         scope = "required" if key == keys.TOPOLOGY_REQUIRED else "preferred"
         say(decision, "kai-template-level-whole-group", scope=scope, level=level.value, group=group)
@@ -195,7 +201,8 @@ def _analyser(kind: str) -> Analyse:
             return None
         units = []
         for k, group in enumerate(groups):
-            unit = _unit(kind, root, group, k, prefix, catalog, settings, decision, update)
+            unit = _unit(kind, root, group, k, prefix, catalog, settings, decision, update,
+                         autoscaled=cluster.get("enableInTreeAutoscaling") is True)
             if unit is None:
                 return None
             units.append(unit)
