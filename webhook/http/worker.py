@@ -264,7 +264,10 @@ class WebhookWorker(GeventWorker):
     in each worker process."""
 
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    wsgi: WSGIApplication  # the app gunicorn's Worker.load_wsgi loaded (wrapped below)
+    wsgi: WSGIApplication  # what gunicorn serves: the loaded app inside the serving middleware
+    #: the app as the factory built it (the Flask app, with its ``extensions``), before
+    #: :meth:`load_wsgi` wrapped it; None until loaded. The runner's ``worker_exit`` reads it.
+    loaded_app: WSGIApplication | None = None
 
     # ---------------------------------------------------------------- process
     def init_process(self) -> None:
@@ -281,6 +284,7 @@ class WebhookWorker(GeventWorker):
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        self.loaded_app = self.wsgi
         self.wsgi = self._serving_middleware(self.wsgi)
         # What the app loaded (catalog, modules) lives as long as the worker: out of the
         # collector's sight, so collections scan only what requests allocate.
