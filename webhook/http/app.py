@@ -14,7 +14,8 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
 
 1. ``Content-Length`` over :data:`MAX_BODY_BYTES` (3 MiB) → 413 at once, before any of the body
    is read; a body without ``Content-Length`` (chunked) is read in 64 KiB steps and answered with
-   413 as soon as it passes the limit. Both answers carry ``Connection: close``: after the answer
+   413 as soon as it passes the limit, or as soon as its chunk-size lines declare more (under
+   ``serve``: ``webhook.http.wsgi_extensions``). Both answers carry ``Connection: close``: after the answer
    is written, what the client is still sending is read and dropped for at most ``read_timeout``
    seconds (and 16 MiB), so a client that really sends its body sees the 413 rather than a
    connection reset, and a client that announces a large body and sends nothing is closed.
@@ -72,8 +73,9 @@ from webhook.http.options import DEFAULT_READ_TIMEOUT
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
 WORKER_HEADER = "Segment-Webhook-Worker"
-#: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
-MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes; its home:
+#: :data:`webhook.http.wsgi_extensions.MAX_BODY_BYTES`, which the server's chunked reading uses too).
+MAX_BODY_BYTES = wsgi_extensions.MAX_BODY_BYTES
 JSON_MIMETYPE = "application/json"
 #: After a 413, at most this many bytes of the body are read and dropped (so the client, still
 #: sending, sees the answer); beyond it the connection is simply closed.
@@ -100,8 +102,7 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(encoded + b"\n", status=status, content_type=JSON_MIMETYPE)
 
 
-class BodyTooLarge(SegmentWebhookError):
-    """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
+BodyTooLarge = wsgi_extensions.BodyTooLarge
 
 
 def _drain(environ: dict[str, Any], max_bytes: int, seconds: float) -> None:
