@@ -25,6 +25,10 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              carries 50,000 small labels (1.6 MB); ``--shape groups``, a JobSet that opts in with
              2,000 replicatedJobs (0.4 MB). Printed: every answer's latency, p50/max, the answers
              past 1 s and past 5 s (deploy's ``timeoutSeconds``), and the answer's first words.
+``restarts N`` N times: SIGTERM to a worker (gunicorn starts another), then 2 small reviews;
+             printed: the files and bytes of the metrics directory (``PROMETHEUS_MULTIPROC_DIR``)
+             at the start and after the N restarts, and the reviews counted by ``/metrics``
+             against those sent.
 ``keepalive`` one request on a keep-alive connection, then nothing: how long until the server
              closes it (serve: 120 s, longer than kube-apiserver's 90 s; at most 40 s here).
 ``sigterm``  8 client threads open new connections back to back (TLS handshake, ``GET /healthz``,
@@ -153,11 +157,14 @@ class Server:
     with ``granian`` (the path of its command), granian serving the same app (:func:`granian_app`)
     with ``--http1-header-read-timeout 10000`` (the ``--read-timeout`` of serve)."""
 
-    def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None):
+    def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None,
+                 metrics_dir: str | None = None):
         self.dir = tempfile.mkdtemp(prefix="serving-faults-")
         self.port = free_port()
         self.ca = os.path.join(self.dir, "certs", "ca.crt")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
+        if metrics_dir is not None:  # the operator's metrics directory (else serve makes its own)
+            env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         env.pop("KUBERNETES_SERVICE_HOST", None)
         env["PYTHONPATH"] = f"{source}{os.pathsep}{HERE}"
         self.log = open(os.path.join(self.dir, "stderr.log"), "wb")
@@ -373,6 +380,48 @@ def hostile(server: Server, n: int, shape: str, rounds: int) -> list[float]:
     for answer in sorted(answers):
         print(f"  {answer}")
     return latencies
+
+
+# ------------------------------------------------------------------------- restarts
+
+def restarts(server: Server, metrics_dir: str, count: int) -> tuple[int, int]:
+    """``count`` worker restarts (SIGTERM to one worker, wait until ready, 2 small reviews);
+    prints the metrics directory before and after and the reviews counted. Returns (files, bytes)."""
+    body = small_review_body()
+    sent = 0
+
+    def review(n: int) -> None:
+        nonlocal sent
+        for _ in range(n):
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.context(), timeout=30)
+            post(conn, body)
+            conn.close()
+            sent += 1
+
+    def directory() -> tuple[int, int]:
+        names = [n for n in os.listdir(metrics_dir) if n.endswith(".db")]
+        return len(names), sum(os.path.getsize(os.path.join(metrics_dir, n)) for n in names)
+
+    review(10)
+    files, size = directory()
+    print(f"start: {files} metric files, {size:,} bytes")
+    for _ in range(count):
+        with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children", encoding="ascii") as fh:
+            worker = int(fh.read().split()[0])
+        os.kill(worker, signal.SIGTERM)
+        while os.path.exists(f"/proc/{worker}"):
+            time.sleep(0.05)
+        server._wait_ready()
+        review(2)
+    files, size = directory()
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.context(), timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith("segment_webhook_reviews_total{"))
+    print(f"after {count} worker restarts: {files} metric files, {size:,} bytes; /metrics counts {counted:.0f} "
+          f"reviews of {sent} sent")
+    return files, size
 
 
 # ------------------------------------------------------------------------- idle
@@ -606,9 +655,10 @@ def keepalive(server: Server, give_up: float = 40.0) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive", "hostile"))
+    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive", "hostile", "restarts"))
     parser.add_argument("count", nargs="?", type=int, default=16,
-                        help="heavy: senders of the 1.3 MB review; hostile: reviews sent at once")
+                        help="heavy: senders of the 1.3 MB review; hostile: reviews sent at once; "
+                             "restarts: worker restarts")
     parser.add_argument("--shape", choices=("labels", "groups"), default="labels", help="hostile: the object")
     parser.add_argument("--source", default=str(HERE.parent), help="checkout whose webhook package is served")
     parser.add_argument("--workers", type=int, default=2)
@@ -624,12 +674,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.2f}; --workers {args.workers}", flush=True)
     runs = args.repeat if args.scenario == "sigterm" else 1
     for _ in range(runs):
-        server = Server(args.source, args.workers, args.serve_arg, args.granian)
+        metrics_dir = tempfile.mkdtemp(prefix="serving-faults-metrics-") if args.scenario == "restarts" else None
+        server = Server(args.source, args.workers, args.serve_arg, args.granian, metrics_dir)
         try:
             if args.scenario == "heavy":
                 heavy(server, args.count, args.duration)
             elif args.scenario == "hostile":
                 hostile(server, args.count, args.shape, args.repeat)
+            elif args.scenario == "restarts":
+                restarts(server, metrics_dir or "", args.count)
             elif args.scenario == "idle":
                 idle(server, args.idle, args.duration)
             elif args.scenario == "dribble":
