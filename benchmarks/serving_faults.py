@@ -20,6 +20,15 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              p50/max, and how often the idle clients were closed and reconnected.
 ``dribble``  a request head, and a request body, sent a byte every 0.5 s: how long until the
              server answers or closes (serve: 10 s each, its deadlines; at most 30 s).
+``hostile N`` N reviews of a hostile object sent at once, each on its own new connection, in
+             ``--repeat`` rounds (issue 37 item 9): ``--shape labels``, a pod that opts in and
+             carries 50,000 small labels (1.6 MB); ``--shape groups``, a JobSet that opts in with
+             2,000 replicatedJobs (0.4 MB). Printed: every answer's latency, p50/max, the answers
+             past 1 s and past 5 s (deploy's ``timeoutSeconds``), and the answer's first words.
+``restarts N`` N times: SIGTERM to a worker (gunicorn starts another), then 2 small reviews;
+             printed: the files and bytes of the metrics directory (``PROMETHEUS_MULTIPROC_DIR``)
+             at the start and after the N restarts, and the reviews counted by ``/metrics``
+             against those sent.
 ``keepalive`` one request on a keep-alive connection, then nothing: how long until the server
              closes it (serve: 120 s, longer than kube-apiserver's 90 s; at most 40 s here).
 ``sigterm``  8 client threads open new connections back to back (TLS handshake, ``GET /healthz``,
@@ -33,6 +42,7 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
     python benchmarks/serving_faults.py idle
     python benchmarks/serving_faults.py sigterm --repeat 5
     python benchmarks/serving_faults.py heavy 4 --source /tmp/previous-checkout
+    python benchmarks/serving_faults.py hostile 4 --repeat 5 --shape labels
     python benchmarks/serving_faults.py dribble --granian .venv/bin/granian   # the design weighed
 
 Figures are wall-clock latencies on this machine, clients and server sharing its CPUs: run the
@@ -102,6 +112,27 @@ def heavy_review_body() -> bytes:
                                       "00000000-0000-0000-0000-000000000002")).encode()
 
 
+def hostile_review_body(shape: str) -> bytes:
+    """The review of a hostile object (issue 37 item 9), opted in with the three segment keys:
+    ``labels``, a pod with 50,000 labels ``example.com/label-<i>: v``; ``groups``, a JobSet with
+    2,000 replicatedJobs of 4 pods each."""
+    keys = dict(SMALL_POD["metadata"]["annotations"])
+    if shape == "labels":
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "hostile", "namespace": "team-a", "annotations": keys,
+                            "labels": {f"example.com/label-{i}": "v" for i in range(50_000)}},
+               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+        return json.dumps(review_document(pod, {"group": "", "version": "v1", "kind": "Pod"},
+                                          "00000000-0000-0000-0000-000000000003")).encode()
+    jobs = [{"name": f"r{i}", "replicas": 1, "template": {"spec": {"parallelism": 4, "completions": 4, "template": {
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}} for i in range(2_000)]
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+              "metadata": {"name": "hostile", "namespace": "team-a", "annotations": keys},
+              "spec": {"replicatedJobs": jobs}}
+    return json.dumps(review_document(jobset, {"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet"},
+                                      "00000000-0000-0000-0000-000000000004")).encode()
+
+
 # ------------------------------------------------------------------------- the server
 
 def free_port() -> int:
@@ -126,11 +157,14 @@ class Server:
     with ``granian`` (the path of its command), granian serving the same app (:func:`granian_app`)
     with ``--http1-header-read-timeout 10000`` (the ``--read-timeout`` of serve)."""
 
-    def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None):
+    def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None,
+                 metrics_dir: str | None = None):
         self.dir = tempfile.mkdtemp(prefix="serving-faults-")
         self.port = free_port()
         self.ca = os.path.join(self.dir, "certs", "ca.crt")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SEGMENT_WEBHOOK_", "PROMETHEUS_MULTIPROC"))}
+        if metrics_dir is not None:  # the operator's metrics directory (else serve makes its own)
+            env["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         env.pop("KUBERNETES_SERVICE_HOST", None)
         env["PYTHONPATH"] = f"{source}{os.pathsep}{HERE}"
         self.log = open(os.path.join(self.dir, "stderr.log"), "wb")
@@ -281,6 +315,113 @@ def heavy(server: Server, n_heavy: int, duration: float) -> dict:
     over = sum(1 for v in results["heavy"] if v > 5.0)
     print(f"heavy answers past 5 s (deploy's timeoutSeconds): {over}")
     return results
+
+
+# ------------------------------------------------------------------------- hostile
+
+def server_cpu_seconds(server: Server) -> float:
+    """CPU seconds (user + system) used so far by the serve process and its workers (Linux
+    ``/proc/<pid>/stat``); a figure that the other processes on the machine do not change."""
+    pids = [server.proc.pid]
+    try:
+        with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children", encoding="ascii") as fh:
+            pids += [int(p) for p in fh.read().split()]
+    except OSError:
+        pass
+    total = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except OSError:
+            continue
+    return total
+
+
+def hostile(server: Server, n: int, shape: str, rounds: int) -> list[float]:
+    """``rounds`` rounds of ``n`` hostile reviews (:func:`hostile_review_body`) sent at once, each
+    on a new connection; prints each round's latencies and the summary. Returns every latency."""
+    body = hostile_review_body(shape)
+    latencies: list[float] = []
+    errors: list[str] = []
+    answers: set[str] = set()
+
+    def one() -> None:
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.context(), timeout=60)
+            started = time.perf_counter()
+            conn.request("POST", "/mutate", body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            data = resp.read()
+            latencies.append(time.perf_counter() - started)
+            conn.close()
+            answer = json.loads(data).get("response", {})
+            words = answer.get("status", {}).get("message") or "; ".join(answer.get("warnings", [])) or "(no message)"
+            answers.add(f"HTTP {resp.status}, allowed={answer.get('allowed')}: {words[:110]}")
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            errors.append(repr(exc))
+
+    cpu_before = server_cpu_seconds(server)
+    for round_ in range(rounds):
+        threads = [threading.Thread(target=one, daemon=True) for _ in range(n)]
+        start = len(latencies)
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        print(f"round {round_ + 1}: " + ", ".join(f"{v:.2f} s" for v in latencies[start:]), flush=True)
+    cpu = server_cpu_seconds(server) - cpu_before
+    print(f"hostile {shape} review ({len(body):,} bytes), {n} at once x {rounds} rounds:")
+    print(figures(f"hostile {shape}", latencies, len(errors)))
+    print(f"server CPU (master and workers, user + system) per review: {cpu / max(1, n * rounds) * 1000:.0f} ms")
+    print(f"answers past 1 s: {sum(1 for v in latencies if v > 1.0)}; past 5 s (deploy's timeoutSeconds): "
+          f"{sum(1 for v in latencies if v > 5.0)}")
+    for answer in sorted(answers):
+        print(f"  {answer}")
+    return latencies
+
+
+# ------------------------------------------------------------------------- restarts
+
+def restarts(server: Server, metrics_dir: str, count: int) -> tuple[int, int]:
+    """``count`` worker restarts (SIGTERM to one worker, wait until ready, 2 small reviews);
+    prints the metrics directory before and after and the reviews counted. Returns (files, bytes)."""
+    body = small_review_body()
+    sent = 0
+
+    def review(n: int) -> None:
+        nonlocal sent
+        for _ in range(n):
+            conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.context(), timeout=30)
+            post(conn, body)
+            conn.close()
+            sent += 1
+
+    def directory() -> tuple[int, int]:
+        names = [n for n in os.listdir(metrics_dir) if n.endswith(".db")]
+        return len(names), sum(os.path.getsize(os.path.join(metrics_dir, n)) for n in names)
+
+    review(10)
+    files, size = directory()
+    print(f"start: {files} metric files, {size:,} bytes")
+    for _ in range(count):
+        with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children", encoding="ascii") as fh:
+            worker = int(fh.read().split()[0])
+        os.kill(worker, signal.SIGTERM)
+        while os.path.exists(f"/proc/{worker}"):
+            time.sleep(0.05)
+        server._wait_ready()
+        review(2)
+    files, size = directory()
+    conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=server.context(), timeout=30)
+    conn.request("GET", "/metrics")
+    text = conn.getresponse().read().decode()
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                  if line.startswith("segment_webhook_reviews_total{"))
+    print(f"after {count} worker restarts: {files} metric files, {size:,} bytes; /metrics counts {counted:.0f} "
+          f"reviews of {sent} sent")
+    return files, size
 
 
 # ------------------------------------------------------------------------- idle
@@ -514,13 +655,16 @@ def keepalive(server: Server, give_up: float = 40.0) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive"))
-    parser.add_argument("count", nargs="?", type=int, default=16, help="heavy: senders of the 1.3 MB review")
+    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive", "hostile", "restarts"))
+    parser.add_argument("count", nargs="?", type=int, default=16,
+                        help="heavy: senders of the 1.3 MB review; hostile: reviews sent at once; "
+                             "restarts: worker restarts")
+    parser.add_argument("--shape", choices=("labels", "groups"), default="labels", help="hostile: the object")
     parser.add_argument("--source", default=str(HERE.parent), help="checkout whose webhook package is served")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of probing (default 10)")
     parser.add_argument("--idle", type=int, default=2000, help="idle: TLS connections (default 2000)")
-    parser.add_argument("--repeat", type=int, default=1, help="sigterm: runs (default 1)")
+    parser.add_argument("--repeat", type=int, default=1, help="sigterm: runs; hostile: rounds (default 1)")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for serve (repeatable)")
     parser.add_argument("--granian", metavar="COMMAND", help="serve the same app with granian (its command's path) "
                                                              "instead of segment-webhook serve")
@@ -530,10 +674,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[0]:.2f}; --workers {args.workers}", flush=True)
     runs = args.repeat if args.scenario == "sigterm" else 1
     for _ in range(runs):
-        server = Server(args.source, args.workers, args.serve_arg, args.granian)
+        metrics_dir = tempfile.mkdtemp(prefix="serving-faults-metrics-") if args.scenario == "restarts" else None
+        server = Server(args.source, args.workers, args.serve_arg, args.granian, metrics_dir)
         try:
             if args.scenario == "heavy":
                 heavy(server, args.count, args.duration)
+            elif args.scenario == "hostile":
+                hostile(server, args.count, args.shape, args.repeat)
+            elif args.scenario == "restarts":
+                restarts(server, metrics_dir or "", args.count)
             elif args.scenario == "idle":
                 idle(server, args.idle, args.duration)
             elif args.scenario == "dribble":

@@ -11,6 +11,12 @@ of the same names:
 * ``example_catalog``: a StaticTopologyCatalog with ``shared/examples/topology.yaml``.
 * ``UnsyncedCatalog``: a catalog whose topology cache has not synced yet.
 * ``TOPO``, ``SIZE``, ``SEG_REQ``, ``SEG_PREF``, ``WL_REQ``, ``WL_PREF``, ``POLICY``: the keys of DESIGN.md §2.
+
+Hypothesis (issue 38): the default run loads the profile ``seeded`` (``derandomize=True``, no
+example database), so every run of the default suite draws the same inputs and a failure in CI
+reproduces anywhere; a run that selects slow tests (``-m slow``, .ci/run's second run) loads
+``full`` (random inputs, the example database on), the full search; ``HYPOTHESIS_PROFILE=full``
+(or ``seeded``) chooses either explicitly.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
 
 from webhook.core.admission import build_request
 from webhook.core.topology import StaticTopologyCatalog, Topology
@@ -44,6 +51,25 @@ WL_PREF = "kai.scheduler/topology-preferred-placement"
 POLICY = "kai.scheduler/segment-leader-policy"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: The environment variable that names the Hypothesis profile (module docstring).
+HYPOTHESIS_PROFILE = "HYPOTHESIS_PROFILE"
+hypothesis_settings.register_profile("seeded", derandomize=True, database=None)
+hypothesis_settings.register_profile("full", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get(HYPOTHESIS_PROFILE, "seeded"))
+
+
+def selects_slow(markexpr: str) -> bool:
+    """Whether the ``-m`` expression runs the slow tests: it names ``slow`` other than as ``not slow``."""
+    return "slow" in markexpr.replace("not slow", "")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The full search (profile ``full``) when the run selects slow tests, unless
+    ``HYPOTHESIS_PROFILE`` names a profile (module docstring). Runs before any test module is
+    imported, so every ``@settings`` of a test inherits the profile."""
+    if HYPOTHESIS_PROFILE not in os.environ and selects_slow(config.getoption("markexpr") or ""):
+        hypothesis_settings.load_profile("full")
 
 
 @functools.cache

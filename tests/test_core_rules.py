@@ -149,6 +149,14 @@ MESSAGES = {
         'the placement keys were not reviewed (rule annotations-too-large); fix: remove annotations from spec'
         '.pytorchReplicaSpecs.Worker.template.metadata.annotations until they total at most 262144 bytes.'
     ),
+    'too-many-items': (
+        # 10,001 labels on the Worker template: one over the 10,000 entries per map of
+        # docs/decisions/review-work-bound.md
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.labels = 10001: entries, over this webhook\'s limit of '
+        '10000 per map or list, a bound on the work of one review; the object was not reviewed, its placement keys '
+        'included (rule too-many-items); fix: keep spec.pytorchReplicaSpecs.Worker.template.metadata.labels at most '
+        '10000 entries.'
+    ),
     'placement-key-as-label': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["kai.scheduler/segment-size"] = "4": a labe'
         'l, but KAI and this webhook read this key only as an annotation, so this constraint would be lost (r'
@@ -298,6 +306,7 @@ TRIGGERS = {
     "lws-leader-ready-segments": lambda: (_lws_leader_ready(), None, AdmissionSettings(gate_pods=True)),
     "ray-segment-splits-replica": lambda: (_ray_size_3(), None),
     "annotations-too-large": lambda: (tp4(**{"example.com/big": "x" * 262_200}), None),
+    "too-many-items": lambda: (_labels_on_worker(10_001), None),
     # DESIGN.md §4.5, KAI d5bc503 plugins/ray/ray_grouper.go and plugins/jobset/jobset_grouper.go
     "template-level-without-topology": lambda: (_kai_reader("kai-reader-class-c-raycluster-no-topology.yaml"), None),
     "per-job-level-differs": lambda: (_kai_reader("kai-reader-class-e-jobset-user-keys.yaml"), None),
@@ -321,6 +330,13 @@ def _trainer_jobset(trainer_job):
 def _trainjob_spec_size(size):
     obj = _kai_reader("trainjob-torch.yaml")
     obj["spec"]["annotations"] = {SIZE: size}
+    return obj
+
+
+def _labels_on_worker(count):
+    obj = tp4()
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"] = {
+        f"example.com/l{i}": "v" for i in range(count)}
     return obj
 
 

@@ -264,3 +264,117 @@ def test_a_large_review_runs_apart_and_a_small_one_does_not():
     from webhook.http import envelope
 
     assert ran_apart == [envelope.handle]
+
+
+# ------------------------------------------------------------------ the work bound (issue 37 item 9)
+# docs/decisions/review-work-bound.md: at most 10,000 entries in one map or items in one list,
+# 256 members that carry a `template` in one map or list, 200,000 entries and items in all.
+
+OPT_IN = {"kai.scheduler/topology": "cluster-topology"}
+
+
+def labelled_pod_review(count: int, annotations: dict, operation: str = "CREATE") -> dict:
+    review = pod_review(annotations)
+    review["request"]["operation"] = operation
+    review["request"]["object"]["metadata"]["labels"] = {f"example.com/label-{i}": "v" for i in range(count)}
+    return review
+
+
+LABELS_DENIAL = (
+    "metadata.labels = 50000: entries, over this webhook's limit of 10000 per map or list, a bound on the work of "
+    "one review; the object was not reviewed, its placement keys included (rule too-many-items); fix: keep "
+    "metadata.labels at most 10000 entries.")
+
+
+def test_an_opted_in_pod_with_50000_labels_is_denied_from_the_count_alone():
+    """The hostile pod of issue 37: 50,000 small labels, far under the 3 MiB body limit."""
+    recorder = Recorder()
+    answer = post(recorder, labelled_pod_review(50_000, OPT_IN)).get_json()["response"]
+    assert recorder.calls == 0
+    assert answer == {"uid": "uid-pod", "allowed": False,
+                      "status": {"code": 403, "reason": "Forbidden", "message": LABELS_DENIAL}}
+
+
+def test_a_pod_with_50000_labels_and_no_placement_key_is_allowed_unreviewed_with_a_warning():
+    """Never deny what did not opt in: no patch, the core not run, one warning."""
+    recorder = Recorder()
+    answer = post(recorder, labelled_pod_review(50_000, {"example.com/a": "b"})).get_json()["response"]
+    assert recorder.calls == 0
+    assert answer == {"uid": "uid-pod", "allowed": True, "warnings": [
+        "metadata.labels: 50000 entries > 10000, this webhook's limit; not reviewed: remove some"]}
+
+
+@pytest.mark.parametrize("count, reviewed", [(10_000, True), (10_001, False)])
+def test_the_limit_is_10000_entries_in_one_map(count, reviewed):
+    recorder = Recorder()
+    answer = post(recorder, labelled_pod_review(count, OPT_IN)).get_json()["response"]
+    assert recorder.calls == (1 if reviewed else 0)
+    assert answer["allowed"] is reviewed
+
+
+def test_the_old_object_of_an_update_is_not_counted():
+    """An UPDATE that brings a stored object back under the limits must pass."""
+    review = labelled_pod_review(3, OPT_IN, operation="UPDATE")
+    review["request"]["oldObject"] = labelled_pod_review(50_000, OPT_IN)["request"]["object"]
+    recorder = Recorder()
+    assert post(recorder, review).get_json()["response"]["allowed"] is True
+    assert recorder.calls == 1
+
+
+def jobset_review(groups: int) -> dict:
+    """A JobSet whose root opts in, with ``groups`` replicatedJobs (each a Job template)."""
+    jobs = [{"name": f"r{i}", "replicas": 1, "template": {"spec": {"parallelism": 4, "completions": 4, "template": {
+        "spec": {"containers": [{"name": "c", "image": "i"}]}}}}} for i in range(groups)]
+    job = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+           "metadata": {"name": "js", "namespace": "team-a", "annotations": OPT_IN}, "spec": {"replicatedJobs": jobs}}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "uid-js", "kind": {"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet"},
+        "operation": "CREATE", "namespace": "team-a", "userInfo": {"username": "alice"}, "object": job}}
+
+
+@pytest.mark.parametrize("groups, reviewed", [(256, True), (257, False)])
+def test_the_limit_is_256_groups_in_one_list(groups, reviewed):
+    recorder = Recorder()
+    answer = post(recorder, jobset_review(groups)).get_json()["response"]
+    assert recorder.calls == (1 if reviewed else 0)
+    if not reviewed:
+        assert answer["status"]["message"] == (
+            "spec.replicatedJobs = 257: members that carry a pod template, over this webhook's limit of 256 per map "
+            "or list, a bound on the work of one review; the object was not reviewed, its placement keys included "
+            "(rule too-many-items); fix: keep spec.replicatedJobs at most 256 groups.")
+
+
+def test_the_limit_is_200000_entries_and_items_in_all():
+    """21 lists of 10,000 items each (each within the per-list limit). The walk counts the root's 4
+    keys, then its metadata (walked first: 2 keys, name and annotations; the annotations' 1 entry),
+    spec's 21 keys, then one list after the other, and passes 200,000 at the 20th list:
+    4 + 2 + 1 + 21 + 20 × 10,000 = 200,028."""
+    review = pod_review(OPT_IN)
+    obj = review["request"]["object"]
+    obj["spec"] = {f"l{i}": [0] * 10_000 for i in range(21)}
+    assert len(obj) == 4  # apiVersion, kind, metadata, spec
+    recorder = Recorder()
+    answer = post(recorder, review).get_json()["response"]
+    assert recorder.calls == 0
+    assert answer["status"]["message"] == (
+        "request.object = 200028: entries and items of all its maps and lists, over this webhook's limit of 200000, "
+        "a bound on the work of one review; the object was not reviewed, its placement keys included (rule "
+        "too-many-items); fix: remove fields until the object holds at most 200000 entries and items.")
+
+
+def test_a_body_with_fewer_than_256_commas_is_not_walked():
+    from webhook.http.bounds import needs_bounds
+
+    assert needs_bounds(b"," * 255) is False
+    assert needs_bounds(b"," * 256) is True
+    assert needs_bounds(b" " * (256 * 1024 + 1)) is True  # the size bound's body
+
+
+def test_segment_webhook_review_answers_the_same(tmp_path, capsys):
+    """``segment-webhook review -f`` runs the core behind the same bounds: exit 1, the same denial."""
+    from webhook.cli import main
+
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(labelled_pod_review(50_000, OPT_IN)["request"]["object"]), encoding="utf-8")
+    assert main(["review", "-f", str(path)]) == 1
+    assert LABELS_DENIAL in capsys.readouterr().out

@@ -215,3 +215,60 @@ def test_review_line_handler_writes_the_bytes_a_stream_handler_writes(tmp_path, 
     assert paths[2].read_bytes() == b"before\n" + paths[1].read_bytes().splitlines(keepends=True)[-1]
     expected_name = b'"name":"na\\xefve"' if encoding == "ascii" else '"name":"naïve"'.encode()
     assert expected_name in paths[0].read_bytes()
+
+
+# ------------------------------------------------------------------ worker restarts (issue 37 item 9)
+
+def simulated_worker(monkeypatch, pid: int, reviews: int) -> None:
+    """One gunicorn worker with pid ``pid`` that answered ``reviews`` reviews, each an allowed Pod
+    CREATE and a denied PyTorchJob CREATE (rule unknown-level), each taking 2 ms. Its files are
+    written as prometheus_client's multiprocess mode writes them in a worker (``values.MultiProcessValue``
+    with the worker's pid as its process identifier)."""
+    from prometheus_client import values
+
+    monkeypatch.setattr(values, "ValueClass", values.MultiProcessValue(lambda: pid))
+    worker = metrics.ReviewMetrics(CollectorRegistry())
+    for _ in range(reviews):
+        worker.observe(ReviewOutcome(200, {}, uid="u", decision="allowed", kind="Pod", operation="CREATE"), 0.002)
+        worker.observe(ReviewOutcome(200, {}, uid="u", decision="denied", kind="PyTorchJob", operation="CREATE",
+                                     rules=("unknown-level",)), 0.002)
+
+
+def scraped(text: str) -> dict[str, float]:
+    """``name{labels}`` → value of every sample line of an exposition text."""
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_the_directory_stays_bounded_across_20_worker_restarts_and_keeps_every_count(tmp_path, monkeypatch):
+    """20 workers answer 3 reviews each and exit (gunicorn's child_exit: mark_process_dead), then 2
+    live workers answer 3 each: the directory holds the 2 live workers' counter and histogram files
+    and one archive per type, 6 files of prometheus_client's 64 KiB (6 x 65,536 = 393,216 bytes;
+    before, 2 more files per restart: 44 files, 2,883,584 bytes), and the scrape counts all 22
+    workers: 66 allowed Pod reviews, 66 denied PyTorchJob reviews, 66 unknown-level denials, 132
+    durations."""
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    for pid in range(1000, 1020):
+        simulated_worker(monkeypatch, pid, 3)
+        metrics.mark_process_dead(pid)
+    for pid in (2000, 2001):
+        simulated_worker(monkeypatch, pid, 3)
+    files = sorted(p.name for p in tmp_path.glob("*.db"))
+    assert files == ["counter_2000.db", "counter_2001.db", "counter_archive.db",
+                     "histogram_2000.db", "histogram_2001.db", "histogram_archive.db"]
+    assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= 393_216
+    samples = scraped(metrics.ReviewMetrics(CollectorRegistry()).render()[0].decode())
+    assert samples['segment_webhook_reviews_total{decision="allowed",kind="Pod",operation="CREATE"}'] == 66
+    assert samples['segment_webhook_reviews_total{decision="denied",kind="PyTorchJob",operation="CREATE"}'] == 66
+    assert samples['segment_webhook_denials_total{rule="unknown-level"}'] == 66
+    assert samples["segment_webhook_review_duration_seconds_count"] == 132
+    assert samples['segment_webhook_review_duration_seconds_bucket{le="0.0025"}'] == 132
+    assert samples['segment_webhook_review_duration_seconds_bucket{le="0.001"}'] == 0
+    assert samples["segment_webhook_review_duration_seconds_sum"] == pytest.approx(132 * 0.002)
+
+
+def test_a_dead_worker_without_files_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    simulated_worker(monkeypatch, 3000, 1)
+    metrics.mark_process_dead(4242)  # never wrote a metric
+    assert sorted(p.name for p in tmp_path.glob("*.db")) == ["counter_3000.db", "histogram_3000.db"]

@@ -45,6 +45,10 @@ SURFACE = [
     "gunicorn.http.errors.InvalidHeader",
     "gunicorn.http.errors.InvalidChunkSize",
     "gunicorn.http.errors.ChunkMissingTerminator",
+    # the chunked body reader the worker bounds (BoundedChunkedReader, bounded_chunked_input)
+    "gunicorn.http.body.ChunkedReader",
+    "gunicorn.http.body.ChunkedReader.parse_chunk_size",
+    "gunicorn.http.body.Body",
     # the response object behind start_response (closing after an answer with Connection: close)
     "gunicorn.http.wsgi.Response.start_response",
     "gunicorn.http.wsgi.Response.force_close",
@@ -106,6 +110,16 @@ BEHAVIOURS = [
      "start_response is a bound method of the Response (its __self__ is the response)"),
     ("gunicorn.glogging.Logger.setup", "self.error_log",
      "the worker's log has error_log, a logging.Logger, where SocketTimeoutAsInfo is added"),
+    ("gunicorn.http.message.Message.set_body_reader", "Body(ChunkedReader(self, self.unreader))",
+     "a chunked body is a Body around a ChunkedReader of the request's unreader (the worker replaces it)"),
+    ("gunicorn.http.body.Body.__init__", "self.reader = reader",
+     "wsgi.input (a Body) reads through its reader attribute, which the worker replaces"),
+    ("gunicorn.http.body.ChunkedReader.__init__", "self.parser = self.parse_chunked(unreader)",
+     "the reader parses lazily (a generator): replaced before the first read, nothing is lost"),
+    ("gunicorn.http.body.ChunkedReader.parse_chunked", "self.parse_chunk_size(unreader",
+     "every chunk-size line goes through parse_chunk_size, which BoundedChunkedReader extends"),
+    ("gunicorn.http.wsgi.default_environ", '"wsgi.input": req.body',
+     "wsgi.input is the request's Body"),
     ("gevent.server.StreamServer", "wrap_socket",
      "gevent wraps accepted sockets with the context's wrap_socket (deferred handshake)"),
 ]
@@ -187,7 +201,7 @@ def _framework_references(path: Path) -> set[str]:
 def test_the_list_is_complete():
     used = _framework_references(HTTP / "worker.py") | _framework_references(HTTP / "server.py")
     listed = set(SURFACE) | {f"super:{d.rsplit('.', 1)[-1]}" for d in SURFACE if d.startswith("gunicorn.workers.")}
-    listed |= {f"super:{name}" for name in ("load_config", "load", "__init__")}
+    listed |= {f"super:{name}" for name in ("load_config", "load", "__init__", "parse_chunk_size")}
     # the module objects themselves, and their members reached through a listed class
     prefixes = ("gevent.hub", "gevent.threadpool", "gunicorn.http.errors", "gunicorn.util")
     unlisted = sorted(u for u in used if u not in listed and u not in prefixes

@@ -234,3 +234,33 @@ def test_chunked_body_cut_short_logs_no_traceback(server):
     assert resp.status_code == 200
     time.sleep(0.5)  # let the server write its log lines, if any
     assert b"Traceback" not in server["log"].read_bytes()
+
+
+@pytest.mark.parametrize("size_line", [b"400001", b"ffffffffffffffff"], ids=["3-MiB-and-1", "2-to-the-64-less-1"])
+def test_a_chunk_declaring_more_than_3_mib_is_refused_at_once_with_413(server, size_line):
+    """0x400001 = 4,194,305 bytes and 0xffffffffffffffff are over the 3,145,728-byte (3 MiB) body
+    limit: answered 413 while the client has sent nothing of the chunk's data, not 408 at the
+    body's deadline (which waiting for that data would give)."""
+    sock = tls_connect(server)
+    try:
+        sock.sendall(CHUNKED_HEAD + size_line + b"\r\n{}")
+        answer = read_answer(sock)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:300]
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert b"connection: close" in head.lower()
+    assert json.loads(payload) == {"error": "request body is larger than the 3145728-byte limit", "field": "body"}
+
+
+def test_chunks_declaring_3_mib_in_all_pass_the_declared_sizes_check(server):
+    """Two chunks of 1 MiB and 2 MiB (0x100000 + 0x200000 = 3,145,728 bytes, the limit itself):
+    not refused on their sizes; the JSON body then arrives and is answered 400 (not a review)."""
+    sock = tls_connect(server)
+    try:
+        sock.sendall(CHUNKED_HEAD + b"100000\r\n" + b" " * 0x100000 + b"\r\n200000\r\n" + b" " * 0x1FFFFE
+                     + b"{}\r\n0\r\n\r\n")
+        answer = read_answer(sock)
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:300]

@@ -123,6 +123,41 @@ def deny_oversized_annotations(decision: Decision, field_path: str, size: int) -
             f"remove annotations from {field_path} until they total at most {ANNOTATIONS_LIMIT_BYTES} bytes")
 
 
+#: Work limits of one review (``webhook.http.bounds``, docs/decisions/review-work-bound.md):
+#: the members (entries or items) of any one map or list of the object; the members of one map or
+#: list that are maps carrying a ``template`` (a workload's groups); the members of all its maps
+#: and lists. Kubernetes limits bytes, not counts (annotations 256 KiB, a request 3 MiB): these are
+#: this project's, about 100 times what real workloads carry.
+MAX_MEMBERS = 10_000
+MAX_GROUPS = 256
+MAX_MEMBERS_IN_ALL = 200_000
+#: What each limit counts, as a message names it (:func:`deny_too_much_work`'s ``what``).
+WORK_LIMITS = {"entries": MAX_MEMBERS, "items": MAX_MEMBERS, "groups": MAX_GROUPS, "in all": MAX_MEMBERS_IN_ALL}
+
+
+@rule("too-many-items", "README: decisions",
+      "an opted-in object with a map or list of over 10,000 members, over 256 groups (members with a "
+      "template) in one, or over 200,000 in all")
+def deny_too_much_work(decision: Decision, field_path: str, count: int, what: str) -> None:
+    """Deny an object that carries a placement key (§5 "Opt-in") and passes a work limit: the map
+    or list at ``field_path`` (``""``: the whole object) has ``count`` ``what``: ``"entries"`` (a
+    map) or ``"items"`` (a list) over :data:`MAX_MEMBERS`, ``"groups"`` (members that carry a
+    ``template``) over :data:`MAX_GROUPS`, or ``"in all"`` over :data:`MAX_MEMBERS_IN_ALL`. Its
+    placement keys are not reviewed (the counts alone decide, before the object is read)."""
+    limit = WORK_LIMITS[what]
+    field = field_path or "request.object"
+    if what == "in all":
+        counted, bound, unit = "entries and items of all its maps and lists", "", "entries and items"
+    else:
+        counted = "members that carry a pod template" if what == "groups" else what
+        bound, unit = " per map or list", what
+    fix = (f"remove fields until the object holds at most {limit} {unit}" if what == "in all"
+           else f"keep {field} at most {limit} {unit}")
+    violate(decision, "too-many-items", field, count,
+            f"{counted}, over this webhook's limit of {limit}{bound}, a bound on the work of one review; the "
+            "object was not reviewed, its placement keys included", fix)
+
+
 # --------------------------------------------------------------------------------------------
 # segment size (DESIGN.md §3, §5)
 # --------------------------------------------------------------------------------------------

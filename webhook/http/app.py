@@ -14,7 +14,8 @@ Transport rules (checked in this order, each answered with a JSON body, never a 
 
 1. ``Content-Length`` over :data:`MAX_BODY_BYTES` (3 MiB) → 413 at once, before any of the body
    is read; a body without ``Content-Length`` (chunked) is read in 64 KiB steps and answered with
-   413 as soon as it passes the limit. Both answers carry ``Connection: close``: after the answer
+   413 as soon as it passes the limit, or as soon as its chunk-size lines declare more (under
+   ``serve``: ``webhook.http.wsgi_extensions``). Both answers carry ``Connection: close``: after the answer
    is written, what the client is still sending is read and dropped for at most ``read_timeout``
    seconds (and 16 MiB), so a client that really sends its body sees the 413 rather than a
    connection reset, and a client that announces a large body and sends nothing is closed.
@@ -35,7 +36,9 @@ thread too): the time the client takes to send its body or to read the answer is
 Large reviews (README "Serving", CPU-heavy reviews): a body over :data:`RUN_APART_BYTES` is reviewed through the server's
 ``run_apart`` (``webhook.http.wsgi_extensions``), so its CPU time does not hold up the worker's
 other connections; a body over 256 KiB whose object carries more annotations than kube-apiserver
-admits is answered from their size alone (``webhook.http.bounds``).
+admits is answered from their size alone, and an object whose maps or lists pass the work limits
+(10,000 members in one, 256 groups in one, 200,000 in all) from those counts alone, before the
+domain core reads it (``webhook.http.bounds``).
 
 3 MiB is kube-apiserver's own request body limit (``MaxRequestBodyBytes``), so every object the
 apiserver can store fits in a review.
@@ -60,19 +63,19 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
 from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES
 from webhook.core.topology import TopologyCatalog
 from webhook.errors import SegmentWebhookError
 from webhook.http import envelope, wsgi_extensions
-from webhook.http.bounds import bounded_review
+from webhook.http.bounds import bounded_review, needs_bounds
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 from webhook.http.options import DEFAULT_READ_TIMEOUT
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
 WORKER_HEADER = "Segment-Webhook-Worker"
-#: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes).
-MAX_BODY_BYTES = 3 * 1024 * 1024
+#: Largest accepted request body, in bytes (3 MiB; kube-apiserver's MaxRequestBodyBytes; its home:
+#: :data:`webhook.http.wsgi_extensions.MAX_BODY_BYTES`, which the server's chunked reading uses too).
+MAX_BODY_BYTES = wsgi_extensions.MAX_BODY_BYTES
 JSON_MIMETYPE = "application/json"
 #: After a 413, at most this many bytes of the body are read and dropped (so the client, still
 #: sending, sees the answer); beyond it the connection is simply closed.
@@ -99,8 +102,7 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(encoded + b"\n", status=status, content_type=JSON_MIMETYPE)
 
 
-class BodyTooLarge(SegmentWebhookError):
-    """A chunked body passed the limit (raised by :func:`_read_body` after ``limit`` bytes)."""
+BodyTooLarge = wsgi_extensions.BodyTooLarge
 
 
 def _drain(environ: dict[str, Any], max_bytes: int, seconds: float) -> None:
@@ -308,14 +310,15 @@ def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, revie
         except Exception as exc:  # noqa: BLE001 - the server could not decode the body's framing
             return closing(_json(envelope.error_body(_framing_error(exc), "body"), 400))
         started = _clock()  # review latency: body read → answer built (not network time)
+        # bounded by its annotations' size and its members' counts before the core reads it
+        # (webhook.http.bounds); the usual small body cannot pass a bound and is not walked
+        bounded_fn = bounded_review(review_fn, body_bytes=len(raw)) if needs_bounds(raw) else review_fn
         if len(raw) <= RUN_APART_BYTES:
-            outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=review_fn)
+            outcome = envelope.handle(raw, catalog, settings, mutate=mutate, review_fn=bounded_fn)
         else:
-            # A large review: bounded by its annotations' size before the core reads it, and run
-            # where its CPU time does not hold up the worker's other connections.
+            # A large review: run where its CPU time does not hold up the worker's other connections.
             run_apart = environ.get(wsgi_extensions.RUN_APART)
-            large_review_fn = bounded_review(review_fn) if len(raw) > ANNOTATIONS_LIMIT_BYTES else review_fn
-            handle = functools.partial(envelope.handle, raw, catalog, settings, mutate=mutate, review_fn=large_review_fn)
+            handle = functools.partial(envelope.handle, raw, catalog, settings, mutate=mutate, review_fn=bounded_fn)
             outcome = run_apart(handle) if callable(run_apart) else handle()
         resp = _json(outcome.body, outcome.http_status)
         elapsed = _clock() - started

@@ -27,23 +27,66 @@ The review's log line and metrics count it as ``denied`` (rule ``annotations-too
 
 Only a body longer than :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
 least as long as the UTF-8 bytes it decodes to), so smaller reviews never pay for the check.
+
+**Work bound** (issue 37 item 9; docs/decisions/review-work-bound.md): what the core does
+for one review grows with the members of the object's maps and lists (the entries of every
+``labels`` and ``annotations`` map are read, spelled and copied; every group of a JobSet or Ray
+workload gets its own patch operations, in time that grows faster than the groups), and a body
+under kube-apiserver's 3 MiB holds 50,000 labels or 10,000 replicatedJobs. Before the core runs,
+one walk of ``request.object`` counts (:func:`work_excess`):
+
+* :data:`MAX_MEMBERS` (10,000): the entries of any one map (``metadata.labels``,
+  ``metadata.annotations``, any other object) or the items of any one list (``containers``,
+  ``env``, ...). Kubernetes limits the bytes of one object's annotations (256 KiB,
+  apimachinery ``TotalAnnotationSizeLimitB``) and of a request (3 MiB, kube-apiserver
+  ``MaxRequestBodyBytes``), not counts; the 21 manifests of ``../shared/examples`` and
+  ``tests/manifests`` have at most 8 entries in a map and 4 items in a list;
+* :data:`MAX_GROUPS` (256): the members of one map or list that are maps carrying a ``template``
+  (a workload's groups: ``spec.replicatedJobs``, ``spec.workerGroupSpecs``, replica specs). The
+  core's patch grows with the square of the groups (on this project's 2-CPU machine a JobSet of
+  1,000 replicatedJobs took 0.3 s of CPU, of 10,000: 23 s; of 256: 0.03 s); a JobSet that writes
+  keys into more than about 130 templates is already denied by the answer's 64 KiB limit; those
+  manifests have at most 2 groups;
+* :data:`MAX_MEMBERS_IN_ALL` (200,000): the members of all maps and lists together, so that the
+  walk itself is bounded (about 0.2 s for the worst 3 MiB body, whose decoding costs more).
+
+``request.oldObject`` is not counted: an UPDATE that brings a stored object back under the limits
+must pass. The answer for an object over a limit follows the size bound's decision above:
+**denied** (rule ``too-many-items``, :func:`webhook.core.rules.deny_too_much_work`) when it
+carries a placement key in an annotation map (found by the same walk), else **allowed**
+unpatched with one warning (:func:`not_reviewed_warning`), never denied. An object over both
+bounds gets the size bound's answer (Kubernetes' own limit), unless it passes 200,000 members. A body with fewer than :data:`MAX_GROUPS` commas
+cannot exceed any limit (a map or list of n members holds n - 1 commas), so it is never walked
+(:func:`needs_bounds`): the usual few-KiB review pays one ``bytes.count``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.core import keys
 from webhook.core.admission_decision import Decision
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.admission_types import AdmissionHandler, AdmissionRequest
-from webhook.core.rules import ANNOTATIONS_LIMIT_BYTES, deny_oversized_annotations
+from webhook.core.rules import (
+    ANNOTATIONS_LIMIT_BYTES,
+    MAX_GROUPS,
+    MAX_MEMBERS,
+    MAX_MEMBERS_IN_ALL,
+    deny_oversized_annotations,
+    deny_too_much_work,
+)
 from webhook.core.topology import TopologyCatalog
 from webhook.http.envelope import encode_json
 
 #: Longest warning text (DESIGN.md §5).
 MAX_WARNING_CHARS = 120
+
+__all__ = ["MAX_GROUPS", "MAX_MEMBERS", "MAX_MEMBERS_IN_ALL", "WorkExcess", "annotation_maps", "annotations_size",
+           "bounded_review", "carries_placement_key", "needs_bounds", "not_reviewed_warning", "oversized_annotations",
+           "oversized_annotations_warning", "work_excess"]
 
 
 def annotations_size(annotations: Mapping[str, Any]) -> int:
@@ -74,19 +117,30 @@ def annotation_maps(obj: Any) -> Iterator[tuple[str, Mapping[str, Any]]]:
     stack: list[tuple[Any, tuple[Any, ...]]] = [(obj, ())]
     while stack:
         node, path = stack.pop()
-        if isinstance(node, Mapping):
+        if type(node) is not list and isinstance(node, (dict, Mapping)):
             meta = node.get("metadata")
-            if isinstance(meta, Mapping):
+            if meta is not None and isinstance(meta, (dict, Mapping)):
                 annotations = meta.get("annotations")
-                if isinstance(annotations, Mapping):
+                if annotations is not None and isinstance(annotations, (dict, Mapping)):
                     yield ".".join(map(str, path + ("metadata", "annotations"))), annotations
             for key, value in node.items():
-                if isinstance(value, (Mapping, list)) and not (key == "annotations" and path[-1:] == ("metadata",)):
+                if _is_container(value) and not (key == "annotations" and path[-1:] == ("metadata",)):
                     stack.append((value, path + (key,)))
         elif isinstance(node, list):
             for index, value in enumerate(node):
-                if isinstance(value, (Mapping, list)):
+                if _is_container(value):
                     stack.append((value, path[:-1] + (f"{path[-1]}[{index}]",) if path else (f"[{index}]",)))
+
+
+#: JSON's scalar types: never containers (tested before the ``Mapping`` ABC, whose ``isinstance`` is a
+#: Python-level call: the walk of a 0.3 MB JobSet spent most of its time there).
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _is_container(value: Any) -> bool:
+    """Whether ``value`` is a map or a list to walk into (dict and list first, then any Mapping)."""
+    kind = type(value)
+    return kind is dict or kind is list or (kind not in _SCALARS and isinstance(value, (Mapping, list)))
 
 
 def oversized_annotations(obj: Any) -> tuple[str, int] | None:
@@ -114,7 +168,13 @@ def oversized_annotations_warning(path: str, size: int) -> str:
     """The warning for annotations at ``path`` of ``size`` bytes, at most 120 characters: the
     field (shortened from the left when needed), the size, the limit and the fix, e.g.
     ``metadata.annotations: 300000 bytes > 262144, Kubernetes' limit; not reviewed: remove annotations``."""
-    tail = f": {size} bytes > {ANNOTATIONS_LIMIT_BYTES}, Kubernetes' limit; not reviewed: remove annotations"
+    return _with_field(path, f": {size} bytes > {ANNOTATIONS_LIMIT_BYTES}, Kubernetes' limit; not reviewed: "
+                             "remove annotations")
+
+
+def _with_field(path: str, tail: str) -> str:
+    """``path`` + ``tail`` in at most :data:`MAX_WARNING_CHARS` characters: the field path loses
+    its leading parts (shown as ``…``) while too long, keeping its last two."""
     parts, shown = path.split("."), path
     while len(shown) + len(tail) > MAX_WARNING_CHARS and len(parts) > 2:
         parts.pop(0)
@@ -122,24 +182,153 @@ def oversized_annotations_warning(path: str, size: int) -> str:
     return shown + tail
 
 
-def bounded_review(review_fn: AdmissionHandler) -> AdmissionHandler:
+# --------------------------------------------------------------------------------------------
+# the work bound (module docstring)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WorkExcess:
+    """One work limit an object passes: ``field`` (its path, ``""`` for the whole object),
+    ``count`` (members counted), ``limit`` (the limit passed), ``what`` (what was counted:
+    ``"entries"`` of a map, ``"items"`` of a list, ``"groups"`` or ``"in all"``, as
+    :data:`webhook.core.rules.WORK_LIMITS` names them) and ``opted_in`` (a key of
+    :data:`webhook.core.keys.OPT_IN_KEYS` was found in a ``metadata.annotations`` map among the
+    members walked: DESIGN.md §5 "Opt-in")."""
+
+    field: str
+    count: int
+    limit: int
+    what: str
+    opted_in: bool = False
+
+
+#: One step of :func:`work_excess`'s walk: (map or list, the step it was found in, its key there).
+_Step = tuple[Any, Any, Any]
+
+
+def _step_path(step: _Step) -> str:
+    """The field path of ``step``: map keys joined by ``.``, list indexes as ``[i]``
+    (``spec.replicatedJobs[3].template``); ``""`` for the object itself."""
+    parts: list[str] = []
+    while step[1] is not None:
+        key = step[2]
+        parts.append(f"[{key}]" if isinstance(key, int) else f".{key}")
+        step = step[1]
+    return "".join(reversed(parts)).lstrip(".")
+
+
+def work_excess(obj: Any) -> WorkExcess | None:
+    """The first work limit of the module docstring that ``obj`` (parsed JSON) passes, else None:
+    a map or list of more than :data:`MAX_MEMBERS` members, one with more than :data:`MAX_GROUPS`
+    members that are maps carrying a ``template`` key, or more than :data:`MAX_MEMBERS_IN_ALL`
+    members in all. E.g. ``WorkExcess("metadata.labels", 50000, 10000, "entries", True)``.
+
+    One walk of the whole object, stopped only past :data:`MAX_MEMBERS_IN_ALL` members (so that
+    its cost is bounded however the object is built; a ``metadata`` map is walked before its
+    siblings), which looks for a placement key in every ``metadata.annotations`` map it meets
+    (``opted_in``), a few lookups each. So an excess other than ``"in all"`` says the object has
+    at most :data:`MAX_MEMBERS_IN_ALL` members. Never raises for JSON-shaped input."""
+    if not isinstance(obj, (dict, list)):
+        return None
+    stack: list[_Step] = [(obj, None, None)]
+    found: tuple[_Step, int, int, str] | None = None
+    opted_in = False
+    total = 0
+    while stack:
+        step = stack.pop()
+        node = step[0]
+        size = len(node)
+        total += size
+        if total > MAX_MEMBERS_IN_ALL:
+            if found is None:
+                found = ((obj, None, None), total, MAX_MEMBERS_IN_ALL, "in all")
+            break
+        groups = 0
+        if isinstance(node, dict):
+            if size > MAX_MEMBERS and found is None:
+                found = (step, size, MAX_MEMBERS, "entries")
+            meta = None
+            for key, value in node.items():
+                if isinstance(value, dict):
+                    if "template" in value:
+                        groups += 1
+                    if key == "metadata":
+                        meta = value
+                    else:
+                        stack.append((value, step, key))
+                elif isinstance(value, list):
+                    stack.append((value, step, key))
+            if meta is not None:
+                annotations = meta.get("annotations")
+                if not opted_in and isinstance(annotations, dict):
+                    opted_in = any(key in annotations for key in keys.OPT_IN_KEYS)
+                stack.append((meta, step, "metadata"))  # walked next
+        else:
+            if size > MAX_MEMBERS and found is None:
+                found = (step, size, MAX_MEMBERS, "items")
+            for index, value in enumerate(node):
+                if isinstance(value, dict):
+                    if "template" in value:
+                        groups += 1
+                    stack.append((value, step, index))
+                elif isinstance(value, list):
+                    stack.append((value, step, index))
+        if groups > MAX_GROUPS and found is None:
+            found = (step, groups, MAX_GROUPS, "groups")
+    if found is None:
+        return None
+    where, count, limit, what = found
+    return WorkExcess(_step_path(where), count, limit, what, opted_in)
+
+
+def needs_bounds(body: bytes) -> bool:
+    """Whether a review body of these bytes must go through :func:`bounded_review`: longer than
+    :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`, or holding at least :data:`MAX_GROUPS`
+    commas (a map or list of more members has that many; fewer commas can pass no work limit)."""
+    return len(body) > ANNOTATIONS_LIMIT_BYTES or body.count(b",") >= MAX_GROUPS
+
+
+def not_reviewed_warning(excess: WorkExcess) -> str:
+    """The warning for an object over a work limit that carries no placement key, at most 120
+    characters: the field, the count, the limit and the fix, e.g.
+    ``metadata.labels: 50000 entries > 10000, this webhook's limit; not reviewed: remove some``."""
+    what = "entries and items" if excess.what == "in all" else excess.what
+    return _with_field(excess.field or "request.object",
+                       f": {excess.count} {what} > {excess.limit}, this webhook's limit; not reviewed: remove some")
+
+
+def bounded_review(review_fn: AdmissionHandler, *, body_bytes: int | None = None) -> AdmissionHandler:
     """``review_fn`` (the core's entry point, ``review(request, catalog, settings, *, mutate) ->
-    Decision``) behind the size bound: a request whose ``object`` has an annotation map over the
-    limit is answered without a patch and ``review_fn`` is not called: denied (rule
-    ``annotations-too-large``) when the object carries a placement key, else allowed with
-    :func:`oversized_annotations_warning` (module docstring)."""
+    Decision``) behind the size bound and the work bound: a request whose ``object`` has an
+    annotation map over the size limit, or passes a work limit (:func:`work_excess`), is answered
+    without a patch and ``review_fn`` is not called: denied (rule ``annotations-too-large``, or
+    ``too-many-items``) when the object carries a placement key, else allowed with one warning
+    (:func:`oversized_annotations_warning`, :func:`not_reviewed_warning`): module docstring.
+    ``body_bytes``: the length of the review's body when known; the size bound is skipped for a
+    body no longer than :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`, which cannot pass it."""
+    check_sizes = body_bytes is None or body_bytes > ANNOTATIONS_LIMIT_BYTES
 
     def review(request: AdmissionRequest | Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *,
                mutate: bool = True) -> Decision:
-        found = oversized_annotations(request.get("object"))
-        if found is None:
+        obj = request.get("object")
+        # the counts first: an object within MAX_MEMBERS_IN_ALL members keeps the size bound's
+        # walks bounded too, and its answer comes first (Kubernetes' own limit)
+        excess = work_excess(obj)
+        found = oversized_annotations(obj) if check_sizes and (excess is None or excess.what != "in all") else None
+        if found is None and excess is None:
             return review_fn(request, catalog, settings, mutate=mutate)
         kind = request.get("kind")
         decision = Decision(kind=str(kind.get("kind", "")) if isinstance(kind, Mapping) else "")
-        if carries_placement_key(request.get("object")):
-            deny_oversized_annotations(decision, *found)
-        else:
-            decision.warnings.append(oversized_annotations_warning(*found))
+        if found is not None:
+            if carries_placement_key(obj):
+                deny_oversized_annotations(decision, *found)
+            else:
+                decision.warnings.append(oversized_annotations_warning(*found))
+        elif excess is not None:
+            if excess.opted_in:
+                deny_too_much_work(decision, excess.field, excess.count, excess.what)
+            else:
+                decision.warnings.append(not_reviewed_warning(excess))
         return decision
 
     return review

@@ -3,7 +3,9 @@ review log.
 
 Metrics (one set per process; under gunicorn every worker writes into
 ``PROMETHEUS_MULTIPROC_DIR`` and ``GET /metrics`` aggregates all workers with
-``prometheus_client.multiprocess.MultiProcessCollector``):
+``prometheus_client.multiprocess.MultiProcessCollector``; the counts of exited workers are kept in
+one archive file per metric type, :func:`archive_dead_worker`, so the directory holds two files per
+live worker and two archives, however often workers restart):
 
 * ``segment_webhook_reviews_total{kind,operation,decision}`` counter: one per AdmissionReview.
   ``kind``: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
@@ -32,6 +34,8 @@ answer is returned.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -39,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -96,13 +101,78 @@ def multiprocess_enabled() -> bool:
     return bool(os.environ.get(MULTIPROC_ENV))
 
 
+#: Metric file types whose values of a dead worker are kept by adding them into one archive file
+#: per type (:func:`archive_dead_worker`): the types MultiProcessCollector sums across processes.
+ARCHIVED_TYPES = ("counter", "histogram", "summary")
+#: The lock file, beside the metric files (not ``*.db``: the collector reads only those).
+LOCK_FILE = ".lock"
+
+
 def mark_process_dead(pid: int) -> None:
-    """Tell prometheus_client that worker ``pid`` exited (gunicorn ``child_exit`` hook), so its
-    live-gauge files are dropped. No-op outside multiprocess mode."""
+    """Worker ``pid`` exited (gunicorn ``child_exit`` hook, in the master): prometheus_client's
+    ``multiprocess.mark_process_dead`` drops its live-gauge files, and :func:`archive_dead_worker`
+    adds its counters and histograms into the archive files and removes its files, so that the
+    directory stays bounded across worker restarts. No-op outside multiprocess mode."""
     if multiprocess_enabled():
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(pid)
+        archive_dead_worker(pid, os.environ[MULTIPROC_ENV])
+
+
+@contextlib.contextmanager
+def directory_lock(path: str, *, exclusive: bool) -> Iterator[None]:
+    """``flock`` on :data:`LOCK_FILE` in the metrics directory ``path``: shared while a scrape
+    reads the files (:meth:`ReviewMetrics.render`), exclusive while :func:`archive_dead_worker`
+    replaces them, so that a scrape never sees a dead worker's counts twice or not at all (a
+    counter that went down would read as a reset). Released when the process dies."""
+    fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def archive_dead_worker(pid: int, path: str) -> None:
+    """Fold the metric files of the exited worker ``pid`` (``counter_<pid>.db``,
+    ``histogram_<pid>.db``, ``summary_<pid>.db`` in ``path``) into ``<type>_archive.db`` and
+    remove them.
+
+    prometheus_client keeps every exited worker's counter and histogram files (their counts must
+    not be lost: ``mark_process_dead`` only drops live gauges), so each worker restart left two
+    more 64 KiB files that every scrape read. Its collector sums counters, histogram buckets and
+    summaries over all files by their sample key (``MultiProcessCollector.merge``), whatever the
+    file's pid, so one file per type holding the sums of the dead workers reads the same. The new
+    archive is written beside (``<type>_archive.db.tmp``, which the collector does not read),
+    then renamed over the old one and the worker's file removed, under the exclusive
+    :func:`directory_lock`. Call it after the worker exited and before a new one could have its
+    pid (gunicorn's ``child_exit``, before the master forks again). Raises ``OSError`` when a
+    file cannot be read or written."""
+    from prometheus_client.mmap_dict import MmapedDict
+
+    with directory_lock(path, exclusive=True):
+        for typ in ARCHIVED_TYPES:
+            dead = os.path.join(path, f"{typ}_{pid}.db")
+            if not os.path.exists(dead):
+                continue
+            archive = os.path.join(path, f"{typ}_archive.db")
+            totals: dict[str, float] = {}
+            for name in (archive, dead):
+                if os.path.exists(name):
+                    for key, value, *_ in MmapedDict.read_all_values_from_file(name):
+                        totals[key] = totals.get(key, 0.0) + value
+            staged = archive + ".tmp"
+            if os.path.exists(staged):
+                os.unlink(staged)
+            merged = MmapedDict(staged)
+            try:
+                for key, value in totals.items():
+                    merged.write_value(key, value, 0.0)
+            finally:
+                merged.close()
+            os.replace(staged, archive)
+            os.unlink(dead)
 
 
 class ReviewMetrics:
@@ -172,7 +242,8 @@ class ReviewMetrics:
 
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)
-            return generate_latest(registry), CONTENT_TYPE_LATEST
+            with directory_lock(os.environ[MULTIPROC_ENV], exclusive=False):
+                return generate_latest(registry), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 

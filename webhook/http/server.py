@@ -44,7 +44,13 @@ def _child_exit(server: Any, worker: Any) -> None:
 
 
 def _worker_exit(server: Any, worker: Any) -> None:
-    app = getattr(worker, "wsgi", None)
+    """gunicorn's ``worker_exit`` hook: stop the exiting worker's live Topology catalog (its watch).
+
+    The catalog is in the app the factory built (``app.extensions["segment_webhook"]["catalog"]``),
+    which :meth:`WebhookWorker.load_wsgi` keeps as ``worker.loaded_app`` before wrapping it in the
+    serving middleware (``worker.wsgi``, which has no ``extensions``); another worker class's
+    ``worker.wsgi`` is read as the app. Logs and swallows an exception of ``stop()``."""
+    app = getattr(worker, "loaded_app", None) or getattr(worker, "wsgi", None)
     extensions = getattr(app, "extensions", None)
     state = extensions.get("segment_webhook") if isinstance(extensions, dict) else None
     stop = getattr((state or {}).get("catalog"), "stop", None)

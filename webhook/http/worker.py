@@ -33,6 +33,10 @@ seconds (``--read-timeout``, default 10) being every deadline:
   computes for a long time shares the CPU with the connections' greenlets (the interpreter switches
   threads every ``sys.getswitchinterval()`` seconds) instead of stalling all of them until it
   ends: gevent never preempts a greenlet that computes.
+* **Chunked bodies**: a chunk-size line that declares more than the body limit (3 MiB in all,
+  :data:`webhook.http.wsgi_extensions.MAX_BODY_BYTES`) is refused at once
+  (:class:`BoundedChunkedReader`: the app answers 413), instead of waiting for data that would be
+  refused anyway until the body's deadline (408 after ``read_timeout``).
 * gunicorn's own error answers for requests it cannot parse (400, 414, 431, 501) are JSON
   ``{"error", "field"}`` like the app's (:func:`client_error_answer`).
 """
@@ -57,6 +61,7 @@ import gevent.hub
 import gevent.threadpool
 from gunicorn import util as gunicorn_util
 from gunicorn.http import errors as gunicorn_errors
+from gunicorn.http.body import ChunkedReader
 from gunicorn.workers.ggevent import GeventWorker
 
 from webhook.http import wsgi_extensions
@@ -150,6 +155,32 @@ class DeadlineInput:
 
     def __iter__(self) -> Any:
         return iter(self.readline, b"")
+
+
+class BoundedChunkedReader(ChunkedReader):
+    """gunicorn's chunked body reader that raises
+    :class:`~webhook.http.wsgi_extensions.BodyTooLarge` as soon as a chunk-size line brings the
+    sizes declared so far over ``limit`` bytes (:data:`~webhook.http.wsgi_extensions.MAX_BODY_BYTES`),
+    before the chunk's data is read. Each line is parsed by gunicorn's own ``parse_chunk_size``."""
+
+    limit = wsgi_extensions.MAX_BODY_BYTES
+
+    def parse_chunk_size(self, unreader: Any, data: Any = None) -> Any:
+        size, rest = super().parse_chunk_size(unreader, data)
+        self.declared = getattr(self, "declared", 0) + size
+        if self.declared > self.limit:
+            raise wsgi_extensions.BodyTooLarge(
+                f"the chunked body declares {self.declared} bytes, over the {self.limit}-byte limit")
+        return size, rest
+
+
+def bounded_chunked_input(body: Any) -> None:
+    """Put a :class:`BoundedChunkedReader` in place of gunicorn's ``ChunkedReader`` behind ``body``
+    (gunicorn's ``wsgi.input``: ``Body.reader``), before anything was read of it; another reader
+    (a ``Content-Length`` body) is left alone."""
+    reader = getattr(body, "reader", None)
+    if reader is not None and type(reader) is ChunkedReader:
+        body.reader = BoundedChunkedReader(reader.req, reader.req.unreader)
 
 
 def drain_socket(sock: Any, max_bytes: int, seconds: float) -> None:
@@ -264,7 +295,10 @@ class WebhookWorker(GeventWorker):
     in each worker process."""
 
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    wsgi: WSGIApplication  # the app gunicorn's Worker.load_wsgi loaded (wrapped below)
+    wsgi: WSGIApplication  # what gunicorn serves: the loaded app inside the serving middleware
+    #: the app as the factory built it (the Flask app, with its ``extensions``), before
+    #: :meth:`load_wsgi` wrapped it; None until loaded. The runner's ``worker_exit`` reads it.
+    loaded_app: WSGIApplication | None = None
 
     # ---------------------------------------------------------------- process
     def init_process(self) -> None:
@@ -281,6 +315,7 @@ class WebhookWorker(GeventWorker):
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
+        self.loaded_app = self.wsgi
         self.wsgi = self._serving_middleware(self.wsgi)
         # What the app loaded (catalog, modules) lives as long as the worker: out of the
         # collector's sight, so collections scan only what requests allocate.
@@ -420,6 +455,7 @@ class WebhookWorker(GeventWorker):
             sock = environ.get("gunicorn.socket")
             if sock is not None and hasattr(sock, "settimeout"):
                 sock.settimeout(read_timeout)
+                bounded_chunked_input(environ["wsgi.input"])
                 environ["wsgi.input"] = DeadlineInput(environ["wsgi.input"], time.monotonic() + read_timeout)
                 environ[wsgi_extensions.DRAIN] = lambda max_bytes, seconds: drain_socket(sock, max_bytes, seconds)
             environ[wsgi_extensions.RUN_APART] = run_apart

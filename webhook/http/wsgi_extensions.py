@@ -14,12 +14,23 @@ app does the plain WSGI thing instead, as documented for each key.
 * :data:`RUN_APART` → ``run_apart(function, *args) -> result``: call ``function(*args)`` where its
   CPU time does not hold up the other connections of the worker (the server's review thread), and
   return its result or raise its exception. Without it, the app calls ``function(*args)`` itself.
+
+And one promise about ``wsgi.input``: a read of a chunked body raises :class:`BodyTooLarge` as soon
+as its chunk-size lines declare more than :data:`MAX_BODY_BYTES` in all, before the data of that
+chunk arrives (the app answers 413 at once, as for a ``Content-Length`` over the limit). Under
+another server the app finds out as the bytes arrive.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from webhook.errors import SegmentWebhookError
+
+#: Largest request body, in bytes: 3 MiB, kube-apiserver's own request body limit
+#: (``MaxRequestBodyBytes``), so every object the apiserver can store fits in a review.
+MAX_BODY_BYTES = 3 * 1024 * 1024
 
 #: ``environ`` key of the connection's drain (see the module docstring).
 DRAIN = "segment_webhook.drain"
@@ -37,3 +48,9 @@ class RunApart(Protocol):
     """``run_apart(function, *args)``: run CPU-heavy work off the connections' thread (module docstring)."""
 
     def __call__(self, function: Callable[..., Any], *args: Any) -> Any: ...
+
+
+class BodyTooLarge(SegmentWebhookError):
+    """A request body passed the limit: raised by the app's reading of a chunked body after
+    ``limit`` bytes, and by the server's ``wsgi.input`` when a chunk-size line declares more
+    (module docstring). The app answers 413."""
