@@ -588,10 +588,11 @@ def test_every_misspelling_within_distance_3_reaches_the_guard(guard, key, where
 
 @pytest.mark.slow
 @needs_kubectl
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(key=misspelling(), where=st.sampled_from(("root", "worker")))
 def test_every_misspelling_within_distance_3_reaches_the_guard_full_search(guard, key, where):
-    """The same with 10 times the examples, random on every run under ``-m slow`` (profile ``full``)."""
+    """The same with 1,000 examples, random on every run under ``-m slow`` (profile ``full``); 3,000 took
+    580 s at load average 15."""
     misspelling_reaches_the_guard(guard, key, where)
 
 
