@@ -459,6 +459,7 @@ class LocalCluster:
             # dials the `kubernetes` Service from a pod
             "--endpoint-reconciler-type", "none",
             "--allow-privileged=true", "--v", "1", *workload_api_args("kube-apiserver", self.state),
+            *endpoint_routing_args(),
         ])
         token = self.state["admin_token"]
         self.wait_until("kube-apiserver", apiserver,
@@ -882,6 +883,21 @@ class LocalCluster:
         for component in reversed(list(self.state.get("components", []))):
             self.stop_component(component)
         return [f"{name}:{port}" for name, port in self.state.get("ports", {}).items() if port_open(port)]
+
+
+# ------------------------------------------------------------------------------ endpoint routing
+#: kube-apiserver calls a webhook (or an aggregated API) named by a Service at one of the
+#: Service's endpoints (a pod address, ``--enable-aggregator-routing``), never at its cluster IP:
+#: the cluster IPs of ``--service-cluster-ip-range`` (10.0.0.0/24) belong to no process on this
+#: machine (no kube-proxy runs), so a connection to one would leave the machine. Pod addresses
+#: are only those of the network namespaces a run makes itself (``up --kubelet``).
+ENDPOINT_ROUTING = "--enable-aggregator-routing=true"
+
+
+def endpoint_routing_args() -> list[str]:
+    """kube-apiserver's flags that route a Service-based ``clientConfig`` to the Service's
+    endpoints (:data:`ENDPOINT_ROUTING`); always on, whatever ``up`` was asked."""
+    return [ENDPOINT_ROUTING]
 
 
 # ----------------------------------------------------------------------------------- workload api
