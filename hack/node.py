@@ -169,6 +169,10 @@ def containerd_config(node_dir: Path) -> str:
         '  stream_server_port = "0"', "  enable_selinux = false",
         # each pod's network namespace is mounted under the state directory, not /var/run/netns
         "  netns_mounts_under_state_dir = true",
+        # no process here may lower an oom_score_adj (CAP_SYS_RESOURCE is not in this host's
+        # bounding set): runc fails the sandbox's -998 ("can't get final child's PID from pipe:
+        # EOF"); containerd's documented option keeps each container's at least its own
+        "  restrict_oom_score_adj = true",
         f"[{cri}.containerd]", f'  snapshotter = "{SNAPSHOTTER}"', '  default_runtime_name = "runc"',
         f"[{cri}.containerd.runtimes.runc]", '  runtime_type = "io.containerd.runc.v2"',
         f"[{cri}.containerd.runtimes.runc.options]", f'  BinaryName = "{shutil.which("runc") or "runc"}"',
@@ -198,8 +202,22 @@ def kubelet_configuration(node_dir: Path, gateway: str, port: int, healthz_port:
         "resolvConf": str(node_dir / "resolv.conf"),
         "serializeImagePulls": False,
         "maxPods": 32,
+        # without per-QoS cgroups the pods' cgroup parent is cgroupRoot: one of this run's own
+        "cgroupRoot": "/" + cgroup_name(node_dir),
         **KUBELET_SETTINGS,
     }
+
+
+def cgroup_name(node_dir: Path) -> str:
+    """The cgroup (in every hierarchy) under which this node's containers run: the kubelet's
+    ``cgroupRoot``; runc creates it, :func:`cleanup` removes it."""
+    return "segment-webhook-node-" + hashlib.sha256(str(node_dir.resolve()).encode()).hexdigest()[:8]
+
+
+def cgroup_dirs(node_dir: Path) -> list[Path]:
+    """The directories of :func:`cgroup_name` that exist, in every mounted hierarchy."""
+    return sorted(Path("/sys/fs/cgroup").glob(f"*/{cgroup_name(node_dir)}")) + \
+        sorted(Path("/sys/fs/cgroup").glob(cgroup_name(node_dir)))
 
 
 def in_cluster_env(gateway: str) -> dict[str, str]:
@@ -517,8 +535,9 @@ def drain(cluster: LocalCluster) -> None:
             except ValueError:
                 continue
             for namespace in (spec.get("linux") or {}).get("namespaces") or []:
-                if namespace.get("type") == "network" and namespace.get("path"):
-                    netns.add(namespace["path"])
+                path = namespace.get("path") or ""
+                if namespace.get("type") == "network" and Path(path).is_relative_to(node_dir):
+                    netns.add(path)
         state["netns"] = sorted(netns)
         cluster.save()
         for task in ctr(node_dir, "tasks", "list", "--quiet", check=False, timeout=60).stdout.split():
@@ -587,7 +606,18 @@ def cleanup(cluster: LocalCluster) -> list[str]:
                 link.unlink()
     if state.get("bridge"):
         run(["ip", "link", "delete", state["bridge"]], check=False)
+    for directory in cgroup_dirs(node_dir):  # empty once every container is deleted
+        for child in sorted(directory.glob("*/"), key=lambda p: len(str(p)), reverse=True):
+            _rmdir(child)
+        _rmdir(directory)
     return leftovers(cluster)
+
+
+def _rmdir(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError as error:
+        print(f"down: node: cannot remove cgroup {path}: {error.strerror}", file=sys.stderr)
 
 
 def leftovers(cluster: LocalCluster) -> list[str]:
@@ -601,6 +631,7 @@ def leftovers(cluster: LocalCluster) -> list[str]:
     left += [f"mount {point}" for point in mounts_under(node_dir)]
     if state.get("bridge") and run(["ip", "link", "show", state["bridge"]], check=False).returncode == 0:
         left.append(f"interface {state['bridge']}")
+    left += [f"cgroup {path}" for path in cgroup_dirs(node_dir)]
     return left
 
 

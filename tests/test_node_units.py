@@ -81,11 +81,13 @@ def test_the_kubelet_settings_this_host_needs(tmp_path):
     assert config["authentication"]["anonymous"] == {"enabled": False}
     assert config["containerRuntimeEndpoint"] == f"unix://{tmp_path}/containerd/containerd.sock"
     assert config["imageGCHighThresholdPercent"] == 100
+    assert config["cgroupRoot"] == "/" + node.cgroup_name(tmp_path)
+    assert node.cgroup_name(tmp_path).startswith("segment-webhook-node-")
 
 
 def test_containerd_keeps_everything_under_the_node_directory(tmp_path):
     text = node.containerd_config(tmp_path)
-    for line in ("netns_mounts_under_state_dir = true", 'snapshotter = "overlayfs"', "SystemdCgroup = false",
+    for line in ("netns_mounts_under_state_dir = true", "restrict_oom_score_adj = true", 'snapshotter = "overlayfs"', "SystemdCgroup = false",
                  f'sandbox_image = "{node.PAUSE_IMAGE}"', 'stream_server_address = "127.0.0.1"',
                  f'conf_dir = "{tmp_path}/cni/net.d"', f'address = "{tmp_path}/containerd/containerd.sock"'):
         assert line in text, line
