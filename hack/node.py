@@ -202,22 +202,20 @@ def kubelet_configuration(node_dir: Path, gateway: str, port: int, healthz_port:
         "resolvConf": str(node_dir / "resolv.conf"),
         "serializeImagePulls": False,
         "maxPods": 32,
-        # without per-QoS cgroups the pods' cgroup parent is cgroupRoot: one of this run's own
-        "cgroupRoot": "/" + cgroup_name(node_dir),
         **KUBELET_SETTINGS,
     }
 
 
-def cgroup_name(node_dir: Path) -> str:
-    """The cgroup (in every hierarchy) under which this node's containers run: the kubelet's
-    ``cgroupRoot``; runc creates it, :func:`cleanup` removes it."""
-    return "segment-webhook-node-" + hashlib.sha256(str(node_dir.resolve()).encode()).hexdigest()[:8]
+#: Without per-QoS cgroups the kubelet gives no cgroup parent, and containerd puts each container in
+#: ``/k8s.io/<container id>`` of every hierarchy (its namespace's name); runc removes the
+#: container's own directory at delete, :func:`cleanup` the ``k8s.io`` ones this run created.
+CONTAINERD_CGROUP = "k8s.io"
 
 
-def cgroup_dirs(node_dir: Path) -> list[Path]:
-    """The directories of :func:`cgroup_name` that exist, in every mounted hierarchy."""
-    return sorted(Path("/sys/fs/cgroup").glob(f"*/{cgroup_name(node_dir)}")) + \
-        sorted(Path("/sys/fs/cgroup").glob(cgroup_name(node_dir)))
+def cgroup_dirs() -> list[Path]:
+    """The ``/sys/fs/cgroup/<hierarchy>/k8s.io`` directories that exist now."""
+    return sorted(Path("/sys/fs/cgroup").glob(f"*/{CONTAINERD_CGROUP}")) + \
+        sorted(Path("/sys/fs/cgroup").glob(CONTAINERD_CGROUP))
 
 
 def in_cluster_env(gateway: str) -> dict[str, str]:
@@ -437,7 +435,8 @@ def start(cluster: LocalCluster, log=sys.stderr) -> None:
     gateway = str(subnet[1])
     bridge = bridge_name(cluster.dir)
     state = cluster.state["node"] = {"name": NODE_NAME, "dir": str(node_dir), "bridge": bridge, "subnet": str(subnet),
-                                     "gateway": gateway, "netns": []}
+                                     "gateway": gateway, "netns": [],
+                                     "cgroups_before": [str(path) for path in cgroup_dirs()]}
     cluster.save()
     run(["ip", "link", "add", bridge, "type", "bridge"])
     run(["ip", "addr", "add", f"{gateway}/{subnet.prefixlen}", "dev", bridge])
@@ -606,11 +605,15 @@ def cleanup(cluster: LocalCluster) -> list[str]:
                 link.unlink()
     if state.get("bridge"):
         run(["ip", "link", "delete", state["bridge"]], check=False)
-    for directory in cgroup_dirs(node_dir):  # empty once every container is deleted
-        for child in sorted(directory.glob("*/"), key=lambda p: len(str(p)), reverse=True):
-            _rmdir(child)
+    for directory in made_cgroups(state):  # empty once every container is deleted
         _rmdir(directory)
     return leftovers(cluster)
+
+
+def made_cgroups(state: dict[str, Any]) -> list[Path]:
+    """The ``k8s.io`` cgroup directories that exist now and did not before ``up``."""
+    before = set(state.get("cgroups_before", []))
+    return [path for path in cgroup_dirs() if str(path) not in before]
 
 
 def _rmdir(path: Path) -> None:
@@ -631,7 +634,7 @@ def leftovers(cluster: LocalCluster) -> list[str]:
     left += [f"mount {point}" for point in mounts_under(node_dir)]
     if state.get("bridge") and run(["ip", "link", "show", state["bridge"]], check=False).returncode == 0:
         left.append(f"interface {state['bridge']}")
-    left += [f"cgroup {path}" for path in cgroup_dirs(node_dir)]
+    left += [f"cgroup {path}" for path in made_cgroups(state)]
     return left
 
 

@@ -81,8 +81,6 @@ def test_the_kubelet_settings_this_host_needs(tmp_path):
     assert config["authentication"]["anonymous"] == {"enabled": False}
     assert config["containerRuntimeEndpoint"] == f"unix://{tmp_path}/containerd/containerd.sock"
     assert config["imageGCHighThresholdPercent"] == 100
-    assert config["cgroupRoot"] == "/" + node.cgroup_name(tmp_path)
-    assert node.cgroup_name(tmp_path).startswith("segment-webhook-node-")
 
 
 def test_containerd_keeps_everything_under_the_node_directory(tmp_path):
