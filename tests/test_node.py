@@ -218,6 +218,136 @@ def test_helm_install_runs_the_webhook_behind_its_service(node_cluster, kubectl,
               f"Lease held by {holder}\n{wide}\nkubectl create -f {DENIED_RULE}.yaml:\n{real.stderr.strip()}")
 
 
+class Load:
+    """A bounded load of server-side dry-run creates through kube-apiserver (admin token), good and
+    bad in turn: a PyTorchJob of ../shared/examples that the webhook admits (201) and the README's
+    ``segment-size-exceeds-replicas`` example it denies (403 with the README's message). Counts
+    what each answer was; ``unexpected`` keeps the first answers that were neither."""
+
+    def __init__(self, cluster) -> None:
+        import http.client
+        import ssl
+        import threading
+
+        import yaml
+
+        self.port, self.token = cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"]
+        self.good = yaml.safe_load((EXAMPLES / "pytorchjob-tp4.yaml").read_text())
+        self.good["metadata"]["namespace"] = "default"
+        self.bad = TRIGGERS[DENIED_RULE]()[0]
+        self.bad["metadata"]["namespace"] = "default"
+        self.counts = {"sent": 0, "admitted": 0, "denied": 0, "good refused": 0, "denial lost": 0, "other": 0}
+        self.unexpected: list[str] = []
+        self.stop = threading.Event()
+        self.context = ssl.create_default_context()
+        self.context.check_hostname = False
+        self.context.verify_mode = ssl.CERT_NONE  # our own kube-apiserver on loopback
+        self.http = http.client
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def send(self, obj: dict) -> tuple[int, str]:
+        connection = self.http.HTTPSConnection("127.0.0.1", self.port, timeout=30, context=self.context)
+        try:
+            connection.request("POST", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs?dryRun=All",
+                               body=json.dumps(obj), headers={"Authorization": f"Bearer {self.token}",
+                                                              "Content-Type": "application/json"})
+            response = connection.getresponse()
+            body = response.read().decode(errors="replace")
+            return response.status, (json.loads(body).get("message", "") if body.startswith("{") else body)
+        finally:
+            connection.close()
+
+    def run(self) -> None:
+        good = True
+        while not self.stop.is_set():
+            try:
+                status, message = self.send(self.good if good else self.bad)
+            except OSError as error:
+                status, message = 0, str(error)
+            self.counts["sent"] += 1
+            if good and status == 201:
+                self.counts["admitted"] += 1
+            elif not good and status == 403 and message.endswith(MESSAGES[DENIED_RULE]):
+                self.counts["denied"] += 1
+            elif good:
+                self.counts["good refused"] += 1
+            elif status == 201:
+                self.counts["denial lost"] += 1
+            else:
+                self.counts["other"] += 1
+            if (good and status != 201) or (not good and status != 403):
+                if len(self.unexpected) < 5:
+                    self.unexpected.append(f"{status}: {message[:300]}")
+            good = not good
+            time.sleep(0.05)
+
+    def __enter__(self) -> Load:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(60)
+
+
+def _webhook_pods(kubectl) -> list[dict]:
+    pods = json.loads(kubectl.ok("get", "pods", "-n", NAMESPACE, "-l",
+                                 "app.kubernetes.io/component=admission-webhook", "-o", "json"))["items"]
+    return [p for p in pods if "deletionTimestamp" not in p["metadata"]]
+
+
+def test_a_rollout_restart_loses_no_review(node_cluster, kubectl, capsys):
+    """Issue 35 item 3, DESIGN.md §10: `kubectl rollout restart` of the webhook under load: no
+    create that would pass fails, no denial is lost, nothing else comes back."""
+    before = {p["metadata"]["name"] for p in _webhook_pods(kubectl)}
+    assert len(before) == 2
+    with Load(node_cluster) as load:
+        time.sleep(3)
+        started = time.monotonic()
+        kubectl.ok("rollout", "restart", "deployment/segment-webhook", "-n", NAMESPACE)
+        kubectl.ok("rollout", "status", "deployment/segment-webhook", "-n", NAMESPACE, "--timeout", "600s", timeout=660)
+        wait_for("the old webhook pods gone", lambda: not before & {
+            p["metadata"]["name"] for p in json.loads(kubectl.ok("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]},
+            timeout=180)
+        rolled = time.monotonic() - started
+        time.sleep(3)
+    after = {p["metadata"]["name"] for p in _webhook_pods(kubectl)}
+    assert after and not after & before
+    with capsys.disabled():
+        print(f"\nnode: rollout restart under load ({rolled:.0f} s until the old pods were gone): {load.counts}; "
+              f"unexpected: {load.unexpected}")
+    assert load.counts["good refused"] == 0 and load.counts["denial lost"] == 0 and load.counts["other"] == 0, \
+        load.unexpected
+    assert load.counts["admitted"] > 0 and load.counts["denied"] > 0
+
+
+def test_a_killed_webhook_pod_is_what_the_failure_policy_says(node_cluster, kubectl, capsys):
+    """Issue 35 item 3: SIGKILL of one webhook container's process under load. docs/operations.md:
+    failurePolicy Fail, two replicas; what kube-apiserver could not deliver is a refused create,
+    never an admitted bad one. Counts are printed; a lost denial fails the test."""
+    node_dir = Path(node_cluster.state["node"]["dir"])
+    victim = _webhook_pods(kubectl)[0]
+    container_id = victim["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    rows = node_tool.ctr(node_dir, "tasks", "list").stdout.splitlines()
+    pid = int(next(line.split()[1] for line in rows if line.split()[:1] == [container_id]))
+    with Load(node_cluster) as load:
+        time.sleep(3)
+        os.kill(pid, 9)
+        killed = time.monotonic()
+        restarted = wait_for("the killed container restarted and Ready", lambda: (
+            lambda p: p if p["status"]["containerStatuses"][0]["restartCount"] >= 1 and
+            p["status"]["containerStatuses"][0].get("ready") else None)(
+            kubectl.get("pod", victim["metadata"]["name"], namespace=NAMESPACE)), timeout=180)
+        back = time.monotonic() - killed
+        time.sleep(3)
+    with capsys.disabled():
+        print(f"\nnode: webhook container SIGKILLed under load, Ready again after {back:.0f} s "
+              f"(restartCount {restarted['status']['containerStatuses'][0]['restartCount']}): {load.counts}; "
+              f"unexpected: {load.unexpected}")
+    assert load.counts["denial lost"] == 0
+    assert load.counts["admitted"] > 0 and load.counts["denied"] > 0
+
+
 def test_down_removes_everything_the_node_made(node_cluster):
     state = node_cluster.state["node"]
     node_dir = Path(state["dir"])
