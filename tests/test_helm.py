@@ -15,6 +15,7 @@ The ``cluster`` test installs the chart on a local control plane of its own.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -278,7 +279,9 @@ def test_every_serve_setting_is_a_chart_value(helm):
 
     serve = next(action for action in build_parser()._subparsers._group_actions[0].choices.items()
                  if action[0] == "serve")[1]
-    flags = {option for action in serve._actions for option in action.option_strings if option.startswith("--")}
+    # the flags serve lists (a removed one, --threads, is kept hidden only to explain its removal)
+    flags = {option for action in serve._actions for option in action.option_strings
+             if option.startswith("--") and action.help != argparse.SUPPRESS}
     flags.discard("--help")
     docs = helm.template("--set", "webhook.target=kueue", "--set", "webhook.readTimeout=2.5",
                          "--set", "webhook.segmentEnv=true", "--set", "webhook.workers=3",
@@ -313,6 +316,14 @@ def test_bad_serve_settings_are_refused_naming_the_field(helm):
     slow = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=301", check=False)
     assert slow.returncode == 1
     assert "- at '/webhook/readTimeout': maximum: got 301, want 300" in slow.stderr
+    # --set gives 300.5 as a string: the template checks the range
+    slow = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=300.5", check=False)
+    assert slow.returncode == 1
+    assert ("webhook.readTimeout: 300.5 is out of range (rule: serve --read-timeout takes 0.1..300 seconds); "
+            "fix: --set webhook.readTimeout=10") in slow.stderr
+    words = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=ten", check=False)
+    assert words.returncode == 1
+    assert "- at '/webhook/readTimeout': 'ten' does not match pattern '^[0-9]+(\\\\.[0-9]+)?$'" in words.stderr
     for target in ("gate", "workload-api"):
         alone = helm.run("template", RELEASE, str(CHART), "--set", f"webhook.target={target}", check=False)
         assert alone.returncode == 1
