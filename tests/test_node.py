@@ -209,10 +209,19 @@ def test_helm_install_runs_the_webhook_behind_its_service(node_cluster, kubectl,
     for pod in controllers:
         assert pod["status"]["phase"] == "Running"
         assert pod["spec"]["serviceAccountName"] == "segment-webhook-controller"
-    holder = wait_for("the controller's Lease held by a controller pod", lambda: (
-        lambda lease: lease["spec"].get("holderIdentity") if lease["spec"].get("holderIdentity") in
-        {p["metadata"]["name"] for p in controllers} else None)(
-        kubectl.get("lease", "segment-webhook-controller", namespace=NAMESPACE)), timeout=120)
+    names = {p["metadata"]["name"] for p in controllers}
+
+    def lease_holder() -> str | None:
+        found = kubectl("get", "lease", "segment-webhook-controller", "-n", NAMESPACE, "-o", "json")
+        holder = json.loads(found.stdout)["spec"].get("holderIdentity") if found.returncode == 0 else None
+        return holder if holder in names else None
+
+    holder = wait_for("the controller's Lease held by a controller pod", lease_holder, timeout=120)
+    time.sleep(10)  # the controller exited within seconds of its start when it could not keep its metrics
+    now = json.loads(kubectl.ok("get", "pods", "-n", NAMESPACE, "-l", "app.kubernetes.io/component=controller",
+                                "-o", "json"))["items"]
+    restarts = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in now}
+    assert restarts == dict.fromkeys(names, 0)
     with capsys.disabled():
         print(f"\nnode: helm install --wait of the chart (self-signed, controller on) in {installed:.1f} s; "
               f"Lease held by {holder}\n{wide}\nkubectl create -f {DENIED_RULE}.yaml:\n{real.stderr.strip()}")
