@@ -4,9 +4,10 @@ Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
     local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
-                           [--target NAME]  # --workload-api --controller: our webhook (target workload-api)
+                           [--target NAME] [--kubelet]  # --workload-api --controller: our webhook (target workload-api)
                                             # and controller make the gangs' Workload API objects
                                            # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
+                                           # --kubelet (--node): one real node, hack/node.py
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
