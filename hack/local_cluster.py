@@ -4,9 +4,10 @@ Usage (through ``hack/local-cluster.sh``)::
 
     local-cluster.sh build                 # last line of stdout: the directory of the binaries
     local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
-                           [--target NAME]  # --workload-api --controller: our webhook (target workload-api)
+                           [--target NAME] [--kubelet]  # --workload-api --controller: our webhook (target workload-api)
                                             # and controller make the gangs' Workload API objects
                                            # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
+                                           # --kubelet (--node): one real node, hack/node.py
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
@@ -116,10 +117,20 @@ def _helm_ldflags() -> str:
     return " ".join(flags)
 
 
-#: Tools ``build`` also builds, the same way as :data:`UPSTREAM` but never started by ``up``
-#: (``helm`` for the chart's tests, deploy/helm).
+def _kubelet_ldflags() -> str:
+    """The kubelet's version stamp: the same as kube-apiserver's (the pinned k8s.io/kubernetes)."""
+    return _version_ldflags(module_version("kubelet", "k8s.io/kubernetes"))
+
+
+#: Tools ``build`` also builds, the same way as :data:`UPSTREAM` but not started by ``up --with``
+#: (``helm`` for the chart's tests, deploy/helm; the ``kubelet`` of ``up --kubelet``, hack/node.py:
+#: k8s.io/kubernetes at the control plane's version, from hack/go/kubelet, whose go.mod is
+#: hack/go/kubernetes's plus the kubelet's own dependencies, so the control plane's cache key and
+#: binaries stay as they were).
 TOOLS: dict[str, Upstream] = {
     "helm": Upstream("helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", "helm", ldflags=_helm_ldflags),
+    "kubelet": Upstream("kubelet", "k8s.io/kubernetes", "k8s.io/kubernetes/cmd/kubelet", "kubelet",
+                        ldflags=_kubelet_ldflags),
 }
 
 
@@ -423,6 +434,7 @@ class LocalCluster:
         (pki / "ca.crt").write_bytes(bundle.ca_pem)
         (pki / "apiserver.crt").write_bytes(bundle.cert_pem)
         (pki / "apiserver.key").write_bytes(bundle.key_pem)
+        (pki / "ca.key").write_bytes(bundle.ca_key_pem)  # signs the kubelet's certificate (up --kubelet)
         private_pem, public_pem = certs.signing_key_pair()
         (pki / "sa.key").write_bytes(private_pem)
         (pki / "sa.pub").write_bytes(public_pem)
@@ -472,6 +484,7 @@ class LocalCluster:
             # dials the `kubernetes` Service from a pod
             "--endpoint-reconciler-type", "none",
             "--allow-privileged=true", "--v", "1", *workload_api_args("kube-apiserver", self.state),
+            *endpoint_routing_args(),
         ])
         token = self.state["admin_token"]
         self.wait_until("kube-apiserver", apiserver,
@@ -891,10 +904,30 @@ class LocalCluster:
 
     def stop_all(self) -> list[str]:
         """Stop every recorded component, newest first; return the ``component:port`` pairs still
-        listening afterwards (none expected)."""
+        listening afterwards (none expected), and with a node (``up --kubelet``) what of it is left."""
+        if self.state.get("node"):
+            _node().drain(self)
         for component in reversed(list(self.state.get("components", []))):
             self.stop_component(component)
-        return [f"{name}:{port}" for name, port in self.state.get("ports", {}).items() if port_open(port)]
+        left = [f"{name}:{port}" for name, port in self.state.get("ports", {}).items() if port_open(port)]
+        if self.state.get("node"):
+            left += _node().cleanup(self)
+        return left
+
+
+# ------------------------------------------------------------------------------ endpoint routing
+#: kube-apiserver calls a webhook (or an aggregated API) named by a Service at one of the
+#: Service's endpoints (a pod address, ``--enable-aggregator-routing``), never at its cluster IP:
+#: the cluster IPs of ``--service-cluster-ip-range`` (10.0.0.0/24) belong to no process on this
+#: machine (no kube-proxy runs), so a connection to one would leave the machine. Pod addresses
+#: are only those of the network namespaces a run makes itself (``up --kubelet``).
+ENDPOINT_ROUTING = "--enable-aggregator-routing=true"
+
+
+def endpoint_routing_args() -> list[str]:
+    """kube-apiserver's flags that route a Service-based ``clientConfig`` to the Service's
+    endpoints (:data:`ENDPOINT_ROUTING`); always on, whatever ``up`` was asked."""
+    return [ENDPOINT_ROUTING]
 
 
 # ----------------------------------------------------------------------------------- workload api
@@ -1271,14 +1304,35 @@ def _operators():
     return operators
 
 
+def _node():
+    """hack/node.py (the real node of ``up --kubelet``), imported from this directory."""
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import node
+
+    return node
+
+
+def start_node(cluster: LocalCluster) -> None:
+    """``up --kubelet``: one node run by a real kubelet with containerd and runc (hack/node.py).
+    Raises ClusterError naming the step that failed."""
+    node = _node()
+    try:
+        node.start(cluster)
+    except node.NodeError as error:
+        raise ClusterError(f"node: {error}") from None
+
+
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
-       upstream: tuple[str, ...] = (), workload_api: bool = False, target: str | None = None) -> LocalCluster:
+       upstream: tuple[str, ...] = (), workload_api: bool = False, target: str | None = None,
+       kubelet: bool = False) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
     with-controller overlay's two controller replicas; ``upstream``: the named :data:`UPSTREAM`
     programs; ``workload_api``: the Workload API's feature gates and API versions,
     :func:`workload_api_args`) with state in ``directory``. ``target``: ``serve --target``; by
     default ``workload-api`` when ``workload_api`` and the webhook runs (its controller then makes
     the gangs' Workload, CompositePodGroup and PodGroups, DESIGN.md §9b), else serve's own default.
+    ``kubelet``: one real node (:func:`start_node`) right after the control plane.
 
     Raises:
         ClusterError: naming the component that failed, with the tail of its log; everything
@@ -1298,6 +1352,8 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
     try:
         started = time.monotonic()
         cluster.start_control_plane()
+        if kubelet:
+            start_node(cluster)
         for name in _operators().ordered(list(upstream)):  # fail before starting anything when a program cannot be built
             build_upstream(name)
         if webhook or controller:
@@ -1347,6 +1403,9 @@ def main(argv: list[str]) -> int:
                            help="start kube-apiserver, kube-controller-manager and kube-scheduler with the Workload "
                                 "API on (feature gates " + WORKLOAD_API_GATES + "; runtime-config "
                                 + WORKLOAD_API_RUNTIME_CONFIG + ")")
+    up_parser.add_argument("--kubelet", "--node", dest="kubelet", action="store_true",
+                           help="also run one node: a real kubelet with containerd, runc and the CNI bridge plugin, "
+                                "pods in network namespaces on a bridge of this run (hack/node.py, docs/cluster.md)")
     up_parser.add_argument("--target", choices=("kai", "kueue", "workload-api", "gate"), default=None,
                            help="serve --target (default: workload-api with --workload-api and the webhook, else "
                                 "serve's default)")
@@ -1382,10 +1441,12 @@ def main(argv: list[str]) -> int:
             upstream = tuple(name for name in args.upstream.split(",") if name)
             cluster = up(args.dir, args.webhook or args.gate_pods or args.controller, args.gate_pods,
                          controller=args.controller, upstream=upstream, workload_api=args.workload_api,
-                         target=args.target)
+                         target=args.target, kubelet=args.kubelet)
             ports = cluster.state["ports"]
             print(f"up: kube-apiserver https://127.0.0.1:{ports['kube-apiserver']}"
                   + (f", segment-webhook {cluster.state['webhook_url']}" if "webhook_url" in cluster.state else "")
+                  + (f", node {cluster.state['node']['name']} Ready (pods in {cluster.state['node']['subnet']} on "
+                     f"{cluster.state['node']['bridge']})" if "node" in cluster.state else "")
                   + f" in {cluster.state['up_seconds']} s")
             print(cluster.kubeconfig)
         else:

@@ -371,3 +371,31 @@ def test_a_bad_workload_of_a_file_of_several_is_named_by_its_document(tmp_path):
     assert (code, out) == (2, "")
     assert err == (f"segment-webhook controller: error: {path}: document 2: Pod job-d-worker-0: "
                    "spec.pytorchReplicaSpecs.Worker.template.spec.tolerations must be an array of objects, not a string\n")
+
+
+def test_the_controller_keeps_its_metrics_in_memory_whatever_the_image_sets(tmp_path):
+    """Issue 35, found on a real kubelet: the image sets PROMETHEUS_MULTIPROC_DIR for serve's
+    workers; the controller's pod has no volume there (read-only root filesystem) and it exited with
+    `OSError: [Errno 30] Read-only file system`. The controller drops the variable before
+    prometheus_client is imported; its metrics still count."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    missing = tmp_path / "no-such-dir"  # as unwritable as the pod's read-only root
+    script = ("from webhook.cli.controller import single_process_metrics\n"
+              "import sys\n"
+              "if sys.argv[1] == 'fixed':\n"
+              "    single_process_metrics()\n"
+              "from webhook.controller.gang_metrics import Metrics\n"
+              "from prometheus_client import generate_latest\n"
+              "m = Metrics(); m.placed.inc()\n"
+              "print([l for l in generate_latest(m.registry).decode().splitlines()"
+              " if l.startswith('segment_controller_gangs_placed_total')][0])\n")
+    env = dict(os.environ, PROMETHEUS_MULTIPROC_DIR=str(missing), PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    broken = subprocess.run([sys.executable, "-c", script, "as-before"], capture_output=True, text=True, env=env, timeout=60)
+    assert broken.returncode == 1 and "FileNotFoundError" in broken.stderr
+    fixed = subprocess.run([sys.executable, "-c", script, "fixed"], capture_output=True, text=True, env=env, timeout=60)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.strip() == "segment_controller_gangs_placed_total 1.0"

@@ -15,6 +15,7 @@ The ``cluster`` test installs the chart on a local control plane of its own.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -257,6 +258,78 @@ def test_bad_values_are_refused_naming_the_field(helm):
     assert ("certificates.selfSigned.caBundle is empty (rule: certificates.mode self-signed needs the files of "
             "`segment-webhook certs`); fix: segment-webhook certs --out certs, then --set-file "
             "certificates.selfSigned.caBundle=certs/ca-bundle.crt") in no_files.stderr
+
+
+def _webhook_container(docs: list[dict]) -> dict:
+    deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "segment-webhook")
+    return deployment["spec"]["template"]["spec"]["containers"][0]
+
+
+#: serve's flags the chart sets from the pod itself, not from a value: where it listens and finds
+#: its certificate (args), the in-cluster configuration instead of a kubeconfig, the Topology
+#: objects of the cluster instead of files, the gate with the controller (controller.enabled).
+SET_BY_THE_POD = {"--bind", "--cert-dir", "--kubeconfig", "--topology-file", "--gate-pods"}
+
+
+def test_every_serve_setting_is_a_chart_value(helm):
+    """Issue 35: the chart sets every `serve` setting a user needs, the target included (the
+    schema refused `webhook.target=kueue`). Each serve flag is set by a value (its
+    SEGMENT_WEBHOOK_* variable in the container's env) or by the pod (SET_BY_THE_POD)."""
+    from webhook.cli import build_parser
+
+    serve = next(action for action in build_parser()._subparsers._group_actions[0].choices.items()
+                 if action[0] == "serve")[1]
+    # the flags serve lists (a removed one, --threads, is kept hidden only to explain its removal)
+    flags = {option for action in serve._actions for option in action.option_strings
+             if option.startswith("--") and action.help != argparse.SUPPRESS}
+    flags.discard("--help")
+    docs = helm.template("--set", "webhook.target=kueue", "--set", "webhook.readTimeout=2.5",
+                         "--set", "webhook.segmentEnv=true", "--set", "webhook.workers=3",
+                         "--set", "webhook.defaultTopology=racks", "--set", "webhook.platformUsers={a,b}",
+                         "--set", "webhook.platformGroups={g}")
+    container = _webhook_container(docs)
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    assert env["SEGMENT_WEBHOOK_TARGET"] == "kueue"
+    assert env["SEGMENT_WEBHOOK_READ_TIMEOUT"] == "2.5"
+    assert env["SEGMENT_WEBHOOK_SEGMENT_ENV"] == "true"
+    assert env["SEGMENT_WEBHOOK_WORKERS"] == "3"
+    assert env["SEGMENT_WEBHOOK_DEFAULT_TOPOLOGY"] == "racks"
+    assert env["SEGMENT_WEBHOOK_PLATFORM_USER"] == "a,b"
+    assert env["SEGMENT_WEBHOOK_PLATFORM_GROUP"] == "g"
+    by_value = {"--" + name.removeprefix("SEGMENT_WEBHOOK_").lower().replace("_", "-") for name in env
+                if name.startswith("SEGMENT_WEBHOOK_")}
+    assert flags - by_value - SET_BY_THE_POD == set()
+    assert [arg for arg in container["args"] if arg.startswith("--")] == ["--bind", "--cert-dir"]
+    gated = helm.template("--set", "webhook.target=workload-api", "--set", "controller.enabled=true")
+    gated_env = {item["name"]: item.get("value") for item in _webhook_container(gated)["env"]}
+    assert gated_env["SEGMENT_WEBHOOK_TARGET"] == "workload-api"
+    assert gated_env["SEGMENT_WEBHOOK_GATE_PODS"] == "true"
+    defaults = {item["name"] for item in _webhook_container(helm.template())["env"]}
+    assert "SEGMENT_WEBHOOK_TARGET" not in defaults and "SEGMENT_WEBHOOK_READ_TIMEOUT" not in defaults
+
+
+def test_bad_serve_settings_are_refused_naming_the_field(helm):
+    unknown = helm.run("template", RELEASE, str(CHART), "--set", "webhook.target=volcano", check=False)
+    assert unknown.returncode == 1
+    assert ("- at '/webhook/target': value must be one of '', 'kai', 'kueue', 'workload-api', 'gate'"
+            in unknown.stderr)
+    slow = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=301", check=False)
+    assert slow.returncode == 1
+    assert "- at '/webhook/readTimeout': maximum: got 301, want 300" in slow.stderr
+    # --set gives 300.5 as a string: the template checks the range
+    slow = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=300.5", check=False)
+    assert slow.returncode == 1
+    assert ("webhook.readTimeout: 300.5 is out of range (rule: serve --read-timeout takes 0.1..300 seconds); "
+            "fix: --set webhook.readTimeout=10") in slow.stderr
+    words = helm.run("template", RELEASE, str(CHART), "--set", "webhook.readTimeout=ten", check=False)
+    assert words.returncode == 1
+    assert "- at '/webhook/readTimeout': 'ten' does not match pattern '^[0-9]+(\\\\.[0-9]+)?$'" in words.stderr
+    for target in ("gate", "workload-api"):
+        alone = helm.run("template", RELEASE, str(CHART), "--set", f"webhook.target={target}", check=False)
+        assert alone.returncode == 1
+        assert (f'webhook.target: "{target}" needs the gang controller (rule: under target {target} the controller '
+                f"makes what releases the pods, docs/targets.md); fix: --set controller.enabled=true, or another "
+                f"webhook.target") in alone.stderr
 
 
 # ------------------------------------------------------------------------- on the local control plane

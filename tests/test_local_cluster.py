@@ -141,3 +141,32 @@ def test_up_says_build_reusing_once_per_program(tmp_path, monkeypatch):
     log = io.StringIO()
     assert [local_cluster.build_upstream("lws", log=log) for _ in range(3)] == [binary] * 3
     assert log.getvalue() == f"build: reusing {binary}\n"
+
+
+def test_kube_apiserver_always_routes_a_service_to_its_endpoints(tmp_path, monkeypatch):
+    """Issue 35: a webhook configuration naming a Service must make kube-apiserver dial one of the
+    Service's endpoints (pod addresses in the run's own network namespaces), never its cluster IP
+    in 10.0.0.0/24, an address no process here owns. The flag is on in every `up`, whatever was asked."""
+    for workload_api in (False, True):
+        (tmp_path / str(workload_api)).mkdir()
+        cluster = local_cluster.LocalCluster(tmp_path / str(workload_api))
+        cluster.state = {"ports": {}, "components": [], "bin": "/nonexistent", "workload_api": workload_api}
+        started: dict[str, list[str]] = {}
+
+        class Stop(Exception):
+            pass
+
+        def start(component, argv, env=None, started=started):
+            started[component] = argv
+            if component == "kube-apiserver":
+                raise Stop
+            return None
+
+        monkeypatch.setattr(cluster, "start", start)
+        monkeypatch.setattr(cluster, "wait_until", lambda *args, **kwargs: None)
+        with pytest.raises(Stop):
+            cluster.start_control_plane()
+        argv = started["kube-apiserver"]
+        assert "--enable-aggregator-routing=true" in argv
+        assert not any(word.startswith("--enable-aggregator-routing=false") for word in argv)
+        assert argv[argv.index("--service-cluster-ip-range") + 1] == "10.0.0.0/24"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from typing import Any
 
 from webhook.cli.flags import UsageError, add_env_flag, apply_env, env_note, error, positive_int, topology_name
@@ -38,8 +39,24 @@ def _log_level(text: str) -> str:
     return value
 
 
+#: The variable that puts prometheus_client in multiprocess mode (values in files of that directory).
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def single_process_metrics() -> None:
+    """Drop ``PROMETHEUS_MULTIPROC_DIR`` from this process's environment, before prometheus_client
+    is first imported. The image sets it for ``serve`` (gunicorn's workers share their metrics
+    through files there, an emptyDir of the webhook's pod); the controller is one process with a
+    registry of its own, and its pod mounts nothing there: with the variable set, prometheus_client
+    (which checks only that the variable exists) wrote its values under the read-only root
+    filesystem and the controller exited with ``OSError: [Errno 30] Read-only file system:
+    '/var/run/segment-webhook/metrics/counter_1.db'`` (the chart on a real kubelet, issue 35)."""
+    os.environ.pop(MULTIPROC_ENV, None)
+
+
 def run(args: argparse.Namespace) -> int:
     """The ``controller`` command (see the module docstring for exit codes)."""
+    single_process_metrics()
     try:
         apply_env(args)
     except UsageError as exc:

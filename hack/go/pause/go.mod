@@ -1,0 +1,3 @@
+module segment-webhook.local/hack/pause
+
+go 1.26
