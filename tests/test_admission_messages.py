@@ -106,7 +106,7 @@ def test_the_kai_flat_gang_warning_keeps_its_fix_at_its_longest():
     obj["metadata"]["annotations"] = {TOPO: "cluster-topology"}
     d = review(make_request(obj), CATALOG, PLAIN)
     assert d.allowed, d.message
-    assert d.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 10000, both levels) unenforced; "
+    assert d.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 10000, both levels) not enforced; "
                           "--gate-pods does"]
 
 

@@ -123,7 +123,7 @@ def test_native_automatic(example_catalog):
     assert patched["spec"]["worker"]["template"]["metadata"]["annotations"] == {
         SIZE: "8", TOPO: "cluster-topology", SEG_PREF: HOST, "segments.dev/kai-flat-gang": "true"}
     assert decision.warnings == [
-        "KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) unenforced; --gate-pods does"]
+        "KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) not enforced; --gate-pods does"]
     assert patched["metadata"]["annotations"][WL_PREF] == HOST
     assert patched["metadata"]["annotations"] == {WL_PREF: HOST, TOPO: "cluster-topology"}
     assert patched["spec"]["workersPerSegment"] == 8

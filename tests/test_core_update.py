@@ -180,7 +180,7 @@ def test_native_root_size_beaten_by_workers_per_segment_is_idempotent(example_ca
     obj["metadata"]["annotations"] = {SIZE: "-1"}
     first = run(obj, example_catalog, AUTO)
     assert first.allowed and first.warnings == ['kai.scheduler/segment-size="-1" disagrees with workersPerSegment=8; '
-                                                "overwritten", 'KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) unenforced; --gate-pods does']
+                                                "overwritten", 'KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) not enforced; --gate-pods does']
     again = run(jsonpatch.apply_patch(obj, first.patch), example_catalog, AUTO)
     assert (again.allowed, again.patch) == (True, [])
-    assert again.warnings == ['root kai.scheduler/segment-size="-1" ignored: workersPerSegment=8 wins', 'KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) unenforced; --gate-pods does']
+    assert again.warnings == ['root kai.scheduler/segment-size="-1" ignored: workersPerSegment=8 wins', 'KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) not enforced; --gate-pods does']

@@ -709,7 +709,7 @@ def test_automatic_with_unsynced_unknown_topology_warns_and_writes_no_levels():
     assert d.allowed
     assert d.warnings == ['topology "cluster-topology" not loaded yet; levels not checked',
                           'automatic segment placement skipped: topology "cluster-topology" not loaded yet',
-                          'KAI flattens pods DistributedWorkload owns: segments (size 8) unenforced; --gate-pods does']
+                          'KAI flattens pods DistributedWorkload owns: segments (size 8) not enforced; --gate-pods does']
     assert patched(obj, d)["spec"]["worker"]["template"]["metadata"]["annotations"] == {
         TOPO: "cluster-topology", SIZE: "8", "segments.dev/kai-flat-gang": "true"}
 
@@ -778,7 +778,7 @@ def test_native_created_before_its_topology_was_known_resolves_as_create_on_upda
     assert "annotations" not in stored["metadata"]  # automatic placement was skipped (warning)
     created = patched(native(), run(native(), example_catalog, PLATFORM))
     d = run(stored, example_catalog, PLATFORM, operation="UPDATE", old=stored)
-    assert d.allowed and d.warnings == ['KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) unenforced; --gate-pods does']
+    assert d.allowed and d.warnings == ['KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) not enforced; --gate-pods does']
     assert patched(stored, d) == created
 
 
@@ -791,7 +791,7 @@ def test_native_replace_scaling_32_to_16_with_a_default_topology_writes_the_crea
     settings = AdmissionSettings(default_topology="cluster-topology")
     for stored in (native(workers=32), patched(native(workers=32), run(native(workers=32), two, settings))):
         d = run(native(workers=16), two, settings, operation="UPDATE", old=stored)
-        assert d.allowed and d.warnings == ['KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) unenforced; --gate-pods does']
+        assert d.allowed and d.warnings == ['KAI flattens pods DistributedWorkload owns: segments (size 8, preferred level) not enforced; --gate-pods does']
         out = patched(native(workers=16), d)
         assert out["metadata"]["annotations"] == {TOPO: "cluster-topology", WL_PREF: HOST}
         assert out["spec"]["worker"]["template"]["metadata"]["annotations"] == {

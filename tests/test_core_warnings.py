@@ -168,7 +168,7 @@ EXAMPLES = {
                                          "overwritten"),
     # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for segments.dev (hub/hub.go)
     "kai-flat-gang": (lambda: (manifest("kai-reader-class-b-distributedworkload.yaml"), PLAIN, CATALOG),
-                      "KAI flattens pods DistributedWorkload owns: segments (size 4, required level) unenforced; --gate-pods does"),
+                      "KAI flattens pods DistributedWorkload owns: segments (size 4, required level) not enforced; --gate-pods does"),
     # DESIGN.md §4.5: KAI's Ray grouper makes a group template's level that group's constraint
     "kai-template-level-whole-group": (lambda: (manifest("kai-reader-class-c-raycluster-with-topology.yaml"), PLAIN,
                                                 CATALOG),

@@ -29,7 +29,7 @@ KUEUE = AdmissionSettings(target="kueue")
 
 JOB_TEXT = "KAI makes one PodGroup of a Job, no subgroups: it does not enforce these Job segments; --gate-pods does"
 MPI_TEXT = "KAI keeps MPIJob PodGroups flat: it does not enforce these MPIJob segments; --gate-pods does"
-DW_TEXT = "KAI flattens pods DistributedWorkload owns: segments (size 4, required level) unenforced; --gate-pods does"
+DW_TEXT = "KAI flattens pods DistributedWorkload owns: segments (size 4, required level) not enforced; --gate-pods does"
 RAY_TEXT = "KAI groups Ray pods by worker group: it does not enforce these RayCluster segments; --gate-pods does"
 JOBSET_TEXT = ("KAI enforces JobSet segments only of size = parallelism (4): it does not enforce these JobSet "
                "segments; --gate-pods does")

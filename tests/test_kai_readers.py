@@ -75,7 +75,7 @@ def test_a_root_that_names_its_topology_is_left_alone():
 def test_b_native_workload_is_one_flat_gang_its_pods_get_no_subgroup_name():
     decision, patched = admit(manifest("kai-reader-class-b-distributedworkload.yaml"))
     assert decision.allowed
-    assert decision.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 4, required level) unenforced; --gate-pods does"]
+    assert decision.warnings == ["KAI flattens pods DistributedWorkload owns: segments (size 4, required level) not enforced; --gate-pods does"]
     template_ann = patched["spec"]["worker"]["template"]["metadata"]["annotations"]
     assert template_ann["segments.dev/kai-flat-gang"] == "true"
     pod = {"apiVersion": "v1", "kind": "Pod",

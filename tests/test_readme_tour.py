@@ -52,7 +52,7 @@ def test_step_2_shows_the_kai_flat_gang_warning_and_the_placement(tmp_path, caps
     out, err = capsys.readouterr()
     shown = block_after("segment-webhook place -f ../shared/examples/distributedworkload-native.yaml --cluster cluster.yaml")
     assert shown[0] == ("Warning: DistributedWorkload llama-tp8: KAI flattens pods DistributedWorkload owns: segments "
-                        "(size 8, preferred level) unenforced; --gate-pods does")
+                        "(size 8, preferred level) not enforced; --gate-pods does")
     assert shown == err.splitlines() + out.splitlines()
     # the README's sentence under the block names the target that enforces it
     assert "The warning is for the default target `kai`" in README and "`--target gate`" in README

@@ -106,12 +106,6 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     ))
 
 
-#: The groups of a kind of units (one SegmentInputs per group), each inheriting the root's segment
-#: size: named by the size rule's fix when the root's size does not fit one group.
-_GROUPS = {"JobSet": "replicatedJobs", "RayCluster": "worker groups", "RayJob": "worker groups",
-           "RayService": "worker groups"}
-
-
 def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, requested: int | None,
                   decision: Decision) -> int | None:
     """The ``requested`` size (written ``raw`` at ``field_path``; ``origin`` as
@@ -128,7 +122,7 @@ def _checked_size(inp: SegmentInputs, raw: Any, field_path: str, origin: str, re
     if pods is None:
         return requested
     update_of = inp.kind if running_size is not None and running_size == requested else None
-    groups = _GROUPS.get(inp.kind) if field_path.startswith("metadata.annotations[") else None
+    groups = inp.groups if field_path.startswith("metadata.annotations[") else None
     if not rules.check_size_within_pods(*args, origin, pods, inp.pods_field, pods_noun, update_of=update_of,
                                         groups=groups):
         return None

@@ -118,6 +118,9 @@ class SegmentInputs(NamedTuple):
     ``template_levels_read``: KAI's pod-grouper reads workload-level keys on this worker template
     (Ray: the group's subgroup constraint, §4.5), so they are not warned about as ignored; the kind
     checks them itself.
+    ``groups``: in a kind of units (one SegmentInputs per group), what its groups are called
+    (``replicatedJobs``, ``worker groups``): each inherits the root's segment size, and the size
+    rule's fix names moving it to the templates of the groups to segment.
     """
 
     kind: str
@@ -134,6 +137,7 @@ class SegmentInputs(NamedTuple):
     size_rule: KindSizeRule | None = None
     running_size: int | None = None
     template_levels_read: bool = False
+    groups: str | None = None
 
 
 class SegmentSize(NamedTuple):

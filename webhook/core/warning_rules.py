@@ -128,7 +128,7 @@ _ALL = (
                 "KAI {why}: it does not enforce these {kind} segments; --gate-pods does", kai_gap=True),
     WarningRule("kai-flat-gang", "DESIGN.md §4.5",
                 "a segmented workload whose owner chain KAI's pod-grouper cannot group (native kind)",
-                "KAI flattens pods {kind} owns: segments ({constraints}) unenforced; --gate-pods does", kai_gap=True),
+                "KAI flattens pods {kind} owns: segments ({constraints}) not enforced; --gate-pods does", kai_gap=True),
     WarningRule("kai-template-level-whole-group", "DESIGN.md §4.5",
                 "a workload level on a Ray group template that names its topology: KAI enforces it on that group",
                 "workload {scope} level {level} on {group}: KAI enforces it on the whole group"),

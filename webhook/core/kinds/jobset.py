@@ -106,7 +106,8 @@ def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settin
     whole_jobs = isinstance(parallelism, int) and parallelism >= 1
     inputs = SegmentInputs(kind=KIND, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × parallelism",
                            pods_noun=f"pods of replicatedJob {name}", running_size=update.running_size(name),
-                           extra_worker_keys={JOB_PARALLELISM: str(parallelism)} if whole_jobs else {})
+                           extra_worker_keys={JOB_PARALLELISM: str(parallelism)} if whole_jobs else {},
+                           groups="replicatedJobs")
     res = resolve(inputs, catalog, settings, decision)
     unit = Plan(resolution=res, root=root, worker=worker, templates=[job_meta], gang_size=pods)
     per_job_segment = res.segmented and whole_jobs and res.size_in_force == parallelism

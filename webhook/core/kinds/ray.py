@@ -110,7 +110,7 @@ def _unit(kind: str, root: AnnotationMap, group: Any, k: int, prefix: tuple[str,
     inputs = SegmentInputs(kind=kind, root=root, worker=worker, pods=pods, pods_field=f"{field}.replicas × numOfHosts",
                            pods_noun=f"pods of worker group {name}", running_size=update.running_size(name),
                            extra_worker_keys={NUM_OF_HOSTS: str(hosts)} if isinstance(hosts, int) else {},
-                           size_rule=whole_replicas, template_levels_read=True)
+                           size_rule=whole_replicas, template_levels_read=True, groups="worker groups")
     res = resolve(inputs, catalog, settings, decision)
     written = res.worker_keys().get(keys.TOPOLOGY)
     check_template_levels(worker, worker.values.get(keys.TOPOLOGY, written), f"worker group {name}", catalog,
