@@ -2,18 +2,21 @@
 
 Usage (through ``hack/image.sh``)::
 
-    image.sh build       # base from Debian packages (mmdebstrap), then the Dockerfile (podman build)
+    image.sh build       # two bases from Debian packages (mmdebstrap), then the Dockerfile (podman build)
     image.sh smoke       # run it as deploy/base runs it: /readyz, one review over TLS, SIGTERM
-    image.sh contents    # the image's config and installed Python packages, as JSON (no container run)
+    image.sh contents    # the image's config, Python packages, bytecode, largest directories, as JSON
+    image.sh controller-once DUMP   # controller --once --snapshot DUMP in the image, as JSON
 
-``build`` makes a Debian ``bookworm`` root filesystem with ``mmdebstrap`` (Python 3.11, as the
-Dockerfile's default base ``python:3.11.14-slim-bookworm``, with pip installed under /usr/local as
-that image has it), caches it as a tar under ``$SEGMENT_WEBHOOK_IMAGE_CACHE`` or
-``~/.cache/segment-webhook/image`` keyed by the hash of its recipe, imports it as the local image
-``localhost/segment-webhook-base:bookworm-<key>``, then builds the unmodified Dockerfile with
-``--build-arg BASE_IMAGE=`` that image. The last line of ``build``'s and ``smoke``'s stdout is a
-JSON object of what was measured. Exit codes: 0 done, 1 a step failed (its output is shown),
-2 a tool is missing (the message names the Debian package).
+``build`` makes two Debian ``bookworm`` root filesystems with ``mmdebstrap``: the builder's
+(``minbase``, Python 3.11 with pip installed under /usr/local, as the Dockerfile's default
+``python:3.11.14-slim-bookworm`` has it) and the image's own (``custom``: only Python 3.11 and
+what the pod runs, :data:`RUNTIME_PACKAGES`). Each is cached as a tar under
+``$SEGMENT_WEBHOOK_IMAGE_CACHE`` or ``~/.cache/segment-webhook/image`` keyed by the hash of its
+recipe and imported as ``localhost/segment-webhook-base:bookworm-<key>`` (builder) and
+``localhost/segment-webhook-runtime:bookworm-<key>``; then the unmodified Dockerfile is built with
+``--build-arg BUILDER_IMAGE=`` and ``--build-arg BASE_IMAGE=`` those images. The last line of
+``build``'s and ``smoke``'s stdout is a JSON object of what was measured. Exit codes: 0 done, 1 a
+step failed (its output is shown), 2 a tool is missing (the message names the Debian package).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import base64
 import configparser
 import hashlib
 import http.client
+import importlib.util
 import json
 import os
 import shutil
@@ -32,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +51,13 @@ MIRRORS = (
     "deb http://deb.debian.org/debian bookworm-updates main",
     "deb http://deb.debian.org/debian-security bookworm-security main",
 )
-#: What the base holds beyond mmdebstrap's ``minbase`` (Essential packages and apt): Python 3.11,
-#: the pip wheel Debian ships (installed under /usr/local by the hook below), passwd for the
-#: Dockerfile's groupadd/useradd, CA certificates and /etc/services as python:*-slim has them.
+#: What the builder base holds beyond mmdebstrap's ``minbase`` (Essential packages and apt): Python
+#: 3.11, the pip wheel Debian ships (installed under /usr/local by the hook below), passwd, CA
+#: certificates and /etc/services as python:*-slim has them. Only the Dockerfile's builder stage
+#: runs on it; none of it is in the image but what the image's base has too.
 BASE_PACKAGES = ("python3", "python3-pip-whl", "passwd", "ca-certificates", "netbase")
-#: mmdebstrap customize hooks: make the base behave as python:*-slim for the Dockerfile's
-#: ``pip install`` (no PEP 668 marker, pip on PATH in /usr/local/bin).
+#: mmdebstrap customize hooks: make the builder base behave as python:*-slim for the Dockerfile's
+#: ``pip`` (no PEP 668 marker, pip on PATH in /usr/local/bin).
 BASE_HOOKS = (
     'rm -f "$1"/usr/lib/python3.11/EXTERNALLY-MANAGED',
     'chroot "$1" sh -c \'wheel=$(ls /usr/share/python-wheels/pip-*.whl) && '
@@ -67,12 +73,31 @@ BASE_DPKG_OPTIONS = (
     "path-exclude=/usr/share/doc/*",
     "path-include=/usr/share/doc/*/copyright",
 )
-#: Config the imported base gets (python:*-slim sets the same PATH and LANG).
+#: What the image's own base holds, installed with mmdebstrap's ``custom`` variant (only these and
+#: their dependencies; no apt, no Essential set): bookworm's Python 3.11 with its whole standard
+#: library (``python3.11``, whose postinst compiles it; ``python3-minimal`` for /usr/bin/python3,
+#: the interpreter the builder's environment links to), libstdc++ (greenlet, rapidfuzz and numpy
+#: are C++), coreutils (/bin/sleep of the Deployment's preStop pause), dash (/bin/sh for the
+#: Dockerfile's RUN), base-files, base-passwd and netbase (/etc/os-release, passwd, group,
+#: services), and what dpkg needs to install packages (dpkg, diffutils, libc-bin, sed, grep,
+#: findutils; listed first: mmdebstrap hands them to dpkg in this order, and libc6's preinst
+#: runs sed). No CA certificates: the Kubernetes client trusts the ServiceAccount's ca.crt or
+#: the kubeconfig's, else certifi's bundle.
+RUNTIME_PACKAGES = ("dpkg", "diffutils", "libc-bin", "sed", "grep", "findutils", "base-files", "base-passwd",
+                    "coreutils", "dash", "netbase", "python3.11", "python3-minimal", "libstdc++6")
+#: The builder's filters plus glibc's iconv modules (gconv: Python's codecs do not use them). (The
+#: standard library's test/ helpers stay: python3.11's postinst compiles them and fails without.)
+RUNTIME_DPKG_OPTIONS = BASE_DPKG_OPTIONS + ("path-exclude=/usr/lib/x86_64-linux-gnu/gconv/*",)
+#: Config the imported bases get (python:*-slim sets the same PATH and LANG).
 BASE_CHANGES = (
     "ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "ENV=LANG=C.UTF-8",
     'CMD=["python3"]',
 )
+#: Commands ``contents`` looks up on the image's PATH: what runs, and what must not be there.
+COMMANDS = ("segment-webhook", "python3", "sleep", "sh", "pip", "pip3", "apt-get", "gcc", "cc", "perl")
+#: Site-packages of the image's virtual environment (the Dockerfile's /opt/segment-webhook).
+VENV_SITE = "opt/segment-webhook/lib/python3*/site-packages"
 #: The Deployment's numeric user and group (deploy/base/deployment.yaml, Dockerfile USER).
 UID = 65532
 #: The worker pod the smoke review admits and what DESIGN.md §2/§7 label it with: replica index 5
@@ -115,23 +140,30 @@ def image_tag() -> str:
     return f"localhost/segment-webhook:{package_version()}"
 
 
-def mmdebstrap_argv(output: Path) -> list[str]:
-    """The mmdebstrap command writing the base root filesystem as a tar to ``output``."""
-    argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
-    argv += [f"--dpkgopt={option}" for option in BASE_DPKG_OPTIONS]
-    argv += [f"--customize-hook={hook}" for hook in BASE_HOOKS]
+def mmdebstrap_argv(output: Path, base: str = "builder") -> list[str]:
+    """The mmdebstrap command writing a base root filesystem as a tar to ``output``: ``builder``
+    (the Dockerfile's BUILDER_IMAGE) or ``runtime`` (its BASE_IMAGE, what the image is made of)."""
+    if base == "builder":
+        argv = ["mmdebstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES)]
+        argv += [f"--dpkgopt={option}" for option in BASE_DPKG_OPTIONS]
+        argv += [f"--customize-hook={hook}" for hook in BASE_HOOKS]
+    else:
+        argv = ["mmdebstrap", "--variant=custom", "--include=" + ",".join(RUNTIME_PACKAGES)]
+        argv += [f"--dpkgopt={option}" for option in RUNTIME_DPKG_OPTIONS]
     return argv + [SUITE, str(output), *MIRRORS]
 
 
-def base_key() -> str:
-    """A short hash of the base's recipe (suite, archives, packages, hooks, image config)."""
-    recipe = {"argv": mmdebstrap_argv(Path("OUT")), "changes": BASE_CHANGES}
+def base_key(base: str = "builder") -> str:
+    """A short hash of a base's recipe (suite, archives, packages, hooks, image config)."""
+    recipe = {"argv": mmdebstrap_argv(Path("OUT"), base), "changes": BASE_CHANGES}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def base_tag() -> str:
-    """The local tag of the imported base: ``localhost/segment-webhook-base:bookworm-<key>``."""
-    return f"localhost/segment-webhook-base:{SUITE}-{base_key()}"
+def base_tag(base: str = "runtime") -> str:
+    """The local tag of an imported base: ``localhost/segment-webhook-base:bookworm-<key>`` (the
+    builder's) or ``localhost/segment-webhook-runtime:bookworm-<key>``."""
+    name = "segment-webhook-base" if base == "builder" else "segment-webhook-runtime"
+    return f"localhost/{name}:{SUITE}-{base_key(base)}"
 
 
 def need(*tools: str) -> None:
@@ -157,21 +189,23 @@ def podman_has_image(tag: str) -> bool:
     return subprocess.run(["podman", "image", "exists", tag], capture_output=True).returncode == 0
 
 
-def build_base(log: Any = sys.stderr) -> tuple[str, float | None]:
-    """Make (or reuse) the base tar and import it; return (its tag, mmdebstrap seconds or None
-    when the cached tar was reused). Raises ImageError when mmdebstrap or the import fails."""
-    tag = base_tag()
-    tar = cache_root() / f"base-{SUITE}-{base_key()}.tar"
+def build_base(base: str, log: Any = sys.stderr) -> tuple[str, float | None]:
+    """Make (or reuse) the tar of base ``builder`` or ``runtime`` and import it; return (its tag,
+    mmdebstrap seconds or None when the cached tar was reused). Raises ImageError when mmdebstrap
+    or the import fails."""
+    tag = base_tag(base)
+    prefix = "base" if base == "builder" else "runtime"
+    tar = cache_root() / f"{prefix}-{SUITE}-{base_key(base)}.tar"
     seconds = None
     if not tar.is_file():
         tar.parent.mkdir(parents=True, exist_ok=True)
         partial = tar.with_suffix(".partial.tar")
         print(f"image: mmdebstrap {SUITE} -> {tar}", file=log, flush=True)
         started = time.monotonic()
-        run(mmdebstrap_argv(partial))
+        run(mmdebstrap_argv(partial, base))
         seconds = round(time.monotonic() - started, 1)
         partial.rename(tar)
-        print(f"image: base made in {seconds} s", file=log, flush=True)
+        print(f"image: {base} base made in {seconds} s", file=log, flush=True)
     else:
         print(f"image: reusing {tar}", file=log, flush=True)
     if not podman_has_image(tag):
@@ -220,34 +254,49 @@ def container_flags(image: str, log: Any = sys.stderr) -> tuple[list[str], list[
 
 
 def build(log: Any = sys.stderr) -> dict[str, Any]:
-    """``build``: the base, then the Dockerfile with ``BASE_IMAGE`` = that base. Returns the
-    figures printed as JSON: tags, seconds of each step, image id and size in bytes."""
+    """``build``: both bases, then the Dockerfile with ``BUILDER_IMAGE`` and ``BASE_IMAGE`` = those
+    bases. Returns the figures printed as JSON: tags, seconds of each step, image id, size in
+    bytes and its layers (``podman history``: bytes and the instruction that made each)."""
     need("mmdebstrap", "podman")
     started = time.monotonic()
-    base, base_seconds = build_base(log)
-    global_flags, flags, refusals = container_flags(base, log)
+    builder, builder_seconds = build_base("builder", log)
+    base, base_seconds = build_base("runtime", log)
+    global_flags, flags, refusals = container_flags(builder, log)
     tag = image_tag()
     with tempfile.TemporaryDirectory(prefix="segment-webhook-image-") as workdir:
-        argv = ["podman", *global_flags, "build", *flags, "--network", "host", "--build-arg", f"BASE_IMAGE={base}",
+        argv = ["podman", *global_flags, "build", *flags, "--network", "host",
+                "--build-arg", f"BUILDER_IMAGE={builder}", "--build-arg", f"BASE_IMAGE={base}",
                 *host_ca_volumes(Path(workdir)), "--tag", tag, "--file", str(REPO / "Dockerfile"), str(REPO)]
-        print(f"image: podman build --build-arg BASE_IMAGE={base} --tag {tag}", file=log, flush=True)
+        print(f"image: podman build --build-arg BUILDER_IMAGE={builder} --build-arg BASE_IMAGE={base} --tag {tag}",
+              file=log, flush=True)
         build_started = time.monotonic()
         result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800)
         if result.returncode != 0:
             raise ImageError(f"podman build exited {result.returncode}:\n{result.stdout[-6000:]}")
     build_seconds = round(time.monotonic() - build_started, 1)
+    pruned = [line for line in result.stdout.splitlines() if line.startswith('{"bytes_before"')]
     inspected = json.loads(run(["podman", "image", "inspect", tag]).stdout)[0]
     return {"image": tag, "id": inspected["Id"][:12], "size_bytes": inspected["Size"], "base": base,
-            "podman_flags": global_flags + flags, "refused": refusals,
-            "base_seconds": base_seconds, "dockerfile_seconds": build_seconds,
-            "total_seconds": round(time.monotonic() - started, 1)}
+            "builder": builder, "podman_flags": global_flags + flags, "refused": refusals,
+            "builder_seconds": builder_seconds, "base_seconds": base_seconds, "dockerfile_seconds": build_seconds,
+            "total_seconds": round(time.monotonic() - started, 1), "layers": layers(tag),
+            "pruned": json.loads(pruned[-1]) if pruned else None}
+
+
+def layers(tag: str) -> list[dict[str, Any]]:
+    """The image's layers that hold files, oldest first: ``{"bytes", "created_by"}``."""
+    history = json.loads(run(["podman", "history", "--format", "json", tag]).stdout)
+    return [{"bytes": int(entry["size"]), "created_by": entry.get("CreatedBy") or entry.get("createdBy", "")}
+            for entry in reversed(history) if int(entry["size"]) > 0]
 
 
 def site_packages(root: Path) -> dict[str, str]:
     """``{distribution name: version}`` of every ``*.dist-info`` under the image's Python
-    directories (/usr/local/lib/python3*, /usr/lib/python3*), read from their METADATA."""
+    directories (the environment :data:`VENV_SITE`, /usr/local/lib/python3*, /usr/lib/python3*),
+    read from their METADATA."""
     found: dict[str, str] = {}
-    for pattern in ("usr/local/lib/python3*/*-packages/*.dist-info", "usr/lib/python3*/*-packages/*.dist-info"):
+    for pattern in (f"{VENV_SITE}/*.dist-info", "usr/local/lib/python3*/*-packages/*.dist-info",
+                    "usr/lib/python3*/*-packages/*.dist-info"):
         for info in sorted(root.glob(pattern)):
             fields: dict[str, str] = {}
             for line in (info / "METADATA").read_text(errors="replace").splitlines():
@@ -259,9 +308,54 @@ def site_packages(root: Path) -> dict[str, str]:
     return found
 
 
+def bytecode_problems(root: Path) -> dict[str, Any]:
+    """Check the environment's bytecode as the image's Python would on import (it cannot write
+    any: the root filesystem is read-only): every ``.py`` on disk has a ``__pycache__`` .pyc for
+    this Python whose hash matches the source (``checked-hash``), and every ``.py`` in a zip on
+    ``sys.path`` has an ``x.pyc`` entry for this Python. Returns the counts checked and the paths
+    without valid bytecode (``stale``). Needs this Python to be the image's minor version."""
+    magic = importlib.util.MAGIC_NUMBER
+    tag = sys.implementation.cache_tag
+    checked, stale = 0, []
+    for site in root.glob(VENV_SITE):
+        for source in sorted(site.rglob("*.py")):
+            checked += 1
+            cached = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+            header = cached.read_bytes()[:16] if cached.is_file() else b""
+            expected = magic + (3).to_bytes(4, "little") + importlib.util.source_hash(source.read_bytes())
+            if header != expected:
+                stale.append(str(source.relative_to(root)))
+        for archive in sorted(site.glob("*.zip")):
+            with zipfile.ZipFile(archive) as bundle:
+                names = set(bundle.namelist())
+                for name in sorted(names):
+                    if name.endswith(".py"):
+                        checked += 1
+                        if name + "c" not in names or bundle.read(name + "c")[:4] != magic:
+                            stale.append(f"{archive.relative_to(root)}/{name}")
+    return {"python": tag, "checked": checked, "stale": stale}
+
+
+def largest(root: Path, count: int = 12) -> dict[str, int]:
+    """Bytes of the ``count`` largest entries of the environment's site-packages and of the
+    top-level directories of the root filesystem (``du``-like, files counted once)."""
+    def size(path: Path) -> int:
+        if path.is_symlink() or not path.exists():
+            return 0
+        return path.stat().st_size if path.is_file() else sum(
+            entry.lstat().st_size for entry in path.rglob("*") if entry.is_file() and not entry.is_symlink())
+    sizes = {f"/{entry.relative_to(root)}": size(entry) for entry in root.iterdir() if entry.is_dir()
+             and not entry.is_symlink()}
+    for site in root.glob(VENV_SITE):
+        sizes |= {f"/{entry.relative_to(root)}": size(entry) for entry in site.iterdir()}
+    return dict(sorted(sizes.items(), key=lambda item: -item[1])[:count])
+
+
 def contents(tag: str | None = None) -> dict[str, Any]:
-    """The image's config (User, Entrypoint, Cmd, Env, ExposedPorts, WorkingDir) and its Python
-    distributions, read from podman's storage without running a container."""
+    """The image's config (User, Entrypoint, Cmd, Env, ExposedPorts, WorkingDir), its Python
+    distributions, its bytecode check (:func:`bytecode_problems`), its largest directories
+    (:func:`largest`), what the environment's zip holds, and where each of :data:`COMMANDS` is
+    on its PATH (None: absent), read from podman's storage without running a container."""
     need("podman")
     tag = tag or image_tag()
     if not podman_has_image(tag):
@@ -271,12 +365,21 @@ def contents(tag: str | None = None) -> dict[str, Any]:
     try:
         packages = site_packages(mounted)
         shell_users = (mounted / "etc" / "passwd").read_text().splitlines()
+        bytecode = bytecode_problems(mounted)
+        sizes = largest(mounted, 25)
+        zipped = sorted({name.split("/")[0] for archive in mounted.glob(f"{VENV_SITE}/*.zip")
+                         for name in zipfile.ZipFile(archive).namelist()})
+        path = next((item.split("=", 1)[1] for item in config.get("Env") or [] if item.startswith("PATH=")), "")
+        commands = {name: next((f"{directory}/{name}" for directory in path.split(":")
+                                if os.path.lexists(mounted / directory.lstrip("/") / name)), None)
+                    for name in COMMANDS}
     finally:
         run(["podman", "image", "unmount", tag])
     account = next((line for line in shell_users if line.split(":")[2:3] == [str(UID)]), "")
     return {"image": tag, "config": {key: config.get(key) for key in
                                      ("User", "Entrypoint", "Cmd", "Env", "ExposedPorts", "WorkingDir")},
-            "passwd": account, "packages": packages}
+            "passwd": account, "packages": packages, "bytecode": bytecode, "largest": sizes, "zipped": zipped,
+            "commands": commands}
 
 
 def free_port() -> int:
@@ -461,6 +564,25 @@ def smoke(tag: str | None = None, log: Any = sys.stderr) -> dict[str, Any]:
     return figures
 
 
+def controller_once(snapshot: Path, tag: str | None = None, log: Any = sys.stderr) -> dict[str, Any]:
+    """``controller-once DUMP``: ``segment-webhook controller --once --snapshot DUMP -o yaml`` in
+    the image, run as the Deployment runs its pods (the image's user, read-only root filesystem,
+    /tmp in memory, every capability dropped, no privilege escalation, no network), ``DUMP``
+    mounted read-only. Returns its exit code, stdout and stderr (the placement engine's patches)."""
+    need("podman")
+    tag = tag or image_tag()
+    if not podman_has_image(tag):
+        raise ImageError(f"no image {tag}: run hack/image.sh build first")
+    global_flags, flags, _refusals = container_flags(tag, log)
+    argv = ["podman", *global_flags, "run", "--rm", *flags, "--read-only", "--read-only-tmpfs=false",
+            "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m,mode=1777", "--cap-drop", "ALL",
+            "--security-opt", "no-new-privileges", "--network", "none",
+            "--volume", f"{snapshot.resolve()}:/input/dump.yaml:ro", "--entrypoint", "segment-webhook", tag,
+            "controller", "--once", "--snapshot", "/input/dump.yaml", "-o", "yaml"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    return {"image": tag, "exit_code": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+
 def main(argv: list[str]) -> int:
     """Command-line entry point; returns the exit status (0 done, 1 failed, 2 missing tool)."""
     parser = argparse.ArgumentParser(prog="image.sh", description=__doc__.split("\n\n")[0])
@@ -468,7 +590,10 @@ def main(argv: list[str]) -> int:
     commands.add_parser("build", help="base from Debian packages, then the Dockerfile; last line: JSON figures")
     commands.add_parser("smoke", help="run the built image: /readyz, a review over TLS, SIGTERM; last line: JSON")
     commands.add_parser("contents", help="the built image's config and Python packages as JSON (no container run)")
-    commands.add_parser("base-tag", help="print the tag of the local base image (its recipe's hash)")
+    commands.add_parser("base-tag", help="print the tag of the image's local base (its recipe's hash)")
+    commands.add_parser("builder-tag", help="print the tag of the builder stage's local base (its recipe's hash)")
+    once = commands.add_parser("controller-once", help="controller --once --snapshot DUMP in the image; JSON")
+    once.add_argument("snapshot", type=Path, help="kubectl get nodes,pods -A -o yaml output")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -477,6 +602,10 @@ def main(argv: list[str]) -> int:
             print(json.dumps(smoke()))
         elif args.command == "contents":
             print(json.dumps(contents()))
+        elif args.command == "controller-once":
+            print(json.dumps(controller_once(args.snapshot)))
+        elif args.command == "builder-tag":
+            print(base_tag("builder"))
         else:
             print(base_tag())
     except ImageError as error:

@@ -24,6 +24,8 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 DEPLOYMENT = ROOT / "deploy" / "base" / "deployment.yaml"
 LOCK = ROOT / "requirements.lock"
 BUILD_IN = ROOT / "requirements-build.in"
+#: The image's virtual environment (Dockerfile): what the lock is installed into.
+VENV_PYTHON = "/opt/segment-webhook/bin/python"
 #: The command that made requirements.lock (README "Image: refreshing the pins").
 LOCK_COMMAND = ("uv pip compile setup.cfg requirements-build.in --python-version 3.11 --python-platform linux "
                 "--generate-hashes --output-file requirements.lock")
@@ -67,9 +69,15 @@ def env_vars() -> dict[str, str]:
 def test_base_image_is_pinned_python_311_slim_debian():
     # An exact Python release on an exact Debian release (bookworm: coreutils' /bin/sleep for the
     # preStop pause); the lock is compiled for the same Python (--python-version 3.11).
-    # The base is a build argument (hack/image.sh passes a base made from Debian's packages);
-    # its default is what users pull.
-    assert instructions()[:2] == [("ARG", "BASE_IMAGE=python:3.11.14-slim-bookworm"), ("FROM", "${BASE_IMAGE}")]
+    # Both stages' bases are build arguments (hack/image.sh passes two bases made from Debian's
+    # packages); their default is what users pull. The image is the last stage, on BASE_IMAGE.
+    assert instructions()[:3] == [("ARG", "BUILDER_IMAGE=python:3.11.14-slim-bookworm"),
+                                  ("ARG", "BASE_IMAGE=python:3.11.14-slim-bookworm"),
+                                  ("FROM", "${BUILDER_IMAGE} AS builder")]
+    assert find("FROM") == ["${BUILDER_IMAGE} AS builder", "${BASE_IMAGE}"]
+    # the image takes only the environment from the builder
+    assert [a for a in find("COPY") if a.startswith("--from=")] == [
+        "--from=builder /opt/segment-webhook /opt/segment-webhook"]
     assert "--python-version 3.11 " in LOCK_COMMAND
     container = yaml.safe_load(DEPLOYMENT.read_text())["spec"]["template"]["spec"]["containers"][0]
     assert container["lifecycle"]["preStop"]["exec"]["command"][0] == "sleep"
@@ -115,8 +123,8 @@ def test_dependencies_layer_comes_before_the_source():
     meta_step = next(i for i, a in copies if "setup.cfg" in a.split() and "pyproject.toml" in a.split())
     src_step = next(i for i, a in copies if a.split()[0] == "webhook")
     deps_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and "-r requirements.lock" in a)
-    pkg_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and a.split()[:2] == ["pip", "install"]
-                    and " . " in f" {a} ")
+    pkg_step = next(i for i, (kw, a) in enumerate(steps) if kw == "RUN" and a.split()[:1] == ["pip"]
+                    and " install " in a and " . " in f" {a} ")
     assert lock_step < deps_step < meta_step < src_step < pkg_step
 
 
@@ -128,12 +136,16 @@ def test_the_dockerfile_installs_the_lock_and_nothing_else():
     for run in find("RUN"):
         for command in run.split("&&"):
             words = shlex.split(command)
-            if words[:2] == ["pip", "install"]:
-                installs.append(words[2:])
+            if words[:1] == ["pip"] and "install" in words:
+                installs.append(words[1:])
+    # into the virtual environment the image copies (pip itself stays in the builder)
     assert installs == [
-        ["--no-cache-dir", "--require-hashes", "-r", "requirements.lock"],
-        ["--no-cache-dir", "--no-deps", "--no-build-isolation", "."],
+        ["--python", VENV_PYTHON, "install", "--no-cache-dir", "--require-hashes", "-r", "requirements.lock"],
+        ["--python", VENV_PYTHON, "install", "--no-cache-dir", "--no-deps", "--no-build-isolation", "."],
     ]
+    # then hack/image_prune.py cuts it (tests/test_image_prune.py), run by the environment's Python
+    assert f"{VENV_PYTHON} image_prune.py" in find("RUN")
+    assert "hack/image_prune.py ./" in find("COPY")
 
 
 def _lock_entries() -> dict[str, tuple[str, list[str]]]:
@@ -213,6 +225,8 @@ def _ignored(path: str, patterns: list[str]) -> bool:
     ("webhook/cli/__init__.py", False),
     ("webhook/data/topology.yaml", False),
     ("webhook/__pycache__/cli.cpython-311.pyc", True),
+    ("hack/image_prune.py", False),
+    ("hack/image.py", True),
     ("tests/test_deploy.py", True),
     (".git/config", True),
     ("deploy/overlays/self-signed/certs/tls.key", True),
@@ -245,8 +259,8 @@ def test_dockerfile_pip_steps_install_exactly_the_lock(tmp_path):
     for run in find("RUN"):
         for command in run.split("&&"):
             words = shlex.split(command)
-            if words[:2] == ["pip", "install"]:
-                done = subprocess.run([python, "-m", "pip", *words[1:]], cwd=context, capture_output=True,
+            if words[:3] == ["pip", "--python", VENV_PYTHON]:
+                done = subprocess.run([python, "-m", "pip", *words[3:]], cwd=context, capture_output=True,
                                       text=True, timeout=900)
                 assert done.returncode == 0, f"{command.strip()}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     freeze = subprocess.run([python, "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
