@@ -6,7 +6,7 @@ Usage (through ``hack/local-cluster.sh``)::
     local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
                            [--target NAME]  # --workload-api --controller: our webhook (target workload-api)
                                             # and controller make the gangs' Workload API objects
-                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
+                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay,kwok
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too)
     local-cluster.sh down DIR
@@ -96,6 +96,8 @@ UPSTREAM: dict[str, Upstream] = {
                              "trainer-controller-manager"),
         "kuberay": Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
                              "github.com/ray-project/kuberay/ray-operator", "ray-operator"),
+        # KWOK's controller: simulated nodes that run pods (hack/kwok.py, ``up --with kwok``)
+        "kwok": Upstream("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok"),
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -676,6 +678,8 @@ class LocalCluster:
                 self.start_lws()
             elif name == "kueue":
                 start_kueue(self)
+            elif name == "kwok":
+                _kwok().start(self)
             elif name in operators.STARTERS:
                 operators.start(self, name)
             else:  # build_upstream names the reason
@@ -1257,6 +1261,15 @@ def _operators():
     return operators
 
 
+def _kwok():
+    """hack/kwok.py (KWOK's controller, ``--with kwok``), imported from this directory."""
+    if str(HACK) not in sys.path:
+        sys.path.insert(0, str(HACK))
+    import kwok
+
+    return kwok
+
+
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
        upstream: tuple[str, ...] = (), workload_api: bool = False, target: str | None = None) -> LocalCluster:
     """Start the control plane (and with ``webhook`` the local ``serve``; with ``controller`` the
@@ -1357,9 +1370,14 @@ def main(argv: list[str]) -> int:
             if "kube-apiserver" not in cluster.state.get("components", []):
                 raise ClusterError(f"nodes: no running cluster in {args.dir} (`up {args.dir}` first)")
             started = time.monotonic()
-            count = cluster.register_nodes(args.file)
-            print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
-                  f"node-heartbeat renews their Leases until `down {args.dir}`")
+            if "kwok-controller" in cluster.state.get("components", []):  # up --with kwok: KWOK's nodes
+                count = _kwok().register_nodes(cluster, args.file)
+                print(f"nodes: registered {count} KWOK Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
+                      f"KWOK keeps them Ready and runs their pods until `down {args.dir}`")
+            else:
+                count = cluster.register_nodes(args.file)
+                print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
+                      f"node-heartbeat renews their Leases until `down {args.dir}`")
             if "kueue-manager" in cluster.state.get("components", []):
                 names = kueue_queues(cluster, args.file)
                 print(f"nodes: Kueue Topology and ResourceFlavor {', '.join(names)}, ClusterQueue "
