@@ -528,7 +528,8 @@ def submit_all(api: local_cluster.ApiClient, jobs: list[TraceJob], target: str, 
 def explain(job: TraceJob, snapshot: Snapshot, pods: list[Mapping[str, Any]],
             api: local_cluster.ApiClient) -> str:
     """Why ``job`` was never placed: the engine's verdict on ``snapshot`` and the target's own
-    word (the first unbound pod's PodScheduled message; a Job with no pod: its ``suspend``)."""
+    word (the first unbound pod's PodScheduled message or scheduling gates; a Job with no pod: its
+    ``suspend``). ``""`` (unexplained) when the engine places it there and the target says nothing."""
     result = place_workload(job_manifest(job, None), snapshot)
     engine = ("fits on free capacity at the end" if result.placed
               else f"waiting for capacity: {result.document.get('reason')}")
@@ -549,6 +550,8 @@ def explain(job: TraceJob, snapshot: Snapshot, pods: list[Mapping[str, Any]],
             target_word = f"Job has no pod (suspend: {stored['spec'].get('suspend', False)})"
         except local_cluster.ClusterError as error:
             target_word = f"Job not readable: {error}"
+    if result.placed and not target_word:
+        return ""  # it fits and the target says nothing: unexplained
     return f"{engine}; {target_word}" if target_word else engine
 
 
@@ -695,7 +698,8 @@ def table(results: list[Result], time_scale: float) -> str:
         rows.append(f"{r.target}: up {r.up_seconds:.1f} s, {r.register_seconds:.1f} s to register the KWOK nodes; "
                     f"ended: {r.ended or '-'}; greedy misses over {r.miss_scope or '-'}"
                     + (f"; error: {r.error}" if r.error else ""))
-        for label, items in (("never placed", [f"{k}: {v}" for k, v in r.never_placed.items()]),
+        for label, items in (("never placed", [f"{k}: {v or 'UNEXPLAINED (fits at the end; the target says nothing)'}"
+                                               for k, v in r.never_placed.items()]),
                              ("split (required)", r.split_required), ("over-booked", list(r.over_booked.values())),
                              ("greedy miss", [f"{k} (pending {v:.1f} s when a placement was found)"
                                               for k, v in r.misses.items()])):

@@ -8,7 +8,8 @@ Usage (through ``hack/local-cluster.sh``)::
                                             # and controller make the gangs' Workload API objects
                                            # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay,kwok
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
-                                           # (with Kueue running: its Topology, flavor and queues too)
+                                           # (with Kueue running: its Topology, flavor and queues too;
+                                           # with KWOK running: as KWOK nodes, hack/kwok.py)
     local-cluster.sh down DIR
 
 ``build`` compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
