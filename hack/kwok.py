@@ -11,10 +11,11 @@ its server on a free loopback port (``serverAddress``; in the pod, ``nodePort`` 
 IP), ``--node-ip 127.0.0.1``, a wider pod ``cidr`` (its /24 holds 254 pod IPs, and an IP is given
 back only when a pod is deleted, so a trace of thousands of finished pods would exhaust it) and
 ``enableCRDs: [Stage]`` (the Metric, Exec, Logs, ... CRDs it also lists serve ``kubectl`` features
-no test here uses, and Metric turns on a pod cache).
+no test here uses, and Metric turns on a pod cache) and a longer node Lease
+(:data:`NODE_LEASE_SECONDS`).
 
 It manages the nodes that carry ``kwok.x-k8s.io/node: fake`` (the annotation selector of its
-``kwok.yaml``), renews their Leases (``nodeLeaseDurationSeconds: 40``) and plays the
+``kwok.yaml``), renews their Leases and plays the
 :func:`stages` on them and their pods: a node becomes Ready; a pod bound to one becomes Running and
 Ready at once; a Running pod that carries :data:`DELAY_ANNOTATION` (a Go duration, ``"90s"``)
 becomes Succeeded that long after KWOK saw it Running; a pod being deleted is deleted (what a
@@ -49,6 +50,11 @@ STAGE_FILES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node
 #: Pod IPs KWOK hands out (a string on the pod: nothing routes them).
 POD_CIDR = "10.128.0.0/10"
 COMPONENT = "kwok-controller"
+#: The Lease duration KWOK gives its nodes; it renews every quarter of it (pkg/kwok/controllers,
+#: v0.8.0), as a kubelet does. Its ConfigMap's 40 s (renewals every 10 s) would be 500 requests a
+#: second at 5,000 nodes on a 2-CPU machine; 240 s renews every 60 s, within the 120 s
+#: ``--node-monitor-grace-period`` local_cluster gives kube-controller-manager.
+NODE_LEASE_SECONDS = 240
 
 
 def _local_cluster():
@@ -93,7 +99,7 @@ def configuration(kwok_yaml: str, server_port: int) -> dict[str, Any]:
     config = yaml.safe_load(kwok_yaml)
     options = config.setdefault("options", {})
     options.update(serverAddress=f"127.0.0.1:{server_port}", nodePort=server_port, cidr=POD_CIDR,
-                   enableCRDs=["Stage"], nodeIP="127.0.0.1")
+                   enableCRDs=["Stage"], nodeIP="127.0.0.1", nodeLeaseDurationSeconds=NODE_LEASE_SECONDS)
     return dict(config)
 
 

@@ -205,7 +205,8 @@ def test_kwok_configuration_keeps_the_server_on_loopback():
                                 "'kwok.x-k8s.io/node=fake'\n  enableCRDs:\n  - Stage\n  - Metric\n", 41234)
     assert config["options"] == {"nodePort": 41234, "cidr": "10.128.0.0/10",
                                  "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
-                                 "enableCRDs": ["Stage"], "serverAddress": "127.0.0.1:41234", "nodeIP": "127.0.0.1"}
+                                 "enableCRDs": ["Stage"], "serverAddress": "127.0.0.1:41234", "nodeIP": "127.0.0.1",
+                                 "nodeLeaseDurationSeconds": 240}
 
 
 def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
