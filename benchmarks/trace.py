@@ -45,6 +45,8 @@ states are copied (a snapshot of that moment). The run ends when every gang has 
 * greedy misses: gangs that were pending (no pod bound or pinned) at a snapshot where ``place``
   (the engine on that snapshot's free capacity) finds a placement, and still pending with a
   placement found at the first snapshot ``--grace`` seconds later (the target had that long to act);
+  pending from when the target has the gang in hand: the Job's create for ``kueue`` (it admits
+  Jobs), the gang's last pod created for ``gate`` and ``workload-api`` (they act on whole gangs);
 * CPU per gang: CPU seconds (user + system, /proc) of the webhook and the controller (ours for
   gate and workload-api, Kueue's manager for kueue) over the run, divided by the gangs, and of
   kube-scheduler and KWOK for reference.
@@ -424,18 +426,32 @@ class Snapshots:
         return snapshot
 
 
+def in_hand(target: str, jobs: list[TraceJob], submitted: Mapping[str, float], times: Mapping[str, PodTimes],
+            pods: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """When ``target`` could first act on each gang: ``kueue`` admits a Job's Workload before any
+    pod exists, so from the Job's create; ``gate`` and ``workload-api`` act on a complete gang, so
+    from when its last pod was first seen (a gang whose pods never all existed is left out)."""
+    if target == "kueue":
+        return dict(submitted)
+    created: dict[str, list[float]] = defaultdict(list)
+    for name, pod in pods.items():
+        created[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")].append(times[name].created)
+    return {j.name: max(created[j.name]) for j in jobs if len(created.get(j.name, ())) >= j.pods}
+
+
 def fits(job: TraceJob, snapshot: Snapshot) -> bool:
     """Whether the engine places ``job`` on ``snapshot``'s free capacity (``place``, no target)."""
     return place_workload(job_manifest(job, None), snapshot).placed
 
 
-def greedy_misses(jobs: list[TraceJob], submitted: Mapping[str, float], samples: list[tuple[float, dict]],
+def greedy_misses(jobs: list[TraceJob], ready: Mapping[str, float], samples: list[tuple[float, dict]],
                   snapshots: Snapshots, grace: float, budget: float) -> tuple[dict[str, float], str]:
     """The greedy misses (module docstring): job name -> seconds it had been pending at the
-    snapshot where a placement was first found. A job is pending at a sample when it was created
-    and none of its pods is bound, pinned or finished. Free capacity only grows when a pod
-    finishes, so a job that did not fit is tried again only after one has. Stops after ``budget``
-    seconds of engine work; returns also how far it got."""
+    snapshot where a placement was first found. ``ready``: when the target had each gang in hand
+    (:func:`in_hand`; a job missing never was). A job is pending at a sample from then on while
+    none of its pods is bound, pinned or finished. Free capacity only grows when a pod finishes, so
+    a job that did not fit is tried again only after one has. Stops after ``budget`` seconds of
+    engine work; returns also how far it got."""
     started = time.monotonic()
     candidate: dict[str, float] = {}
     tried_at: dict[str, int] = {}
@@ -450,7 +466,7 @@ def greedy_misses(jobs: list[TraceJob], submitted: Mapping[str, float], samples:
             if done or occupied_node(pod):
                 in_flight.add((pod["metadata"].get("labels") or {}).get(JOB_NAME))
         for job in jobs:
-            created = submitted.get(job.name)
+            created = ready.get(job.name)
             if job.name in missed or created is None or created > moment or job.name in in_flight:
                 candidate.pop(job.name, None)
                 continue
@@ -628,7 +644,8 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         else:
             result.never_placed[job.name] = explain(job, final, pods_of.get(job.name, []), api)
     result.split_required, result.split_preferred = splits(jobs, list(latest.values()), node_labels)
-    result.misses, result.miss_scope = greedy_misses(jobs, submitted, samples, snapshots, args.grace, args.miss_budget)
+    result.misses, result.miss_scope = greedy_misses(jobs, in_hand(target, jobs, submitted, times, latest), samples,
+                                                     snapshots, args.grace, args.miss_budget)
     if errors:
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 

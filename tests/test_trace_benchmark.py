@@ -216,3 +216,13 @@ def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
                     "metadata": {"name": "n1", "labels": {RACK: "r1", "type": "kwok"},
                                  "annotations": {"kwok.x-k8s.io/node": "fake"}},
                     "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
+
+
+def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_the_others():
+    jobs = [bench.TraceJob("g", 0, 2, 8, 2, RACK, True, 5), bench.TraceJob("h", 0, 2, 8, 2, RACK, True, 5)]
+    pods = {"g-0": pod("g", 0, None), "g-1": pod("g", 1, None), "h-0": pod("h", 0, None)}
+    times = {"g-0": bench.PodTimes(3.0), "g-1": bench.PodTimes(4.5), "h-0": bench.PodTimes(3.5)}
+    submitted = {"g": 1.0, "h": 2.0}
+    assert bench.in_hand("kueue", jobs, submitted, times, pods) == {"g": 1.0, "h": 2.0}
+    assert bench.in_hand("gate", jobs, submitted, times, pods) == {"g": 4.5}  # h has 1 of its 2 pods
+    assert bench.in_hand("workload-api", jobs, submitted, times, pods) == {"g": 4.5}
