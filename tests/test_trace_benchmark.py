@@ -206,7 +206,7 @@ def test_kwok_configuration_keeps_the_server_on_loopback():
     assert config["options"] == {"nodePort": 41234, "cidr": "10.128.0.0/10",
                                  "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
                                  "enableCRDs": ["Stage"], "serverAddress": "127.0.0.1:41234", "nodeIP": "127.0.0.1",
-                                 "nodeLeaseDurationSeconds": 240}
+                                 "nodeLeaseDurationSeconds": 240, "nodeLeaseParallelism": 16}
 
 
 def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
