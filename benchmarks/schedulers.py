@@ -287,13 +287,14 @@ class PodWatch(threading.Thread):
                 connection.close()
 
 
-def start_target(target: str, directory: Path) -> local_cluster.LocalCluster:
-    """``up`` the control plane of ``target`` in ``directory`` (ClusterError when it fails)."""
+def start_target(target: str, directory: Path, upstream: tuple[str, ...] = ()) -> local_cluster.LocalCluster:
+    """``up`` the control plane of ``target`` in ``directory``, with the upstream programs
+    ``upstream`` too (``("kwok",)`` for benchmarks/trace.py); ClusterError when it fails."""
     if target == "gate":
-        return local_cluster.up(directory, webhook=True, gate_pods=True, controller=True)
+        return local_cluster.up(directory, webhook=True, gate_pods=True, controller=True, upstream=upstream)
     if target == "kueue":
-        return local_cluster.up(directory, webhook=True, gate_pods=False, upstream=("kueue",))
-    return local_cluster.up_workload_api(directory)
+        return local_cluster.up(directory, webhook=True, gate_pods=False, upstream=("kueue", *upstream))
+    return local_cluster.up_workload_api(directory, upstream=upstream)
 
 
 def wait_for_webhook_topology(cluster: local_cluster.LocalCluster, probe: dict[str, Any], timeout: float = 60) -> None:

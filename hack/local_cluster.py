@@ -6,10 +6,11 @@ Usage (through ``hack/local-cluster.sh``)::
     local-cluster.sh up DIR [--webhook] [--gate-pods] [--controller] [--with NAMES] [--workload-api]
                            [--target NAME] [--kubelet]  # --workload-api --controller: our webhook (target workload-api)
                                             # and controller make the gangs' Workload API objects
-                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay
+                                           # NAMES: lws,kueue,training-operator,jobset,trainer,kuberay,kwok
                                            # --kubelet (--node): one real node, hack/node.py
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
-                                           # (with Kueue running: its Topology, flavor and queues too)
+                                           # (with Kueue running: its Topology, flavor and queues too;
+                                           # with KWOK running: as KWOK nodes, hack/kwok.py)
     local-cluster.sh down DIR
 
 ``build`` compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
@@ -28,6 +29,7 @@ import base64
 import concurrent.futures
 import hashlib
 import http.client
+import importlib
 import json
 import math
 import os
@@ -97,6 +99,8 @@ UPSTREAM: dict[str, Upstream] = {
                              "trainer-controller-manager"),
         "kuberay": Upstream("kuberay", "github.com/ray-project/kuberay/ray-operator",
                              "github.com/ray-project/kuberay/ray-operator", "ray-operator"),
+        # KWOK's controller: simulated nodes that run pods (hack/kwok.py, ``up --with kwok``)
+        "kwok": Upstream("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok"),
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -702,6 +706,8 @@ class LocalCluster:
                 self.start_lws()
             elif name == "kueue":
                 start_kueue(self)
+            elif name == "kwok":
+                _kwok().start(self)
             elif name in operators.STARTERS:
                 operators.start(self, name)
             else:  # build_upstream names the reason
@@ -1295,22 +1301,21 @@ def _http_ok(port: int, path: str) -> bool:
         connection.close()
 
 
-def _operators():
-    """hack/operators.py (the training operators ``--with`` starts), imported from this directory."""
+def _hack_module(name: str):
+    """A module of this directory (hack/operators.py, hack/node.py, hack/kwok.py), imported by name."""
     if str(HACK) not in sys.path:
         sys.path.insert(0, str(HACK))
-    import operators
+    return importlib.import_module(name)
 
-    return operators
+
+def _operators():
+    """hack/operators.py (the training operators ``--with`` starts)."""
+    return _hack_module("operators")
 
 
 def _node():
-    """hack/node.py (the real node of ``up --kubelet``), imported from this directory."""
-    if str(HACK) not in sys.path:
-        sys.path.insert(0, str(HACK))
-    import node
-
-    return node
+    """hack/node.py (the real node of ``up --kubelet``)."""
+    return _hack_module("node")
 
 
 def start_node(cluster: LocalCluster) -> None:
@@ -1321,6 +1326,11 @@ def start_node(cluster: LocalCluster) -> None:
         node.start(cluster)
     except node.NodeError as error:
         raise ClusterError(f"node: {error}") from None
+
+
+def _kwok():
+    """hack/kwok.py (KWOK's controller, ``--with kwok``)."""
+    return _hack_module("kwok")
 
 
 def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False,
@@ -1430,9 +1440,14 @@ def main(argv: list[str]) -> int:
             if "kube-apiserver" not in cluster.state.get("components", []):
                 raise ClusterError(f"nodes: no running cluster in {args.dir} (`up {args.dir}` first)")
             started = time.monotonic()
-            count = cluster.register_nodes(args.file)
-            print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
-                  f"node-heartbeat renews their Leases until `down {args.dir}`")
+            if "kwok-controller" in cluster.state.get("components", []):  # up --with kwok: KWOK's nodes
+                count = _kwok().register_nodes(cluster, args.file)
+                print(f"nodes: registered {count} KWOK Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
+                      f"KWOK keeps them Ready and runs their pods until `down {args.dir}`")
+            else:
+                count = cluster.register_nodes(args.file)
+                print(f"nodes: registered {count} Nodes from {args.file} in {time.monotonic() - started:.1f} s; "
+                      f"node-heartbeat renews their Leases until `down {args.dir}`")
             if "kueue-manager" in cluster.state.get("components", []):
                 names = kueue_queues(cluster, args.file)
                 print(f"nodes: Kueue Topology and ResourceFlavor {', '.join(names)}, ClusterQueue "

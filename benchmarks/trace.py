@@ -1,0 +1,828 @@
+"""A job trace over time on KWOK nodes, through each scheduler in turn (issue 36, part 2): this
+project's gate and controller, Kueue's Topology-Aware Scheduling and kube-scheduler's Workload API
+place the same seeded trace of gangs that arrive, run for their duration and finish.
+
+    python3 benchmarks/trace.py                                   # CI size: 128 nodes, 16 gangs, about a minute each
+    python3 benchmarks/trace.py --zones 2 --blocks 5 --racks 25 --nodes 20 --jobs 300 \\
+        --arrivals 600 --min-duration 30 --max-duration 600      # 5,000 nodes
+    python3 benchmarks/trace.py --targets gate --seed 7 --work DIR
+
+**The cluster**: ``segment-webhook gen-cluster --zones Z --blocks B --racks R --nodes N --gpus 8
+--fill 0`` (zone > block > rack > node), registered as KWOK nodes (``hack/local-cluster.sh up
+--with kwok``, hack/kwok.py) on each target's own control plane (``schedulers.start_target``).
+KWOK makes a bound pod Running at once and Succeeded after the pod's
+``pod-complete.stage.kwok.x-k8s.io/delay`` (the job's duration).
+
+**The trace** (:func:`make_trace`, seeded): ``--jobs`` Indexed Jobs (batch/v1). Arrivals: a
+Poisson process over ``--arrivals`` seconds. Gang size (pods): a power of two from 4 to a quarter
+of the cluster's nodes, drawn with weight ``size**-1.2`` (a heavy tail of small jobs, as published
+GPU-cluster traces show: most jobs are small, most GPU time is in the few large ones); the trace
+always holds one "hero" job of a quarter of the cluster (KAI's scale scenarios). GPUs per pod: 8
+(a whole node) from 16 pods up, else 4 or 8. Segment size: a power of two from 2 to what one rack
+holds (and at most the gang), required in a rack. Gang level: the narrowest level (rack, block,
+zone) that holds the gang, required (50%), preferred (30%) or none (20%). Duration: log-uniform
+between ``--min-duration`` and ``--max-duration`` seconds. ``--time-scale`` says how many trace
+seconds one real second stands for (default 60: a real second is a trace minute); only the
+GPU-hours are given in trace time.
+
+**Per target**, one run: the Jobs are created at their arrival times (labelled for the target as
+``schedulers.indexed_job`` labels them); a pod watch records when each pod is created, bound,
+Running and finished, and keeps every pod's latest state; every ``--sample`` seconds the pod
+states are copied (a snapshot of that moment). The run ends when every gang has finished, or
+``--timeout`` seconds after the last arrival, or ``--idle`` seconds with no pod change. Then:
+
+* GPU-hours used / available: the GPUs of each pod times its bound -> finished (or end) time,
+  over all GPUs times the makespan (both in trace hours);
+* gang wait p50 / p99: Job created -> its last pod bound (nearest rank), placed gangs only;
+* makespan: first Job created -> last pod finished (or the end of the run);
+* gangs never placed, each explained: the engine's verdict on the final snapshot (``waiting for
+  capacity: ...`` when it does not fit there; ``fits on free capacity`` when it does) and the
+  target's own word (the first unbound pod's PodScheduled message, or the Job's suspension);
+* segments split across racks and gangs split across their level's domains, for required levels
+  (must be 0) and preferred ones (allowed);
+* nodes over-booked: a node whose bound, unfinished pods together ask more than its allocatable at
+  any moment the watch saw (must be 0);
+* greedy misses: gangs that were pending (no pod bound or pinned) at a snapshot where ``place``
+  (the engine on that snapshot's free capacity) finds a placement, and still pending with a
+  placement found at the first snapshot ``--grace`` seconds later (the target had that long to act);
+  pending from when the target has the gang in hand: the Job's create for ``kueue`` (it admits
+  Jobs), the gang's last pod created for ``gate`` and ``workload-api`` (they act on whole gangs);
+* CPU per gang: CPU seconds (user + system, /proc) of the webhook and the controller (ours for
+  gate and workload-api, Kueue's manager for kueue) over the run, divided by the gangs, and of
+  kube-scheduler and KWOK for reference.
+
+Figures only; the exit status is 1 only when a control plane could not be started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import math
+import os
+import random
+import shutil
+import ssl
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "hack"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
+
+import kwok  # noqa: E402  (hack/kwok.py)
+import local_cluster  # noqa: E402
+import schedulers  # noqa: E402
+from webhook.placement.occupancy import is_terminated, occupied_node  # noqa: E402
+from webhook.placement.pipeline import place_workload  # noqa: E402
+from webhook.placement.quantity import parse_quantity  # noqa: E402
+from webhook.placement.snapshot import Snapshot, pod_requests_milli, snapshot_from_objects  # noqa: E402
+
+TARGETS = schedulers.TARGETS
+GPU = schedulers.GPU
+GPUS_PER_NODE = 8
+ZONE = "topology.kubernetes.io/zone"
+BLOCK = schedulers.BLOCK
+RACK = schedulers.RACK
+#: Gang levels, narrowest first (the rack is also every segment's level).
+LEVELS = (RACK, BLOCK, ZONE)
+JOB_NAME = schedulers.JOB_NAME
+COMPLETION_INDEX = schedulers.COMPLETION_INDEX
+RUN_LABEL = schedulers.RUN_LABEL
+RUN_VALUE = "trace"
+NAMESPACE = schedulers.NAMESPACE
+TOPOLOGY_NAME = "cluster-topology"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The generated cluster: ``zones`` x ``blocks`` (per zone) x ``racks`` (per block) x
+    ``nodes`` (per rack) nodes of :data:`GPUS_PER_NODE` GPUs."""
+
+    zones: int = 1
+    blocks: int = 2
+    racks: int = 4
+    nodes: int = 16
+
+    @property
+    def node_count(self) -> int:
+        return self.zones * self.blocks * self.racks * self.nodes
+
+    def level_nodes(self, level: str) -> int:
+        """Nodes in one domain of ``level`` (one of :data:`LEVELS`)."""
+        return {RACK: self.nodes, BLOCK: self.nodes * self.racks, ZONE: self.nodes * self.racks * self.blocks}[level]
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One gang of the trace: ``pods`` pods of ``gpus`` GPUs in segments of ``segment`` (required
+    in a rack), the gang at ``gang_level`` (``None``: no level) ``required`` or preferred;
+    created ``arrival`` s after the start, each pod running ``duration`` s."""
+
+    name: str
+    arrival: float
+    pods: int
+    gpus: int
+    segment: int
+    gang_level: str | None
+    required: bool
+    duration: float
+
+    @property
+    def gpu_count(self) -> int:
+        return self.pods * self.gpus
+
+
+@dataclass(frozen=True)
+class TraceShape:
+    """What a trace is made of (:func:`make_trace`); seconds are real seconds."""
+
+    jobs: int = 16
+    arrivals: float = 12.0
+    min_duration: float = 3.0
+    max_duration: float = 12.0
+    seed: int = 0
+
+
+# ------------------------------------------------------------------------------- the trace
+def make_trace(cluster: Cluster, shape: TraceShape) -> list[TraceJob]:
+    """The seeded trace (module docstring), sorted by arrival; the same ``cluster`` and ``shape``
+    give the same jobs. Raises ValueError when the cluster has fewer than 16 nodes (a quarter of
+    it must hold a gang of 4) or racks of fewer than 2 nodes."""
+    if cluster.node_count < 16 or cluster.nodes < 2:
+        raise ValueError(f"the trace needs at least 16 nodes in racks of at least 2 (got {cluster.node_count} "
+                         f"nodes in racks of {cluster.nodes})")
+    rng = random.Random(shape.seed)
+    largest = 2 ** int(math.log2(cluster.node_count // 4))
+    sizes = [2 ** k for k in range(2, int(math.log2(largest)) + 1)]
+    weights = [size ** -1.2 for size in sizes]
+    hero_at = rng.randrange(shape.jobs)
+    clock, jobs = 0.0, []
+    for index in range(shape.jobs):
+        if index:
+            clock += rng.expovariate(shape.jobs / shape.arrivals)
+        pods = largest if index == hero_at else rng.choices(sizes, weights)[0]
+        gpus = GPUS_PER_NODE if pods >= 16 else rng.choice((4, GPUS_PER_NODE))
+        rack_pods = cluster.nodes * (GPUS_PER_NODE // gpus)
+        segments = [2 ** k for k in range(1, int(math.log2(min(pods, rack_pods))) + 1)]
+        segment = rng.choice(segments)
+        needed = pods * gpus / GPUS_PER_NODE
+        level = next((lv for lv in LEVELS if cluster.level_nodes(lv) >= needed), None)
+        mode = rng.choices(("required", "preferred", "none"), (5, 3, 2))[0]
+        if index == hero_at:
+            mode = "required"
+        duration = shape.min_duration * (shape.max_duration / shape.min_duration) ** rng.random()
+        jobs.append(TraceJob(f"trace-{index:04d}", round(clock, 3), pods, gpus, segment,
+                             level if mode != "none" else None, mode == "required", round(duration, 3)))
+    return jobs
+
+
+def offered_load(jobs: list[TraceJob], cluster: Cluster, arrivals: float) -> float:
+    """GPU-seconds the trace asks for over the GPU-seconds of the arrival window."""
+    return sum(j.gpu_count * j.duration for j in jobs) / (cluster.node_count * GPUS_PER_NODE * arrivals)
+
+
+def job_manifest(job: TraceJob, target: str | None) -> dict[str, Any]:
+    """The Indexed Job of ``job``, labelled for ``target`` as ``schedulers.indexed_job`` labels
+    (``None``: no target label, as ``place`` reads it), its pods carrying KWOK's delay annotation."""
+    labels: dict[str, str] = {}
+    if target is not None:
+        labels["segments.dev/target"] = target
+        if target == "kueue":
+            labels["kueue.x-k8s.io/queue-name"] = local_cluster.KUEUE_LOCAL_QUEUE
+    annotations = {"kai.scheduler/topology": TOPOLOGY_NAME}
+    if job.gang_level is not None:
+        kind = "required" if job.required else "preferred"
+        annotations[f"kai.scheduler/topology-{kind}-placement"] = job.gang_level
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": job.name, "namespace": NAMESPACE, "labels": labels, "annotations": annotations},
+            "spec": {"completionMode": "Indexed", "completions": job.pods, "parallelism": job.pods,
+                     "template": {"metadata": {
+                         "labels": {RUN_LABEL: RUN_VALUE},
+                         "annotations": {"kai.scheduler/segment-size": str(job.segment),
+                                         "kai.scheduler/segment-topology-required-placement": RACK,
+                                         kwok.DELAY_ANNOTATION: f"{round(job.duration * 1000)}ms"}},
+                         "spec": {"restartPolicy": "Never", "containers": [{
+                             "name": "w", "image": "registry.k8s.io/pause:3.10",
+                             "resources": {"limits": {GPU: str(job.gpus)}}}]}}}}
+
+
+# ------------------------------------------------------------------------------- the pure checks
+def splits(jobs: list[TraceJob], pods: list[Mapping[str, Any]], node_labels: Mapping[str, Mapping[str, str]]
+           ) -> tuple[list[str], list[str]]:
+    """``(required, preferred)``: the segments and gangs of ``jobs`` whose pods (every pod of
+    ``pods`` with a ``spec.nodeName``, finished or not) sit in more than one domain of their level,
+    one sentence each. A segment (``completion index // segment``) is required in a rack; a gang at
+    its ``gang_level`` required or preferred. A node without the level's label counts as its own
+    domain."""
+    by_name = {j.name: j for j in jobs}
+    segment_domains: dict[tuple[str, int], set[str]] = defaultdict(set)
+    gang_domains: dict[str, set[str]] = defaultdict(set)
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        labels = pod["metadata"].get("labels") or {}
+        job = by_name.get(labels.get(JOB_NAME, ""))
+        if not node or job is None:
+            continue
+        here = node_labels.get(node, {})
+        segment_domains[(job.name, int(labels.get(COMPLETION_INDEX, 0)) // job.segment)].add(here.get(RACK, f"<{node}>"))
+        if job.gang_level:
+            gang_domains[job.name].add(here.get(job.gang_level, f"<{node}>"))
+    required, preferred = [], []
+    for (name, segment), domains in sorted(segment_domains.items()):
+        if len(domains) > 1:
+            required.append(f"{name} segment {segment} spans {len(domains)} racks: {', '.join(sorted(domains))}")
+    for name, domains in sorted(gang_domains.items()):
+        if len(domains) > 1:
+            job = by_name[name]
+            text = f"{name} spans {len(domains)} {job.gang_level} domains: {', '.join(sorted(domains))}"
+            (required if job.required else preferred).append(text)
+    return required, preferred
+
+
+def percentile(values: list[float], share: float) -> float:
+    """Nearest-rank percentile (``share`` in (0, 1]); ``nan`` for no values."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+
+
+class Occupancy:
+    """The bound, unfinished pods of each node as a watch sees them, and every moment a node's
+    pods ask more than its allocatable (``over``: node -> first sentence)."""
+
+    def __init__(self, nodes: list[Mapping[str, Any]]):
+        self.allocatable = {n["metadata"]["name"]: {r: parse_quantity(v) for r, v in
+                                                    ((n.get("status") or {}).get("allocatable") or {}).items()}
+                            for n in nodes}
+        self.on_node: dict[str, dict[str, dict[str, Fraction]]] = defaultdict(dict)
+        self.where: dict[str, str] = {}
+        self.over: dict[str, str] = {}
+
+    def update(self, pod: Mapping[str, Any], deleted: bool = False) -> None:
+        """Take the pod's new state: bound and not finished -> on its node (checked); else off it."""
+        name = pod["metadata"]["name"]
+        node = (pod.get("spec") or {}).get("nodeName")
+        holds = bool(node) and not deleted and not is_terminated(pod)
+        previous = self.where.pop(name, None)
+        if previous is not None:
+            self.on_node[previous].pop(name, None)
+        if not holds:
+            return
+        self.where[name] = node
+        self.on_node[node][name] = schedulers.pod_requests(pod)
+        asked: dict[str, Fraction] = defaultdict(Fraction)
+        for requests in self.on_node[node].values():
+            for resource, value in requests.items():
+                asked[resource] += value
+        for resource, value in asked.items():
+            has = self.allocatable.get(node, {}).get(resource, Fraction(0))
+            if value > has and node not in self.over:
+                self.over[node] = (f"node {node}: its {len(self.on_node[node])} bound pods ask {float(value):g} "
+                                   f"{resource}, it has {float(has):g}")
+
+
+# ------------------------------------------------------------------------------- the watch
+@dataclass
+class PodTimes:
+    created: float
+    bound: float | None = None
+    running: float | None = None
+    finished: float | None = None
+
+
+class TraceWatch(threading.Thread):
+    """Watches the trace's pods: per pod its :class:`PodTimes` (monotonic, first seen), its latest
+    object (``latest``) and the :class:`Occupancy`; ``samples`` gets ``(time, {name: pod})`` every
+    ``sample`` seconds once :meth:`start_sampling` is called."""
+
+    def __init__(self, cluster: local_cluster.LocalCluster, nodes: list[Mapping[str, Any]], sample: float):
+        super().__init__(daemon=True)
+        self.cluster = cluster
+        self.times: dict[str, PodTimes] = {}
+        self.latest: dict[str, Mapping[str, Any]] = {}
+        self.occupancy = Occupancy(nodes)
+        self.lock = threading.Lock()
+        self.last_change = time.monotonic()
+        self.ready = threading.Event()
+        self.stopping = threading.Event()
+        self.sample = sample
+        self.samples: list[tuple[float, dict[str, Mapping[str, Any]]]] = []
+
+    def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
+        now, name = time.monotonic(), pod["metadata"]["name"]
+        with self.lock:
+            times = self.times.get(name)
+            if times is None:
+                times = self.times[name] = PodTimes(now)
+                self.last_change = now
+            if kind == "DELETED":
+                self.latest.pop(name, None)
+                self.occupancy.update(pod, deleted=True)
+                return
+            self.latest[name] = pod
+            self.occupancy.update(pod)
+            phase = (pod.get("status") or {}).get("phase")
+            if times.bound is None and (pod.get("spec") or {}).get("nodeName"):
+                times.bound = self.last_change = now
+            if times.running is None and phase == "Running":
+                times.running = self.last_change = now
+            if times.finished is None and phase in ("Succeeded", "Failed"):
+                times.finished = self.last_change = now
+
+    def run(self) -> None:
+        context = ssl.create_default_context(cafile=str(self.cluster.dir / "pki" / "ca.crt"))
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&labelSelector={RUN_LABEL}%3D{RUN_VALUE}"
+        while not self.stopping.is_set():
+            connection = http.client.HTTPSConnection("127.0.0.1", self.cluster.state["ports"]["kube-apiserver"],
+                                                     context=context, timeout=3600)
+            try:
+                connection.request("GET", path, headers={"Authorization": f"Bearer {self.cluster.state['admin_token']}"})
+                response = connection.getresponse()
+                self.ready.set()
+                while not self.stopping.is_set():
+                    line = response.readline()
+                    if not line:
+                        break
+                    event = json.loads(line)
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and event["object"].get("kind") == "Pod":
+                        self.observe(event["type"], event["object"])
+            except (OSError, http.client.HTTPException, ValueError):
+                time.sleep(0.5)  # a dropped watch: watch again (its ADDED events are idempotent here)
+            finally:
+                connection.close()
+
+    def start_sampling(self) -> None:
+        def loop() -> None:
+            while not self.stopping.wait(self.sample):
+                with self.lock:
+                    self.samples.append((time.monotonic(), dict(self.latest)))
+
+        threading.Thread(target=loop, daemon=True).start()
+
+
+# ------------------------------------------------------------------------------- CPU
+def cpu_seconds(cluster: local_cluster.LocalCluster, component: str) -> float:
+    """CPU seconds (user + system, with reaped children) of every process in the process group
+    of ``component`` (``DIR/pids/<component>.pid`` leads it); ``nan`` when it is not running."""
+    pid_file = cluster.dir / "pids" / f"{component}.pid"
+    if not pid_file.is_file():
+        return float("nan")
+    group = int(pid_file.read_text())
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group:  # pgrp (field 5 of stat; fields[0] is field 3, the state)
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime (fields 14-17)
+    return total / ticks
+
+
+def controller_components(target: str, cluster: local_cluster.LocalCluster) -> list[str]:
+    """The components counted as ``target``'s controller."""
+    if target == "kueue":
+        return ["kueue-manager"]
+    return list(cluster.state.get("controller", {}).get("replicas", []))
+
+
+# ------------------------------------------------------------------------------- greedy misses
+class Snapshots:
+    """Engine snapshots of the sampled moments: the nodes parsed once, each sample's occupying
+    pods charged to a copy (as ``place --cluster`` charges a dump: bound or pinned, not finished)."""
+
+    def __init__(self, dump_objects: list[Mapping[str, Any]]):
+        self.base = snapshot_from_objects([o for o in dump_objects if o.get("kind") in ("Node", "Topology")])
+        self.cache: tuple[int, Snapshot] | None = None
+
+    def at(self, key: int, pods: Mapping[str, Mapping[str, Any]]) -> Snapshot:
+        if self.cache is not None and self.cache[0] == key:
+            return self.cache[1]
+        nodes = {n.name: replace(n, free=dict(n.free)) for n in self.base.nodes}
+        for pod in pods.values():
+            node = nodes.get(occupied_node(pod) or "")
+            if node is None:
+                continue
+            for resource, value in pod_requests_milli(pod.get("spec") or {}).items():
+                node.free[resource] = node.free.get(resource, 0) - value
+        snapshot = Snapshot(nodes=list(nodes.values()), topologies=self.base.topologies)
+        self.cache = (key, snapshot)
+        return snapshot
+
+
+def in_hand(target: str, jobs: list[TraceJob], submitted: Mapping[str, float], times: Mapping[str, PodTimes],
+            pods: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """When ``target`` could first act on each gang: ``kueue`` admits a Job's Workload before any
+    pod exists, so from the Job's create; ``gate`` and ``workload-api`` act on a complete gang, so
+    from when its last pod was first seen (a gang whose pods never all existed is left out)."""
+    if target == "kueue":
+        return dict(submitted)
+    created: dict[str, list[float]] = defaultdict(list)
+    for name, pod in pods.items():
+        created[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")].append(times[name].created)
+    return {j.name: max(created[j.name]) for j in jobs if len(created.get(j.name, ())) >= j.pods}
+
+
+def fits(job: TraceJob, snapshot: Snapshot) -> bool:
+    """Whether the engine places ``job`` on ``snapshot``'s free capacity (``place``, no target)."""
+    return place_workload(job_manifest(job, None), snapshot).placed
+
+
+def greedy_misses(jobs: list[TraceJob], ready: Mapping[str, float], samples: list[tuple[float, dict]],
+                  snapshots: Snapshots, grace: float, budget: float) -> tuple[dict[str, float], str]:
+    """The greedy misses (module docstring): job name -> seconds it had been pending at the
+    snapshot where a placement was first found. ``ready``: when the target had each gang in hand
+    (:func:`in_hand`; a job missing never was). A job is pending at a sample from then on while
+    none of its pods is bound, pinned or finished. Free capacity only grows when a pod finishes, so
+    a job that did not fit is tried again only after one has. Stops after ``budget`` seconds of
+    engine work; returns also how far it got."""
+    started = time.monotonic()
+    candidate: dict[str, float] = {}
+    tried_at: dict[str, int] = {}
+    missed: dict[str, float] = {}
+    for key, (moment, pods) in enumerate(samples):
+        if time.monotonic() - started > budget:
+            return missed, f"stopped after {budget:g} s of engine work at snapshot {key} of {len(samples)}"
+        in_flight, finished = set(), 0
+        for pod in pods.values():
+            done = is_terminated(pod)
+            finished += done
+            if done or occupied_node(pod):
+                in_flight.add((pod["metadata"].get("labels") or {}).get(JOB_NAME))
+        for job in jobs:
+            created = ready.get(job.name)
+            if job.name in missed or created is None or created > moment or job.name in in_flight:
+                candidate.pop(job.name, None)
+                continue
+            if job.name in candidate and moment >= candidate[job.name] + grace:
+                if fits(job, snapshots.at(key, pods)):
+                    missed[job.name] = round(candidate[job.name] - created, 3)
+                else:
+                    del candidate[job.name]
+                    tried_at[job.name] = finished
+            elif job.name not in candidate and tried_at.get(job.name) != finished:
+                if fits(job, snapshots.at(key, pods)):
+                    candidate[job.name] = moment
+                else:
+                    tried_at[job.name] = finished
+    return missed, f"all {len(samples)} snapshots"
+
+
+# ------------------------------------------------------------------------------- one target
+@dataclass
+class Result:
+    """The figures of one target (seconds are real seconds; GPU-hours in trace hours)."""
+
+    target: str
+    gangs: int
+    placed: int = 0
+    waits: list[float] = field(default_factory=list)
+    makespan: float = float("nan")
+    gpu_hours_used: float = float("nan")
+    gpu_hours_available: float = float("nan")
+    never_placed: dict[str, str] = field(default_factory=dict)
+    split_required: list[str] = field(default_factory=list)
+    split_preferred: list[str] = field(default_factory=list)
+    over_booked: dict[str, str] = field(default_factory=dict)
+    misses: dict[str, float] = field(default_factory=dict)
+    miss_scope: str = ""
+    cpu: dict[str, float] = field(default_factory=dict)
+    up_seconds: float = float("nan")
+    register_seconds: float = float("nan")
+    ended: str = ""
+    error: str = ""
+
+    @property
+    def explained(self) -> int:
+        """Gangs never placed whose explanation names a reason."""
+        return sum(1 for text in self.never_placed.values() if text)
+
+    def cpu_per_gang(self, role: str) -> float:
+        return self.cpu.get(role, float("nan")) / self.gangs if self.gangs else float("nan")
+
+
+def submit_all(api: local_cluster.ApiClient, jobs: list[TraceJob], target: str, started: float,
+               submitted: dict[str, float], errors: list[str]) -> threading.Thread:
+    """Create each Job at ``started`` + its arrival (4 clients, so a slow create delays no other);
+    ``submitted[name]`` = the monotonic time its create was sent. Returns the running thread."""
+    def create(job: TraceJob) -> None:
+        try:
+            api.request("POST", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs", job_manifest(job, target))
+        except (local_cluster.ClusterError, OSError, http.client.HTTPException) as error:
+            errors.append(f"{job.name}: {error}")
+
+    def loop() -> None:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            for job in jobs:
+                delay = started + job.arrival - time.monotonic()
+                if delay > 0:
+                    time.sleep(delay)
+                submitted[job.name] = time.monotonic()
+                pool.submit(create, job)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return thread
+
+
+def explain(job: TraceJob, snapshot: Snapshot, pods: list[Mapping[str, Any]],
+            api: local_cluster.ApiClient) -> str:
+    """Why ``job`` was never placed: the engine's verdict on ``snapshot`` and the target's own
+    word (the first unbound pod's PodScheduled message or scheduling gates; a Job with no pod: its
+    ``suspend``). ``""`` (unexplained) when the engine places it there and the target says nothing."""
+    result = place_workload(job_manifest(job, None), snapshot)
+    engine = ("fits on free capacity at the end" if result.placed
+              else f"waiting for capacity: {result.document.get('reason')}")
+    target_word = ""
+    for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+                target_word = f"pod {pod['metadata']['name']}: {condition.get('message', '')}"
+                break
+        if not target_word and (pod.get("spec") or {}).get("schedulingGates"):
+            gates = ", ".join(g["name"] for g in pod["spec"]["schedulingGates"])
+            target_word = f"pod {pod['metadata']['name']} gated by {gates}"
+        if target_word:
+            break
+    if not pods:
+        try:
+            stored = api.request("GET", f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{job.name}")
+            target_word = f"Job has no pod (suspend: {stored['spec'].get('suspend', False)})"
+        except local_cluster.ClusterError as error:
+            target_word = f"Job not readable: {error}"
+    if result.placed and not target_word:
+        return ""  # it fits and the target says nothing: unexplained
+    return f"{engine}; {target_word}" if target_word else engine
+
+
+def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJob], dump_objects: list[dict],
+            args: argparse.Namespace, result: Result) -> None:
+    """Run the trace on the running ``cluster`` of ``target``; fill ``result``."""
+    nodes = [o for o in dump_objects if o.get("kind") == "Node"]
+    node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+    gpus_total = len(nodes) * GPUS_PER_NODE
+    api = local_cluster.ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=4)
+    watch = TraceWatch(cluster, nodes, args.sample)
+    watch.start()
+    watch.ready.wait(30)
+    roles = {"webhook": ["segment-webhook"], "controller": controller_components(target, cluster),
+             "kube-scheduler": ["kube-scheduler"], "kwok": [kwok.COMPONENT]}
+    cpu_before = {role: sum(cpu_seconds(cluster, c) for c in names) for role, names in roles.items()}
+    submitted: dict[str, float] = {}
+    errors: list[str] = []
+    started = watch.last_change = time.monotonic()
+    watch.start_sampling()
+    submitter = submit_all(api, jobs, target, started, submitted, errors)
+    size = {j.name: j.pods for j in jobs}
+    deadline = started + jobs[-1].arrival + args.timeout
+    while True:
+        time.sleep(0.5)
+        with watch.lock:
+            finished: dict[str, int] = defaultdict(int)
+            for pod in watch.latest.values():
+                if is_terminated(pod):
+                    finished[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")] += 1
+        done = sum(1 for j in jobs if finished.get(j.name, 0) >= size[j.name])
+        now = time.monotonic()
+        if done == len(jobs) and not submitter.is_alive():
+            result.ended = "every gang finished"
+            break
+        if now > deadline:
+            result.ended = f"timeout {args.timeout:g} s after the last arrival ({done}/{len(jobs)} gangs finished)"
+            break
+        if now - watch.last_change > args.idle and not submitter.is_alive():
+            result.ended = f"nothing changed for {args.idle:g} s ({done}/{len(jobs)} gangs finished)"
+            break
+    ended = time.monotonic()
+    result.cpu = {role: sum(cpu_seconds(cluster, c) for c in names) - cpu_before[role] for role, names in roles.items()}
+    watch.stopping.set()
+    with watch.lock:
+        times = dict(watch.times)
+        latest = dict(watch.latest)
+        samples = list(watch.samples)
+        result.over_booked = dict(watch.occupancy.over)
+    pods_of: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for pod in latest.values():
+        pods_of[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")].append(pod)
+    scale = args.time_scale / 3600
+    finish_times = [t.finished for t in times.values() if t.finished is not None]
+    result.makespan = (max(finish_times) if finish_times else ended) - started
+    if result.ended != "every gang finished":
+        result.makespan = ended - started
+    gpus_of = {j.name: j.gpus for j in jobs}
+    used = 0.0
+    for name, pod in latest.items():
+        t = times[name]
+        if t.bound is not None:
+            job = (pod["metadata"].get("labels") or {}).get(JOB_NAME, "")
+            used += gpus_of.get(job, 0) * ((t.finished or ended) - t.bound)
+    result.gpu_hours_used = used * scale
+    result.gpu_hours_available = gpus_total * result.makespan * scale
+    snapshots = Snapshots(dump_objects)
+    final = snapshots.at(-1, latest)
+    for job in jobs:
+        bound = [times[p["metadata"]["name"]].bound for p in pods_of.get(job.name, [])]
+        if len(bound) >= job.pods and all(b is not None for b in bound):
+            result.placed += 1
+            result.waits.append(max(b for b in bound if b is not None) - submitted.get(job.name, started))
+        else:
+            result.never_placed[job.name] = explain(job, final, pods_of.get(job.name, []), api)
+    result.split_required, result.split_preferred = splits(jobs, list(latest.values()), node_labels)
+    result.misses, result.miss_scope = greedy_misses(jobs, in_hand(target, jobs, submitted, times, latest), samples,
+                                                     snapshots, args.grace, args.miss_budget)
+    if errors:
+        result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
+
+
+def run_target(target: str, jobs: list[TraceJob], dump: Path, work: Path, args: argparse.Namespace) -> Result:
+    """``target``'s whole turn: its control plane with KWOK up, the dump's Topology and KWOK
+    nodes (Kueue's queues for ``kueue``), the trace measured, the control plane down."""
+    result = Result(target, len(jobs))
+    started = time.monotonic()
+    try:
+        cluster = schedulers.start_target(target, work / target / "cluster", upstream=("kwok",))
+    except local_cluster.ClusterError as error:
+        result.error = str(error).splitlines()[0]
+        return result
+    result.up_seconds = time.monotonic() - started
+    try:
+        objects = local_cluster.read_objects(dump)
+        topology = next(o for o in objects if o.get("kind") == "Topology")
+        cluster.kubectl("apply", "-f", "-", input_text=json.dumps(topology))
+        schedulers.wait_for_webhook_topology(cluster, job_manifest(jobs[0], target))
+        registering = time.monotonic()
+        kwok.register_nodes(cluster, dump)
+        result.register_seconds = time.monotonic() - registering
+        if target == "kueue":
+            local_cluster.kueue_queues(cluster, dump)
+        time.sleep(5)  # the controllers' informers (ours, Kueue's) learn the nodes and queues
+        measure(target, cluster, jobs, objects, args, result)
+    except (local_cluster.ClusterError, OSError) as error:
+        result.error = str(error).splitlines()[0] if str(error) else type(error).__name__
+    finally:
+        cluster.stop_all()
+    return result
+
+
+# ------------------------------------------------------------------------------- the table
+def table(results: list[Result], time_scale: float) -> str:
+    """One row per target, the ratios to ``gate``'s row, then per target how the run ended, its
+    gangs never placed with their explanation and any broken invariant (the first 5 of each)."""
+    ratio = schedulers.ratio
+    header = (f"{'target':<13} {'placed':>9} {'GPU-h used/avail':>22} {'wait p50':>9} {'wait p99':>9} "
+              f"{'makespan':>9} {'split req':>9} {'split pref':>10} {'over-booked':>11} {'greedy misses':>13} "
+              f"{'webhook CPU/gang':>16} {'ctrl CPU/gang':>13} {'sched CPU/gang':>14} {'kwok CPU/gang':>13}")
+    rows = [header, "-" * len(header)]
+    for r in results:
+        p50, p99 = percentile(r.waits, 0.5), percentile(r.waits, 0.99)
+        share = r.gpu_hours_used / r.gpu_hours_available if r.gpu_hours_available else float("nan")
+        rows.append(f"{r.target:<13} {f'{r.placed}/{r.gangs}':>9} "
+                    f"{f'{r.gpu_hours_used:.1f}/{r.gpu_hours_available:.1f} ({share:.0%})':>22} "
+                    f"{p50:>7.2f} s {p99:>7.2f} s {r.makespan:>7.1f} s {len(r.split_required):>9} "
+                    f"{len(r.split_preferred):>10} {len(r.over_booked):>11} {len(r.misses):>13} "
+                    f"{r.cpu_per_gang('webhook'):>14.3f} s {r.cpu_per_gang('controller'):>11.3f} s "
+                    f"{r.cpu_per_gang('kube-scheduler'):>12.3f} s {r.cpu_per_gang('kwok'):>11.3f} s")
+    base = next((r for r in results if r.target == "gate"), None)
+    if base is not None:
+        rows.append("ratios to gate (wait p50, wait p99, makespan, GPU share used, webhook + controller CPU per gang):")
+        for r in results:
+            share = r.gpu_hours_used / r.gpu_hours_available if r.gpu_hours_available else float("nan")
+            base_share = base.gpu_hours_used / base.gpu_hours_available if base.gpu_hours_available else float("nan")
+            ours = r.cpu.get("webhook", float("nan")) + r.cpu.get("controller", float("nan"))
+            base_ours = base.cpu.get("webhook", float("nan")) + base.cpu.get("controller", float("nan"))
+            rows.append(f"  {r.target:<13} {ratio(percentile(r.waits, 0.5), percentile(base.waits, 0.5))} "
+                        f"{ratio(percentile(r.waits, 0.99), percentile(base.waits, 0.99))} "
+                        f"{ratio(r.makespan, base.makespan)} {ratio(share, base_share)} {ratio(ours, base_ours)}")
+    rows.append(f"(times in real seconds; GPU-hours in trace hours, {time_scale:g} trace seconds a real second; "
+                "wait: Job created -> its last pod bound)")
+    for r in results:
+        rows.append(f"{r.target}: up {r.up_seconds:.1f} s, {r.register_seconds:.1f} s to register the KWOK nodes; "
+                    f"ended: {r.ended or '-'}; greedy misses over {r.miss_scope or '-'}"
+                    + (f"; error: {r.error}" if r.error else ""))
+        for label, items in (("never placed", [f"{k}: {v or 'UNEXPLAINED (fits at the end; the target says nothing)'}"
+                                               for k, v in r.never_placed.items()]),
+                             ("split (required)", r.split_required), ("over-booked", list(r.over_booked.values())),
+                             ("greedy miss", [f"{k} (pending {v:.1f} s when a placement was found)"
+                                              for k, v in r.misses.items()])):
+            rows.extend(f"  {label}: {item}" for item in items[:5])
+            if len(items) > 5:
+                rows.append(f"  ... and {len(items) - 5} more {label}")
+    return "\n".join(rows)
+
+
+def describe_trace(jobs: list[TraceJob], cluster: Cluster, shape: TraceShape) -> str:
+    """One paragraph: the trace's shape (sizes, levels, durations, offered load)."""
+    sizes: dict[int, int] = defaultdict(int)
+    for job in jobs:
+        sizes[job.pods] += 1
+    modes = defaultdict(int)
+    for job in jobs:
+        modes["none" if job.gang_level is None else ("required" if job.required else "preferred")] += 1
+    return (f"trace seed {shape.seed}: {len(jobs)} gangs over {jobs[-1].arrival:.1f} s; pods per gang "
+            + ", ".join(f"{size}: {count}" for size, count in sorted(sizes.items()))
+            + f"; gang level required {modes['required']}, preferred {modes['preferred']}, none {modes['none']}; "
+            f"durations {min(j.duration for j in jobs):.1f} to {max(j.duration for j in jobs):.1f} s; offered load "
+            f"{offered_load(jobs, cluster, max(shape.arrivals, 1e-9)):.2f} of the GPUs over the arrival window")
+
+
+def run(cluster: Cluster, shape: TraceShape, targets: list[str], work: Path, args: argparse.Namespace,
+        out=None) -> list[Result]:
+    """Generate the dump and the trace once, run every target in turn, print the table to ``out``
+    (default: standard output at call time); return the results."""
+    out = out or sys.stdout
+    dump = work / "nodes.yaml"
+    schedulers.cli("gen-cluster", "--zones", str(cluster.zones), "--blocks", str(cluster.blocks), "--racks",
+                   str(cluster.racks), "--nodes", str(cluster.nodes), "--gpus", str(GPUS_PER_NODE), "--fill", "0",
+                   "-o", str(dump))
+    jobs = make_trace(cluster, shape)
+    start_load = schedulers.load()
+    print(f"trace benchmark: {cluster.node_count} KWOK nodes ({cluster.zones} x {cluster.blocks} x {cluster.racks} x "
+          f"{cluster.nodes} zones x blocks x racks x nodes, {GPUS_PER_NODE} GPUs each); {os.cpu_count()} CPUs, "
+          f"load average {start_load} at start", file=out)
+    print(describe_trace(jobs, cluster, shape), file=out, flush=True)
+    results = []
+    for target in targets:
+        result = run_target(target, jobs, dump, work, args)
+        results.append(result)
+        print(f"{target}: {result.placed}/{len(jobs)} placed, makespan {result.makespan:.1f} s, "
+              f"{len(result.split_required)} required splits, {len(result.over_booked)} over-booked, "
+              f"{len(result.misses)} greedy misses ({result.ended or result.error}); load average {schedulers.load()}",
+              file=out, flush=True)
+    print("\n" + table(results, args.time_scale), file=out)
+    print(f"load average (1, 5, 15 min): {start_load} at start, {schedulers.load()} at end", file=out, flush=True)
+    return results
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    defaults = Cluster()
+    trace = TraceShape()
+    p.add_argument("--zones", type=int, default=defaults.zones)
+    p.add_argument("--blocks", type=int, default=defaults.blocks, help="blocks per zone")
+    p.add_argument("--racks", type=int, default=defaults.racks, help="racks per block")
+    p.add_argument("--nodes", type=int, default=defaults.nodes, help="nodes per rack")
+    p.add_argument("--jobs", type=int, default=trace.jobs, help="gangs in the trace")
+    p.add_argument("--arrivals", type=float, default=trace.arrivals, help="seconds over which the gangs arrive")
+    p.add_argument("--min-duration", type=float, default=trace.min_duration, help="seconds a gang's pods run, least")
+    p.add_argument("--max-duration", type=float, default=trace.max_duration, help="seconds a gang's pods run, most")
+    p.add_argument("--seed", type=int, default=trace.seed)
+    p.add_argument("--time-scale", type=float, default=60, help="trace seconds one real second stands for "
+                                                               "(GPU-hours only)")
+    p.add_argument("--targets", default=",".join(TARGETS), help="comma-separated, of " + ", ".join(TARGETS))
+    p.add_argument("--timeout", type=float, default=300, help="seconds after the last arrival before giving up")
+    p.add_argument("--idle", type=float, default=60, help="stop after this many seconds with no pod change")
+    p.add_argument("--sample", type=float, default=1.0, help="seconds between pod-state snapshots")
+    p.add_argument("--grace", type=float, default=3.0, help="seconds a target has to act on a placement "
+                                                            "before its pending gang counts as a greedy miss")
+    p.add_argument("--miss-budget", type=float, default=600, help="seconds of engine work the greedy-miss count may "
+                                                                  "take per target")
+    p.add_argument("--work", type=Path, help="keep the dump and each control plane's logs here "
+                                             "(default: a temporary directory, removed)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = sorted(set(targets) - set(TARGETS))
+    if unknown:
+        p.error(f"--targets: unknown {', '.join(unknown)} (known: {', '.join(TARGETS)})")
+    if args.min_duration <= 0 or args.max_duration < args.min_duration:
+        p.error(f"--min-duration {args.min_duration:g} / --max-duration {args.max_duration:g}: need 0 < min <= max")
+    if args.jobs < 1 or args.arrivals <= 0:
+        p.error(f"--jobs {args.jobs} / --arrivals {args.arrivals:g}: need at least one job over a positive window")
+    cluster = Cluster(args.zones, args.blocks, args.racks, args.nodes)
+    shape = TraceShape(args.jobs, args.arrivals, args.min_duration, args.max_duration, args.seed)
+    try:
+        make_trace(cluster, shape)
+    except ValueError as error:
+        p.error(str(error))
+    work = args.work or Path(tempfile.mkdtemp(prefix="trace-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        results = run(cluster, shape, targets, work.resolve(), args)
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 1 if any(r.error and r.up_seconds != r.up_seconds for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
