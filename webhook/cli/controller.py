@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.snapshot:
             return error("controller", "--once needs --snapshot DUMP (kubectl get nodes,pods -A -o yaml)")
         return run_once(args.snapshot, args.topology_file or [], args.default_topology, args.output,
-                        workload_paths=args.workload or [])
+                        workload_paths=args.workload or [], advise=args.advise)
     if args.snapshot or args.workload:
         return error("controller", "--snapshot and --workload are only used with --once")
     from webhook.controller.main import default_identity, run_live
@@ -79,12 +79,18 @@ def register(subparsers: Any) -> None:
                     "a kubectl dump, printed as YAML, no cluster needed. " + env_note("SEGMENT_WEBHOOK_METRICS_PORT"),
     )
     p.add_argument("--once", action="store_true", help="one pass on --snapshot files; print the patches and exit")
+    p.add_argument("--advise", action="store_true",
+                   help="advisory mode (DESIGN.md §13): no gate, no binding, no pod patch; for each gang another "
+                        "scheduler (Kueue, the Workload API, KAI) leaves pending, write what place --what-if says on "
+                        "the same snapshot as an Event and segments.dev/gang-state on its top owner (with --once: "
+                        "print them)")
     p.add_argument("--snapshot", action="append", default=[], metavar="DUMP",
                    help="with --once: kubectl get nodes,pods -A -o yaml|json output (repeatable)")
     p.add_argument("--topology-file", action="append", default=[], metavar="FILE",
                    help="with --once: extra Topology objects (repeatable; default: the dump's, else the embedded one)")
     p.add_argument("-f", "--workload", action="append", default=[], metavar="FILE",
-                   help="with --once: add the pods this workload would create, admitted with --gate-pods (repeatable)")
+                   help="with --once: add the pods this workload would create, admitted with --gate-pods (repeatable); "
+                        "with --once --advise: a pending gang's owner workload")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="with --once: output format")
     add_env_flag(p, "--default-topology", metavar="NAME", type=topology_name,
                  help="topology of gangs whose pods name none (with --once: default the only one loaded)")

@@ -186,6 +186,20 @@ class CapacityLedger:
             self._apply(node, requests, sign)
 
     # ------------------------------------------------------------------ the engine's view
+    def nodes(self) -> list[Node]:
+        """Every known node, sorted by name, with ``free`` = allocatable minus every charge (a
+        :class:`webhook.placement.snapshot.Snapshot`'s nodes as ``place --cluster`` charges a dump;
+        the advisory controller's what-if runs on them). Copies: the ledger is not changed."""
+        out = {name: replace(n, free=dict(n.allocatable)) for name, n in self._nodes.items()}
+        for node, requests in self._charges.values():
+            target = out.get(node)
+            if target is None:
+                continue
+            for resource, value in requests.items():
+                if resource in target.free and value > 0:
+                    target.free[resource] -= value
+        return [out[name] for name in sorted(out)]
+
     def index(self, name: str | None, topology: Topology | None) -> ClusterIndex:
         """The :class:`ClusterIndex` of ``topology`` (``None``: nodes alone) with every charge
         applied. The same object is returned until the node set changes; do not keep it across
