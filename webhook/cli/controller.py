@@ -16,7 +16,13 @@ import logging
 from typing import Any
 
 from webhook.cli.flags import UsageError, add_env_flag, apply_env, env_note, error, positive_int, topology_name
-from webhook.controller.settings import DEFAULT_LEASE_NAMESPACE, ControllerSettings, default_lease_namespace
+from webhook.controller.settings import (
+    DEFAULT_ADVISOR_LEASE_NAME,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_LEASE_NAMESPACE,
+    ControllerSettings,
+    default_lease_namespace,
+)
 
 _DEFAULTS = ControllerSettings(identity="")  # the one home of the defaults (webhook/controller/settings.py)
 
@@ -59,10 +65,10 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = ControllerSettings(
         identity=args.identity or default_identity(),
-        lease_name=args.lease_name,
+        lease_name=DEFAULT_ADVISOR_LEASE_NAME if args.advise and args.lease_name == DEFAULT_LEASE_NAME else args.lease_name,
         lease_namespace=args.lease_namespace or default_lease_namespace(),
         lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period,
-        default_topology=args.default_topology,
+        default_topology=args.default_topology, advise=args.advise,
     )
     return run_live(kubeconfig=args.kubeconfig, settings=settings, metrics_port=args.metrics_port)
 
@@ -96,7 +102,8 @@ def register(subparsers: Any) -> None:
                  help="topology of gangs whose pods name none (with --once: default the only one loaded)")
     add_env_flag(p, "--kubeconfig", metavar="PATH", help="kubeconfig (default: the in-cluster service account)")
     add_env_flag(p, "--identity", metavar="NAME", help="this replica's name in the Lease (default $POD_NAME, else the host name)")
-    add_env_flag(p, "--lease-name", default=_DEFAULTS.lease_name, metavar="NAME", help="coordination.k8s.io Lease name")
+    add_env_flag(p, "--lease-name", default=_DEFAULTS.lease_name, metavar="NAME",
+                 help=f"coordination.k8s.io Lease name (with --advise: {DEFAULT_ADVISOR_LEASE_NAME} unless set)")
     add_env_flag(p, "--lease-namespace", metavar="NS",
                  help=f"namespace of the Lease (default $POD_NAMESPACE, else {DEFAULT_LEASE_NAMESPACE})")
     add_env_flag(p, "--lease-duration", default=_DEFAULTS.lease_duration, type=positive_int(3600), metavar="SECONDS",

@@ -235,7 +235,12 @@ def run_live(*, kubeconfig: str | None, settings: Any, metrics_port: int, metric
         print(f"segment-webhook controller: error: {exc}", file=sys.stderr)
         return 2
     api_client.user_agent = f"segment-webhook-controller/{settings.identity}"
-    controller = Controller(api_client, settings)
+    if settings.advise:
+        from webhook.controller.advisor import AdvisoryController
+
+        controller: Controller = AdvisoryController(api_client, settings)
+    else:
+        controller = Controller(api_client, settings)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_address, registry=controller.metrics.registry)
     done = threading.Event()
