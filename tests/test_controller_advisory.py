@@ -175,3 +175,56 @@ def test_once_advise_prints_what_it_would_write(tmp_path):
     what_if = subprocess.run([sys.executable, "-m", "webhook.cli", "place", "-f", str(workload), "--cluster", str(dump),
                               "--what-if", "-o", "json"], capture_output=True, text=True, check=False)
     assert json.loads(what_if.stdout)["verdict"] == "fits"
+
+
+# ----------------------------------------------------------------------------- the live advisory controller
+def test_live_advisory_controller_writes_the_event_and_the_annotation_and_patches_no_pod():
+    """The AdvisoryController against the loopback API server of tests/kube_apiserver.py: the
+    fits-now gang above gets one Event and the annotation on its PyTorchJob; no pod is patched."""
+    import time
+
+    from kubernetes import client as k8s_client
+
+    from kube_apiserver import KubeApiServer
+    from webhook.controller.advisor import AdvisoryController
+    from webhook.controller.settings import ControllerSettings
+
+    server = KubeApiServer(bind_after=0.2).start()
+    ctl = None
+    try:
+        server.create("topologies", {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+                                     "metadata": {"name": "cluster-topology"},
+                                     "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"},
+                                                         {"nodeLabel": "cloud.provider.com/topology-block"},
+                                                         {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}})
+        for n in NODES:
+            server.create("nodes", n)
+        server.create("pods", busy("b0", "n-r0-0"))
+        owner = server.create("pytorchjobs", job(2))
+        cfg = k8s_client.Configuration()
+        cfg.host = server.url
+        settings = ControllerSettings(identity="advisor", lease_namespace="segment-webhook", advise=True)
+        ctl = AdvisoryController(k8s_client.ApiClient(cfg), settings, elect=False).start()
+        for i in range(4):
+            pod = worker(i, 2)
+            pod["metadata"]["ownerReferences"][0]["uid"] = owner["metadata"]["uid"]
+            server.create("pods", pod)
+        line = ("gang ml/train: fits now on free capacity: "
+                "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+                "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            stored = server.get("pytorchjobs", "ml", "train") or {}
+            if (stored.get("metadata", {}).get("annotations") or {}).get("segments.dev/gang-state") == line:
+                break
+            time.sleep(0.05)
+        assert (stored["metadata"].get("annotations") or {}).get("segments.dev/gang-state") == line
+        events = [e for e in server.list("events") if e["involvedObject"]["kind"] == "PyTorchJob"]
+        assert [(e["type"], e["reason"], e["message"]) for e in events] == [("Warning", "SecondOpinionFitsNow", line)]
+        assert server.patch_log == []  # the JSON patches of pods (a release): none
+        assert all(p["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+                   for p in server.list("pods") if p["metadata"]["namespace"] == "ml")
+    finally:
+        if ctl is not None:
+            ctl.stop()
+        server.close()
