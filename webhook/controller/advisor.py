@@ -23,7 +23,6 @@ from webhook.controller.owners import OwnerResolver
 from webhook.controller.reconcile import TopOwner
 from webhook.controller.runner import Controller
 from webhook.controller.settings import ControllerSettings
-from webhook.placement.freeing import read_occupants
 from webhook.placement.snapshot import Snapshot
 
 __all__ = ["Advisor", "AdvisoryController"]
@@ -73,8 +72,9 @@ class Advisor:
         if owner is None:
             log.info("gang %s is pending, but its top owner workload cannot be read: no second opinion", key)
             return
-        occupants = read_occupants(self._cache.informers["pods"].cache.list())
-        advice = advisory.advise(key, owner.obj, self.snapshot(), occupants, self._settings.default_topology,
+        # no occupants: they name the pods of a "free nodes" change, which the line of a gang waiting
+        # for capacity does not search and which cannot help one that never fits
+        advice = advisory.advise(key, owner.obj, self.snapshot(), {}, self._settings.default_topology,
                                  live_pods=len(members))
         self._metrics.passes.inc()
         if advice is None:

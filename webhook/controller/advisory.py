@@ -132,7 +132,7 @@ def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Ma
     try:
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
         planner.only = frozenset({key})
-        result = what_if(dict(owner), snapshot, occupants, planner)
+        result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False)
     except (ExpandError, PlacementError) as exc:
         return Advice(key, ERROR, f"gang {key}: no second opinion: {exc}")
     if live_pods is not None and result.verdict != DENIED and live_pods < len(result.pods):

@@ -240,10 +240,12 @@ def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Seque
 
 
 def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
-            planner: Planner) -> WhatIf:
+            planner: Planner, *, search_waiting: bool = True) -> WhatIf:
     """Place ``workload`` on ``snapshot``; when it does not fit, classify it and search the
     changes of the module docstring. ``occupants``: node → pods on it
-    (:func:`webhook.placement.freeing.read_occupants` of the same dump). Raises
+    (:func:`webhook.placement.freeing.read_occupants` of the same dump). ``search_waiting``: False
+    leaves out the change search of a :data:`WAITING` workload (its verdict and ``waiting_for`` are
+    the same; the advisory controller's line names no change for it). Raises
     :class:`~webhook.placement.expand.ExpandError` and :class:`PlacementError` for bad input, as
     ``place`` does."""
     exp = planner.expand(workload)
@@ -271,6 +273,8 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     else:
         result.waiting_for = {"resource": short.resource, "level": short.level, "domain": short.domain,
                               "text": short.text}
+        if not search_waiting:
+            return result
     found: list[Verified] = []
     found += _size_changes(planner, workload, exp)
     found += _free_changes(planner, exp, occupants)
