@@ -5,6 +5,10 @@
   one document per released pod ``{namespace, name, node, patch}`` and one per gang left gated
   ``{gang, waiting}``. Exit 0 when it ran, 1 when the webhook denies a ``--workload``, 2 on bad
   input.
+* ``--advise`` (DESIGN.md §13): the advisory controller: no gate, no binding, no pod patch; for
+  each gang another scheduler leaves pending, what ``place --what-if`` says, as an Event and
+  ``segments.dev/gang-state`` on its top owner (:mod:`webhook.controller.advisor`); with ``--once``
+  one document per pending gang of the dumps (their owners: the dumps' workloads and ``-f``).
 * Without ``--once``: the live controller (informers, Lease, patches, Events, metrics on
   ``--metrics-port``) until SIGTERM. Its flags can also be set with ``SEGMENT_WEBHOOK_<FLAG>``.
 """
