@@ -157,6 +157,46 @@ def test_a_gang_without_its_owner_in_the_input_says_so():
                      "(kubectl get nodes,pods,<kind> -A -o yaml) or add it with -f"}]
 
 
+def lws_pod(group: int, worker: int, **spec) -> dict:
+    """Pod ``worker`` of group ``group`` of LeaderWorkerSet ml/serve (size 2, one segment of 2 at
+    rack per group) as LWS creates it and the webhook stamps it."""
+    annotations = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-size": "2",
+                   "kai.scheduler/segment-topology-required-placement": RACK, "leaderworkerset.sigs.k8s.io/size": "2"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"serve-{group}" + (f"-{worker}" if worker else ""), "namespace": "ml",
+                         "labels": {"leaderworkerset.sigs.k8s.io/name": "serve",
+                                    "leaderworkerset.sigs.k8s.io/group-index": str(group),
+                                    "leaderworkerset.sigs.k8s.io/worker-index": str(worker),
+                                    "kai.scheduler/segment-index": "0"},
+                         "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {GPU: "1"}}}], **spec},
+            "status": {"phase": "Running" if spec.get("nodeName") else "Pending"}}
+
+
+LWS = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+       "metadata": {"name": "serve", "namespace": "ml", "uid": "uid-serve"},
+       "spec": {"replicas": 2, "leaderWorkerTemplate": {
+           "size": 2, "subGroupPolicy": {"subGroupSize": 2, "subGroupPolicyType": "LeaderWorker"},
+           **{f"{role}Template": {"metadata": {"annotations": {
+               "kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-topology-required-placement": RACK}},
+               "spec": {"containers": [{"name": role, "image": "i", "resources": {"limits": {GPU: "1"}}}]}}
+              for role in ("leader", "worker")}}}}
+
+
+def test_the_owners_running_gang_stays_where_it_runs():
+    """LWS ml/serve: group 0 runs on rack r1, n-r0-0 is busy, group 1 is held by Kueue. Group 1 fits
+    on r2. Placing the whole LWS again would find no room for group 0 and group 1 together (r1's
+    pods charged, r0 has one free GPU) and say "waiting": the what-if is restricted to the gang."""
+    running = [lws_pod(0, 0, nodeName="n-r1-0"), lws_pod(0, 1, nodeName="n-r1-1")]
+    pending = [lws_pod(1, 0, schedulingGates=[{"name": "kueue.x-k8s.io/admission"}]),
+               lws_pod(1, 1, schedulingGates=[{"name": "kueue.x-k8s.io/admission"}])]
+    extra = [busy("b0", "n-r0-0")] + running
+    docs = advice_documents(running + pending, [LWS], snapshot_from_objects(NODES + extra), {})
+    assert [(d["gang"], d["verdict"], d["event"]["message"]) for d in docs] == [
+        ("ml/serve/1", "fits", "gang ml/serve/1: fits now on free capacity: "
+                               "segment 0 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")]
+
+
 # ----------------------------------------------------------------------------- controller --once --advise
 def test_once_advise_prints_what_it_would_write(tmp_path):
     dump = tmp_path / "cluster.yaml"
