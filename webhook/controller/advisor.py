@@ -23,6 +23,8 @@ from webhook.controller.owners import OwnerResolver
 from webhook.controller.reconcile import TopOwner
 from webhook.controller.runner import Controller
 from webhook.controller.settings import ControllerSettings
+from webhook.core.topology import Topology
+from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.snapshot import Snapshot
 
 __all__ = ["Advisor", "AdvisoryController"]
@@ -51,12 +53,16 @@ class Advisor:
                     if any(advisory.pending_elsewhere(p) for p in pods.values())]
 
     def snapshot(self) -> Snapshot:
-        """The cluster as ``place --cluster`` reads a dump: the ledger's nodes (every bound or pinned
-        pod charged) and the known Topologies."""
+        """The known Topologies (the what-if's catalog); the nodes come from :meth:`index_for`."""
         topologies = self._cache.topologies
-        known = [t for name in topologies.names() if (t := topologies.get(name)) is not None]
+        return Snapshot(topologies=[t for name in topologies.names() if (t := topologies.get(name)) is not None])
+
+    def index_for(self, name: str | None, topology: Topology | None) -> ClusterIndex:
+        """The ledger's cluster index of ``topology`` (every bound or pinned pod charged, built once
+        and charged incrementally, as the gating controller's), copied with its own ``free`` under
+        the cache's lock (:meth:`CapacityLedger.index_copy`): the what-if runs without the lock."""
         with self._cache.lock:
-            return Snapshot(nodes=self._cache.ledger.nodes(), topologies=known)
+            return self._cache.ledger.index_copy(name, topology)
 
     def advise(self, key: str) -> None:
         """When gang ``key`` is pending under another scheduler, its second opinion on the cache's
@@ -75,7 +81,7 @@ class Advisor:
         # no occupants: they name the pods of a "free nodes" change, which the line of a gang waiting
         # for capacity does not search and which cannot help one that never fits
         advice = advisory.advise(key, owner.obj, self.snapshot(), {}, self._settings.default_topology,
-                                 live_pods=len(members))
+                                 live_pods=len(members), index_for=self.index_for)
         self._metrics.passes.inc()
         if advice is None:
             return

@@ -29,7 +29,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,8 @@ from webhook.controller.decision import gang_key_of
 from webhook.controller.reconcile import GANG_STATE, EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
 from webhook.core import gating
 from webhook.core.kinds import registry
+from webhook.core.topology import Topology
+from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.expand import ExpandError
 from webhook.placement.freeing import Occupant
 from webhook.placement.model import PlacementError
@@ -122,17 +124,19 @@ class Advice:
 
 def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
            default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
-           live_pods: int | None = None) -> Advice | None:
+           live_pods: int | None = None,
+           index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> Advice | None:
     """The second opinion on gang ``key`` (module docstring): ``owner``, its top owner workload as
     stored; ``snapshot``, the cluster with every bound or pinned pod charged (the gang's own pods,
     pending, are not); ``occupants``: node → pods on it (for the what-if's "free nodes" change);
-    ``live_pods``: how many pods of the gang exist (``None``: not checked). Returns ``None`` when
+    ``live_pods``: how many pods of the gang exist (``None``: not checked); ``index_for``: as
+    :func:`webhook.placement.whatif.what_if` (the live controller's copy of its ledger's index). Returns ``None`` when
     fewer exist than the owner makes for the gang (not pending under a scheduler: not all created).
     Never raises for bad input: an owner the what-if cannot expand gives :data:`ERROR` with why."""
     try:
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
         planner.only = frozenset({key})
-        result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False)
+        result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False, index_for=index_for)
     except (ExpandError, PlacementError) as exc:
         return Advice(key, ERROR, f"gang {key}: no second opinion: {exc}")
     if live_pods is not None and result.verdict != DENIED and live_pods < len(result.pods):

@@ -21,6 +21,7 @@ Pure: no kubernetes import (tests/test_layout.py).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -186,20 +187,6 @@ class CapacityLedger:
             self._apply(node, requests, sign)
 
     # ------------------------------------------------------------------ the engine's view
-    def nodes(self) -> list[Node]:
-        """Every known node, sorted by name, with ``free`` = allocatable minus every charge (a
-        :class:`webhook.placement.snapshot.Snapshot`'s nodes as ``place --cluster`` charges a dump;
-        the advisory controller's what-if runs on them). Copies: the ledger is not changed."""
-        out = {name: replace(n, free=dict(n.allocatable)) for name, n in self._nodes.items()}
-        for node, requests in self._charges.values():
-            target = out.get(node)
-            if target is None:
-                continue
-            for resource, value in requests.items():
-                if resource in target.free and value > 0:
-                    target.free[resource] -= value
-        return [out[name] for name in sorted(out)]
-
     def index(self, name: str | None, topology: Topology | None) -> ClusterIndex:
         """The :class:`ClusterIndex` of ``topology`` (``None``: nodes alone) with every charge
         applied. The same object is returned until the node set changes; do not keep it across
@@ -211,6 +198,15 @@ class CapacityLedger:
                 _charge_index(index, node, requests, 1)
             self._indexes[name] = index
         return index
+
+    def index_copy(self, name: str | None, topology: Topology | None) -> ClusterIndex:
+        """:meth:`index` with its own ``free`` (a shallow copy: the rest is shared and never changed
+        by the engine): a caller may charge and restore it without touching the ledger's (the
+        advisory controller's what-if)."""
+        index = self.index(name, topology)
+        own = copy.copy(index)
+        own.free = index.free.copy()
+        return own
 
 
 def _charge_index(index: ClusterIndex, node: str, requests: Mapping[str, int], sign: int) -> None:

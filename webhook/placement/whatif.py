@@ -33,7 +33,7 @@ Pure: no I/O, no kubernetes import.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,7 +43,7 @@ from webhook.core import keys
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.registry import gang_key
 from webhook.core.messages import quote
-from webhook.core.topology import StaticTopologyCatalog
+from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.core.workload_api import pod_maps
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex
@@ -240,12 +240,16 @@ def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Seque
 
 
 def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
-            planner: Planner, *, search_waiting: bool = True) -> WhatIf:
+            planner: Planner, *, search_waiting: bool = True,
+            index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> WhatIf:
     """Place ``workload`` on ``snapshot``; when it does not fit, classify it and search the
     changes of the module docstring. ``occupants``: node → pods on it
     (:func:`webhook.placement.freeing.read_occupants` of the same dump). ``search_waiting``: False
     leaves out the change search of a :data:`WAITING` workload (its verdict and ``waiting_for`` are
-    the same; the advisory controller's line names no change for it). Raises
+    the same; the advisory controller's line names no change for it). ``index_for(topology name,
+    topology)``: the cluster index of ``snapshot`` for that topology, owned by this call (the
+    advisory controller passes a copy of its ledger's, charged as the snapshot; default: built
+    from ``snapshot.nodes``). Raises
     :class:`~webhook.placement.expand.ExpandError` and :class:`PlacementError` for bad input, as
     ``place`` does."""
     exp = planner.expand(workload)
@@ -260,7 +264,7 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     if exp.topology and topo is None:
         raise PlacementError(f"topology {quote(exp.topology)} is not in the snapshot; known: "
                              f"{', '.join(planner.catalog.names()) or 'none'}")
-    planner.index = ClusterIndex(snapshot.nodes, topo)
+    planner.index = index_for(exp.topology, topo) if index_for is not None else ClusterIndex(snapshot.nodes, topo)
     base = planner.place_gangs(exp.gangs)
     pods, gangs = _pods_and_gangs(exp)
     if base.placed:
