@@ -5,6 +5,10 @@
   one document per released pod ``{namespace, name, node, patch}`` and one per gang left gated
   ``{gang, waiting}``. Exit 0 when it ran, 1 when the webhook denies a ``--workload``, 2 on bad
   input.
+* ``--advise`` (DESIGN.md §13): the advisory controller: no gate, no binding, no pod patch; for
+  each gang another scheduler leaves pending, what ``place --what-if`` says, as an Event and
+  ``segments.dev/gang-state`` on its top owner (:mod:`webhook.controller.advisor`); with ``--once``
+  one document per pending gang of the dumps (their owners: the dumps' workloads and ``-f``).
 * Without ``--once``: the live controller (informers, Lease, patches, Events, metrics on
   ``--metrics-port``) until SIGTERM. Its flags can also be set with ``SEGMENT_WEBHOOK_<FLAG>``.
 """
@@ -17,7 +21,13 @@ import os
 from typing import Any
 
 from webhook.cli.flags import UsageError, add_env_flag, apply_env, env_note, error, positive_int, topology_name
-from webhook.controller.settings import DEFAULT_LEASE_NAMESPACE, ControllerSettings, default_lease_namespace
+from webhook.controller.settings import (
+    DEFAULT_ADVISOR_LEASE_NAME,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_LEASE_NAMESPACE,
+    ControllerSettings,
+    default_lease_namespace,
+)
 
 _DEFAULTS = ControllerSettings(identity="")  # the one home of the defaults (webhook/controller/settings.py)
 
@@ -67,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.snapshot:
             return error("controller", "--once needs --snapshot DUMP (kubectl get nodes,pods -A -o yaml)")
         return run_once(args.snapshot, args.topology_file or [], args.default_topology, args.output,
-                        workload_paths=args.workload or [])
+                        workload_paths=args.workload or [], advise=args.advise)
     if args.snapshot or args.workload:
         return error("controller", "--snapshot and --workload are only used with --once")
     from webhook.controller.main import default_identity, run_live
@@ -76,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = ControllerSettings(
         identity=args.identity or default_identity(),
-        lease_name=args.lease_name,
+        lease_name=DEFAULT_ADVISOR_LEASE_NAME if args.advise and args.lease_name == DEFAULT_LEASE_NAME else args.lease_name,
         lease_namespace=args.lease_namespace or default_lease_namespace(),
         lease_duration=args.lease_duration, renew_deadline=args.renew_deadline, retry_period=args.retry_period,
-        default_topology=args.default_topology,
+        default_topology=args.default_topology, advise=args.advise,
     )
     return run_live(kubeconfig=args.kubeconfig, settings=settings, metrics_port=args.metrics_port)
 
@@ -96,18 +106,25 @@ def register(subparsers: Any) -> None:
                     "a kubectl dump, printed as YAML, no cluster needed. " + env_note("SEGMENT_WEBHOOK_METRICS_PORT"),
     )
     p.add_argument("--once", action="store_true", help="one pass on --snapshot files; print the patches and exit")
+    p.add_argument("--advise", action="store_true",
+                   help="advisory mode (DESIGN.md §13): no gate, no binding, no pod patch; for each gang another "
+                        "scheduler (Kueue, the Workload API, KAI) leaves pending, write what place --what-if says on "
+                        "the same snapshot as an Event and segments.dev/gang-state on its top owner (with --once: "
+                        "print them)")
     p.add_argument("--snapshot", action="append", default=[], metavar="DUMP",
                    help="with --once: kubectl get nodes,pods -A -o yaml|json output (repeatable)")
     p.add_argument("--topology-file", action="append", default=[], metavar="FILE",
                    help="with --once: extra Topology objects (repeatable; default: the dump's, else the embedded one)")
     p.add_argument("-f", "--workload", action="append", default=[], metavar="FILE",
-                   help="with --once: add the pods this workload would create, admitted with --gate-pods (repeatable)")
+                   help="with --once: add the pods this workload would create, admitted with --gate-pods (repeatable); "
+                        "with --once --advise: a pending gang's owner workload")
     p.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml", help="with --once: output format")
     add_env_flag(p, "--default-topology", metavar="NAME", type=topology_name,
                  help="topology of gangs whose pods name none (with --once: default the only one loaded)")
     add_env_flag(p, "--kubeconfig", metavar="PATH", help="kubeconfig (default: the in-cluster service account)")
     add_env_flag(p, "--identity", metavar="NAME", help="this replica's name in the Lease (default $POD_NAME, else the host name)")
-    add_env_flag(p, "--lease-name", default=_DEFAULTS.lease_name, metavar="NAME", help="coordination.k8s.io Lease name")
+    add_env_flag(p, "--lease-name", default=_DEFAULTS.lease_name, metavar="NAME",
+                 help=f"coordination.k8s.io Lease name (with --advise: {DEFAULT_ADVISOR_LEASE_NAME} unless set)")
     add_env_flag(p, "--lease-namespace", metavar="NS",
                  help=f"namespace of the Lease (default $POD_NAMESPACE, else {DEFAULT_LEASE_NAMESPACE})")
     add_env_flag(p, "--lease-duration", default=_DEFAULTS.lease_duration, type=positive_int(3600), metavar="SECONDS",

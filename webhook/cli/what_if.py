@@ -27,7 +27,7 @@ from webhook.placement.freeing import Occupant, read_occupants
 from webhook.placement.model import PlacementError
 from webhook.placement.occupancy import is_terminated, occupied_node, pod_ref
 from webhook.placement.snapshot import Snapshot, SnapshotError, build_snapshot, read_located
-from webhook.placement.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, what_if
+from webhook.placement.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, waiting_text, what_if
 
 VERDICT_TEXT = {
     FITS: "fits on today's free capacity: a placement exists",
@@ -106,7 +106,7 @@ def render(result: WhatIf, pending: int = 0) -> str:
         lines.append("  " + summary(doc["placement"]))
         return "\n".join(lines) + "\n"
     if result.waiting_for:
-        lines[0] += f": {result.waiting_for['text'].split('; engine: ')[0].removeprefix('waiting for capacity: ')}"
+        lines[0] += f": {waiting_text(result)}"
     if result.verdict == DENIED:
         lines.append(f"  engine: {result.reason}")
         return "\n".join(lines) + "\n"

@@ -33,6 +33,7 @@ from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Share
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
+from webhook.controller.advisory import pending_elsewhere
 from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.controller.podgroups import is_grouped_pod
 from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
@@ -41,7 +42,8 @@ from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
 
-__all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "ControllerCache"]
+__all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "AdvisoryCache",
+           "ControllerCache"]
 
 log = logging.getLogger(__name__)
 
@@ -314,3 +316,35 @@ class ControllerCache:
                 node = occupied_node(updated)
                 if node is not None:
                     self.ledger.observe(ref, node, requests_or_none(updated))
+
+
+class AdvisoryCache(ControllerCache):
+    """The cache of the advisory mode (``controller --advise``, :mod:`webhook.controller.advisor`):
+    the same informers, gangs and ledger, and also: a pod pending under another scheduler
+    (:func:`webhook.controller.advisory.pending_elsewhere`) queues its gang; a pod that leaves,
+    lands on or is pinned to a node, and a node change, queue every gang with a second opinion
+    (``advised``: gang key → the line last written), whose opinion may change with the capacity."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.advised: dict[str, str] = {}
+
+    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+        super().on_pod(event, pod)
+        key = gang_key_of(pod)
+        gone = event == DELETED or is_terminated(pod)
+        with self.lock:
+            moved = list(self.advised) if gone or occupied_node(pod) is not None else []
+        self._enqueue(([key] if key is not None and not gone and pending_elsewhere(pod) else []) + moved)
+
+    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+        super().on_node(event, obj)
+        with self.lock:
+            advised = list(self.advised)
+        self._enqueue(advised)
+
+    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+        gone = super()._keep_member(key, ref, pod)
+        if gone:
+            self.advised.pop(key, None)
+        return gone

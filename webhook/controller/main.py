@@ -124,6 +124,29 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     return result
 
 
+def advise_dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
+                   default_topology: str | None = None, workload_paths: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """``controller --once --advise``: the advisory controller's pass on files
+    (:func:`webhook.controller.advisory.advice_documents`, the step the live advisory controller
+    runs per gang). The dumps are read as ``place --cluster`` reads them (bound and pinned pods
+    charged); the gangs' owners are the dumps' workload objects and the ``workload_paths``' ones.
+    Raises :class:`SnapshotError` on bad input, as :func:`dry_run`."""
+    from webhook.controller.advisory import advice_documents
+    from webhook.core.kinds.trainingruntime import split_runtimes
+    from webhook.placement.freeing import read_occupants
+
+    located = read_located(snapshot_paths, topology_paths)
+    snapshot = build_snapshot(located)
+    if not snapshot.nodes:
+        raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
+    objects = [obj for _, _, obj in located]
+    objects += [obj for path in workload_paths for _, obj in read_workloads(path)]
+    workloads, runtimes = split_runtimes(objects)
+    pods = [o for o in objects if o.get("kind") == "Pod"]
+    return advice_documents(pods, workloads, snapshot,
+                            read_occupants(objects), default_topology, runtimes)
+
+
 def documents(result: PassResult) -> list[dict[str, Any]]:
     """The dry run's output documents: released pods, then gangs left gated."""
     docs: list[dict[str, Any]] = [{"namespace": r.namespace, "name": r.name, "node": r.node, "patch": r.patch}
@@ -149,13 +172,27 @@ def once_summary(result: PassResult) -> str:
 
 def run_once(snapshot_paths: Sequence[str], topology_paths: Sequence[str], default_topology: str | None,
              output: str, workload_paths: Sequence[str] = (), out: TextIO | None = None,
-             err: TextIO | None = None) -> int:
+             err: TextIO | None = None, advise: bool = False) -> int:
     """The ``--once`` command: print the documents (``output``: ``yaml`` or ``json``); exit 0 when
     it ran, 1 when the webhook denies a ``--workload``, 2 on bad input (message on ``err`` with
-    the ``segment-webhook controller: error:`` prefix the other sub-commands use)."""
+    the ``segment-webhook controller: error:`` prefix the other sub-commands use). ``advise``: the
+    advisory controller's pass instead (:func:`advise_dry_run`), one document per pending gang."""
     out = out or sys.stdout  # looked up at call time, so a caller's redirection of sys.stdout holds
     err = err or sys.stderr
     notes: list[str] = []
+    if advise:
+        try:
+            docs = advise_dry_run(snapshot_paths, topology_paths, default_topology, workload_paths)
+        except SnapshotError as exc:
+            print(f"segment-webhook controller: error: {exc}", file=err)
+            return 2
+        text = json.dumps(docs, indent=2) + "\n" if output == "json" else \
+            (yaml.safe_dump_all(docs, sort_keys=False, allow_unicode=True) if docs else "")
+        written = write_output(text, "controller", out)
+        if not written:
+            print(f"controller --once --advise: {len(docs)} pending gang{'' if len(docs) == 1 else 's'} "
+                  "(pods held by a Kueue gate or PodScheduled=False)", file=err)
+        return written
     try:
         result = dry_run(snapshot_paths, topology_paths, default_topology, workload_paths, notes)
     except SnapshotError as exc:
@@ -198,7 +235,12 @@ def run_live(*, kubeconfig: str | None, settings: Any, metrics_port: int, metric
         print(f"segment-webhook controller: error: {exc}", file=sys.stderr)
         return 2
     api_client.user_agent = f"segment-webhook-controller/{settings.identity}"
-    controller = Controller(api_client, settings)
+    if settings.advise:
+        from webhook.controller.advisor import AdvisoryController
+
+        controller: Controller = AdvisoryController(api_client, settings)
+    else:
+        controller = Controller(api_client, settings)
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_address, registry=controller.metrics.registry)
     done = threading.Event()

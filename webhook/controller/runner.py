@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from kubernetes import client as k8s_client
 
 from webhook.cluster.api_server import ApiServerReachability
-from webhook.controller.cache import ControllerCache
+from webhook.controller.cache import AdvisoryCache, ControllerCache
 from webhook.controller.election import LeaderElector
 from webhook.controller.events import EventRecorder
 from webhook.controller.gang_metrics import Metrics
@@ -102,8 +102,8 @@ class Controller:
         self._patch_pool = ThreadPoolExecutor(settings.patch_concurrency, thread_name_prefix="release-patch")
         self.reachability = ApiServerReachability(api_client.configuration.host)
         """The outage log of the API server, shared by every request of this process."""
-        self.cache = ControllerCache(api_client, self.reachability, self._stop, self._queue_gangs,
-                                     self._topologies_changed, self._gang_gone)
+        self.cache = (AdvisoryCache if settings.advise else ControllerCache)(
+            api_client, self.reachability, self._stop, self._queue_gangs, self._topologies_changed, self._gang_gone)
         self.topologies = self.cache.topologies
         self.patches = PatchSender(api_client, self.reachability, self.metrics.patch_errors, self._stop)
         self.events = EventRecorder(api_client, COMPONENT, settings.identity, self.reachability)

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 DEFAULT_LEASE_NAME = "segment-webhook-controller"
 #: The Lease's namespace when ``$POD_NAMESPACE`` is not set: deploy/'s namespace.
 DEFAULT_LEASE_NAMESPACE = "segment-webhook-system"
+#: The Lease of the advisory controller (``controller --advise``): its own, so that it runs beside a
+#: gating controller (which target ``workload-api`` needs for its PodGroups) without taking its Lease.
+DEFAULT_ADVISOR_LEASE_NAME = "segment-webhook-advisor"
 
 
 def default_lease_namespace() -> str:
@@ -36,6 +39,8 @@ class ControllerSettings:
     ``stranded_grace``: seconds a released pod may stay ``Unschedulable`` on the node it was pinned to
     before it is deleted, for its controller to create it again and the controller to place it again
     (DESIGN.md §9; :func:`webhook.controller.decision.decide_stranded`).
+    ``advise``: the advisory mode (DESIGN.md §13, :mod:`webhook.controller.advisory`): no gate, no
+    binding, no pod patch; a second opinion on each gang another scheduler leaves pending.
     """
 
     identity: str
@@ -52,6 +57,7 @@ class ControllerSettings:
     patch_concurrency: int = 8
     incomplete_grace: float = 10.0
     stranded_grace: float = 5.0
+    advise: bool = False
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the flag when a value breaks its rule (the Lease timings:

@@ -21,6 +21,7 @@ Pure: no kubernetes import (tests/test_layout.py).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -197,6 +198,15 @@ class CapacityLedger:
                 _charge_index(index, node, requests, 1)
             self._indexes[name] = index
         return index
+
+    def index_copy(self, name: str | None, topology: Topology | None) -> ClusterIndex:
+        """:meth:`index` with its own ``free`` (a shallow copy: the rest is shared and never changed
+        by the engine): a caller may charge and restore it without touching the ledger's (the
+        advisory controller's what-if)."""
+        index = self.index(name, topology)
+        own = copy.copy(index)
+        own.free = index.free.copy()
+        return own
 
 
 def _charge_index(index: ClusterIndex, node: str, requests: Mapping[str, int], sign: int) -> None:

@@ -33,7 +33,7 @@ Pure: no I/O, no kubernetes import.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,7 +43,7 @@ from webhook.core import keys
 from webhook.core.admission_settings import AdmissionSettings
 from webhook.core.kinds.registry import gang_key
 from webhook.core.messages import quote
-from webhook.core.topology import StaticTopologyCatalog
+from webhook.core.topology import StaticTopologyCatalog, Topology
 from webhook.core.workload_api import pod_maps
 from webhook.placement import edits
 from webhook.placement.cluster_index import ClusterIndex
@@ -168,11 +168,29 @@ class Planner:
     groups: list[str]
     runtimes: list[Mapping[str, Any]]
     index: ClusterIndex | None = None
+    #: gang keys (:func:`webhook.core.kinds.registry.gang_key`) to place; ``None`` = every gang of
+    #: the workload. The advisory controller sets it to the pending gang, so that the workload's
+    #: other gangs, running where they are (charged in the snapshot), are not placed a second time.
+    only: frozenset[str] | None = None
 
     def expand(self, workload: Mapping[str, Any]) -> Expansion:
-        """:func:`webhook.placement.expand.expand` in this context."""
-        return expand(workload, self.catalog, self.settings, user=self.user, groups=self.groups,
-                      runtimes=self.runtimes)
+        """:func:`webhook.placement.expand.expand` in this context (only the gangs of :attr:`only`
+        when set)."""
+        exp = expand(workload, self.catalog, self.settings, user=self.user, groups=self.groups,
+                     runtimes=self.runtimes)
+        if self.only is not None and not exp.denied:
+            keys_of = {}
+            for pod in exp.pods:
+                meta = pod.get("metadata") or {}
+                namespace = str(meta.get("namespace") or "default")
+                labels, annotations = pod_maps(pod)
+                keys_of[f"{namespace}/{meta.get('name')}"] = gang_key(namespace, labels, annotations)
+            exp.gangs = [g for g in exp.gangs if any(keys_of.get(p.key) in self.only for p in g.pods)]
+            kept = {p.key for g in exp.gangs for p in g.pods}
+            exp.pods = [pod for pod in exp.pods
+                        if f"{(pod.get('metadata') or {}).get('namespace') or 'default'}/"
+                           f"{(pod.get('metadata') or {}).get('name')}" in kept]
+        return exp
 
     def place_gangs(self, gangs: Sequence[Gang], index: ClusterIndex | None = None) -> Placement:
         """Every gang placed in order, each charged before the next (as ``place``), or the first
@@ -222,10 +240,16 @@ def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Seque
 
 
 def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
-            planner: Planner) -> WhatIf:
+            planner: Planner, *, search_waiting: bool = True,
+            index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> WhatIf:
     """Place ``workload`` on ``snapshot``; when it does not fit, classify it and search the
     changes of the module docstring. ``occupants``: node → pods on it
-    (:func:`webhook.placement.freeing.read_occupants` of the same dump). Raises
+    (:func:`webhook.placement.freeing.read_occupants` of the same dump). ``search_waiting``: False
+    leaves out the change search of a :data:`WAITING` workload (its verdict and ``waiting_for`` are
+    the same; the advisory controller's line names no change for it). ``index_for(topology name,
+    topology)``: the cluster index of ``snapshot`` for that topology, owned by this call (the
+    advisory controller passes a copy of its ledger's, charged as the snapshot; default: built
+    from ``snapshot.nodes``). Raises
     :class:`~webhook.placement.expand.ExpandError` and :class:`PlacementError` for bad input, as
     ``place`` does."""
     exp = planner.expand(workload)
@@ -240,7 +264,7 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     if exp.topology and topo is None:
         raise PlacementError(f"topology {quote(exp.topology)} is not in the snapshot; known: "
                              f"{', '.join(planner.catalog.names()) or 'none'}")
-    planner.index = ClusterIndex(snapshot.nodes, topo)
+    planner.index = index_for(exp.topology, topo) if index_for is not None else ClusterIndex(snapshot.nodes, topo)
     base = planner.place_gangs(exp.gangs)
     pods, gangs = _pods_and_gangs(exp)
     if base.placed:
@@ -253,6 +277,8 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     else:
         result.waiting_for = {"resource": short.resource, "level": short.level, "domain": short.domain,
                               "text": short.text}
+        if not search_waiting:
+            return result
     found: list[Verified] = []
     found += _size_changes(planner, workload, exp)
     found += _free_changes(planner, exp, occupants)
@@ -276,6 +302,66 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
         result.no_change = _why_nothing(planner, exp, short.text, "on today's free capacity")
     result.changes = sorted(found, key=lambda v: v.change.rank)
     return result
+
+
+#: Most segments and nodes per segment one second-opinion line names (an Event holds 1,024 characters).
+SEGMENTS_SHOWN = 8
+NODES_SHOWN = 4
+CHANGES_SHOWN = 3
+
+
+def waiting_text(result: WhatIf) -> str:
+    """What a :data:`WAITING` workload waits for: ``"<resource> in <level> <domain> (room for M of
+    N pods like <pod> there now; it fits when those nodes are free)"`` (the shortfall's text without
+    its engine reason); ``""`` when not waiting."""
+    if not result.waiting_for:
+        return ""
+    return result.waiting_for["text"].split("; engine: ")[0].removeprefix("waiting for capacity: ")
+
+
+def _shown(items: Sequence[str], most: int) -> str:
+    extra = len(items) - most
+    return ", ".join(items[:most]) + (f" and {extra} more" if extra > 0 else "")
+
+
+def second_opinion(result: WhatIf) -> str:
+    """The second opinion on a pending gang in one line (DESIGN.md §13), from the what-if's own
+    verdict and placements (the one home of this text: ``controller --advise`` writes it as an Event
+    and in ``segments.dev/gang-state``):
+
+    * :data:`FITS`: ``"fits now on free capacity: segment 0 -> <level>=<domain> (<nodes>); ..."``
+      (a gang without segments: ``"gang -> <level>=<domain> (<nodes>)"``), the engine's placement;
+    * :data:`WAITING`: ``"waiting for capacity: <resource> in <level> <domain> (...)"``;
+    * :data:`NEVER`: ``"can never fit, not even with every node free: <the verified changes>"``
+      (or why no change fits);
+    * :data:`DENIED`: ``"denied by the webhook: ..."``.
+
+    At most :data:`SEGMENTS_SHOWN` segments, :data:`NODES_SHOWN` nodes each and
+    :data:`CHANGES_SHOWN` changes are named (the rest counted)."""
+    if result.verdict == FITS:
+        placement = result.placement
+        parts = []
+        for seg in sorted(placement.segments, key=lambda s: (s.group, s.index)):
+            nodes = sorted({placement.assignments[p] for p in seg.pods if p in placement.assignments})
+            parts.append(f"segment {seg.index} -> {seg.level}={seg.domain} ({_shown(nodes, NODES_SHOWN)})")
+        if not parts:
+            nodes = sorted(set(placement.assignments.values()))
+            where = f"{placement.workload_level}={placement.workload_domain}" if placement.workload_level else "cluster"
+            parts.append(f"gang -> {where} ({_shown(nodes, NODES_SHOWN)})")
+        extra = len(parts) - SEGMENTS_SHOWN
+        return ("fits now on free capacity: " + "; ".join(parts[:SEGMENTS_SHOWN])
+                + (f"; and {extra} more segments" if extra > 0 else ""))
+    if result.verdict == WAITING:
+        return f"waiting for capacity: {waiting_text(result)}"
+    if result.verdict == NEVER:
+        if result.changes:
+            where = "" if result.changes[0].on == NOW else " (once every node is free)"
+            texts = [f"{n}. {v.change.text}" for n, v in enumerate(result.changes, 1)]
+            return (f"can never fit, not even with every node free; smallest changes that fit{where}: "
+                    + "; ".join(texts[:CHANGES_SHOWN])
+                    + (f"; and {len(texts) - CHANGES_SHOWN} more" if len(texts) > CHANGES_SHOWN else ""))
+        return f"can never fit, not even with every node free; no change within the search bound fits: {result.no_change}"
+    return result.reason or result.verdict
 
 
 def _pods_and_gangs(exp: Expansion) -> tuple[list[str], list[str]]:

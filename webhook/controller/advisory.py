@@ -1,0 +1,223 @@
+"""The advisory controller's second opinion (DESIGN.md §13, issue 36): for a gang another scheduler
+(Kueue, the Workload API's kube-scheduler, KAI) leaves pending, what ``place --what-if`` says on the
+same snapshot, written as one Event and the ``segments.dev/gang-state`` line on the gang's top owner.
+No gate, no binding, no pod patch: only reads, Events and the owner's annotation.
+
+Pure (no kubernetes import): :mod:`webhook.controller.runner` runs it live on its cache, and
+``controller --once --advise --snapshot DUMP`` (:func:`advise_objects`) on a dump — one code path.
+
+Rules:
+
+* **Pending elsewhere** (:func:`pending_elsewhere`): a live pod (not terminated, not being deleted)
+  that holds no node (no ``spec.nodeName``, not pinned by ``nodeSelector[kubernetes.io/hostname]``),
+  is not held by this webhook's own gate (``segments.dev/placement``: the gating controller's), and
+  is held by another scheduler: a Kueue scheduling gate (``kueue.x-k8s.io/admission``: not admitted;
+  ``kueue.x-k8s.io/topology``: admitted, waiting for Kueue's TopologyUngater), or its condition
+  ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI: ``Unschedulable``).
+* **A pending gang** (:func:`pending_gangs`): the pods of one gang key
+  (:func:`webhook.controller.decision.gang_key_of`, from the pods' labels) that all exist and are
+  all pending elsewhere. "All exist": as many live pods as their ``segments.dev/gang-size`` (written
+  under target ``gate``); pods without it (targets ``kueue``, ``kai``) are counted against the pods
+  the owner's expansion makes for the gang (:func:`advise` gives ``None`` while some are missing).
+  A gang with a member bound is not pending (a half-bound gang is its scheduler's business).
+* **The verdict** (:func:`advise`): :func:`webhook.placement.whatif.what_if` of the gang's top owner
+  workload as stored, restricted to that gang (:attr:`webhook.placement.whatif.Planner.only`: the
+  owner's other gangs stay where they run, charged in the snapshot), on the snapshot every bound or
+  pinned pod is charged to; its line is :func:`webhook.placement.whatif.second_opinion` (the one
+  home of the text). "Fits" is said only when the engine placed the gang on that snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.controller.decision import gang_key_of
+from webhook.controller.reconcile import GANG_STATE, EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
+from webhook.core import gating
+from webhook.core.kinds import registry
+from webhook.core.topology import Topology
+from webhook.placement.cluster_index import ClusterIndex
+from webhook.placement.expand import ExpandError
+from webhook.placement.freeing import Occupant
+from webhook.placement.model import PlacementError
+from webhook.placement.occupancy import is_deleting, is_terminated, occupied_node, pod_ref
+from webhook.placement.snapshot import Snapshot
+from webhook.placement.whatif import DENIED, FITS, NEVER, WAITING, planner_for, second_opinion, what_if
+
+__all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "Advice", "advice_documents", "advice_writes", "advise",
+           "owner_of_objects", "pending_elsewhere", "pending_gangs", "ref_of"]
+
+#: Kueue's scheduling gates: not admitted yet (pod group integration), admitted and waiting for its
+#: TopologyUngater (TAS). kubernetes-sigs/kueue ``pkg/controller/constants``.
+KUEUE_GATES = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
+#: The verdict of a gang whose second opinion could not be formed (owner not expandable).
+ERROR = "error"
+#: Event reason and type per verdict.
+ADVICE_REASONS: dict[str, tuple[str, str]] = {
+    FITS: ("SecondOpinionFitsNow", "Warning"),
+    WAITING: ("SecondOpinionWaitingForCapacity", "Normal"),
+    NEVER: ("SecondOpinionNeverFits", "Warning"),
+    DENIED: ("SecondOpinionDenied", "Warning"),
+    ERROR: ("SecondOpinionError", "Warning"),
+}
+
+
+def _gates(pod: Mapping[str, Any]) -> list[str]:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return [str(g.get("name")) for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
+
+
+def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
+    """True when ``pod`` is pending under another scheduler (module docstring). Never raises."""
+    if is_terminated(pod) or is_deleting(pod) or occupied_node(pod) is not None or gating.is_gated(pod):
+        return False
+    if any(name in KUEUE_GATES for name in _gates(pod)):
+        return True
+    status = pod.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return any(isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (conditions if isinstance(conditions, list) else []))
+
+
+def _size(pod: Mapping[str, Any]) -> int | None:
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    strings = {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(annotations, Mapping) else {}
+    return gating.gang_size(strings, registry.gang_size_keys())
+
+
+def pending_gangs(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Gang key → its live pods, for every gang that is complete and wholly pending elsewhere
+    (module docstring), sorted by key; the pods sorted by ``(namespace, name)``."""
+    gangs: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        if not isinstance(pod, Mapping) or is_terminated(pod) or is_deleting(pod):
+            continue
+        key = gang_key_of(pod)
+        if key is not None:
+            gangs.setdefault(key, []).append(pod)
+    out = {}
+    for key in sorted(gangs):
+        members = sorted(gangs[key], key=pod_ref)
+        sizes = {s for s in map(_size, members) if s is not None}
+        if len(sizes) > 1 or (sizes and len(members) != sizes.pop()):
+            continue
+        if all(map(pending_elsewhere, members)):
+            out[key] = members
+    return out
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The second opinion on one pending gang: ``verdict`` (:data:`~webhook.placement.whatif.FITS`,
+    ``WAITING``, ``NEVER``, ``DENIED`` or :data:`ERROR`) and ``line``, ``"gang <key>: <text>"`` with
+    the text of :func:`webhook.placement.whatif.second_opinion`."""
+
+    gang: str
+    verdict: str
+    line: str
+
+
+def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
+           default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
+           live_pods: int | None = None,
+           index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> Advice | None:
+    """The second opinion on gang ``key`` (module docstring): ``owner``, its top owner workload as
+    stored; ``snapshot``, the cluster with every bound or pinned pod charged (the gang's own pods,
+    pending, are not); ``occupants``: node → pods on it (for the what-if's "free nodes" change);
+    ``live_pods``: how many pods of the gang exist (``None``: not checked); ``index_for``: as
+    :func:`webhook.placement.whatif.what_if` (the live controller's copy of its ledger's index). Returns ``None`` when
+    fewer exist than the owner makes for the gang (not pending under a scheduler: not all created).
+    Never raises for bad input: an owner the what-if cannot expand gives :data:`ERROR` with why."""
+    try:
+        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
+        planner.only = frozenset({key})
+        result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False, index_for=index_for)
+    except (ExpandError, PlacementError) as exc:
+        return Advice(key, ERROR, f"gang {key}: no second opinion: {exc}")
+    if live_pods is not None and result.verdict != DENIED and live_pods < len(result.pods):
+        return None
+    return Advice(key, result.verdict, f"gang {key}: {second_opinion(result)}")
+
+
+def advice_writes(advice: Advice, owner: TopOwner, siblings: Mapping[str, str]) -> tuple[EventSpec, OwnerPatch | None]:
+    """The Event on ``owner`` and the patch of its ``segments.dev/gang-state`` (``None`` when it
+    shows the line already) for ``advice``; ``siblings``: the lines of the owner's other gangs."""
+    reason, kind = ADVICE_REASONS[advice.verdict]
+    event = EventSpec(owner.ref, kind, reason, advice.line[:1024])
+    return event, owner_patch(owner, {**siblings, advice.gang: advice.line}, owner.annotation)
+
+
+def ref_of(obj: Mapping[str, Any]) -> ObjectRef:
+    """The :class:`ObjectRef` of an object as read (``apiVersion``, ``kind``, ``metadata``)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    meta = meta if isinstance(meta, Mapping) else {}
+    return ObjectRef(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""), str(meta.get("namespace") or ""),
+                     str(meta.get("name") or ""), str(meta.get("uid") or ""))
+
+
+def owner_of_objects(workload: Mapping[str, Any]) -> TopOwner | None:
+    """``workload`` (a registry kind, as in a dump) as a :class:`TopOwner`, ``None`` for another kind."""
+    description = registry.BY_KIND.get(str(workload.get("kind") or ""))
+    if description is None:
+        return None
+    meta = workload.get("metadata") if isinstance(workload.get("metadata"), Mapping) else {}
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    value = annotations.get(GANG_STATE) if isinstance(annotations, Mapping) else None
+    return TopOwner(ref_of(workload), description.resource, workload, value if isinstance(value, str) else None)
+
+
+def _gangs_of(workload: Mapping[str, Any], snapshot: Snapshot, default_topology: str | None,
+              runtimes: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The gang keys of the pods ``workload`` makes (as ``place`` expands it); empty when it cannot
+    be expanded."""
+    try:
+        exp = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes).expand(workload)
+    except (ExpandError, PlacementError):
+        return set()
+    return {key for key in map(gang_key_of, exp.pods) if key is not None}
+
+
+def advice_documents(pods: Sequence[Mapping[str, Any]], workloads: Sequence[Mapping[str, Any]], snapshot: Snapshot,
+                     occupants: Mapping[str, list[Occupant]], default_topology: str | None = None,
+                     runtimes: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """``controller --once --advise``: what the advisory controller would write for every pending
+    gang of ``pods`` (:func:`pending_gangs`), one document each, by gang key: ``{gang, owner
+    ("Kind namespace/name"), verdict, event: {type, reason, message}, annotation}`` (the owner's
+    ``segments.dev/gang-state`` after it; ``None`` when it says that already). The owner is the
+    workload of ``workloads`` (the dump's, ``-f``'s) whose pods carry the gang key; a gang without
+    one gets ``{gang, owner: None, verdict: "error", message}`` (the live controller reads the owner
+    from the API server)."""
+    pending = pending_gangs(pods)
+    owners: dict[str, TopOwner] = {}
+    for workload in workloads:
+        owner = owner_of_objects(workload)
+        if owner is None:
+            continue
+        for key in _gangs_of(dict(workload), snapshot, default_topology, runtimes):
+            owners.setdefault(key, owner)
+    docs: list[dict[str, Any]] = []
+    lines: dict[tuple[str, str, str], dict[str, str]] = {}  # owner (kind, ns, name) -> gang -> line
+    for key in pending:
+        found = owners.get(key)
+        if found is None:
+            docs.append({"gang": key, "owner": None, "verdict": ERROR,
+                         "message": f"gang {key}: no workload of this gang in the input; dump it with the pods "
+                                    "(kubectl get nodes,pods,<kind> -A -o yaml) or add it with -f"})
+            continue
+        advice = advise(key, found.obj, snapshot, occupants, default_topology, runtimes, len(pending[key]))
+        if advice is None:
+            continue
+        where = (found.ref.kind, found.ref.namespace, found.ref.name)
+        siblings = lines.setdefault(where, {})
+        event, patch = advice_writes(advice, found, siblings)
+        siblings[key] = advice.line
+        docs.append({"gang": key, "owner": f"{found.ref.kind} {found.ref.namespace}/{found.ref.name}",
+                     "verdict": advice.verdict,
+                     "event": {"type": event.type, "reason": event.reason, "message": event.message},
+                     "annotation": {GANG_STATE: patch.value} if patch is not None else None})
+    return docs
