@@ -18,7 +18,7 @@ import node  # noqa: E402
 
 
 def test_the_kubelet_is_built_at_the_control_plane_s_version_without_moving_it():
-    """docs/decisions/0002: hack/go/kubelet = hack/go/kubernetes + the kubelet's own requirements."""
+    """docs/decisions/kubelet-module-beside-the-control-plane.md: hack/go/kubelet = hack/go/kubernetes + the kubelet's own requirements."""
     kubelet = local_cluster.TOOLS["kubelet"]
     assert (kubelet.module_dir, kubelet.package, kubelet.binary) == \
         ("kubelet", "k8s.io/kubernetes/cmd/kubelet", "kubelet")
