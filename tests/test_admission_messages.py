@@ -154,3 +154,31 @@ def test_an_autoscaled_ray_group_is_told_of_partial_segments():
     assert d.warnings[:2] == ["worker group gpu may scale 2-6: a count segment size 4 does not divide gives a "
                               "partial last segment",
                               "scaled, --gate-pods gangs the 8 pods written at CREATE: another count waits or is refused"]
+
+
+def test_a_key_with_one_word_left_out_is_a_misspelling_not_an_unknown_key():
+    # trial 2026-12-07: "kai.scheduler/segment-topology-required" (no "-placement") was only warned
+    # "unknown key ... ignored" and the object admitted with segments but no segment level.
+    for written in ("kai.scheduler/segment-topology-required", "kai.scheduler/segment-required-placement",
+                    "kai.scheduler/segment_topology_required"):
+        d = review(make_request(pytorchjob({"annotations": {TOPO: "cluster-topology", SIZE: "4", written: RACK}})),
+                   CATALOG, PLAIN)
+        assert not d.allowed, written
+        assert d.message == (
+            f'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["{written}"] = '
+            '"cloud.provider.com/topology-rack": not a key KAI reads but close to '
+            "kai.scheduler/segment-topology-required-placement, so this constraint would be lost "
+            "(rule misspelled-key); fix: rename the key to kai.scheduler/segment-topology-required-placement.")
+    d = review(make_request(pytorchjob({"annotations": {TOPO: "cluster-topology", SIZE: "4",
+                                                        "kai.scheduler/topology-required": "topology.kubernetes.io/zone"}})),
+               CATALOG, PLAIN)
+    assert [v.rule for v in d.violations] == ["misspelled-key"]
+    assert "rename the key to kai.scheduler/topology-required-placement." in d.message
+
+
+def test_a_kai_key_two_words_away_or_of_one_shared_word_stays_a_warning():
+    for written in ("kai.scheduler/segment-foo", "kai.scheduler/topology-name", "kai.scheduler/queue-name"):
+        d = review(make_request(pytorchjob({"annotations": {TOPO: "cluster-topology", SIZE: "4", written: "x"}})),
+                   CATALOG, PLAIN)
+        assert d.allowed, (written, d.message)
+        assert any(written in w for w in d.warnings), d.warnings

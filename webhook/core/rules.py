@@ -656,10 +656,31 @@ def resembled_placement_key(key: str) -> str | None:
         distance = Levenshtein.distance(key, candidate, score_cutoff=keys.MISSPELLING_DISTANCE)
         if 0 < distance < best_distance:
             best, best_distance = candidate, distance
+    return best if best is not None else _one_word_from_placement_key(key)
+
+
+def _one_word_from_placement_key(key: str) -> str | None:
+    """The placement key that a ``kai.scheduler/`` ``key`` writes with one word (a ``-``-separated
+    part) left out or added, sharing at least two words with it, else ``None``: e.g.
+    ``segment-topology-required`` (``-placement`` left out) or ``segment-required-placement``
+    (``topology-`` left out), which are more than 3 edits from the key meant and which KAI ignores
+    as silently as any misspelling (docs/decisions/misspelled-key-one-word.md; DESIGN.md §4.5, §5).
+    The key sharing the most words wins; ties go to the first in :data:`keys.PLACEMENT_KEYS`."""
+    if not key.startswith(keys.KAI_PREFIX):
+        return None
+    words = key[len(keys.KAI_PREFIX):].lower().replace("_", "-").split("-")
+    best, best_shared = None, 1
+    for candidate in keys.PLACEMENT_KEYS:
+        meant = candidate[len(keys.KAI_PREFIX):].split("-")
+        shorter, longer = (words, meant) if len(words) < len(meant) else (meant, words)
+        if len(longer) - len(shorter) != 1 or len(shorter) <= best_shared:
+            continue
+        if any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer))):
+            best, best_shared = candidate, len(shorter)
     return best
 
 
-@rule("misspelled-key", "DESIGN.md §5", "an annotation key within edit distance 3 of a placement key")
+@rule("misspelled-key", "DESIGN.md §5", "an annotation key within edit distance 3 of a placement key, or a kai.scheduler/ key one word away from one")
 def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[str, str]) -> bool:
     """Deny each annotation key of one map (workload root or a pod template) that misspells a
     placement key (:func:`resembled_placement_key`): a misspelled hard constraint must never vanish
