@@ -152,7 +152,7 @@ MESSAGES = {
     'too-many-items': (
         # 10,001 labels on the Worker template: one over the 10,000 entries per map of
         # docs/decisions/review-work-bound.md
-        'spec.pytorchReplicaSpecs.Worker.template.metadata.labels = 10001: entries, over this webhook\'s limit of '
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.labels = 10001: that many entries, over this webhook\'s limit of '
         '10000 per map or list, a bound on the work of one review; the object was not reviewed, its placement keys '
         'included (rule too-many-items); fix: keep spec.pytorchReplicaSpecs.Worker.template.metadata.labels at most '
         '10000 entries.'

@@ -235,8 +235,8 @@ EXAMPLES = {
     "elastic-segments-target": (lambda: (_elastic(), GATING, CATALOG),
                                 "scaled, --gate-pods gangs the 2 pods written at CREATE: another count waits or is refused"),
     "kueue-partial-slice": (lambda: (_kueue_pytorchjob_10_workers(), AdmissionSettings(kueue_version=(0, 20)), CATALOG),
-                            "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
-                            "TASPartialSlices gate on)"),
+                            "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (gate "
+                            "TASPartialSlices, on by default)"),
     "mpijob-launcher-template-differs": (lambda: (mpijob_launcher_differs(), PLAIN, CATALOG),
                                          "Launcher template kai.scheduler/segment-topology-required-placement "
                                          "differs from the Worker template; Worker value wins"),

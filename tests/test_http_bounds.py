@@ -281,7 +281,7 @@ def labelled_pod_review(count: int, annotations: dict, operation: str = "CREATE"
 
 
 LABELS_DENIAL = (
-    "metadata.labels = 50000: entries, over this webhook's limit of 10000 per map or list, a bound on the work of "
+    "metadata.labels = 50000: that many entries, over this webhook's limit of 10000 per map or list, a bound on the work of "
     "one review; the object was not reviewed, its placement keys included (rule too-many-items); fix: keep "
     "metadata.labels at most 10000 entries.")
 
@@ -339,7 +339,7 @@ def test_the_limit_is_256_groups_in_one_list(groups, reviewed):
     assert recorder.calls == (1 if reviewed else 0)
     if not reviewed:
         assert answer["status"]["message"] == (
-            "spec.replicatedJobs = 257: members that carry a pod template, over this webhook's limit of 256 per map "
+            "spec.replicatedJobs = 257: that many members that carry a pod template, over this webhook's limit of 256 per map "
             "or list, a bound on the work of one review; the object was not reviewed, its placement keys included "
             "(rule too-many-items); fix: keep spec.replicatedJobs at most 256 groups.")
 
@@ -357,7 +357,7 @@ def test_the_limit_is_200000_entries_and_items_in_all():
     answer = post(recorder, review).get_json()["response"]
     assert recorder.calls == 0
     assert answer["status"]["message"] == (
-        "request.object = 200028: entries and items of all its maps and lists, over this webhook's limit of 200000, "
+        "request.object = 200028: that many entries and items of all its maps and lists, over this webhook's limit of 200000, "
         "a bound on the work of one review; the object was not reviewed, its placement keys included (rule "
         "too-many-items); fix: remove fields until the object holds at most 200000 entries and items.")
 

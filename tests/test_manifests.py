@@ -358,7 +358,7 @@ def test_two_topology_files_naming_one_topology_with_other_levels_are_rejected(t
     with pytest.raises(ManifestError) as raised:
         manifests.load_topology_files([str(one), str(other)])
     assert str(raised.value) == (
-        f'{other}: Topology "t" is defined twice with different levels (also in {one}: a.io/zone, '
+        f'{other}: Topology "t" is defined twice with different levels or aliases (also at {one}: a.io/zone, '
         'kubernetes.io/hostname; here: kubernetes.io/hostname); fix: keep one of them or rename one')
 
 

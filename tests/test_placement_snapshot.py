@@ -342,8 +342,8 @@ def test_two_different_topologies_of_one_name_are_bad_input(tmp_path):
     topo.write_text(yaml.safe_dump(_topology("t", RACK)))
     with pytest.raises(SnapshotError) as exc:
         load_snapshot([str(dump)], [str(topo)])
-    assert str(exc.value) == (f'{dump}: document 2: Topology "t" is defined twice with different levels (also at '
-                              f"{topo}: document 1: {RACK}; here: {ZONE}, {RACK}); fix: keep one of them or rename one")
+    assert str(exc.value) == (f'{dump}: document 2: Topology "t" is defined twice with different levels or aliases '
+                              f"(also at {topo}: document 1: {RACK}; here: {ZONE}, {RACK}); fix: keep one of them or rename one")
     # the same Topology given twice (in the dump and in --topology-file) is one topology
     topo.write_text(yaml.safe_dump(_topology("t", ZONE, RACK)))
     assert [t.levels for t in load_snapshot([str(dump)], [str(topo)]).topologies] == [(ZONE, RACK)]

@@ -67,8 +67,8 @@ def test_kueue_0_20_admits_a_partial_last_segment_with_the_gate_named():
     d = review(make_request(obj), CATALOG, KUEUE_20)
     assert d.allowed, d.message
     assert d.warnings == ["10 completions / segment size 4: last segment has 2 pods",
-                          "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (needs its "
-                          "TASPartialSlices gate on)"]
+                          "target kueue: last slice of 2 pods placed partial by Kueue v0.20 (gate "
+                          "TASPartialSlices, on by default)"]
     template = jsonpatch.apply_patch(obj, d.patch)["spec"]["template"]["metadata"]["annotations"]
     assert template[K_SLICE] == RACK and template[K_SIZE] == "4"
 
@@ -89,8 +89,8 @@ def test_kueue_0_20_partial_slice_holds_our_last_segment():
 def test_a_single_pod_left_over_is_said_in_the_singular():
     d = review(make_request(job(completions=9)), CATALOG, KUEUE_20)
     assert d.warnings == ["9 completions / segment size 4: last segment has 1 pod",
-                          "target kueue: last slice of 1 pod placed partial by Kueue v0.20 (needs its "
-                          "TASPartialSlices gate on)"]
+                          "target kueue: last slice of 1 pod placed partial by Kueue v0.20 (gate "
+                          "TASPartialSlices, on by default)"]
 
 
 @pytest.mark.parametrize("text, version", [("0.17", (0, 17)), ("v0.20", (0, 20)), ("0.20.1", (0, 20)),

@@ -178,6 +178,13 @@ def test_conflicting_aliases_are_refused_as_kai_refuses_them(levels, message):
     ("[{nodeLabel: a.io/x, Alias: x}]",
      '<text>: Topology "t": spec.levels[0] has field "Alias", which a Topology level does not have '
      '(nodeLabel, alias); fix: rename Alias to alias'),
+    # trial 2026-12-07: "alais" was ignored without a word, and workloads using the alias were denied
+    ("[{nodeLabel: a.io/x, alais: x}]",
+     '<text>: Topology "t": spec.levels[0] has field "alais", which a Topology level does not have '
+     '(nodeLabel, alias); fix: rename alais to alias'),
+    ("[{nodeLabels: a.io/x}]",
+     '<text>: Topology "t": spec.levels[0] has field "nodeLabels", which a Topology level does not have '
+     '(nodeLabel, alias); fix: rename nodeLabels to nodeLabel'),
     ("[{label: a.io/x}]",
      '<text>: Topology "t": spec.levels[0] has field "label", which a Topology level does not have '
      '(nodeLabel, alias); fix: remove label; set nodeLabel'),
@@ -192,3 +199,18 @@ def test_a_level_kai_would_not_read_is_named(levels, message):
     with pytest.raises(TopologyError) as caught:
         load_topology_text(text)
     assert str(caught.value) == message
+
+
+def test_two_topologies_of_one_name_that_differ_in_aliases_show_the_aliases(tmp_path):
+    # trial 2026-12-07: the message printed two identical level lists (only the aliases differed)
+    from webhook import manifests
+
+    one, other = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    one.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/zone}, {nodeLabel: a.io/rack}]}\n")
+    other.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/zone, alias: zone}, "
+                     "{nodeLabel: a.io/rack, alias: rack}]}\n")
+    with pytest.raises(manifests.ManifestError) as raised:
+        manifests.load_topology_files([str(one), str(other)])
+    assert str(raised.value) == (
+        f'{other}: Topology "t" is defined twice with different levels or aliases (also at {one}: a.io/zone, a.io/rack; '
+        'here: a.io/zone (alias zone), a.io/rack (alias rack)); fix: keep one of them or rename one')

@@ -409,7 +409,7 @@ def load_topology_files(paths: Iterable[str]) -> Any:
     document that is not an object, and a malformed Topology (the rule is
     ``webhook.core.topology.Topology.from_object``'s).
     """
-    from webhook.core.topology import TOPOLOGY_KIND, StaticTopologyCatalog, Topology, TopologyError
+    from webhook.core.topology import TOPOLOGY_KIND, StaticTopologyCatalog, Topology, TopologyError, defined_twice
 
     topologies: dict[str, Any] = {}
     where: dict[str, str] = {}
@@ -423,9 +423,7 @@ def load_topology_files(paths: Iterable[str]) -> Any:
                 raise ManifestError(path, f"{here}: {exc}") from None
             # as place --cluster: one name, one set of levels (an identical copy is fine)
             if topo.name in topologies and topologies[topo.name] != topo:
-                raise ManifestError(path, f"Topology {quote(topo.name)} is defined twice with different levels "
-                                          f"(also in {where[topo.name]}: {', '.join(topologies[topo.name].levels)}; "
-                                          f"here: {', '.join(topo.levels)}); fix: keep one of them or rename one")
+                raise ManifestError(path, defined_twice(topologies[topo.name], str(where[topo.name]), topo))
             topologies.setdefault(topo.name, topo)
             where.setdefault(topo.name, path)
     return StaticTopologyCatalog(topologies.values())

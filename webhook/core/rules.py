@@ -154,7 +154,7 @@ def deny_too_much_work(decision: Decision, field_path: str, count: int, what: st
     fix = (f"remove fields until the object holds at most {limit} {unit}" if what == "in all"
            else f"keep {field} at most {limit} {unit}")
     violate(decision, "too-many-items", field, count,
-            f"{counted}, over this webhook's limit of {limit}{bound}, a bound on the work of one review; the "
+            f"that many {counted}, over this webhook's limit of {limit}{bound}, a bound on the work of one review; the "
             "object was not reviewed, its placement keys included", fix)
 
 

@@ -181,8 +181,28 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def _known_field(field: str) -> str | None:
-    """The level field (:data:`LEVEL_FIELDS`) that ``field`` spells in another case, or ``None``."""
-    return next((known for known in LEVEL_FIELDS if known.lower() == field.lower()), None)
+    """The level field (:data:`LEVEL_FIELDS`) that ``field`` misspells (another case, or within 2
+    edits of it case aside, e.g. ``alais``, ``nodeLabels``), or ``None``."""
+    from rapidfuzz.distance import Levenshtein
+
+    folded = field.lower()
+    return next((known for known in LEVEL_FIELDS
+                 if Levenshtein.distance(folded, known.lower(), score_cutoff=2) <= 2), None)
+
+
+def describe_levels(topology: Topology) -> str:
+    """The levels of ``topology``, broadest first, each with its alias: ``zone-key (alias zone), ...``."""
+    aliases = {label: alias for alias, label in topology.aliases}
+    return ", ".join(f"{level} (alias {aliases[level]})" if level in aliases else level for level in topology.levels)
+
+
+def defined_twice(first: Topology, first_where: str, second: Topology) -> str:
+    """The message for two Topology objects of one name that differ (levels or aliases), the first
+    read at ``first_where`` (one home for ``place --cluster`` dumps and ``--topology-file``)."""
+    from webhook.core.messages import quote
+
+    return (f"Topology {quote(first.name)} is defined twice with different levels or aliases (also at {first_where}: "
+            f"{describe_levels(first)}; here: {describe_levels(second)}); fix: keep one of them or rename one")
 
 
 def _level_fields_fix(unknown: list[str], has_label: bool) -> str:

@@ -137,7 +137,7 @@ _ALL = (
                 "target {target}: {what}"),
     WarningRule("kueue-partial-slice", "DESIGN.md §9b",
                 "target kueue, --kueue-version 0.20+: the PodSet's last slice is partial (Kueue TASPartialSlices)",
-                "target kueue: last slice of {pods} placed partial by Kueue {version} (needs its TASPartialSlices gate on)"),
+                "target kueue: last slice of {pods} placed partial by Kueue {version} (gate TASPartialSlices, on by default)"),
     WarningRule("elastic-partial-segment", "DESIGN.md §5",
                 "segmented pods that may scale (PyTorchJob elasticPolicy, autoscaled Ray group) to a count the size "
                 "does not divide",

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from webhook import manifests
 from webhook.core.messages import json_type, quote
-from webhook.core.topology import Topology, TopologyError
+from webhook.core.topology import Topology, TopologyError, defined_twice
 from webhook.errors import SegmentWebhookError
 from webhook.placement.model import Node as Node  # the snapshot's nodes (their home: model)
 from webhook.placement.occupancy import occupied_node
@@ -331,9 +331,8 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
                 problems.append(f"{source}: {here}: {exc}")
                 continue
             if topo.name in topologies and topologies[topo.name] != topo:
-                problems.append(f"{source}: {here}: Topology {quote(topo.name)} is defined twice with different levels "
-                                f"(also at {topology_where[topo.name]}: {', '.join(topologies[topo.name].levels)}; here: "
-                                f"{', '.join(topo.levels)}); fix: keep one of them or rename one")
+                problems.append(f"{source}: {here}: "
+                                + defined_twice(topologies[topo.name], topology_where[topo.name], topo))
                 continue
             topologies.setdefault(topo.name, topo)
             topology_where.setdefault(topo.name, f"{source}: {here}")
