@@ -283,7 +283,8 @@ def test_every_serve_setting_is_a_chart_value(helm):
     flags = {option for action in serve._actions for option in action.option_strings
              if option.startswith("--") and action.help != argparse.SUPPRESS}
     flags.discard("--help")
-    docs = helm.template("--set", "webhook.target=kueue", "--set", "webhook.readTimeout=2.5",
+    docs = helm.template("--set", "webhook.target=kueue", "--set", "webhook.kueueVersion=0.20",
+                         "--set", "webhook.readTimeout=2.5",
                          "--set", "webhook.segmentEnv=true", "--set", "webhook.workers=3",
                          "--set", "webhook.defaultTopology=racks", "--set", "webhook.platformUsers={a,b}",
                          "--set", "webhook.platformGroups={g}")
@@ -299,6 +300,7 @@ def test_every_serve_setting_is_a_chart_value(helm):
     by_value = {"--" + name.removeprefix("SEGMENT_WEBHOOK_").lower().replace("_", "-") for name in env
                 if name.startswith("SEGMENT_WEBHOOK_")}
     assert flags - by_value - SET_BY_THE_POD == set()
+    assert env["SEGMENT_WEBHOOK_KUEUE_VERSION"] == "0.20"
     assert [arg for arg in container["args"] if arg.startswith("--")] == ["--bind", "--cert-dir"]
     gated = helm.template("--set", "webhook.target=workload-api", "--set", "controller.enabled=true")
     gated_env = {item["name"]: item.get("value") for item in _webhook_container(gated)["env"]}
