@@ -11,6 +11,7 @@ binaries are not built yet (``hack/local-cluster.sh build``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -123,3 +124,28 @@ def write_manifest(directory: Path, name: str, obj: dict) -> Path:
     path = directory / f"{name}.yaml"
     path.write_text(yaml.safe_dump(obj, sort_keys=False))
     return path
+
+
+@contextlib.contextmanager
+def gated_plane(directory: Path, what: str, layout: tuple[str, ...], namespace: str, nodes: int):
+    """A local control plane with the webhook (``--gate-pods``), the gang controller, the shared
+    examples' Topology and ``nodes`` gen-cluster nodes of ``layout`` registered, and ``namespace``
+    made: yields ``(cluster, kubectl)``, stops everything after. Skips outside CI when the binaries
+    are not built; a plane that does not start fails the test naming ``what``."""
+    from test_cluster_consumers import gen_cluster
+
+    if os.environ.get("CI") != "true" and not local_cluster.built():
+        pytest.skip(f"{what}: binaries not built (hack/local-cluster.sh build)")
+    try:
+        cluster = local_cluster.up(directory / "cluster", webhook=True, gate_pods=True, controller=True)
+    except local_cluster.ClusterError as error:
+        pytest.fail(f"local control plane with the controller did not start: {error}", pytrace=False)
+    try:
+        kubectl = Kubectl(cluster)
+        kubectl.ok("apply", "-f", str(EXAMPLES / "topology.yaml"))
+        kubectl.wait_for_webhook_topology("cluster-topology")
+        assert cluster.register_nodes(gen_cluster(directory / "nodes.yaml", *layout)) == nodes
+        kubectl.ok("create", "namespace", namespace)
+        yield cluster, kubectl
+    finally:
+        cluster.stop_all()

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_support import EXAMPLES, Kubectl, local_cluster
-from test_cluster_consumers import create, gen_cluster, pods_of, wait_for
+from cluster_support import Kubectl, gated_plane
+from test_cluster_consumers import create, pods_of, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -42,22 +42,8 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
-    if os.environ.get("CI") != "true" and not local_cluster.built():
-        pytest.skip("stranded gang: binaries not built (hack/local-cluster.sh build)")
-    directory = tmp_path_factory.mktemp("stranded")
-    try:
-        cluster = local_cluster.up(directory / "cluster", webhook=True, gate_pods=True, controller=True)
-    except local_cluster.ClusterError as error:
-        pytest.fail(f"local control plane with the controller did not start: {error}", pytrace=False)
-    try:
-        kubectl = Kubectl(cluster)
-        kubectl.ok("apply", "-f", str(EXAMPLES / "topology.yaml"))
-        kubectl.wait_for_webhook_topology("cluster-topology")
-        assert cluster.register_nodes(gen_cluster(directory / "nodes.yaml", *LAYOUT)) == 4
-        kubectl.ok("create", "namespace", NAMESPACE)
+    with gated_plane(tmp_path_factory.mktemp("stranded"), "stranded gang", LAYOUT, NAMESPACE, 4) as (cluster, kubectl):
         yield cluster, kubectl
-    finally:
-        cluster.stop_all()
 
 
 def indexed_job() -> dict:

@@ -12,14 +12,13 @@ the PyTorchJob's ``segments.dev/gang-state`` annotation; no pod gets an Event fr
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from cluster_support import EXAMPLES, Kubectl, local_cluster
-from test_cluster_consumers import create, gen_cluster, gpu_job, operator_pods, pods_of, wait_for
+from cluster_support import Kubectl, gated_plane
+from test_cluster_consumers import create, gpu_job, operator_pods, pods_of, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -31,22 +30,8 @@ COMPONENT = "segment-webhook-controller"
 
 @pytest.fixture(scope="module")
 def kube(tmp_path_factory):
-    if os.environ.get("CI") != "true" and not local_cluster.built():
-        pytest.skip("gang state: binaries not built (hack/local-cluster.sh build)")
-    directory = tmp_path_factory.mktemp("gang-state")
-    try:
-        cluster = local_cluster.up(directory / "cluster", webhook=True, gate_pods=True, controller=True)
-    except local_cluster.ClusterError as error:
-        pytest.fail(f"local control plane with the controller did not start: {error}", pytrace=False)
-    try:
-        kubectl = Kubectl(cluster)
-        kubectl.ok("apply", "-f", str(EXAMPLES / "topology.yaml"))
-        kubectl.wait_for_webhook_topology("cluster-topology")
-        assert cluster.register_nodes(gen_cluster(directory / "nodes.yaml", *LAYOUT)) == 4
-        kubectl.ok("create", "namespace", NAMESPACE)
+    with gated_plane(tmp_path_factory.mktemp("gang-state"), "gang state", LAYOUT, NAMESPACE, 4) as (cluster, kubectl):
         yield kubectl
-    finally:
-        cluster.stop_all()
 
 
 def describe_events(kube: Kubectl, name: str) -> tuple[str, list[str]]:
