@@ -63,7 +63,7 @@ def denial(response: dict[str, Any]) -> str:
 
 # ----------------------------------------------------------------- KAI docs/topology/segments.md
 
-def test_kai_pytorchjob_tp4_as_documented_is_admitted_with_its_keys(capsys):
+def test_kai_pytorchjob_tp4_as_documented_is_admitted_with_its_keys(capsys: Any) -> None:
     code, response, job = review(capsys, "kai_pytorchjob_tp4.yaml")
     assert (code, response["allowed"], response.get("warnings")) == (0, True, None)
     specs = job["spec"]["pytorchReplicaSpecs"]
@@ -74,7 +74,7 @@ def test_kai_pytorchjob_tp4_as_documented_is_admitted_with_its_keys(capsys):
     assert labels(specs["Master"]["template"]) == {SUBGROUP: "master"}
 
 
-def test_kai_pytorchjob_tp4_gate_pods_gang_is_master_plus_16_workers(capsys):
+def test_kai_pytorchjob_tp4_gate_pods_gang_is_master_plus_16_workers(capsys: Any) -> None:
     code, response, job = review(capsys, "kai_pytorchjob_tp4.yaml", "--gate-pods")
     assert (code, response.get("warnings")) == (0, None)
     specs = job["spec"]["pytorchReplicaSpecs"]
@@ -84,7 +84,7 @@ def test_kai_pytorchjob_tp4_gate_pods_gang_is_master_plus_16_workers(capsys):
     assert ann(specs["Worker"]["template"])[SEG] == "4"
 
 
-def test_kai_pytorchjob_tp4_kueue_slices_of_4_per_rack(capsys):
+def test_kai_pytorchjob_tp4_kueue_slices_of_4_per_rack(capsys: Any) -> None:
     code, response, job = review(capsys, "kai_pytorchjob_tp4.yaml", "--target", "kueue")
     assert (code, response.get("warnings")) == (0, None)
     worker = ann(job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])
@@ -93,9 +93,38 @@ def test_kai_pytorchjob_tp4_kueue_slices_of_4_per_rack(capsys):
     assert SLICE_TOPO not in ann(job["spec"]["pytorchReplicaSpecs"]["Master"]["template"])
 
 
+# ------------------------------------------------- Kueue site/static/examples/tas/sample-job-required
+
+def test_kueue_tas_job_kai_warns_one_podgroup(capsys: Any) -> None:
+    code, response, job = review(capsys, "kueue_tas_job_segment_keys.yaml")
+    assert code == 0
+    # §4.5: what KAI really does with it (one PodGroup for a Job) is said, naming gate mode
+    assert response["warnings"] == [
+        "KAI makes one PodGroup of a Job, no subgroups: it does not enforce these Job segments; --gate-pods does"]
+    # §4.1/§2: every pod carries its full constraint: the root topology name on the template
+    assert ann(job["spec"]["template"])[TOPO] == "cluster-topology"
+
+
+def test_kueue_tas_job_gate_gang_10(capsys: Any) -> None:
+    code, response, job = review(capsys, "kueue_tas_job_segment_keys.yaml", "--gate-pods")
+    assert (code, response.get("warnings")) == (0, None)
+    # §9: gang = parallelism 10 (an Indexed Job with parallelism = completions)
+    assert ann(job["spec"]["template"])[GANG] == "10"
+
+
+def test_kueue_tas_job_kueue_rack_podset_host_slices_of_5(capsys: Any) -> None:
+    code, response, job = review(capsys, "kueue_tas_job_segment_keys.yaml", "--target", "kueue")
+    assert (code, response.get("warnings")) == (0, None)
+    pod = ann(job["spec"]["template"])
+    # §9b: workload level -> podset-required-topology; segment level and size -> slice keys;
+    # the same three annotations Kueue's own sample and TAS docs use (10 % 5 == 0: no partial slice)
+    assert (pod["kueue.x-k8s.io/podset-required-topology"], pod[SLICE_TOPO], pod[SLICE_SIZE]) == (
+        RACK, "kubernetes.io/hostname", "5")
+
+
 # ------------------------------------------------- training-operator examples/pytorch/simple.yaml
 
-def test_training_operator_simple_one_worker_cannot_hold_segments_of_2(capsys):
+def test_training_operator_simple_one_worker_cannot_hold_segments_of_2(capsys: Any) -> None:
     for flags in ((), ("--gate-pods",), ("--target", "kueue")):
         code, response, _ = review(capsys, "training_operator_pytorchjob_simple.yaml", *flags)
         message = denial(response)
@@ -110,7 +139,7 @@ def test_training_operator_simple_one_worker_cannot_hold_segments_of_2(capsys):
 
 # ----------------------------------------------------- LWS config/samples/leaderworkerset_v1_...
 
-def test_lws_sample_without_keys_is_not_the_webhooks(capsys):
+def test_lws_sample_without_keys_is_not_the_webhooks(capsys: Any) -> None:
     for flags in ((), ("--gate-pods",), ("--target", "kueue")):
         code, response, _ = review(capsys, "lws_sample_as_shipped.yaml", *flags)
         # §5 opt-in: no kai.scheduler/* key -> allowed, empty patch, no warning
@@ -118,7 +147,7 @@ def test_lws_sample_without_keys_is_not_the_webhooks(capsys):
         assert "patch" not in response and "warnings" not in response
 
 
-def test_lws_sample_segments_of_2_leader_in_segment_0(capsys):
+def test_lws_sample_segments_of_2_leader_in_segment_0(capsys: Any) -> None:
     code, response, lws = review(capsys, "lws_sample_segmented.yaml")
     assert (code, response.get("warnings")) == (0, None)
     tmpl = lws["spec"]["leaderWorkerTemplate"]
@@ -129,14 +158,14 @@ def test_lws_sample_segments_of_2_leader_in_segment_0(capsys):
     assert "leaderTemplate" not in tmpl
 
 
-def test_lws_sample_gate_gang_is_one_group_of_4(capsys):
+def test_lws_sample_gate_gang_is_one_group_of_4(capsys: Any) -> None:
     code, _, lws = review(capsys, "lws_sample_segmented.yaml", "--gate-pods")
     assert code == 0
     # §9: LWS gang = `size` per group
     assert ann(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])[GANG] == "4"
 
 
-def test_lws_sample_kueue_slices_of_2(capsys):
+def test_lws_sample_kueue_slices_of_2(capsys: Any) -> None:
     code, response, lws = review(capsys, "lws_sample_segmented.yaml", "--target", "kueue")
     assert (code, response.get("warnings")) == (0, None)
     worker = ann(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
@@ -145,9 +174,44 @@ def test_lws_sample_kueue_slices_of_2(capsys):
     assert (worker[SLICE_TOPO], worker[SLICE_SIZE]) == (RACK, "2")
 
 
+def test_kai_lws_segment_size_wins_over_subgroupsize(capsys: Any) -> None:
+    code, response, lws = review(capsys, "kai_lws_leaderworker_size_wins.yaml")
+    assert code == 0
+    # §3 "One answer for every reader": subGroupSize present and differing -> set to the resolved
+    # size, with this warning; 5 % 4 != 0 but (5 - 1) % 4 == 0, so LWS accepts 4
+    assert response["warnings"] == ["subGroupSize 2 set to 4 (kai.scheduler/segment-size wins)"]
+    tmpl = lws["spec"]["leaderWorkerTemplate"]
+    assert tmpl["subGroupPolicy"] == {"subGroupSize": 4, "subGroupPolicyType": "LeaderWorker"}
+    keys = {TOPO: "cluster-topology", SEG: "4", SEG_REQ: RACK, POLICY: "LeaderWorker"}
+    # §2: under LeaderWorker an explicit leaderTemplate receives the same segment keys
+    assert ann(tmpl["workerTemplate"]) == keys
+    assert ann(tmpl["leaderTemplate"]) == keys
+
+
+def test_kai_lws_segment_size_wins_gate_gang_5(capsys: Any) -> None:
+    code, _, lws = review(capsys, "kai_lws_leaderworker_size_wins.yaml", "--gate-pods")
+    assert code == 0
+    tmpl = lws["spec"]["leaderWorkerTemplate"]
+    # §9: LWS gang = `size` (5) per group, on the leader and the worker templates
+    assert (ann(tmpl["leaderTemplate"])[GANG], ann(tmpl["workerTemplate"])[GANG]) == ("5", "5")
+
+
+def test_kai_lws_segment_size_wins_kueue_names_the_leader(capsys: Any) -> None:
+    code, response, lws = review(capsys, "kai_lws_leaderworker_size_wins.yaml", "--target", "kueue")
+    assert code == 0
+    # §9b: a leader Kueue places as its own PodSet (kueue v0.19.2 podSets: leaderTemplate set ->
+    # leader PodSet of 1 + worker PodSet of size - 1) is named in a warning naming the target
+    assert response["warnings"] == [
+        "subGroupSize 2 set to 4 (kai.scheduler/segment-size wins)",
+        "target kueue: the LWS leader is its own PodSet: Kueue does not hold it in segment 0's domain"]
+    worker = ann(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+    # §7 R=5, S=4: {L,1,2,3,4}; the 4 workers are one slice of 4
+    assert (worker[SLICE_TOPO], worker[SLICE_SIZE]) == (RACK, "4")
+
+
 # -------------------------------------------------- JobSet site/static/examples/pytorch/cnn-mnist
 
-def test_jobset_mnist_segments_of_2_kai_warns_it_does_not_enforce_them(capsys):
+def test_jobset_mnist_segments_of_2_kai_warns_it_does_not_enforce_them(capsys: Any) -> None:
     code, response, js = review(capsys, "jobset_pytorch_mnist.yaml")
     assert code == 0
     # §3b: KAI enforces a JobSet segment only when S == parallelism; every other case is warned,
@@ -162,21 +226,21 @@ def test_jobset_mnist_segments_of_2_kai_warns_it_does_not_enforce_them(capsys):
     assert ann(job) == {}
 
 
-def test_jobset_mnist_segments_of_2_gate_pods_no_warning_gang_4(capsys):
+def test_jobset_mnist_segments_of_2_gate_pods_no_warning_gang_4(capsys: Any) -> None:
     code, response, js = review(capsys, "jobset_pytorch_mnist.yaml", "--gate-pods")
     assert (code, response.get("warnings")) == (0, None)
     # §9: a JobSet gang is one replicatedJob: replicas 1 x parallelism 4
     assert ann(js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"])[GANG] == "4"
 
 
-def test_jobset_mnist_segments_of_2_kueue_slices(capsys):
+def test_jobset_mnist_segments_of_2_kueue_slices(capsys: Any) -> None:
     code, response, js = review(capsys, "jobset_pytorch_mnist.yaml", "--target", "kueue")
     assert (code, response.get("warnings")) == (0, None)
     pod = ann(js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"])
     assert (pod[SLICE_TOPO], pod[SLICE_SIZE]) == (RACK, "2")  # §9b
 
 
-def test_jobset_mnist_one_job_per_segment_gets_kais_per_job_keys(capsys):
+def test_jobset_mnist_one_job_per_segment_gets_kais_per_job_keys(capsys: Any) -> None:
     code, response, js = review(capsys, "jobset_pytorch_mnist_one_job_per_segment.yaml")
     assert (code, response.get("warnings")) == (0, None)
     # §3b: S == parallelism (4): KAI's per-Job keys on replicatedJobs[0].template.metadata.annotations,
@@ -186,7 +250,7 @@ def test_jobset_mnist_one_job_per_segment_gets_kais_per_job_keys(capsys):
 
 # -------------------------------------------------------- Trainer v2 examples/yaml/01-multi-node
 
-def test_trainjob_multi_node_root_keys_reach_the_node_job(capsys):
+def test_trainjob_multi_node_root_keys_reach_the_node_job(capsys: Any) -> None:
     code, response, tj = review(capsys, "trainer_trainjob_multi_node.yaml")
     assert (code, response.get("warnings")) == (0, None)
     # §3b TrainJob: through the webhook's own runtimePatches entry ...
@@ -203,7 +267,7 @@ def test_trainjob_multi_node_root_keys_reach_the_node_job(capsys):
         TOPO: "cluster-topology", SEG: "3", SEG_REQ: RACK, "segments.dev/trainer-job": "node"}
 
 
-def test_trainjob_multi_node_gate_gang_is_the_3_nodes(capsys):
+def test_trainjob_multi_node_gate_gang_is_the_3_nodes(capsys: Any) -> None:
     code, _, tj = review(capsys, "trainer_trainjob_multi_node.yaml", "--gate-pods")
     assert code == 0
     node = tj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]
@@ -211,7 +275,7 @@ def test_trainjob_multi_node_gate_gang_is_the_3_nodes(capsys):
     assert ann(node["template"]["spec"]["template"])[GANG] == "3"
 
 
-def test_trainjob_multi_node_kueue_cannot_read_it(capsys):
+def test_trainjob_multi_node_kueue_cannot_read_it(capsys: Any) -> None:
     code, response, _ = review(capsys, "trainer_trainjob_multi_node.yaml", "--target", "kueue")
     # issue 37 ("Kueue cannot read a TrainJob's template") and §9b: a constraint a target cannot
     # express is denied, never admitted to wait
@@ -221,7 +285,7 @@ def test_trainjob_multi_node_kueue_cannot_read_it(capsys):
 
 # ------------------------------------------- KubeRay ray-operator/config/samples/ray-cluster.sample
 
-def test_raycluster_sample_one_worker_cannot_hold_segments_of_2(capsys):
+def test_raycluster_sample_one_worker_cannot_hold_segments_of_2(capsys: Any) -> None:
     for flags in ((), ("--gate-pods",), ("--target", "kueue")):
         code, response, _ = review(capsys, "kuberay_raycluster_sample.yaml", *flags)
         message = denial(response)
@@ -234,7 +298,7 @@ def test_raycluster_sample_one_worker_cannot_hold_segments_of_2(capsys):
 
 # ------------------------------------------------------ mpi-operator examples/v2beta1/pi/pi.yaml
 
-def test_mpijob_pi_kai_warns_flat_podgroups(capsys):
+def test_mpijob_pi_kai_warns_flat_podgroups(capsys: Any) -> None:
     code, response, mpi = review(capsys, "mpi_operator_mpijob_pi.yaml")
     assert code == 0
     # §3b: KAI keeps flat PodGroups for MPIJob: warned, naming gate mode; no subgroup-name written
@@ -245,7 +309,7 @@ def test_mpijob_pi_kai_warns_flat_podgroups(capsys):
     assert SUBGROUP not in labels(specs["Worker"]["template"])
 
 
-def test_mpijob_pi_gate_gang_is_the_2_workers_launcher_not_gated(capsys):
+def test_mpijob_pi_gate_gang_is_the_2_workers_launcher_not_gated(capsys: Any) -> None:
     code, response, mpi = review(capsys, "mpi_operator_mpijob_pi.yaml", "--gate-pods")
     assert (code, response.get("warnings")) == (0, None)
     specs = mpi["spec"]["mpiReplicaSpecs"]
@@ -254,14 +318,14 @@ def test_mpijob_pi_gate_gang_is_the_2_workers_launcher_not_gated(capsys):
     assert GANG not in ann(specs["Launcher"]["template"])
 
 
-def test_mpijob_pi_kueue_one_slice_of_2(capsys):
+def test_mpijob_pi_kueue_one_slice_of_2(capsys: Any) -> None:
     code, response, mpi = review(capsys, "mpi_operator_mpijob_pi.yaml", "--target", "kueue")
     assert (code, response.get("warnings")) == (0, None)
     worker = ann(mpi["spec"]["mpiReplicaSpecs"]["Worker"]["template"])
     assert (worker[SLICE_TOPO], worker[SLICE_SIZE]) == (RACK, "2")  # §9b
 
 
-def test_every_sample_names_its_source():
+def test_every_sample_names_its_source() -> None:
     for path in sorted(SAMPLES.rglob("*.yaml")):
         head = path.read_text().split("apiVersion:")[0]
         assert "Source:" in head and "commit" in head and "Keys added" in head, path
