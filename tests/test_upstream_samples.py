@@ -248,6 +248,46 @@ def test_jobset_mnist_one_job_per_segment_gets_kais_per_job_keys(capsys: Any) ->
     assert ann(js["spec"]["replicatedJobs"][0]["template"]) == {TOPO: "cluster-topology", WL_REQ: RACK}
 
 
+def test_jobset_paralleljobs_zone_kai_reads_the_root_level(capsys: Any) -> None:
+    code, response, js = review(capsys, "jobset_paralleljobs_zone.yaml")
+    assert code == 0
+    # §3b: S=2 != parallelism 4 -> KAI does not enforce the segments; the root zone is KAI's
+    # PodGroup level from the top owner (§4.5), nothing to warn about it
+    assert response["warnings"] == [
+        "KAI enforces JobSet segments only of size = parallelism (4): it does not enforce these JobSet"
+        " segments; --gate-pods does"]
+    workers = ann(js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"])
+    # §4.1 inheritance + §2: the resolved topology name on the segmented template
+    assert (workers[TOPO], workers[SEG], workers[SEG_REQ]) == ("cluster-topology", "2", RACK)
+
+
+def test_jobset_paralleljobs_zone_is_one_gang_under_gate_and_workload_api(capsys: Any) -> None:
+    for flags in (("--gate-pods",), ("--target", "workload-api")):
+        code, response, js = review(capsys, "jobset_paralleljobs_zone.yaml", *flags)
+        assert (code, response.get("warnings")) == (0, None), flags
+        # §9b: a root workload level binds every group: held as one gang across workers (4) and
+        # driver (1), so both templates carry gang size 5
+        for k in (0, 1):
+            pod = ann(js["spec"]["replicatedJobs"][k]["template"]["spec"]["template"])
+            assert (pod[GANG], pod["segments.dev/topology-required-placement"]) == (
+                "5", "topology.kubernetes.io/zone"), (flags, k)
+
+
+def test_jobset_paralleljobs_zone_kueue_names_the_groups_it_does_not_bind(capsys: Any) -> None:
+    code, response, js = review(capsys, "jobset_paralleljobs_zone.yaml", "--target", "kueue")
+    assert code == 0
+    # §9b: Kueue places each replicatedJob (PodSet) in its own domain: the warning names the
+    # target and the groups
+    assert response["warnings"] == [
+        "target kueue: topology.kubernetes.io/zone holds each replicatedJob alone, not workers, driver together"]
+    workers = ann(js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"])
+    driver = ann(js["spec"]["replicatedJobs"][1]["template"]["spec"]["template"])
+    assert (workers["kueue.x-k8s.io/podset-required-topology"], workers[SLICE_TOPO], workers[SLICE_SIZE]) == (
+        "topology.kubernetes.io/zone", RACK, "2")
+    assert driver["kueue.x-k8s.io/podset-required-topology"] == "topology.kubernetes.io/zone"
+    assert SLICE_TOPO not in driver
+
+
 # -------------------------------------------------------- Trainer v2 examples/yaml/01-multi-node
 
 def test_trainjob_multi_node_root_keys_reach_the_node_job(capsys: Any) -> None:
@@ -294,6 +334,27 @@ def test_raycluster_sample_one_worker_cannot_hold_segments_of_2(capsys: Any) -> 
         assert message.startswith(
             'spec.workerGroupSpecs[0].template.metadata.annotations["kai.scheduler/segment-size"] = "2": ')
         assert "(rule segment-size-exceeds-replicas)" in message
+
+
+def test_raycluster_zone_kai_is_silent(capsys: Any) -> None:
+    code, response, _ = review(capsys, "kuberay_raycluster_zone.yaml")
+    # §4.5: KAI reads the PodGroup level from the top owner (head and workers): nothing lost
+    assert (code, response["allowed"], response.get("warnings")) == (0, True, None)
+
+
+def test_raycluster_zone_every_other_target_names_the_head(capsys: Any) -> None:
+    # §9b: the Ray head group is placed apart (not gated; its own PodSet): the warning names the
+    # target and the head
+    expected = {
+        ("--gate-pods",): "--gate-pods does not gate the Ray head: topology.kubernetes.io/zone binds the worker groups only",
+        ("--target", "kueue"): "target kueue: the Ray head is its own PodSet, not held in the workers'"
+                               " topology.kubernetes.io/zone domain",
+        ("--target", "workload-api"): "target workload-api does not hold the Ray head: topology.kubernetes.io/zone"
+                                      " binds the worker groups only",
+    }
+    for flags, warning in expected.items():
+        code, response, _ = review(capsys, "kuberay_raycluster_zone.yaml", *flags)
+        assert (code, response["warnings"]) == (0, [warning]), flags
 
 
 # ------------------------------------------------------ mpi-operator examples/v2beta1/pi/pi.yaml
