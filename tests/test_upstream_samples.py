@@ -40,6 +40,8 @@ def review(capsys: Any, name: str, *flags: str) -> tuple[int, dict[str, Any], di
     code = main(["review", "-f", path, *flags])
     out, _ = capsys.readouterr()
     response = json.loads(out)["response"]
+    # §5: every AdmissionResponse warning is at most 120 characters
+    assert all(len(w) <= 120 for w in response.get("warnings", [])), response["warnings"]
     obj: dict[str, Any] = {}
     if response["allowed"]:
         assert main(["review", "-f", path, *flags, "-o", "yaml"]) == 0
@@ -135,6 +137,26 @@ def test_training_operator_simple_one_worker_cannot_hold_segments_of_2(capsys: A
             'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "2": ')
         assert "(rule segment-size-exceeds-replicas)" in message
         assert "raise spec.pytorchReplicaSpecs.Worker.replicas to at least 2" in message
+
+
+def test_training_operator_elastic_echo_says_what_scaling_does_per_target(capsys: Any) -> None:
+    first = "Worker replicas may scale 1-2: a count segment size 2 does not divide gives a partial last segment"
+    # §3b/§5: a partial last segment is allowed with a warning; issue 37: an elastic PyTorchJob
+    # (elasticPolicy min 1, max 2) says what each target does with a count S does not divide
+    # (KAI docs/topology/segments.md "Elasticity": segments beyond MinMember get MinMember 0)
+    expected = {
+        (): "scaled, KAI holds segments within minReplicas whole; later ones are elastic (MinMember 0), may run partly",
+        ("--gate-pods",): "scaled, --gate-pods gangs the 2 pods written at CREATE: another count waits or is refused",
+        ("--target", "kueue"): "scaled, target kueue slices the count Kueue admits; a partial last slice is refused"
+                               " (gated) by Kueue v0.17",
+    }
+    for flags, warning in expected.items():
+        code, response, job = review(capsys, "training_operator_pytorchjob_elastic_echo.yaml", *flags)
+        assert (code, response["warnings"]) == (0, [first, warning]), flags
+    # §9: no Master in this sample: the gang is the 2 workers
+    assert ann(job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])[SLICE_SIZE] == "2"
+    _, _, gated = review(capsys, "training_operator_pytorchjob_elastic_echo.yaml", "--gate-pods")
+    assert ann(gated["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])[GANG] == "2"
 
 
 # ----------------------------------------------------- LWS config/samples/leaderworkerset_v1_...
