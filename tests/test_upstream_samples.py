@@ -14,8 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
+from test_crd_schemas import _crd_schemas, errors
 from webhook.cli import main
 
 SAMPLES = Path(__file__).resolve().parent / "upstream_samples"
@@ -412,3 +414,33 @@ def test_every_sample_names_its_source() -> None:
     for path in sorted(SAMPLES.rglob("*.yaml")):
         head = path.read_text().split("apiVersion:")[0]
         assert "Source:" in head and "commit" in head and "Keys added" in head, path
+
+
+def test_every_sample_and_its_admitted_form_fit_the_upstream_crds(capsys: Any) -> None:
+    """Each corpus file of a CRD kind validates against the upstream CRD in shared/crds (what a
+    user pastes is upstream-valid), and so does the object the webhook admits (default target).
+    Mapping of the schemas: tests/test_crd_schemas.py (structural schema -> JSON Schema, unknown
+    fields fail instead of being pruned, defaults not applied)."""
+    # KubeRay v1.7.0's sample omits minReplicas/maxReplicas, which the CRD marks required with a
+    # default (0 / 2147483647): kube-apiserver applies the default before validating, this check does not
+    ray_defaulted = ["spec/workerGroupSpecs/0: 'maxReplicas' is a required property",
+                     "spec/workerGroupSpecs/0: 'minReplicas' is a required property"]
+    # §3b TrainJob: spec.annotations is the Trainer v2.0/v2.1 path; current Trainer (the CRD here,
+    # v2.2+) has runtimePatches instead and kube-apiserver prunes spec.annotations
+    trainjob_pruned = ["spec: Additional properties are not allowed ('annotations' was unexpected)"]
+    schemas = _crd_schemas()
+    checked = []
+    for path in sorted(SAMPLES.glob("*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        schema = schemas.get((obj["apiVersion"], obj["kind"]))
+        if schema is None:  # batch/v1 Job
+            continue
+        validator = jsonschema.Draft7Validator(schema)
+        expected_input = ray_defaulted if obj["kind"] == "RayCluster" else []
+        assert errors(validator, obj) == expected_input, path.name
+        code, _, admitted = review(capsys, path.name)
+        if code == 0:
+            expected_admitted = trainjob_pruned if obj["kind"] == "TrainJob" else expected_input
+            assert errors(validator, admitted) == expected_admitted, path.name
+        checked.append(obj["kind"])
+    assert sorted(set(checked)) == ["JobSet", "LeaderWorkerSet", "MPIJob", "PyTorchJob", "RayCluster", "TrainJob"]
