@@ -211,7 +211,7 @@ def test_two_topologies_of_one_name_are_bad_input(tmp_path):
     code, out, err = once([path], [], None, "yaml")
     assert (code, out) == (2, "")
     assert err == (f'segment-webhook controller: error: {path}: document 10: Topology "cluster-topology" is defined '
-                   f"twice with different levels (also at {path}: document 9: topology.kubernetes.io/zone, "
+                   f"twice with different levels or aliases (also at {path}: document 9: topology.kubernetes.io/zone, "
                    "cloud.provider.com/topology-block, cloud.provider.com/topology-rack, kubernetes.io/hostname; here: "
                    "kubernetes.io/hostname); fix: keep one of them or rename one\n")
 

@@ -4,8 +4,6 @@ Each file in ``tests/upstream_samples/`` is written here after one project's pub
 its current release (the file's header names the repository, path, tag and commit, and the keys
 added). Each goes through ``segment-webhook review`` exactly as the CLI runs it; the expected answer
 is written out from DESIGN.md (section cited at each assertion), not taken from the code's output.
-``tests/upstream_samples/findings/`` holds samples whose answer disagrees with DESIGN.md or the
-upstream docs; they are not asserted here (see that file's header).
 """
 
 from __future__ import annotations
@@ -122,6 +120,17 @@ def test_kueue_tas_job_kueue_rack_podset_host_slices_of_5(capsys: Any) -> None:
     pod = ann(job["spec"]["template"])
     # §9b: workload level -> podset-required-topology; segment level and size -> slice keys;
     # the same three annotations Kueue's own sample and TAS docs use (10 % 5 == 0: no partial slice)
+    assert (pod["kueue.x-k8s.io/podset-required-topology"], pod[SLICE_TOPO], pod[SLICE_SIZE]) == (
+        RACK, "kubernetes.io/hostname", "5")
+
+
+def test_kueue_tas_job_as_kueue_writes_it_keeps_its_podset_level_and_gets_host_slices_of_5(capsys: Any) -> None:
+    # Kueue's sample keeps its own podset-required-topology (rack) and the segment keys give no
+    # workload level: nothing disagrees, so it stays, and §9b's slice keys are added below it
+    # (before: denied "a Kueue topology annotation that disagrees with the resolved segments").
+    code, response, job = review(capsys, "kueue_tas_job_required.yaml", "--target", "kueue")
+    assert (code, response.get("warnings")) == (0, None)
+    pod = ann(job["spec"]["template"])
     assert (pod["kueue.x-k8s.io/podset-required-topology"], pod[SLICE_TOPO], pod[SLICE_SIZE]) == (
         RACK, "kubernetes.io/hostname", "5")
 

@@ -259,7 +259,7 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | Non
                                    f"choose {other_targets(settings)} for this kind")
     if not wanted or where is None:
         return []
-    _check_user_kueue_keys(where.field, where.values, wanted, decision)
+    _check_user_kueue_keys(where.field, where.values, wanted, decision, _users_own_podset_level(unit, where.values, wanted))
     _kueue_other_podsets(kind, unit, required or preferred, decision)
     return [(where.container, "annotations", {**wanted, TARGET_KEY: KUEUE})]
 
@@ -354,13 +354,34 @@ def _slice_within_podset(unit: Plan, decision: Decision) -> bool:
     return False
 
 
+def _users_own_podset_level(unit: Plan, values: Mapping[str, str], wanted: Mapping[str, str]) -> str | None:
+    """The PodSet-level key (``podset-required-topology`` or ``-preferred-``) the user wrote on the
+    template as Kueue's own samples do, kept as it is when the segment keys give no workload level
+    (the webhook writes none then, so nothing disagrees) and its value is a level (node label) of
+    the topology no narrower than the segment level (Kueue: "podset slice topology ... is
+    above the podset topology" never admits). ``None``: no such key, or it is not one to keep."""
+    if KUEUE_REQUIRED in wanted or KUEUE_PREFERRED in wanted:
+        return None
+    keys_written = [key for key in (KUEUE_REQUIRED, KUEUE_PREFERRED) if key in values]
+    topology, segment = unit.resolution.topology, unit.resolution.segment_required
+    if len(keys_written) != 1 or topology is None:
+        return None
+    level = values[keys_written[0]]
+    if level not in topology.levels:  # Kueue reads node labels, never a KAI alias
+        return None
+    if segment is not None and topology.has_level(segment) and topology.depth(segment) < topology.depth(level):
+        return None
+    return keys_written[0]
+
+
 def _check_user_kueue_keys(field: str, values: Mapping[str, str], wanted: Mapping[str, str],
-                           decision: Decision) -> None:
+                           decision: Decision, kept: str | None = None) -> None:
     """A Kueue TAS annotation the user wrote on the template must say what the webhook writes
     (DESIGN.md §4.5: never overwritten, never silently doubled; Kueue also reads a present key
-    whatever its value, so ``"false"`` counts)."""
+    whatever its value, so ``"false"`` counts). ``kept``: the user's own PodSet-level key that
+    :func:`_users_own_podset_level` keeps."""
     for key in KUEUE_TAS_KEYS:
-        if key in values and values[key] != wanted.get(key):
+        if key != kept and key in values and values[key] != wanted.get(key):
             fix = f"remove it (the webhook writes {key}={wanted[key]})" if key in wanted else \
                 "remove it: the segment keys decide Kueue's topology under target kueue"
             deny_target_cannot_express(decision, KUEUE, f"{field}[{key}]", values[key],
