@@ -97,10 +97,15 @@ def namespaced(kubectl, obj: dict, namespace: str) -> dict:
     return obj
 
 
-def assert_written_values_stored(patch: list[dict], reviewed: dict, stored: dict, what: str) -> int:
-    """Each value review's patch writes is in the stored object at the same place; returns the count."""
+def assert_written_values_stored(patch: list[dict], reviewed: dict, stored: dict, what: str,
+                                 pruned: tuple[str, ...] = ()) -> int:
+    """Each value review's patch writes is in the stored object at the same place, but for the
+    ``pruned`` paths, which the CRD under test lacks (absent when stored); returns the count."""
     for operation in patch:
         pointer = operation["path"]
+        if pointer in pruned:
+            assert jsonpointer.resolve_pointer(stored, pointer, None) is None, f"{what}: {pointer} was not pruned"
+            continue
         if operation["op"] == "remove":
             assert jsonpointer.resolve_pointer(stored, pointer, None) is None, f"{what}: {pointer} not removed"
             continue
@@ -114,8 +119,10 @@ def assert_written_values_stored(patch: list[dict], reviewed: dict, stored: dict
     return len(patch)
 
 
-def create_and_compare(kubectl, tmp_path: Path, topologies: Path, name: str, obj: dict) -> dict:
-    """kubectl create vs review of one manifest; returns the stored object."""
+def create_and_compare(kubectl, tmp_path: Path, topologies: Path, name: str, obj: dict,
+                       pruned: tuple[str, ...] = ()) -> dict:
+    """kubectl create vs review of one manifest; returns the stored object. ``pruned``: paths the
+    patch writes that the CRD under test lacks (:func:`assert_written_values_stored`)."""
     path = write_manifest(tmp_path, name, obj)
     answer = review("-f", str(path), "-o", "json", *review_flags(topologies))
     assert answer.returncode == 0, f"{name}: review denied it: {answer.stderr}"
@@ -126,7 +133,7 @@ def create_and_compare(kubectl, tmp_path: Path, topologies: Path, name: str, obj
     assert warnings_of(created.stderr) == warnings_of(answer.stderr), name
     stored = json.loads(created.stdout)
     assert patch, f"{name}: review wrote nothing (every sample opts in)"
-    assert_written_values_stored(patch, reviewed, stored, name)
+    assert_written_values_stored(patch, reviewed, stored, name, pruned)
     # re-review of the stored object: CREATE and UPDATE (stored -> stored) give an empty patch
     stored_path = write_manifest(tmp_path, f"{name}-stored", strip_server_fields(stored))
     for extra in ((), ("--operation", "UPDATE", "--old", str(stored_path))):
@@ -212,7 +219,10 @@ def test_new_kinds_are_stored_as_review_shows(kubectl, topologies, tmp_path, cap
     compared = []
     for sample in NEW_KIND_SAMPLES:
         obj = yaml.safe_load((MANIFESTS / sample).read_text())
-        create_and_compare(kubectl, tmp_path, topologies, Path(sample).stem, obj)
+        # ../shared/crds' TrainJob is Trainer v2.2+'s: runtimePatches, no spec.annotations (which the
+        # webhook writes too, for v2.0/v2.1: docs/decisions/trainjob-both-fields.md)
+        pruned = ("/spec/annotations",) if obj["kind"] == "TrainJob" else ()
+        create_and_compare(kubectl, tmp_path, topologies, Path(sample).stem, obj, pruned)
         compared.append(obj["kind"])
     for kind in ("RayJob",):
         create_and_compare(kubectl, tmp_path, topologies, kind.lower(), ray_wrapped(kind))

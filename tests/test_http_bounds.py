@@ -312,6 +312,23 @@ def test_the_limit_is_10000_entries_in_one_map(count, reviewed):
     assert answer["allowed"] is reviewed
 
 
+def test_managed_fields_written_by_kube_apiserver_are_not_counted():
+    """The real kube-apiserver sends metadata.managedFields, whose fieldsV1 mirrors every label set
+    (10,001 labels: a 10,002-entry map there). The cluster test found the denial named that path
+    while `review` named the labels; kube-apiserver's own field is not counted."""
+    review = labelled_pod_review(10_000, OPT_IN)
+    labels = review["request"]["object"]["metadata"]["labels"]
+    review["request"]["object"]["metadata"]["managedFields"] = [{
+        "manager": "kubectl-create", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:metadata": {"f:labels": {".": {}, **{f"f:{key}": {} for key in labels}}}}}]
+    recorder = Recorder()
+    answer = post(recorder, review).get_json()["response"]
+    assert recorder.calls == 1 and answer["allowed"] is True
+    labels["example.com/label-10000"] = "v"
+    answer = post(Recorder(), review).get_json()["response"]
+    assert answer["status"]["message"] == LABELS_DENIAL.replace("50000", "10001")
+
+
 def test_the_old_object_of_an_update_is_not_counted():
     """An UPDATE that brings a stored object back under the limits must pass."""
     review = labelled_pod_review(3, OPT_IN, operation="UPDATE")

@@ -80,6 +80,21 @@ def test_re_review_of_the_admitted_object_is_an_empty_patch():
     assert run(out, operation="UPDATE", old=out).patch == []
 
 
+def test_re_review_of_what_each_trainer_schema_stored_is_an_empty_patch():
+    """DESIGN.md §11 (re-review of a stored object: empty patch) on both Trainer schemas: v2.2+
+    prunes spec.annotations and keeps runtimePatches; v2.0/v2.1 prune runtimePatches and keep
+    spec.annotations (the cluster test on the v2.2+ CRD of ../shared/crds found the webhook
+    re-adding spec.annotations at every re-review)."""
+    admitted = jsonpatch.apply_patch(trainjob(), run(trainjob()).patch)
+    assert set(admitted["spec"]) >= {"annotations", "runtimePatches"}
+    v2_2 = {**admitted, "spec": {k: v for k, v in admitted["spec"].items() if k != "annotations"}}
+    v2_0 = {**admitted, "spec": {k: v for k, v in admitted["spec"].items() if k != "runtimePatches"}}
+    for stored in (v2_2, v2_0):
+        assert run(stored).patch == []
+        assert run(stored, operation="UPDATE", old=stored).patch == []
+    # before: the v2.2+ object got spec.annotations added again, the v2.0 one runtimePatches
+
+
 def test_segment_size_above_num_nodes_is_denied_naming_it():
     d = run(trainjob(size="17"))
     assert [v.rule for v in d.violations] == ["segment-size-exceeds-replicas"]

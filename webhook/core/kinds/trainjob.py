@@ -135,7 +135,18 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     spec_ops = _spec_annotation_ops(spec, copied, decision)
     if spec_ops is None:  # spec.annotations is not a map (400 recorded)
         return None
-    plan.extra_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys) + spec_ops
+    entry_ops = _entry_ops(spec, position, entry, rjob, {**pod_keys, **gang}, job_keys)
+    # A stored TrainJob shows its Trainer's schema: the webhook's runtimePatches entry kept and
+    # spec.annotations pruned (v2.2+), or spec.annotations kept and runtimePatches pruned (v2.0,
+    # v2.1). Its re-review writes only the carrier that schema keeps, so it is an empty patch
+    # (DESIGN.md §11) instead of re-adding what kube-apiserver prunes again.
+    annotations = spec.get("annotations")
+    if entry is not None and not (isinstance(annotations, Mapping) and TRAINER_JOB in annotations):
+        spec_ops = []
+    elif entry is None and spec.get("runtimePatches") is None and isinstance(annotations, Mapping) \
+            and TRAINER_JOB in annotations:
+        entry_ops = []
+    plan.extra_ops = entry_ops + spec_ops
     return plan
 
 
