@@ -5,7 +5,7 @@ to the builtin it always derived from, so ``except ValueError`` callers still ca
 ``tests/test_layout.py`` checks there is no other). The command line (:func:`webhook.cli.main`)
 ends a command that raises one with ``segment-webhook <command>: error: <message>`` and the class's
 :attr:`~SegmentWebhookError.exit_code`: the exit status is a property of the error, never of a
-per-command table. Exit statuses (README "Command line"): 0 success, 1 denied / not placed,
+per-command table. Exit statuses (docs/reference/flags.md "Command-line flags"): 0 success, 1 denied / not placed,
 2 bad usage or unreadable input, 70 a bug of this project (``EX_SOFTWARE`` of sysexits.h).
 """
 
