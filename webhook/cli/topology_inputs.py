@@ -11,13 +11,16 @@ import contextlib
 import gc
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from webhook.core import topology_infer
 from webhook.core.messages import quote
 from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
 from webhook.manifests import ManifestError, load_objects
+
+if TYPE_CHECKING:
+    import urllib3
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
@@ -73,7 +76,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
     """The nodes of the cluster of ``kubeconfig`` (paged lists of 500). Raises :class:`InputError`
     naming the kubeconfig when it cannot be loaded or the list fails."""
     from kubernetes import client as k8s_client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     from webhook.cluster.api_server import transport_cause
     from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
@@ -86,7 +89,9 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
     token = None
     try:
         while True:
-            response = api.list_node(limit=500, _continue=token, _preload_content=False, _request_timeout=(10, 60))
+            # _preload_content=False: the client returns urllib3's response, not a V1NodeList
+            response = cast("urllib3.BaseHTTPResponse",
+                            api.list_node(limit=500, _continue=token, _preload_content=False, _request_timeout=(10, 60)))
             try:
                 body = json.loads(response.data)
             finally:

@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import urllib3
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
 from webhook.errors import SegmentWebhookError

@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 
 from webhook.cluster.api_server import (
     CONNECT_TIMEOUT_SECONDS as CONNECT_TIMEOUT_SECONDS,

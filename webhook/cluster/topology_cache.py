@@ -63,7 +63,7 @@ from types import MappingProxyType, SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes.client.rest import ApiException
+from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
 from webhook.cluster.api_server import (
