@@ -38,6 +38,7 @@ from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang
 from webhook.controller.podgroups import is_grouped_pod
 from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
 from webhook.core import gating
+from webhook.core.topology import Topology
 from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
 from webhook.placement.quantity import QuantityError
 from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
@@ -49,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: Back-off of the pod and node informers, seconds: client-go's reflector waits 0.8 s doubling to
 #: 30 s and starts again after 2 minutes without a failure (``k8s.io/client-go/tools/cache/reflector.go``).
+#: Decisions made on a snapshot without the lock before one is made under it (:meth:`ControllerCache.reconcile`).
+OPTIMISTIC_ATTEMPTS = 2
+
 INFORMER_BACKOFF_INITIAL = 0.5
 INFORMER_BACKOFF_MAX = 30.0
 BACKOFF_RESET_SECONDS = 120.0
@@ -83,13 +87,14 @@ class ControllerCache:
         self.lock = threading.Lock()  # everything below
         self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
         self.ledger = CapacityLedger()
+        #: Decisions made again because the ledger changed under them (:meth:`reconcile`).
+        self.conflicts = 0
         self.kinds: dict[str, str] = {}  # gangs left gated -> their kind
         self.not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
         self.states: dict[str, tuple[ObjectRef | None, str]] = {}  # gang -> (owner, state line)
         self._ungated: set[PodRef] = set()  # gang pods known released (seen, or our patch accepted)
         self.grouped: set[str] = set()  # target workload-api: gangs whose objects exist (DESIGN.md §9b)
         self._bad_nodes: set[tuple[str, str]] = set()  # (name, resourceVersion) of malformed nodes logged
-        self._parse_cache = ParseCache()
         self._listed: set[str] = set()
         self.topologies = LiveTopologyCatalog(api_client, reachability=reachability)
         self.topologies.add_listener(topologies_changed)
@@ -270,26 +275,55 @@ class ControllerCache:
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
                   backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
-        """Run the pure :func:`webhook.controller.reconcile.reconcile` on this cache under its lock,
-        charge the releases as assumed (as kube-scheduler's assume: gangs reconciled at once never
-        double-book), record the gang's kind and back-off (``backoff_delay(key)``: seconds)."""
+        """Run the pure :func:`webhook.controller.reconcile.reconcile` on a snapshot of this cache
+        taken under its lock, with the lock released while the engine decides (kube-scheduler's
+        snapshot, then assume): then, under the lock again, charge the releases as assumed when the
+        ledger still allows them (:meth:`CapacityLedger.still_valid`: no node set change and none
+        of the chosen nodes charged or freed meanwhile; for a decision that placed nothing, no
+        change at all, so capacity freed meanwhile is not missed), record the gang's kind and
+        back-off (``backoff_delay(key)``: seconds). A decision the ledger no longer allows is made
+        again (:attr:`conflicts` counts them); after :data:`OPTIMISTIC_ATTEMPTS` the decision is
+        made under the lock, as before, so a gang always gets an answer. Gangs reconciled at once
+        never double-book: every charge is taken under the lock on the ledger as it is then."""
         catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
-        with self.lock:
-            owner_ref = owner.ref if owner is not None else None
-            siblings = {g: line for g, (ref, line) in self.states.items() if g != key and ref == owner_ref and ref}
-            view = GangView(list(self.gangs.get(key, {}).values()), self.ledger, catalog, default_topology,
-                            self._parse_cache, owner, siblings, time.time(), grace, stranded_grace)
-            result = reconcile(key, view)
-            for ref, node, milli in result.charges:
-                self.ledger.assume(ref, node, milli)
-            if result.waiting is None:
-                self.kinds.pop(key, None)
-                self.not_before.pop(key, None)
-            else:
-                self.kinds[key] = result.waiting.kind
-                if result.backoff:
-                    self.not_before[key] = time.monotonic() + backoff_delay(key)
-            return result
+        for attempt in range(OPTIMISTIC_ATTEMPTS + 1):
+            locked = attempt == OPTIMISTIC_ATTEMPTS
+            with self.lock:
+                for name, topology in catalog.items():  # built once and charged incrementally, under the lock
+                    self.ledger.index(name, topology)
+                ledger = self.ledger if locked else self.ledger.snapshot()
+                view = self._view(key, owner, ledger, catalog, default_topology, grace, stranded_grace)
+                if locked:
+                    return self._commit(key, reconcile(key, view), backoff_delay)
+            result = reconcile(key, view)  # the engine, without the lock
+            with self.lock:
+                nodes = [node for _, node, _ in result.charges]
+                if self.ledger.still_valid(ledger, nodes, any_change=not result.charges):
+                    self.ledger.adopt_indexes(ledger)
+                    return self._commit(key, result, backoff_delay)
+                self.conflicts += 1
+        raise AssertionError("unreachable: the last attempt decides under the lock")
+
+    def _view(self, key: str, owner: TopOwner | None, ledger: CapacityLedger, catalog: Mapping[str, Topology],
+              default_topology: str | None, grace: float, stranded_grace: float) -> GangView:
+        """The gang's :class:`GangView` on ``ledger`` (lock held): its pods and its siblings' lines copied."""
+        owner_ref = owner.ref if owner is not None else None
+        siblings = {g: line for g, (ref, line) in self.states.items() if g != key and ref == owner_ref and ref}
+        return GangView(list(self.gangs.get(key, {}).values()), ledger, catalog, default_topology,
+                        ParseCache(), owner, siblings, time.time(), grace, stranded_grace)
+
+    def _commit(self, key: str, result: Result, backoff_delay: Callable[[str], float]) -> Result:
+        """Charge ``result``'s releases as assumed and record the gang's kind and back-off (lock held)."""
+        for ref, node, milli in result.charges:
+            self.ledger.assume(ref, node, milli)
+        if result.waiting is None:
+            self.kinds.pop(key, None)
+            self.not_before.pop(key, None)
+        else:
+            self.kinds[key] = result.waiting.kind
+            if result.backoff:
+                self.not_before[key] = time.monotonic() + backoff_delay(key)
+        return result
 
     def record_state(self, key: str, owner: ObjectRef | None, line: str) -> None:
         """The gang's state line as written (its owner's annotation is built from its gangs' lines)."""

@@ -15,6 +15,11 @@ the live controller all ask this module, so a pod counts the same everywhere:
   release this process decided and is sending, as kube-scheduler's ``assume``): an assumed charge
   survives a still-gated view of its pod until the pod shows its node, is deleted or the release
   is given up (:meth:`CapacityLedger.forget`).
+* **Deciding outside the lock** (kube-scheduler's snapshot, then assume): :meth:`CapacityLedger.snapshot`
+  copies the ledger (taken under the caller's lock, then read and charged freely by one decision);
+  :meth:`CapacityLedger.still_valid` says, under the lock again, whether what was decided on the
+  copy may be charged to the ledger as it is now (no node set change, none of the decision's nodes
+  charged or freed since; or, for a decision that placed nothing, no change at all).
 
 Pure: no kubernetes import (tests/test_layout.py).
 """
@@ -92,12 +97,56 @@ class CapacityLedger:
         self._charges: dict[PodRef, tuple[str, Mapping[str, int]]] = {}
         self._assumed: set[PodRef] = set()
         self._indexes: dict[str | None, ClusterIndex] = {}
+        #: Bumped by every change (a charge taken or given back, a node added, changed or removed).
+        self.generation = 0
+        self._nodes_generation = 0  # the generation of the last node set change
+        self._touched: dict[str, int] = {}  # node -> the generation of its last charge change
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self) -> CapacityLedger:
+        """A copy to decide on without the caller's lock: the charges, the assumed set and every
+        built index copied (``free`` only: the rest of an index is never changed by the engine),
+        the parsed nodes shared (they are replaced, never changed). O(pods + nodes x resources)."""
+        copy_ = CapacityLedger()
+        copy_._nodes = dict(self._nodes)
+        copy_._charges = dict(self._charges)
+        copy_._assumed = set(self._assumed)
+        copy_._indexes = {name: _own_free(index) for name, index in self._indexes.items()}
+        copy_.generation = copy_._nodes_generation = self.generation
+        return copy_
+
+    def still_valid(self, snapshot: CapacityLedger, nodes: Iterable[str], *, any_change: bool = False) -> bool:
+        """True when a decision made on ``snapshot`` (from :meth:`snapshot` of this ledger) may be
+        charged here now: the node set did not change since, and no charge changed on ``nodes``
+        (the nodes the decision takes); with ``any_change=True`` (a decision that placed nothing:
+        capacity freed anywhere may make it fit) nothing changed at all."""
+        if any_change:
+            return self.generation == snapshot.generation
+        if self._nodes_generation > snapshot.generation:
+            return False
+        return all(self._touched.get(node, -1) <= snapshot.generation for node in nodes)
+
+    def adopt_indexes(self, snapshot: CapacityLedger) -> None:
+        """Keep the indexes ``snapshot`` built that this ledger lacks, when nothing changed since
+        the snapshot was taken (so the next decision does not build them again)."""
+        if self.generation != snapshot.generation:
+            return
+        for name, index in snapshot._indexes.items():
+            self._indexes.setdefault(name, index)
+
+    def _bump(self, node: str | None = None) -> None:
+        self.generation += 1
+        if node is None:
+            self._nodes_generation = self.generation
+        else:
+            self._touched[node] = self.generation
 
     # ------------------------------------------------------------------ nodes
     def set_nodes(self, nodes: Iterable[Node]) -> None:
         """Replace every node (the indexes are rebuilt on the next :meth:`index`)."""
         self._nodes = {n.name: n for n in nodes}
         self._indexes.clear()
+        self._bump()
 
     def set_node(self, node: Node) -> bool:
         """Add or replace one node; returns True when the engine's view of it changed."""
@@ -105,6 +154,7 @@ class CapacityLedger:
             return False
         self._nodes[node.name] = node
         self._indexes.clear()
+        self._bump()
         return True
 
     def remove_node(self, name: str) -> bool:
@@ -112,6 +162,7 @@ class CapacityLedger:
         if self._nodes.pop(name, None) is None:
             return False
         self._indexes.clear()
+        self._bump()
         return True
 
     def has_node(self, name: str) -> bool:
@@ -168,11 +219,13 @@ class CapacityLedger:
             return False
         if old is not None:
             self._apply(old[0], old[1], -1)
+            self._bump(old[0])
         if charge is None:
             del self._charges[ref]
         else:
             self._charges[ref] = charge
             self._apply(charge[0], charge[1], 1)
+            self._bump(charge[0])
         return old is not None
 
     def _apply(self, node: str, requests: Mapping[str, int], sign: int) -> None:
@@ -203,10 +256,14 @@ class CapacityLedger:
         """:meth:`index` with its own ``free`` (a shallow copy: the rest is shared and never changed
         by the engine): a caller may charge and restore it without touching the ledger's (the
         advisory controller's what-if)."""
-        index = self.index(name, topology)
-        own = copy.copy(index)
-        own.free = index.free.copy()
-        return own
+        return _own_free(self.index(name, topology))
+
+
+def _own_free(index: ClusterIndex) -> ClusterIndex:
+    """A shallow copy of ``index`` with its own ``free``."""
+    own = copy.copy(index)
+    own.free = index.free.copy()
+    return own
 
 
 def _charge_index(index: ClusterIndex, node: str, requests: Mapping[str, int], sign: int) -> None:
