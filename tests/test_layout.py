@@ -383,11 +383,6 @@ def test_no_two_modules_share_a_file_name_outside_cli():
 # ---------------------------------------------------------------- sizes (issue 30 items 2 and 4)
 MAX_FUNCTION_LINES = 80
 MAX_CLASS_LINES = 250
-#: Classes outside webhook/controller/ allowed over MAX_CLASS_LINES, with their length today: an
-#: entry may only shrink; it goes when its class is no longer long (the test says so).
-LONG_CLASSES = {
-    "webhook.cluster.topology_cache.LiveTopologyCatalog": 317,
-}
 
 
 def definitions(source: str, module: str) -> list[tuple[str, str, int]]:
@@ -435,10 +430,6 @@ def test_no_function_over_80_lines():
     assert long == {}
 
 
-def test_no_class_over_250_lines_but_the_listed_ones_and_those_only_shrink():
+def test_no_class_over_250_lines():
     long = {name: lines for name, kind, lines in all_definitions() if kind == "class" and lines > MAX_CLASS_LINES}
-    assert not [name for name in LONG_CLASSES if name.startswith("webhook.controller.")]  # never allowed there
-    assert {name: lines for name, lines in long.items() if name not in LONG_CLASSES} == {}  # new: make it smaller
-    assert {name: (LONG_CLASSES[name], lines) for name, lines in long.items()
-            if name in LONG_CLASSES and lines > LONG_CLASSES[name]} == {}  # grew: (listed, now)
-    assert [name for name in LONG_CLASSES if name not in long] == []  # no longer long: remove its entry
+    assert long == {}

@@ -70,6 +70,47 @@ def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
 
+def pod_and_node_informers(api_client: k8s_client.ApiClient, stop: threading.Event, reachability: ApiServerReachability,
+                           handlers: Mapping[str, Callable[[str, Mapping[str, Any]], None]],
+                           listed: Callable[[str], Callable[[], None]]) -> dict[str, SharedInformer]:
+    """The ``pods`` and ``nodes`` informers (not started), each with its own back-off: ADDED,
+    MODIFIED and DELETED go to ``handlers[name](event, obj)`` (dict objects only, none after
+    ``stop``), ``listed(name)`` is the list function's "listed once" callback, and a broken watch
+    waits its back-off on the informer's thread (delaying its reconnect): a watch that broke for
+    want of a connection goes to the outage log, another error to one warning; after ``stop``
+    (whose socket shutdown ends the watch with such an error) nothing is logged."""
+    core = k8s_client.CoreV1Api(api_client)
+    methods: dict[str, Callable[..., Any]] = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
+    informers: dict[str, SharedInformer] = {}
+
+    def on_event(handle: Callable[[str, Mapping[str, Any]], None], event: str, backoff: Backoff) -> Callable[[Any], None]:
+        def call(obj: Any) -> None:
+            backoff.reset()
+            if isinstance(obj, Mapping) and not stop.is_set():
+                handle(event, obj)
+        return call
+
+    def on_error(name: str, backoff: Backoff) -> Callable[[Any], None]:
+        def handle(error: Any) -> None:
+            if stop.is_set():
+                return
+            delay = backoff.next_delay()
+            if not (isinstance(error, BaseException) and reachability.failed(f"watch {name}", error)):
+                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
+            stop.wait(delay)
+        return handle
+
+    for name, method in methods.items():
+        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
+        informer = SharedInformer(DictLister(method, name, listed(name), stop, reachability=reachability, backoff=backoff))
+        informers[name] = informer
+        for event in (ADDED, MODIFIED, DELETED):
+            informer.add_event_handler(event, on_event(handlers[name], event, backoff))
+        informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
+        informer.add_event_handler(ERROR, on_error(name, backoff))
+    return informers
+
+
 class ControllerCache:
     """The cache (module docstring). ``api_client``: a configured ``kubernetes.client.ApiClient``;
     ``reachability``: the process's outage log; ``stop``: set when the process stops;
@@ -80,10 +121,8 @@ class ControllerCache:
     def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability, stop: threading.Event,
                  enqueue: Callable[[Iterable[str]], None], topologies_changed: Callable[[], None],
                  gang_gone: Callable[[str], None]) -> None:
-        self._stop = stop
         self._enqueue = enqueue
         self._gang_gone = gang_gone
-        self._reachability = reachability
         self.lock = threading.Lock()  # everything below
         self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
         self.ledger = CapacityLedger()
@@ -98,20 +137,8 @@ class ControllerCache:
         self._listed: set[str] = set()
         self.topologies = LiveTopologyCatalog(api_client, reachability=reachability)
         self.topologies.add_listener(topologies_changed)
-        core = k8s_client.CoreV1Api(api_client)
-        methods: dict[str, Callable[..., Any]] = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
-        handlers = {"pods": self.on_pod, "nodes": self.on_node}
-        self.informers: dict[str, SharedInformer] = {}
-        for name, method in methods.items():
-            backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
-                              reset_after=BACKOFF_RESET_SECONDS)
-            informer = SharedInformer(DictLister(method, name, self._mark_listed(name), stop,
-                                                 reachability=reachability, backoff=backoff))
-            self.informers[name] = informer
-            for event in (ADDED, MODIFIED, DELETED):
-                informer.add_event_handler(event, self._handler(handlers[name], event, backoff))
-            informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
-            informer.add_event_handler(ERROR, self._on_error(name, backoff))
+        self.informers = pod_and_node_informers(api_client, stop, reachability,
+                                                {"pods": self.on_pod, "nodes": self.on_node}, self._mark_listed)
 
     def _mark_listed(self, name: str) -> Callable[[], None]:
         """The list function's "listed once" callback of the ``name`` informer."""
@@ -136,27 +163,6 @@ class ControllerCache:
         return len(self._listed) == len(self.informers) and self.topologies.synced
 
     # ------------------------------------------------------------------ informer callbacks
-    def _handler(self, handle: Callable[[str, Mapping[str, Any]], None], event: str,
-                 backoff: Backoff) -> Callable[[Any], None]:
-        def on_event(obj: Any) -> None:
-            backoff.reset()
-            if isinstance(obj, Mapping) and not self._stop.is_set():
-                handle(event, obj)
-        return on_event
-
-    def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
-        """The informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A watch
-        that broke for want of a connection goes to the outage log; after the process stopped
-        (whose socket shutdown ends the watch with such an error) nothing is logged."""
-        def handle(error: Any) -> None:
-            if self._stop.is_set():
-                return
-            delay = backoff.next_delay()
-            if not (isinstance(error, BaseException) and self._reachability.failed(f"watch {name}", error)):
-                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
-            self._stop.wait(delay)
-        return handle
-
     def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
         """Keep the gang's pods and the ledger current; queue what this change may unblock."""
         ref = pod_ref(pod)
@@ -275,34 +281,17 @@ class ControllerCache:
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
                   backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
-        """Run the pure :func:`webhook.controller.reconcile.reconcile` on a snapshot of this cache
-        taken under its lock, with the lock released while the engine decides (kube-scheduler's
-        snapshot, then assume): then, under the lock again, charge the releases as assumed when the
-        ledger still allows them (:meth:`CapacityLedger.still_valid`: no node set change and none
-        of the chosen nodes charged or freed meanwhile; for a decision that placed nothing, no
-        change at all, so capacity freed meanwhile is not missed), record the gang's kind and
-        back-off (``backoff_delay(key)``: seconds). A decision the ledger no longer allows is made
-        again (:attr:`conflicts` counts them); after :data:`OPTIMISTIC_ATTEMPTS` the decision is
-        made under the lock, as before, so a gang always gets an answer. Gangs reconciled at once
-        never double-book: every charge is taken under the lock on the ledger as it is then."""
+        """Decide gang ``key`` with the lock released while the engine runs (:func:`decide_on_snapshot`),
+        then charge its releases as assumed and record its kind and back-off (``backoff_delay(key)``:
+        seconds) under the lock."""
         catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
-        for attempt in range(OPTIMISTIC_ATTEMPTS + 1):
-            locked = attempt == OPTIMISTIC_ATTEMPTS
-            with self.lock:
-                for name, topology in catalog.items():  # built once and charged incrementally, under the lock
-                    self.ledger.index(name, topology)
-                ledger = self.ledger if locked else self.ledger.snapshot()
-                view = self._view(key, owner, ledger, catalog, default_topology, grace, stranded_grace)
-                if locked:
-                    return self._commit(key, reconcile(key, view), backoff_delay)
-            result = reconcile(key, view)  # the engine, without the lock
-            with self.lock:
-                nodes = [node for _, node, _ in result.charges]
-                if self.ledger.still_valid(ledger, nodes, any_change=not result.charges):
-                    self.ledger.adopt_indexes(ledger)
-                    return self._commit(key, result, backoff_delay)
-                self.conflicts += 1
-        raise AssertionError("unreachable: the last attempt decides under the lock")
+        return decide_on_snapshot(
+            key, self.lock, self.ledger, catalog,
+            lambda ledger: self._view(key, owner, ledger, catalog, default_topology, grace, stranded_grace),
+            lambda result: self._commit(key, result, backoff_delay), self._conflict)
+
+    def _conflict(self) -> None:
+        self.conflicts += 1
 
     def _view(self, key: str, owner: TopOwner | None, ledger: CapacityLedger, catalog: Mapping[str, Topology],
               default_topology: str | None, grace: float, stranded_grace: float) -> GangView:
@@ -350,6 +339,38 @@ class ControllerCache:
                 node = occupied_node(updated)
                 if node is not None:
                     self.ledger.observe(ref, node, requests_or_none(updated))
+
+
+def decide_on_snapshot(key: str, lock: threading.Lock, ledger: CapacityLedger, catalog: Mapping[str, Topology],
+                       view_of: Callable[[CapacityLedger], GangView], commit: Callable[[Result], Result],
+                       conflict: Callable[[], None]) -> Result:
+    """Run the pure :func:`webhook.controller.reconcile.reconcile` of gang ``key`` on a snapshot of ``ledger``
+    taken under ``lock``, with the lock released while the engine decides (kube-scheduler's
+    snapshot, then assume); then, under the lock again, ``commit`` the result when the ledger still
+    allows it (:meth:`CapacityLedger.still_valid`: no node set change and none of the chosen nodes
+    charged or freed meanwhile; for a decision that placed nothing, no change at all, so capacity
+    freed meanwhile is not missed). A decision the ledger no longer allows is made again
+    (``conflict()`` is called for each); after :data:`OPTIMISTIC_ATTEMPTS` it is made under the
+    lock, as before, so a gang always gets an answer. Gangs decided at once never double-book:
+    every charge is taken under the lock on the ledger as it is then. ``view_of(ledger)`` builds
+    the gang's view (called with the lock held); each Topology of ``catalog`` gets its index built
+    on ``ledger`` under the lock (once, then charged incrementally) before the snapshot."""
+    for attempt in range(OPTIMISTIC_ATTEMPTS + 1):
+        locked = attempt == OPTIMISTIC_ATTEMPTS
+        with lock:
+            for name, topology in catalog.items():
+                ledger.index(name, topology)
+            snapshot = ledger if locked else ledger.snapshot()
+            view = view_of(snapshot)
+            if locked:
+                return commit(reconcile(key, view))
+        result = reconcile(key, view)  # the engine, without the lock
+        with lock:
+            if ledger.still_valid(snapshot, [node for _, node, _ in result.charges], any_change=not result.charges):
+                ledger.adopt_indexes(snapshot)
+                return commit(result)
+            conflict()
+    raise AssertionError("unreachable: the last attempt decides under the lock")
 
 
 class AdvisoryCache(ControllerCache):
