@@ -75,9 +75,9 @@ def chart_objects(cluster: LocalCluster, source: Path) -> list[dict[str, Any]]:
 
 def probe_objects() -> list[dict[str, Any]]:
     """The selfSigned Issuer and the Certificate ``up`` issues (:data:`PROBE`, in :data:`NAMESPACE`)."""
-    metadata = {"name": PROBE, "namespace": NAMESPACE}
-    return [{"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": metadata, "spec": {"selfSigned": {}}},
-            {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": metadata,
+    return [{"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": PROBE, "namespace": NAMESPACE},
+             "spec": {"selfSigned": {}}},
+            {"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": PROBE, "namespace": NAMESPACE},
              "spec": {"secretName": PROBE, "commonName": PROBE, "issuerRef": {"name": PROBE, "kind": "Issuer"}}}]
 
 
