@@ -101,6 +101,10 @@ UPSTREAM: dict[str, Upstream] = {
                              "github.com/ray-project/kuberay/ray-operator", "ray-operator"),
         # KWOK's controller: simulated nodes that run pods (hack/kwok.py, ``up --with kwok``)
         "kwok": Upstream("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok"),
+        # cert-manager's controller and CA injector, one binary of our own main over its packages
+        # (the proxy serves no cmd/ module of it; hack/go/cert-manager/main.go, hack/cert_manager.py)
+        "cert-manager": Upstream("cert-manager", "github.com/cert-manager/cert-manager",
+                                 "segments.dev/segment-webhook/hack/cert-manager", "cert-manager"),
 }
 #: ``--with`` names that are known but cannot be built here, with the reason.
 UNAVAILABLE_UPSTREAM = {
@@ -162,10 +166,11 @@ def module_version(module_dir: str, module: str) -> str:
 
 
 def pins_digest(module_dirs: tuple[str, ...] = CONTROL_PLANE_MODULES) -> str:
-    """A short hash of the go.mod and go.sum of ``module_dirs`` (under hack/go): the cache key of
-    a build (by default, of the control plane's)."""
+    """A short hash of the go.mod and go.sum of ``module_dirs`` (under hack/go), and of the Go
+    files of a module that has its own main (hack/go/cert-manager): the cache key of a build (by
+    default, of the control plane's)."""
     digest = hashlib.sha256()
-    for path in sorted(p for d in module_dirs for p in (GO_MODULES / d).glob("go.*")):
+    for path in sorted(p for d in module_dirs for pattern in ("go.*", "*.go") for p in (GO_MODULES / d).glob(pattern)):
         digest.update(path.relative_to(GO_MODULES).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
@@ -317,7 +322,8 @@ ADMIN_TOKEN_USERS = {
 }
 #: seconds each component gets to become healthy.
 START_TIMEOUT = {"etcd": 60, "kube-apiserver": 180, "kube-controller-manager": 90,
-                 "kube-scheduler": 90, "segment-webhook": 90}
+                 "kube-scheduler": 90, "segment-webhook": 90, "cert-manager-controller": 180,
+                 "cert-manager-cainjector": 120}
 STATE_FILE = "cluster.json"
 
 
@@ -708,6 +714,8 @@ class LocalCluster:
                 start_kueue(self)
             elif name == "kwok":
                 _kwok().start(self)
+            elif name == "cert-manager":
+                _hack_module("cert_manager").start(self)
             elif name in operators.STARTERS:
                 operators.start(self, name)
             else:  # build_upstream names the reason
