@@ -971,16 +971,24 @@ def audit_events(directory: Path) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------ apiserver outage
+#: Seconds ``stop-apiserver`` lets kube-apiserver end by itself before SIGKILL. On SIGTERM it stops
+#: listening at once and has flushed its audit log within a second, then waits up to its request
+#: timeout (60 s) for the long-running requests it no longer serves (seen 2026-12-07: "apiserver is
+#: exiting" 60.0 s after "HTTPServerStoppedListening"); an outage asked for 30 s would last 90.
+APISERVER_STOP_GRACE = 10.0
+
+
 def stop_apiserver(cluster: LocalCluster) -> float:
-    """Stop kube-apiserver alone (SIGTERM, SIGKILL after 60 s), leaving etcd, the other components,
-    the node and every pod running: an outage of the control plane's front door. It stays one of
-    ``components`` (``down`` does not mind it stopped; :func:`start_apiserver` starts it again).
-    Returns the seconds the stop took. Raises ClusterError when it is not running."""
+    """Stop kube-apiserver alone (SIGTERM, SIGKILL after :data:`APISERVER_STOP_GRACE`), leaving
+    etcd, the other components, the node and every pod running: an outage of the control plane's
+    front door. It stays one of ``components`` (``down`` does not mind it stopped;
+    :func:`start_apiserver` starts it again). Returns the seconds the stop took. Raises
+    ClusterError when it is not running."""
     pid_file = cluster.dir / "pids" / "kube-apiserver.pid"
     if "kube-apiserver" not in cluster.state.get("components", []) or not pid_file.is_file():
         raise ClusterError(f"stop-apiserver: no running kube-apiserver in {cluster.dir}")
     started = time.monotonic()
-    stop_process_group(int(pid_file.read_text()), grace=60)
+    stop_process_group(int(pid_file.read_text()), grace=APISERVER_STOP_GRACE)
     pid_file.unlink()
     cluster.state["apiserver_stopped"] = True
     cluster.save()

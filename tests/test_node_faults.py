@@ -9,7 +9,7 @@ Deployments pinned to the real node ``local-node-0`` (``nodeSelector``), and 12 
 (1 zone, 1 block, 3 racks of 4 nodes, 8 GPUs each; ``local-cluster.sh nodes``: no kubelet, a
 heartbeat keeps them Ready) for the gangs, which ask GPUs and so never land on the real node.
 
-Each gang is a PyTorchJob (1 master asking 1 GPU, 4 workers asking 3, segments of 4 workers
+Each gang is a PyTorchJob (1 master asking 1 GPU, 4 workers asking 2, segments of 4 workers
 required in a rack) and its 5 pods made as the training operator makes them. Counted for each
 fault, from kube-apiserver's own records: the release patches of every gated pod (its audit log,
 ``hack/local_cluster.py AUDIT_POLICY``: exactly one accepted patch per pod, whichever replica sent
@@ -41,10 +41,11 @@ node_cluster, kubectl, webhook_image = node_support.node_cluster, node_support.k
 GPU = "nvidia.com/gpu"
 GATE = "segments.dev/placement"
 #: gen-cluster: 1 zone, 1 block, 3 racks of 4 nodes, 8 GPUs each (96 GPUs); the gangs of both
-#: faults (7 gangs of 13 GPUs: 91) fit at once.
+#: faults (7 gangs of 9 GPUs: 63) fit at once. (With workers of 3 GPUs a node holds 2 of them, a
+#: rack 2 segments, the 3 racks 6 gangs: the seventh waited for capacity, as it should.)
 LAYOUT = ("--zones", "1", "--blocks", "1", "--racks", "3", "--nodes", "4", "--gpus", "8", "--fill", "0")
 FAKE_NODES = 12
-WORKERS, WORKER_GPUS, MASTER_GPUS = 4, 3, 1
+WORKERS, WORKER_GPUS, MASTER_GPUS = 4, 2, 1
 #: The controller's ServiceAccount as kube-apiserver names its requests.
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:segment-webhook-controller"
 OUTAGE_SECONDS = 30
@@ -63,11 +64,16 @@ def installed(node_cluster, kubectl, webhook_image, tmp_path_factory):
     assert node_cluster.register_nodes(gen_cluster(work / "nodes.yaml", *LAYOUT)) == FAKE_NODES
     holder = wait_for("the controller's Lease held", lambda: (lease(kubectl) or {}).get("spec", {}).get("holderIdentity"),
                       timeout=120)
+    # no chart pod restarted on the way (before the startupProbe, both webhook pods were killed once
+    # by their liveness probe: serve answered 23 s after its container started on a loaded node)
+    chart = node_support.pods(kubectl, "admission-webhook") + node_support.pods(kubectl, "controller")
+    assert {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in chart} == \
+        {p["metadata"]["name"]: 0 for p in chart}, wide(kubectl)
     return {"work": work, "install_seconds": seconds, "first_holder": holder}
 
 
 def job(name: str, namespace: str, image: str) -> dict:
-    """The tp4 example as a gang of 5: 1 master (1 GPU) and 4 workers (3 GPUs), segments of 4 in a rack."""
+    """The tp4 example as a gang of 5: 1 master (1 GPU) and 4 workers (2 GPUs), segments of 4 in a rack."""
     from conftest import load_example
 
     obj = load_example("pytorchjob-tp4.yaml")
@@ -227,7 +233,9 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     the webhook pods stay Ready (no restart, Ready condition unchanged, every /readyz 200: the
     Topology catalog keeps what it listed), each worker's catalog logs the outage once and its end
     once; after the restart no good create is refused and no denial is lost; one controller pod
-    holds the Lease again (leaseTransitions up by 0 or 1); every gang released once: each pod
+    holds the Lease again within the lease duration of /readyz (the same pod keeping its
+    acquireTime, or the other with a new one: the Lease's leaseTransitions is never written, the
+    kubernetes client's LeaseLock leaves it unset); every gang released once: each pod
     exactly one accepted release patch, one ``GangReleased`` Event of count 1 per gang; every pod
     bound where released; 0 nodes over-booked."""
     namespace, work = "fault-apiserver", installed["work"]
@@ -287,6 +295,8 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     unreachable = {name: text.count("unreachable: ") for name, text in logs.items()}
     answers_again = {name: text.count(" answers again ") for name, text in logs.items()}
     controller_logs = {name: container_log(node_cluster, p) for name, p in now_controllers.items()}
+    lease_lines = {name: {"lost": text.count(" lost Lease "), "holds": text.count(" holds Lease ")}
+                   for name, text in controller_logs.items()}
     placed_lines = Counter(line.split("placed gang ", 1)[1].split(" ", 1)[0] for text in controller_logs.values()
                            for line in text.splitlines() if "placed gang " in line)
     patches = release_patches(node_cluster, namespace)
@@ -306,9 +316,13 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
         "GangReleased per gang": events, "placed-gang log lines": dict(placed_lines),
         "over-booked nodes": len(over),
     }
+    timeline = [line[:240] for text in controller_logs.values() for line in text.splitlines()
+                if any(word in line for word in ("API server", "Lease", "placed gang"))]
     with capsys.disabled():
+        print("controller log (API server, Lease, placed gang):\n" + "\n".join(timeline))
         print(f"\nnode faults: kube-apiserver stopped {OUTAGE_SECONDS} s\n{json.dumps(table, indent=1)}\n"
               f"webhook log lines: unreachable {unreachable}, answers again {answers_again}\n"
+              f"controller Lease log lines: {lease_lines}\n"
               f"Lease before:\n{lease_before_text}Lease after:\n{lease_text(kubectl)}"
               f"pods before:\n{pods_before}pods after:\n{wide(kubectl)}"
               f"unexpected load answers: {(good_refused + other)[:5]}; gang pods refused: {refused_after}")
@@ -321,9 +335,12 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     # admission around the outage
     assert good_refused == [] and refused_after == [] and denials_lost == [] and other == []
     assert load.counts["admitted"] > 0 and load.counts["denied"] > 0
-    # the controller's Lease: held again by one of its pods
+    # the controller's Lease: held again by one of its pods (the same: acquireTime kept; the other:
+    # acquired after the restart), renewed within the lease duration of /readyz
     assert lease_after["holderIdentity"] in now_controllers
-    assert lease_after["leaseTransitions"] - lease_before["leaseTransitions"] in (0, 1)
+    assert (lease_after["acquireTime"] == lease_before["acquireTime"]) == (lease_after["holderIdentity"]
+                                                                           == lease_before["holderIdentity"])
+    assert lease_back < LEASE_DURATION
     # every gang released once, every pod bound where released, no node over-booked
     assert {name: dict(codes) for name, codes in patches.items()} == {
         p["metadata"]["name"]: {200: 1} for p in bound}
@@ -364,7 +381,12 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
         lambda s: s if s.get("holderIdentity") == standby else None)((lease(kubectl) or {}).get("spec") or {}),
         timeout=60, interval=0.2)
     takeover = parse_time(taken["acquireTime"]) - deleted_at
-    bound = wait_for("all 15 gang pods bound", lambda: all_bound(kubectl, namespace, 15), timeout=180)
+    try:
+        bound = wait_for("all 15 gang pods bound", lambda: all_bound(kubectl, namespace, 15), timeout=180)
+    except BaseException:
+        print(kubectl.ok("get", "pods", "-n", namespace, "-o", "wide"), kubectl.ok("get", "events", "-n", namespace),
+              container_log(node_cluster, node_support.pods(kubectl, "controller")[0])[-4000:])
+        raise
     placed_after = time.time() - deleted_at
     wait_for("two controller pods Running again", lambda: (
         lambda ps: ps if len(ps) == 2 and all(p["status"].get("phase") == "Running" for p in ps) else None)(
@@ -378,14 +400,13 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
         "accepted release patches per pod": sorted(Counter(c.get(200, 0) for c in patches.values()).items()),
         "refused release patches": sum(n for c in patches.values() for code, n in c.items() if code != 200),
         "GangReleased per gang": events, "over-booked nodes": len(over),
-        "leaseTransitions": f"{spec['leaseTransitions']} -> {taken['leaseTransitions']}",
     }
     with capsys.disabled():
         print(f"\nnode faults: leader {leader} deleted\n{json.dumps(table, indent=1)}\n"
               f"Lease before:\n{lease_before_text}Lease after:\n{lease_text(kubectl)}"
               f"pods before:\n{pods_before}pods after:\n{wide(kubectl)}refused: {refused}")
     assert refused == []
-    assert taken["holderIdentity"] == standby and taken["leaseTransitions"] == spec["leaseTransitions"] + 1
+    assert taken["holderIdentity"] == standby and parse_time(taken["acquireTime"]) > deleted_at
     assert takeover < LEASE_DURATION, f"takeover {takeover:.1f} s: the deleted leader did not give its Lease up"
     assert {name: dict(codes) for name, codes in patches.items()} == {
         p["metadata"]["name"]: {200: 1} for p in bound}
