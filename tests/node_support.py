@@ -75,8 +75,10 @@ def kubectl(node_cluster) -> Kubectl:
 
 @pytest.fixture(scope="module")
 def webhook_image(node_cluster) -> str:
-    """The image ``hack/image.sh build`` makes (built when podman lacks it), imported into the node."""
-    tag = image_tool.image_tag()
+    """The image ``hack/image.sh build`` makes (built when podman lacks it), imported into the node;
+    ``SEGMENT_WEBHOOK_NODE_IMAGE`` names another tag of podman's storage instead (a build of a
+    work tree beside the shared tag)."""
+    tag = os.environ.get("SEGMENT_WEBHOOK_NODE_IMAGE") or image_tool.image_tag()
     if not image_tool.podman_has_image(tag):
         image_tool.build()
     node_tool.import_podman_image(Path(node_cluster.state["node"]["dir"]), tag)

@@ -291,6 +291,13 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     other = [a for a in around if not a[1] and a[2] != 403]
     probes_during = list(probes.answers)
     not_ready = [a for a in probes_during if a[1] != 200]
+    stale_prefix = f"API server https://{node_cluster.state['node']['gateway']}:6443 unreachable: "
+    stale_samples = sorted({json.loads(a[2]).get("stale", "") for a in probes_during if a[1] == 200} - {""})
+    stale_seen = {name: any(json.loads(a[2]).get("stale", "").startswith(stale_prefix) and
+                            a[2].endswith('Topologies last listed (cluster-topology)"}\n')
+                            for a in probes_during if a[0] == name and a[1] == 200) for name in before_ready}
+    last_answers = {name: "stale" in json.loads([a for a in probes_during if a[0] == name][-1][2])
+                    for name in before_ready}
     logs = {name: container_log(node_cluster, p) for name, p in now_webhooks.items()}
     unreachable = {name: text.count("unreachable: ") for name, text in logs.items()}
     answers_again = {name: text.count(" answers again ") for name, text in logs.items()}
@@ -309,6 +316,7 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
         "failed that would have passed": len(good_refused) + len(refused_after), "denials lost": len(denials_lost),
         "other": len(other), "gang pods created after the restart": 4, "refused": len(refused_after),
         "readyz polls": len(probes_during), "readyz not 200": len(not_ready),
+        "readyz 200 with stale": sum(1 for a in probes_during if a[1] == 200 and '"stale"' in a[2]),
         "Lease renewed s after /readyz": round(lease_back, 1), "renewed by": renewed["holderIdentity"],
         "all pods bound s after /readyz": round(placed_after, 1),
         "accepted release patches per pod": sorted(Counter(c.get(200, 0) for c in patches.values()).items()),
@@ -322,12 +330,15 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
         print("controller log (API server, Lease, placed gang):\n" + "\n".join(timeline))
         print(f"\nnode faults: kube-apiserver stopped {OUTAGE_SECONDS} s\n{json.dumps(table, indent=1)}\n"
               f"webhook log lines: unreachable {unreachable}, answers again {answers_again}\n"
-              f"controller Lease log lines: {lease_lines}\n"
+              f"controller Lease log lines: {lease_lines}\n/readyz stale notes: {stale_samples}\n"
               f"Lease before:\n{lease_before_text}Lease after:\n{lease_text(kubectl)}"
               f"pods before:\n{pods_before}pods after:\n{wide(kubectl)}"
               f"unexpected load answers: {(good_refused + other)[:5]}; gang pods refused: {refused_after}")
-    # the webhook: Ready all along, its catalog kept (each of 2 workers per pod logs the outage once, its end once)
+    # the webhook: Ready all along, its catalog kept (each of 2 workers per pod logs the outage once, its end once),
+    # /readyz saying so while the API server is away and no more once it answers
     assert not_ready == [] and len(probes_during) > 2 * OUTAGE_SECONDS
+    assert stale_seen == dict.fromkeys(before_ready, True), stale_samples
+    assert last_answers == dict.fromkeys(before_ready, False)
     assert {name: c["status"] for name, c in after_ready.items()} == dict.fromkeys(before_ready, "True")
     assert {name: c["lastTransitionTime"] for name, c in after_ready.items()} == before_ready
     assert now_restarts == restarts
