@@ -11,6 +11,8 @@ Usage (through ``hack/local-cluster.sh``)::
     local-cluster.sh nodes DIR FILE        # register the Nodes of a `kubectl get nodes -o yaml` dump
                                            # (with Kueue running: its Topology, flavor and queues too;
                                            # with KWOK running: as KWOK nodes, hack/kwok.py)
+    local-cluster.sh stop-apiserver DIR    # stop kube-apiserver alone (an outage: etcd and the rest keep running)
+    local-cluster.sh start-apiserver DIR   # start it again with the same flags, port and etcd
     local-cluster.sh down DIR
 
 ``build`` compiles etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
@@ -396,6 +398,7 @@ class LocalCluster:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        env=env, cwd=self.dir, start_new_session=True)
         (self.dir / "pids" / f"{component}.pid").write_text(f"{process.pid}\n")
+        self.state.setdefault("argv", {})[component] = list(argv)  # start_apiserver starts it again so
         if component not in self.state["components"]:
             self.state["components"].append(component)
         self.save()
@@ -494,7 +497,7 @@ class LocalCluster:
             # dials the `kubernetes` Service from a pod
             "--endpoint-reconciler-type", "none",
             "--allow-privileged=true", "--v", "1", *workload_api_args("kube-apiserver", self.state),
-            *endpoint_routing_args(),
+            *endpoint_routing_args(), *audit_args(self.dir),
         ])
         token = self.state["admin_token"]
         self.wait_until("kube-apiserver", apiserver,
@@ -944,6 +947,81 @@ def endpoint_routing_args() -> list[str]:
     return [ENDPOINT_ROUTING]
 
 
+# ------------------------------------------------------------------------------------ audit log
+#: kube-apiserver's audit policy of every ``up``: each patch, update and delete of a pod (not of its
+#: subresources: the kubelet's status writes are left out) at level ``Metadata`` (who, which pod,
+#: the answer's code; no bodies), once complete, into ``DIR/logs/audit.log``. A gang's releases are
+#: counted from it, whichever controller replica sent them and whether or not its answer arrived
+#: (tests/test_node_faults.py: every gated pod released by exactly one accepted patch).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "verbs": ["patch", "update", "delete"], "resources": [{"group": "", "resources": ["pods"]}]},
+              {"level": "None"}],
+}
+AUDIT_LOG = "logs/audit.log"
+
+
+def audit_args(directory: Path) -> list[str]:
+    """kube-apiserver's audit flags (:data:`AUDIT_POLICY`, written to ``DIR/audit-policy.yaml``)."""
+    policy = directory / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    return ["--audit-policy-file", str(policy), "--audit-log-path", str(directory / AUDIT_LOG),
+            "--audit-log-maxsize", "100", "--audit-log-maxbackup", "1"]
+
+
+def audit_events(directory: Path) -> list[dict]:
+    """The audit events kube-apiserver wrote into ``DIR/logs/audit.log`` (one JSON object a line)."""
+    path = directory / AUDIT_LOG
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# ------------------------------------------------------------------------------ apiserver outage
+#: Seconds ``stop-apiserver`` lets kube-apiserver end by itself before SIGKILL. On SIGTERM it stops
+#: listening at once and has flushed its audit log within a second, then waits up to its request
+#: timeout (60 s) for the long-running requests it no longer serves (seen 2026-12-07: "apiserver is
+#: exiting" 60.0 s after "HTTPServerStoppedListening"); an outage asked for 30 s would last 90.
+APISERVER_STOP_GRACE = 10.0
+
+
+def stop_apiserver(cluster: LocalCluster) -> float:
+    """Stop kube-apiserver alone (SIGTERM, SIGKILL after :data:`APISERVER_STOP_GRACE`), leaving
+    etcd, the other components, the node and every pod running: an outage of the control plane's
+    front door. It stays one of ``components`` (``down`` does not mind it stopped;
+    :func:`start_apiserver` starts it again). Returns the seconds the stop took. Raises
+    ClusterError when it is not running."""
+    pid_file = cluster.dir / "pids" / "kube-apiserver.pid"
+    if "kube-apiserver" not in cluster.state.get("components", []) or not pid_file.is_file():
+        raise ClusterError(f"stop-apiserver: no running kube-apiserver in {cluster.dir}")
+    started = time.monotonic()
+    stop_process_group(int(pid_file.read_text()), grace=APISERVER_STOP_GRACE)
+    pid_file.unlink()
+    cluster.state["apiserver_stopped"] = True
+    cluster.save()
+    return time.monotonic() - started
+
+
+def start_apiserver(cluster: LocalCluster) -> float:
+    """Start kube-apiserver again with exactly the command line ``up`` gave it (same flags, port,
+    etcd, certificates and audit log) and wait for its ``/readyz``. Returns the seconds until ready.
+    Raises ClusterError when it is running already, was never started, or does not become ready."""
+    pid_file = cluster.dir / "pids" / "kube-apiserver.pid"
+    argv = cluster.state.get("argv", {}).get("kube-apiserver")
+    if pid_file.is_file():
+        raise ClusterError(f"start-apiserver: kube-apiserver is running in {cluster.dir} (pid {pid_file.read_text().strip()})")
+    if not argv:
+        raise ClusterError(f"start-apiserver: {cluster.dir} records no kube-apiserver command line (`up` it first)")
+    started = time.monotonic()
+    process = cluster.start("kube-apiserver", argv)
+    port, token = cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"]
+    cluster.wait_until("kube-apiserver", process, lambda: cluster.https_ok(port, "/readyz", token), "ready (/readyz)")
+    cluster.state.pop("apiserver_stopped", None)
+    cluster.save()
+    return time.monotonic() - started
+
+
 # ----------------------------------------------------------------------------------- workload api
 #: Kubernetes v1.37.2's feature gates of the Workload API (k8s.io/kubernetes v1.37.2
 #: pkg/features/kube_features.go: GenericWorkload beta, off by default; TopologyAwareWorkloadScheduling
@@ -1142,15 +1220,24 @@ def stop_process_group(pid: int, grace: float = 30.0) -> None:
             if finished:
                 break
         except ChildProcessError:  # not our child (``down`` in another process): poll its existence
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not process_alive(pid):
                 break
         time.sleep(0.2)
     try:
         os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def process_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and has not exited: a zombie (state ``Z`` in
+    ``/proc/PID/stat``: exited, not yet reaped by a parent that is not this process) counts as
+    exited, else a stop waited out its whole grace for a process that ended at once."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def replace_flags(args: list[str], replaced: dict[str, str]) -> list[str]:
@@ -1402,7 +1489,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="local-cluster.sh", description=__doc__.split("\n\n")[0])
     # the metavar lists the user's commands; `heartbeat` (started by `nodes`) is added without help=, so
     # it is not listed (help=argparse.SUPPRESS prints "==SUPPRESS==" on Python 3.11)
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,up,nodes,down}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{build,up,nodes,stop-apiserver,start-apiserver,down}")
     commands.add_parser("build", help="build or reuse the binaries; last stdout line: their directory")
     up_parser = commands.add_parser("up", help="start a control plane with state, logs and pids in DIR")
     up_parser.add_argument("dir", type=Path)
@@ -1432,6 +1519,9 @@ def main(argv: list[str]) -> int:
     nodes_parser.add_argument("file", type=Path)
     heartbeat_parser = commands.add_parser("heartbeat")
     heartbeat_parser.add_argument("dir", type=Path)
+    for name, what in (("stop-apiserver", "stop kube-apiserver alone (an outage; etcd, the node and pods keep running)"),
+                       ("start-apiserver", "start kube-apiserver again with the same flags, port and etcd")):
+        commands.add_parser(name, help=what).add_argument("dir", type=Path)
     down_parser = commands.add_parser("down", help="stop everything `up DIR` started")
     down_parser.add_argument("dir", type=Path)
     args = parser.parse_args(argv)
@@ -1472,6 +1562,16 @@ def main(argv: list[str]) -> int:
                      f"{cluster.state['node']['bridge']})" if "node" in cluster.state else "")
                   + f" in {cluster.state['up_seconds']} s")
             print(cluster.kubeconfig)
+        elif args.command in ("stop-apiserver", "start-apiserver"):
+            if not (args.dir / STATE_FILE).is_file():
+                raise ClusterError(f"{args.command}: {args.dir} holds no cluster that `up` started (no {STATE_FILE})")
+            cluster = LocalCluster(args.dir)
+            if args.command == "stop-apiserver":
+                print(f"stop-apiserver: kube-apiserver stopped in {stop_apiserver(cluster):.1f} s; "
+                      f"`start-apiserver {args.dir}` starts it again")
+            else:
+                print(f"start-apiserver: kube-apiserver https://127.0.0.1:{cluster.state['ports']['kube-apiserver']} "
+                      f"ready in {start_apiserver(cluster):.1f} s")
         else:
             if not (args.dir / STATE_FILE).is_file():
                 print(f"local-cluster: down: {args.dir} holds no cluster that `up` started (no {STATE_FILE})",

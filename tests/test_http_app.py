@@ -397,6 +397,29 @@ class _Unsynced(StaticTopologyCatalog):
         return False
 
 
+def test_readyz_says_the_catalog_answers_from_its_last_list_during_an_outage():
+    """Issue 35: kube-apiserver stopped under the installed webhook: the pods stay ready (the
+    catalog keeps what it listed, DESIGN.md §10) and /readyz says what it knows: the outage and
+    the Topologies it answers from; once the server answers, the note is gone."""
+    from webhook.cluster.api_server import ApiServerReachability
+
+    class Live(StaticTopologyCatalog):
+        reachability = ApiServerReachability("https://10.244.0.1:6443")
+
+    catalog = Live([default_catalog().get("cluster-topology")])
+    client, _ = make_app(stub(Decision(kind="x")), catalog=catalog)
+    assert client.get("/readyz").get_json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}
+    catalog.reachability.failed("watch topologies", ConnectionRefusedError(111, "Connection refused"))
+    resp = client.get("/readyz")
+    assert resp.status_code == 200
+    assert resp.get_json() == {
+        "ready": True, "topologiesSynced": True, "certificateLoaded": True,
+        "stale": "API server https://10.244.0.1:6443 unreachable: connection refused; answering from the 1 "
+                 "Topologies last listed (cluster-topology)"}
+    catalog.reachability.answered("watch topologies")
+    assert "stale" not in client.get("/readyz").get_json()
+
+
 def test_healthz_and_readyz():
     client, _ = make_app(stub(Decision(kind="x")))
     assert client.get("/healthz").status_code == 200

@@ -81,7 +81,7 @@ def test_help_hides_the_internal_heartbeat_command(capsys):
     out = capsys.readouterr().out
     assert "SUPPRESS" not in out
     assert "heartbeat" not in out
-    for command in ("build", "up", "nodes", "down"):
+    for command in ("build", "up", "nodes", "stop-apiserver", "start-apiserver", "down"):
         assert command in out
 
 
@@ -170,3 +170,60 @@ def test_kube_apiserver_always_routes_a_service_to_its_endpoints(tmp_path, monke
         assert "--enable-aggregator-routing=true" in argv
         assert not any(word.startswith("--enable-aggregator-routing=false") for word in argv)
         assert argv[argv.index("--service-cluster-ip-range") + 1] == "10.0.0.0/24"
+        # issue 35: every pod patch and delete is audited (the node faults count releases from it)
+        assert argv[argv.index("--audit-log-path") + 1] == str(cluster.dir / "logs" / "audit.log")
+        policy = yaml.safe_load(Path(argv[argv.index("--audit-policy-file") + 1]).read_text())
+        assert policy["rules"] == [{"level": "Metadata", "verbs": ["patch", "update", "delete"],
+                                    "resources": [{"group": "", "resources": ["pods"]}]}, {"level": "None"}]
+
+
+def test_a_zombie_counts_as_exited(tmp_path):
+    """`down` and `stop-apiserver` run in another process than `up`: the stopped component is not
+    their child, and until its parent reaps it the exited process is a zombie (kube-apiserver, seen
+    2026-12-07: `stop-apiserver` waited its whole 60 s grace for a process that exited at once)."""
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.05)
+    assert local_cluster.process_alive(child.pid) is False  # exited, not reaped yet
+    child.wait()
+    assert local_cluster.process_alive(child.pid) is False  # gone
+    import os
+
+    assert local_cluster.process_alive(os.getpid()) is True
+
+
+def test_start_apiserver_reuses_the_recorded_command_line(tmp_path, monkeypatch):
+    """`start-apiserver` starts kube-apiserver with the argv `up` recorded (same flags, port, etcd);
+    it refuses a running one and a directory that recorded none, naming the fix."""
+    cluster = local_cluster.LocalCluster(tmp_path)
+    cluster.state = {"ports": {"kube-apiserver": 6443}, "components": ["etcd", "kube-apiserver"], "admin_token": "t"}
+    with pytest.raises(local_cluster.ClusterError, match=r"records no kube-apiserver command line \(`up` it first\)"):
+        local_cluster.start_apiserver(cluster)
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "pids" / "kube-apiserver.pid").write_text("4242\n")
+    cluster.state["argv"] = {"kube-apiserver": ["/bin/kube-apiserver", "--secure-port", "6443", "--etcd-servers", "e"]}
+    with pytest.raises(local_cluster.ClusterError, match=r"kube-apiserver is running in .* \(pid 4242\)"):
+        local_cluster.start_apiserver(cluster)
+    (tmp_path / "pids" / "kube-apiserver.pid").unlink()
+    started: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(cluster, "start", lambda component, argv, env=None: started.append((component, argv)))
+    monkeypatch.setattr(cluster, "wait_until", lambda *args, **kwargs: None)
+    local_cluster.start_apiserver(cluster)
+    assert started == [("kube-apiserver", ["/bin/kube-apiserver", "--secure-port", "6443", "--etcd-servers", "e"])]
+    assert cluster.state["components"] == ["etcd", "kube-apiserver"]
+
+
+def test_stop_apiserver_needs_a_running_one(tmp_path, capsys):
+    assert local_cluster.main(["stop-apiserver", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (f"local-cluster: stop-apiserver: {tmp_path} holds no cluster that `up` started "
+                                       "(no cluster.json)\n")
+    cluster = local_cluster.LocalCluster(tmp_path)
+    cluster.state = {"ports": {}, "components": ["etcd"]}
+    cluster.save()
+    assert local_cluster.main(["stop-apiserver", str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"local-cluster: stop-apiserver: no running kube-apiserver in {tmp_path}\n"

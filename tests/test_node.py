@@ -17,7 +17,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,62 +27,18 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
 
-import image as image_tool  # noqa: E402  (hack/image.py)
-import local_cluster  # noqa: E402  (hack/local_cluster.py)
 import node as node_tool  # noqa: E402  (hack/node.py)
-from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, Kubectl, review, wait_for, write_manifest  # noqa: E402
+import node_support  # noqa: E402
+from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, EXAMPLES, review, wait_for, write_manifest  # noqa: E402
+from node_support import DENIED_RULE, NAMESPACE, Load, helm_install  # noqa: E402
 from test_core_rules import MESSAGES, TRIGGERS  # noqa: E402
 
 pytestmark = pytest.mark.node
 
-CHART = REPO / "deploy" / "helm" / "segment-webhook"
-NAMESPACE = "segment-webhook-system"
-SHARED_CRDS = REPO.parent / "shared" / "crds"
 TOPOLOGY_FILE = EXAMPLES / "topology.yaml"
-#: The README's denial sent through the Service (a CREATE, denied without --gate-pods).
-DENIED_RULE = "segment-size-exceeds-replicas"
 
-
-def _ci() -> bool:
-    return os.environ.get("CI") == "true"
-
-
-@pytest.fixture(scope="module")
-def node_cluster(tmp_path_factory):
-    """``up DIR --kubelet`` (no --webhook: the chart installs it); stopped at the end."""
-    if not _ci() and not (local_cluster.built() and local_cluster.upstream_binary("kubelet").is_file()):
-        pytest.skip("node suite: kubelet or control plane not built (hack/local-cluster.sh build)")
-    missing = [tool for tool in ("containerd", "ctr", "runc", "podman") if shutil.which(tool) is None]
-    if missing:
-        message = f"node suite: {', '.join(missing)} not installed (apt-get install -y containerd runc " \
-                  "containernetworking-plugins podman)"
-        if _ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    directory = tmp_path_factory.mktemp("node") / "cluster"
-    started = time.monotonic()
-    try:
-        cluster = local_cluster.up(directory, webhook=False, gate_pods=False, kubelet=True)
-    except local_cluster.ClusterError as error:
-        pytest.fail(f"up --kubelet failed: {error}", pytrace=False)
-    cluster.state["test_up_seconds"] = round(time.monotonic() - started, 1)
-    yield cluster
-    cluster.stop_all()
-
-
-@pytest.fixture(scope="module")
-def kubectl(node_cluster) -> Kubectl:
-    return Kubectl(node_cluster)
-
-
-@pytest.fixture(scope="module")
-def webhook_image(node_cluster) -> str:
-    """The image ``hack/image.sh build`` makes (built when podman lacks it), imported into the node."""
-    tag = image_tool.image_tag()
-    if not image_tool.podman_has_image(tag):
-        image_tool.build()
-    node_tool.import_podman_image(Path(node_cluster.state["node"]["dir"]), tag)
-    return tag
+# this module's control plane and node, the kubectl and the imported image (tests/node_support.py)
+node_cluster, kubectl, webhook_image = node_support.node_cluster, node_support.kubectl, node_support.webhook_image
 
 
 def test_the_node_is_ready_and_runs_a_pod_to_completion(node_cluster, kubectl, webhook_image, capsys):
@@ -115,16 +70,6 @@ def test_the_node_is_ready_and_runs_a_pod_to_completion(node_cluster, kubectl, w
               f"pod runs-to-completion Succeeded at {finished['status']['podIP']} in {state['subnet']} on {state['bridge']}")
 
 
-def _helm(node_cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    home = node_cluster.dir / "helm-home"
-    env = dict(os.environ, HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"),
-               HELM_DATA_HOME=str(home / "data"))
-    done = subprocess.run([str(local_cluster.upstream_binary("helm")), "--kubeconfig", str(node_cluster.kubeconfig),
-                           *args], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, f"helm {' '.join(args)}: {done.stderr}"
-    return done
-
-
 def _process_facts(node_dir: Path, container_id: str) -> tuple[str, str]:
     """(the Uid line of /proc/PID/status, the mount options of its root) of a container's process."""
     pid = node_tool.ctr(node_dir, "tasks", "list").stdout
@@ -138,28 +83,7 @@ def _process_facts(node_dir: Path, container_id: str) -> tuple[str, str]:
 def test_helm_install_runs_the_webhook_behind_its_service(node_cluster, kubectl, webhook_image, tmp_path, capsys):
     state = node_cluster.state["node"]
     node_dir = Path(state["dir"])
-    for crd in sorted(SHARED_CRDS.glob("*.yaml")):
-        kubectl.ok("apply", "--server-side", "-f", str(crd))
-    node_cluster.wait_for_crds()
-    kubectl.ok("apply", "-f", str(TOPOLOGY_FILE))
-    certs = tmp_path / "certs"
-    node_cluster.segment_webhook("certs", "--out", str(certs))
-    repository, tag = webhook_image.rsplit(":", 1)
-    env = node_tool.in_cluster_env(state["gateway"])
-    extra = []
-    for part in ("webhook", "controller"):
-        for index, (name, value) in enumerate(sorted(env.items())):
-            extra += ["--set-string", f"{part}.extraEnv[{index}].name={name}",
-                      "--set-string", f"{part}.extraEnv[{index}].value={value}"]
-    started = time.monotonic()
-    _helm(node_cluster, "install", "segment-webhook", str(CHART), "--namespace", "default", "--wait", "--timeout", "10m",
-          "--set", f"image.repository={repository}", "--set", f"image.tag={tag}", "--set", "image.pullPolicy=Never",
-          "--set", "certificates.mode=self-signed",
-          "--set-file", f"certificates.selfSigned.caBundle={certs / 'ca-bundle.crt'}",
-          "--set-file", f"certificates.selfSigned.tlsCrt={certs / 'tls.crt'}",
-          "--set-file", f"certificates.selfSigned.tlsKey={certs / 'tls.key'}",
-          "--set", "controller.enabled=true", *extra)
-    installed = time.monotonic() - started
+    installed = helm_install(node_cluster, kubectl, webhook_image, tmp_path / "certs", TOPOLOGY_FILE)
     wide = kubectl.ok("get", "pods", "-n", NAMESPACE, "-o", "wide")
 
     pods = json.loads(kubectl.ok("get", "pods", "-n", NAMESPACE, "-o", "json"))["items"]
@@ -225,78 +149,6 @@ def test_helm_install_runs_the_webhook_behind_its_service(node_cluster, kubectl,
     with capsys.disabled():
         print(f"\nnode: helm install --wait of the chart (self-signed, controller on) in {installed:.1f} s; "
               f"Lease held by {holder}\n{wide}\nkubectl create -f {DENIED_RULE}.yaml:\n{real.stderr.strip()}")
-
-
-class Load:
-    """A bounded load of server-side dry-run creates through kube-apiserver (admin token), good and
-    bad in turn: a PyTorchJob of ../shared/examples that the webhook admits (201) and the README's
-    ``segment-size-exceeds-replicas`` example it denies (403 with the README's message). Counts
-    what each answer was; ``unexpected`` keeps the first answers that were neither."""
-
-    def __init__(self, cluster) -> None:
-        import http.client
-        import ssl
-        import threading
-
-        import yaml
-
-        self.port, self.token = cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"]
-        self.good = yaml.safe_load((EXAMPLES / "pytorchjob-tp4.yaml").read_text())
-        self.good["metadata"]["namespace"] = "default"
-        self.bad = TRIGGERS[DENIED_RULE]()[0]
-        self.bad["metadata"]["namespace"] = "default"
-        self.counts = {"sent": 0, "admitted": 0, "denied": 0, "good refused": 0, "denial lost": 0, "other": 0}
-        self.unexpected: list[str] = []
-        self.stop = threading.Event()
-        self.context = ssl.create_default_context()
-        self.context.check_hostname = False
-        self.context.verify_mode = ssl.CERT_NONE  # our own kube-apiserver on loopback
-        self.http = http.client
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def send(self, obj: dict) -> tuple[int, str]:
-        connection = self.http.HTTPSConnection("127.0.0.1", self.port, timeout=30, context=self.context)
-        try:
-            connection.request("POST", "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs?dryRun=All",
-                               body=json.dumps(obj), headers={"Authorization": f"Bearer {self.token}",
-                                                              "Content-Type": "application/json"})
-            response = connection.getresponse()
-            body = response.read().decode(errors="replace")
-            return response.status, (json.loads(body).get("message", "") if body.startswith("{") else body)
-        finally:
-            connection.close()
-
-    def run(self) -> None:
-        good = True
-        while not self.stop.is_set():
-            try:
-                status, message = self.send(self.good if good else self.bad)
-            except OSError as error:
-                status, message = 0, str(error)
-            self.counts["sent"] += 1
-            if good and status == 201:
-                self.counts["admitted"] += 1
-            elif not good and status == 403 and message.endswith(MESSAGES[DENIED_RULE]):
-                self.counts["denied"] += 1
-            elif good:
-                self.counts["good refused"] += 1
-            elif status == 201:
-                self.counts["denial lost"] += 1
-            else:
-                self.counts["other"] += 1
-            if (good and status != 201) or (not good and status != 403):
-                if len(self.unexpected) < 5:
-                    self.unexpected.append(f"{status}: {message[:300]}")
-            good = not good
-            time.sleep(0.05)
-
-    def __enter__(self) -> Load:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(60)
 
 
 def _webhook_pods(kubectl) -> list[dict]:

@@ -6,8 +6,10 @@ Endpoints:
 * ``POST /validate`` the same checks, never a patch (for a ValidatingWebhookConfiguration).
 * ``GET /healthz``   200 while the process serves requests (liveness).
 * ``GET /readyz``    200 when the topology catalog is synced and the serving certificate is
-  loaded, else 503 with the reason (readiness); header ``Segment-Webhook-Worker``: the pid of the
-  worker that answered (each worker has its own catalog).
+  loaded, else 503 with the reason (readiness); while a synced live catalog cannot reach its API
+  server, 200 with ``stale`` naming the outage and the Topologies it answers from
+  (:func:`stale_catalog_note`); header ``Segment-Webhook-Worker``: the pid of the worker that
+  answered (each worker has its own catalog).
 * ``GET /metrics``   Prometheus exposition (all workers aggregated under gunicorn).
 
 Transport rules (checked in this order, each answered with a JSON body, never a 5xx):
@@ -332,6 +334,20 @@ def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, revie
     return admit
 
 
+def stale_catalog_note(catalog: TopologyCatalog) -> str | None:
+    """What a synced live catalog knows while its API server cannot be reached, for /readyz's
+    ``stale`` (issue 35: kube-apiserver stopped under the installed webhook, which stays ready
+    and answers from the Topologies it listed): ``API server URL unreachable: CAUSE; answering
+    from the N Topologies last listed (NAMES)``. ``None`` when the server answers, or for a
+    catalog without an outage record (a static file, the embedded default)."""
+    reachability = getattr(catalog, "reachability", None)
+    reason = getattr(reachability, "reason", None)
+    if not isinstance(reason, str):
+        return None
+    names = catalog.names()
+    return f"{reason}; answering from the {len(names)} Topologies last listed ({', '.join(names) or 'none'})"
+
+
 def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: TopologyCatalog,
                 tls_ready: Callable[[], bool] | None, get_metrics: Callable[[], ReviewMetrics],
                 max_body_bytes: int) -> None:
@@ -371,6 +387,9 @@ def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: Topology
         body: dict[str, object] = {"ready": synced and tls, "topologiesSynced": synced, "certificateLoaded": tls}
         if reason is not None:
             body["reason"] = reason
+        stale = stale_catalog_note(catalog) if synced else None
+        if stale is not None:
+            body["stale"] = stale
         resp = _json(body, 200 if synced and tls else 503)
         resp.headers[WORKER_HEADER] = worker_id
         return resp
