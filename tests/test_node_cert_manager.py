@@ -38,9 +38,9 @@ import image as image_tool  # noqa: E402  (hack/image.py)
 import local_cluster  # noqa: E402  (hack/local_cluster.py)
 import node as node_tool  # noqa: E402  (hack/node.py)
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, Kubectl, review, wait_for, write_manifest  # noqa: E402
-from test_core_rules import MESSAGES, TRIGGERS  # noqa: E402
 from node_support import CHART, DENIED_RULE, NAMESPACE, SHARED_CRDS, Load  # noqa: E402
 from node_support import helm as _helm  # noqa: E402
+from test_core_rules import MESSAGES, TRIGGERS  # noqa: E402
 from test_node import TOPOLOGY_FILE, _webhook_pods  # noqa: E402
 
 pytestmark = pytest.mark.node
