@@ -263,8 +263,8 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
     Returns ``(StaticTopologyCatalog, default name or None)``. Raises :class:`UsageError`
     naming the file or flag.
     """
-    from webhook.core.topology import TopologyError, default_catalog
-    from webhook.manifests import ManifestError, load_topology_files
+    from webhook.planning.manifests import ManifestError, load_topology_files
+    from webhook.topology.objects import TopologyError, default_catalog
 
     try:
         catalog = load_topology_files(files) if files else default_catalog()
@@ -286,7 +286,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b); ``target``:
     ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on); ``kueue``: ``--kueue-version``."""
-    from webhook.core.admission_settings import AdmissionSettings
+    from webhook.admission.config import AdmissionSettings
 
     return AdmissionSettings(
         target=target,
@@ -302,7 +302,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
 def add_target_flag(parser: argparse.ArgumentParser, env: bool = False) -> None:
     """``--target`` (DESIGN.md §9b): the scheduler the segments are compiled for, unless a workload's
     ``segments.dev/target`` label names another (docs/targets.md)."""
-    from webhook.core.targets import TARGETS
+    from webhook.admission.targets import TARGETS
 
     text = ("the scheduler segments are compiled for when a workload has no segments.dev/target label: kai "
             "(kai.scheduler/* keys), kueue (Kueue TAS podset annotations), workload-api (Kubernetes 1.37 "

@@ -13,11 +13,11 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from webhook.core import topology_infer
-from webhook.core.messages import quote
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
-from webhook.manifests import ManifestError, load_objects
+from webhook.planning.manifests import ManifestError, load_objects
+from webhook.text.messages import quote
+from webhook.topology import infer as topology_infer
+from webhook.topology.objects import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20

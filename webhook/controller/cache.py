@@ -6,9 +6,9 @@ part controller-runtime calls the cache, which every reconcile reads.
   back-off 0.5 s doubling to 30 s, as client-go's reflector). Topologies: the same
   :class:`webhook.cluster.topology_cache.LiveTopologyCatalog` that ``serve`` uses.
 * **The view**, under one lock: each gang's pods (keyed by
-  :func:`webhook.controller.decision.gang_key_of`), the one
+  :func:`webhook.gating.decision.gang_key_of`), the one
   :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
-  :func:`~webhook.placement.occupancy.occupied_node` says; node heartbeats that do not change the
+  :func:`~webhook.kube.pods.occupied_node` says; node heartbeats that do not change the
   engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
   deadline, and each gang's state line and owner (for its siblings' annotation).
 * **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
@@ -34,13 +34,13 @@ from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.advisory import pending_elsewhere
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.controller.podgroups import is_grouped_pod
-from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
-from webhook.core import gating
-from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
-from webhook.placement.quantity import QuantityError
-from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
+from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
+from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
+from webhook.kube.nodes import SnapshotError, parse_node
+from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
+from webhook.kube.quantity import QuantityError
+from webhook.placement.occupancy import CapacityLedger
 
 __all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "AdvisoryCache",
            "ControllerCache"]
@@ -157,7 +157,7 @@ class ControllerCache:
         ref = pod_ref(pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
-        gated = gating.is_gated(pod)
+        gated = is_gated(pod)
         grouping = not gone and key is not None and is_grouped_pod(pod)
         with self.lock:
             if not gone and gated and ref in self._ungated:
@@ -173,7 +173,7 @@ class ControllerCache:
             left = key is not None and self._keep_member(key, ref, None if gone else pod)
             members = self.gangs.get(key) if key is not None else None
             own = [key] if key is not None and members is not None and \
-                (key in self.kinds or any(gating.is_gated(p) for p in members.values())
+                (key in self.kinds or any(is_gated(p) for p in members.values())
                  or (not gone and stranded_pod(pod) is not None)) else []
             waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
             if grouping and key is not None and key not in self.grouped:
@@ -233,7 +233,7 @@ class ControllerCache:
     def gated_gangs(self) -> list[str]:
         """Every gang with a gated pod."""
         with self.lock:
-            return [k for k, pods in self.gangs.items() if any(gating.is_gated(p) for p in pods.values())]
+            return [k for k, pods in self.gangs.items() if any(is_gated(p) for p in pods.values())]
 
     def grouping_gangs(self) -> list[str]:
         """Every gang of target ``workload-api`` whose objects were not made yet (DESIGN.md §9b)."""
@@ -270,7 +270,7 @@ class ControllerCache:
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
                   backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
-        """Run the pure :func:`webhook.controller.reconcile.reconcile` on this cache under its lock,
+        """Run the pure :func:`webhook.gating.reconcile.reconcile` on this cache under its lock,
         charge the releases as assumed (as kube-scheduler's assume: gangs reconciled at once never
         double-book), record the gang's kind and back-off (``backoff_delay(key)``: seconds)."""
         catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
@@ -311,7 +311,7 @@ class ControllerCache:
                 return
             members = self.gangs.get(key)
             self._ungated.add(ref)
-            if members is not None and ref in members and gating.is_gated(members[ref]):
+            if members is not None and ref in members and is_gated(members[ref]):
                 members[ref] = updated
                 node = occupied_node(updated)
                 if node is not None:

@@ -8,7 +8,7 @@ one archive file per metric type, :func:`archive_dead_worker`, so the directory 
 live worker and two archives, however often workers restart):
 
 * ``segment_webhook_reviews_total{kind,operation,decision}`` counter: one per AdmissionReview.
-  ``kind``: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
+  ``kind``: every kind of :data:`webhook.admission.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
   (:data:`KNOWN_KINDS`; bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
   CONNECT | ``unknown``; ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
 * ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds,
@@ -48,7 +48,7 @@ from typing import Any
 
 import orjson
 
-from webhook.core.kinds import registry
+from webhook.admission.kinds import registry
 from webhook.http.envelope import DECISION_ALLOWED
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from webhook.core import keys
+from webhook.kube import keys
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import Gang, Placement, PlacementError, PodRequest
 
