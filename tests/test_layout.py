@@ -349,15 +349,15 @@ def test_cycle_finder_reports_the_path(graph, expected):
 
 
 def test_import_reader_resolves_names_to_modules():
-    known = {"webhook.kube", "webhook.kube.keys", "webhook.admission.kinds", "webhook.admission.kinds.ray",
+    known = {"webhook.kube", "webhook.kube.core", "webhook.admission.kinds", "webhook.admission.kinds.ray",
              "webhook.admission.kinds.pod", "webhook.errors"}
-    source = ("from webhook.kube import keys\n"              # a module: webhook.kube.keys
+    source = ("from webhook.kube import core\n"              # a module: webhook.kube.core
               "from webhook.admission.kinds.ray import DESCRIPTION\n"
               "import webhook.errors\n"
               "from . import pod\n"                          # relative, resolved to the sibling module
               "def later():\n    from webhook.kube import GATE\n")  # a name of webhook.kube: the package
     assert imported_modules(source, "webhook.admission.kinds.jobset", False, known) == {
-        "webhook.kube.keys", "webhook.admission.kinds.ray", "webhook.errors", "webhook.admission.kinds.pod", "webhook.kube"}
+        "webhook.kube.core", "webhook.admission.kinds.ray", "webhook.errors", "webhook.admission.kinds.pod", "webhook.kube"}
 
 
 def test_no_import_circle_in_webhook():

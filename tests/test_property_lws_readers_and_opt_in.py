@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from conftest import SIZE, TOPO, make_request
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.review import review
-from webhook.kube.keys import KAI_KEYS
+from webhook.kube.kai_scheduler import KAI_KEYS
 from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()

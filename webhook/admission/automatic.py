@@ -21,7 +21,7 @@ from webhook.admission.config import AdmissionSettings
 from webhook.admission.reading import AnnotationMap
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.text.messages import quote
 from webhook.topology.objects import Topology, TopologyCatalog
 
@@ -110,8 +110,8 @@ def level_defaults(automatic: bool, topology: Topology | None, topology_name: st
         return root.has_any(*names) or (worker is not None and worker.has_any(*names))
 
     lowest = topology.lowest_level
-    segment = None if user_set(keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED) else lowest
-    workload = None if user_set(*keys.WORKLOAD_PLACEMENT_KEYS) else lowest
+    segment = None if user_set(kai_scheduler.SEGMENT_REQUIRED, kai_scheduler.SEGMENT_PREFERRED) else lowest
+    workload = None if user_set(*kai_scheduler.WORKLOAD_PLACEMENT_KEYS) else lowest
     return segment, workload
 
 

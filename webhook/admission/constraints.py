@@ -27,7 +27,7 @@ from webhook.admission.resolution import (
 from webhook.admission.segments import parse_plain_decimal
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.text.messages import plural, quote
 from webhook.topology.objects import Topology, TopologyCatalog
 
@@ -63,7 +63,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
         else:
             valid = _checked_size(inp, raw, field_path, origin, requested, decision)
         size = SegmentSize._make((raw, field_path, origin, requested, valid))
-    elif (seg_required or seg_preferred) and not _misspelled(keys.SEGMENT_SIZE, root, worker):
+    elif (seg_required or seg_preferred) and not _misspelled(kai_scheduler.SEGMENT_SIZE, root, worker):
         # a misspelled segment-size is denied (rule misspelled-key); "no size is set" would contradict it
         say(decision, "segment-levels-without-size")
 
@@ -72,7 +72,7 @@ def resolve(inp: SegmentInputs, catalog: TopologyCatalog, settings: AdmissionSet
     asked = requested if requested is not None and requested > 1 and worker is not None else None
     name, auto = automatic.default_topology(inp.automatic, asked, topology_source.value if topology_source else None,
                                             settings, catalog, decision)
-    topology, conflict = _check_topology(root.get(keys.TOPOLOGY), topology_source, wl_required, wl_preferred, catalog,
+    topology, conflict = _check_topology(root.get(kai_scheduler.TOPOLOGY), topology_source, wl_required, wl_preferred, catalog,
                                          decision)
     if worker is not None:
         _check_shadowed_root_keys(root, worker, inp, topology, conflict, decision)
@@ -175,13 +175,13 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
     different one gets a warning (LWS: the root size is set to the resolved one, §3, and warned
     about there; native: ``workersPerSegment`` is the size, so a root size is only warned about).
     ``root`` / ``worker``: ``inp.root`` / ``inp.worker`` (not ``None``), as :func:`resolve` read them."""
-    for key in keys.SEGMENT_KEYS:
+    for key in kai_scheduler.SEGMENT_KEYS:
         if key not in root.values or key not in worker.values or root.values[key] == worker.values[key]:
             continue
         shadowed, winner = root.get(key), worker.get(key)
         if shadowed is None or winner is None:  # both present: checked above
             continue
-        if key == keys.SEGMENT_SIZE:
+        if key == kai_scheduler.SEGMENT_SIZE:
             spec = inp.spec_size
             if spec is not None and spec.wins and spec.value is not None:
                 # native: the spec field is the size, annotations are only warned about (§3), also
@@ -197,9 +197,9 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
         elif not _check_level(shadowed, None if topology_conflict else topology, decision):
             continue
         say(decision, "root-key-overridden", key=key, value=quote(shadowed.value))
-    topo_root, topo_worker = root.values.get(keys.TOPOLOGY), worker.values.get(keys.TOPOLOGY)
+    topo_root, topo_worker = root.values.get(kai_scheduler.TOPOLOGY), worker.values.get(kai_scheduler.TOPOLOGY)
     if topo_root is not None and topo_worker is not None and topo_root != topo_worker:
-        say(decision, "root-key-overridden", key=keys.TOPOLOGY, value=quote(topo_root))
+        say(decision, "root-key-overridden", key=kai_scheduler.TOPOLOGY, value=quote(topo_root))
 
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
@@ -256,7 +256,7 @@ def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision
     for amap in maps:
         meta = _metadata_at(obj, amap.container)
         labels = meta.get("labels") if meta is not None else None
-        if labels is not None and isinstance(labels, (dict, Mapping)) and not labels.keys().isdisjoint(keys.PLACEMENT_KEYS):
+        if labels is not None and isinstance(labels, (dict, Mapping)) and not labels.keys().isdisjoint(kai_scheduler.PLACEMENT_KEYS):
             labels_field = amap.field[: -len("annotations")] + "labels"
             rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
 
@@ -301,7 +301,7 @@ def mentions_placement_keys(obj: object) -> bool:
         node = stack.pop()
         if isinstance(node, (dict, Mapping)):
             for key, value in node.items():
-                if isinstance(key, str) and (key in keys.OPT_IN_KEYS or rules.resembled_placement_key(key)):
+                if isinstance(key, str) and (key in kai_scheduler.OPT_IN_KEYS or rules.resembled_placement_key(key)):
                     return True
                 stack.append(value)
         elif isinstance(node, list):
@@ -311,9 +311,9 @@ def mentions_placement_keys(obj: object) -> bool:
 
 def opted_in(maps: list[AnnotationMap]) -> bool:
     """§5 "Opt-in": True when any map carries a placement key of §2 or the leader policy the
-    webhook writes (:data:`webhook.kube.keys.OPT_IN_KEYS`). A loop, not ``any`` over a generator:
+    webhook writes (:data:`webhook.kube.kai_scheduler.OPT_IN_KEYS`). A loop, not ``any`` over a generator:
     run on every workload review, and the cheaper of the two."""
     for amap in maps:
-        if amap.has_any(*keys.OPT_IN_KEYS):
+        if amap.has_any(*kai_scheduler.OPT_IN_KEYS):
             return True
     return False

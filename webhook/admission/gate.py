@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from webhook.admission.warning_rules import text
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.kube.pods import gang_size
 from webhook.kube.segments_dev import (
     GANG_KEYS,
@@ -69,7 +69,7 @@ def gang_template_annotations(size: int, topology: str | None, required: str | N
 def wants_gate(labels: Mapping[str, str], annotations: Mapping[str, str], segment_labels: Mapping[str, str]) -> bool:
     """True when a pod is the webhook's to gate: it gets (or has) a segment index, or it carries a
     gang annotation of this module (written from a workload the webhook placed)."""
-    return (keys.SEGMENT_INDEX in segment_labels or keys.SEGMENT_INDEX in labels
+    return (kai_scheduler.SEGMENT_INDEX in segment_labels or kai_scheduler.SEGMENT_INDEX in labels
             or any(k in annotations for k in GANG_KEYS))
 
 

@@ -31,9 +31,9 @@ from webhook.admission.types import (
     GroupVersionResource,
     Operation,
 )
+from webhook.kube.core import ADMISSION_API_VERSION
 from webhook.text.messages import quote
 
-ADMISSION_API_VERSION = "admission.k8s.io/v1"
 AUTHENTICATED_GROUP = "system:authenticated"
 DEFAULT_USER = "kubectl-user"
 

@@ -18,7 +18,7 @@ from webhook.admission.rules import check_size_is_integer
 from webhook.admission.segments import SATURATION, parse_plain_decimal
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.text.messages import UNSET, key_field, quote
 from webhook.topology.objects import Topology
 
@@ -254,13 +254,13 @@ class Resolution(NamedTuple):
             return {}
         out: dict[str, str] = {}
         if name is not None:
-            out[keys.TOPOLOGY] = name
-        out[keys.SEGMENT_SIZE] = str(size)
+            out[kai_scheduler.TOPOLOGY] = name
+        out[kai_scheduler.SEGMENT_SIZE] = str(size)
         if required is not None:
-            out[keys.SEGMENT_REQUIRED] = required.value
+            out[kai_scheduler.SEGMENT_REQUIRED] = required.value
         preferred_level = preferred.value if preferred is not None else self.auto_segment_preferred
         if preferred_level is not None:
-            out[keys.SEGMENT_PREFERRED] = preferred_level
+            out[kai_scheduler.SEGMENT_PREFERRED] = preferred_level
         if inputs is not None and inputs.extra_worker_keys:
             out.update(inputs.extra_worker_keys)
         return out
@@ -275,10 +275,10 @@ class Resolution(NamedTuple):
         out: dict[str, str] = {}
         workload_level = self.wl_required is not None or self.wl_preferred is not None
         if workload_level or self.auto_workload_preferred is not None:
-            if keys.TOPOLOGY not in root.values and self.topology_name is not None:
-                out[keys.TOPOLOGY] = self.topology_name
+            if kai_scheduler.TOPOLOGY not in root.values and self.topology_name is not None:
+                out[kai_scheduler.TOPOLOGY] = self.topology_name
         if self.auto_workload_preferred is not None:
-            out[keys.TOPOLOGY_PREFERRED] = self.auto_workload_preferred
+            out[kai_scheduler.TOPOLOGY_PREFERRED] = self.auto_workload_preferred
         return out
 
     def segment_view(self) -> list[tuple[str, str, str | None, Any]]:
@@ -294,13 +294,13 @@ class Resolution(NamedTuple):
 
         size = self.size
         return [
-            ("segment size", keys.SEGMENT_SIZE, size.field if size else None, value(self.requested_size)),
-            ("topology name", keys.TOPOLOGY, self.topology_field, value(self.topology_name)),
-            ("segment required level", keys.SEGMENT_REQUIRED,
+            ("segment size", kai_scheduler.SEGMENT_SIZE, size.field if size else None, value(self.requested_size)),
+            ("topology name", kai_scheduler.TOPOLOGY, self.topology_field, value(self.topology_name)),
+            ("segment required level", kai_scheduler.SEGMENT_REQUIRED,
              self.seg_required.field if self.seg_required else None, value(self.segment_required)),
-            ("segment preferred level", keys.SEGMENT_PREFERRED,
+            ("segment preferred level", kai_scheduler.SEGMENT_PREFERRED,
              self.seg_preferred.field if self.seg_preferred else None, value(self.segment_preferred)),
-            ("segment leader policy", keys.SEGMENT_LEADER_POLICY, self.leader_policy_field,
+            ("segment leader policy", kai_scheduler.SEGMENT_LEADER_POLICY, self.leader_policy_field,
              value(self.leader_policy if size is not None else None)),
         ]
 
@@ -327,12 +327,12 @@ def resolve_keys(root: AnnotationMap, worker: AnnotationMap | None, decision: De
     (``workload-key-on-template``), unless ``template_levels_read`` (a template KAI reads them
     from, :attr:`SegmentInputs.template_levels_read`)."""
     if worker is not None and not template_levels_read:
-        for key in keys.WORKLOAD_PLACEMENT_KEYS:
+        for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS:
             if key in worker.values:
                 say(decision, "workload-key-on-template", key=key)
-    return (pick(root, worker, keys.TOPOLOGY), pick(root, worker, keys.SEGMENT_REQUIRED),
-            pick(root, worker, keys.SEGMENT_PREFERRED), root.get(keys.TOPOLOGY_REQUIRED),
-            root.get(keys.TOPOLOGY_PREFERRED))
+    return (pick(root, worker, kai_scheduler.TOPOLOGY), pick(root, worker, kai_scheduler.SEGMENT_REQUIRED),
+            pick(root, worker, kai_scheduler.SEGMENT_PREFERRED), root.get(kai_scheduler.TOPOLOGY_REQUIRED),
+            root.get(kai_scheduler.TOPOLOGY_PREFERRED))
 
 
 #: What :func:`resolve_size` reads: ``(raw, field, origin, requested)`` of a :class:`SegmentSize`
@@ -347,7 +347,7 @@ def resolve_size(root: AnnotationMap, worker: AnnotationMap | None, spec: SpecSi
     from the annotation (``worker`` template, else ``root``) and the spec field (``spec``, see
     :class:`SegmentInputs`). Records the not-integer denial and the precedence warnings. Returns
     ``None`` when the object sets no segment size at all."""
-    ann = pick(root, worker, keys.SEGMENT_SIZE)
+    ann = pick(root, worker, kai_scheduler.SEGMENT_SIZE)
     if spec is not None and (spec.wins or ann is None):
         if spec.value is None:
             # Unreadable (denied 400 by its reader): the object asks for a size it does not state validly.
@@ -371,4 +371,4 @@ def topology_source_field(worker: AnnotationMap | None, source: Sourced | None) 
     written (the ``worker`` template's annotations; ``None`` without a worker template)."""
     if source is not None:
         return source.field
-    return key_field(worker.field, keys.TOPOLOGY) if worker is not None else None
+    return key_field(worker.field, kai_scheduler.TOPOLOGY) if worker is not None else None

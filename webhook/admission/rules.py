@@ -26,9 +26,10 @@ from rapidfuzz.distance import Levenshtein
 from webhook.admission.segments import lws_accepted_sizes, lws_segment_count, segment_count, smallest_size_within
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
+from webhook.kube.core import is_dns_subdomain, is_valid_label_key
 from webhook.text.messages import UNSET, key_field, quote, render
-from webhook.topology.objects import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, Topology, is_dns_subdomain, is_valid_label_key
+from webhook.topology.objects import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, Topology
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def _size_fix(origin: str, field_path: str) -> str:
         return f"remove {field_path.rsplit('.', 1)[0]} for no segments"
     if origin != "annotation":
         return f"remove {field_path} for no segments"
-    return f"remove {keys.SEGMENT_SIZE} for no segments"
+    return f"remove {kai_scheduler.SEGMENT_SIZE} for no segments"
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def check_size_within_pods(decision: Decision, size: int, field_path: str, raw: 
     else:  # no segment size fits 0 or 1 pods
         fix = f"raise {pods_field} to at least {size} (the segment size), or {_size_fix(origin, field_path)}"
     if groups is not None and update_of is None:
-        fix = (f"set {keys.SEGMENT_SIZE} on the pod templates of the {groups} to segment instead of "
+        fix = (f"set {kai_scheduler.SEGMENT_SIZE} on the pod templates of the {groups} to segment instead of "
                f"metadata.annotations (every one inherits it), or {fix}")
     noun = pods_noun
     if pods == 1:  # "1 pod of replicatedJob driver", never "1 pods"
@@ -255,31 +256,31 @@ _SINGULAR = {"Worker replicas": "Worker replica", "pods per group": "pod per gro
 
 @rule("too-many-segments", "DESIGN.md §5", "more than 10,000 segments")
 def check_segment_count(decision: Decision, size: int, field_path: str, raw: Any, pods: int, pods_noun: str,
-                        *, group_size: int | None = None, policy: str = keys.POLICY_LEADER_WORKER,
+                        *, group_size: int | None = None, policy: str = kai_scheduler.POLICY_LEADER_WORKER,
                         lws_validates: bool = False) -> bool:
-    """At most :data:`webhook.kube.keys.MAX_SEGMENTS` segments. ``group_size``: an LWS group's
+    """At most :data:`webhook.admission.rules.MAX_SEGMENTS` segments. ``group_size``: an LWS group's
     size R (``None`` for the training kinds), whose segments are counted as the pod index rule
     assigns them (:func:`webhook.admission.segments.lws_segment_count`, DESIGN.md §7); ``policy`` and
     ``lws_validates`` (the object sets ``subGroupSize``): the fix names the smallest size that
     the LWS size rules admit too (:func:`webhook.admission.segments.smallest_size_within`).
     Returns True when ok."""
     count = segment_count(pods, size) if group_size is None else lws_segment_count(group_size, size, policy)
-    if count <= keys.MAX_SEGMENTS:
+    if count <= MAX_SEGMENTS:
         return True
-    smallest = smallest_size_within(keys.MAX_SEGMENTS, pods, group_size=group_size, policy=policy,
+    smallest = smallest_size_within(MAX_SEGMENTS, pods, group_size=group_size, policy=policy,
                                     lws_validates=lws_validates)
     if smallest is None:  # not reached: R (R - 1 under LeaderExcluded) always fits
         fix = "use a larger segment size"
-    elif group_size is not None and policy == keys.POLICY_LEADER_EXCLUDED:
+    elif group_size is not None and policy == kai_scheduler.POLICY_LEADER_EXCLUDED:
         fix = (f"use a segment size of {smallest} (the smallest that divides size - 1 = {group_size - 1}, as "
-               f"LeaderExcluded requires, and makes at most {keys.MAX_SEGMENTS} segments)")
+               f"LeaderExcluded requires, and makes at most {MAX_SEGMENTS} segments)")
     elif group_size is not None and lws_validates:
         fix = (f"use a segment size of {smallest} (the smallest that divides size {group_size} or size - 1 = "
-               f"{group_size - 1}, as LWS requires of subGroupSize, and makes at most {keys.MAX_SEGMENTS} segments)")
+               f"{group_size - 1}, as LWS requires of subGroupSize, and makes at most {MAX_SEGMENTS} segments)")
     else:
         fix = f"use a segment size of at least {smallest}"
     violate(decision, "too-many-segments", field_path, raw,
-            f"{pods} {pods_noun} make {count} segments, more than {keys.MAX_SEGMENTS}", fix)
+            f"{pods} {pods_noun} make {count} segments, more than {MAX_SEGMENTS}", fix)
     return False
 
 
@@ -390,7 +391,7 @@ def check_placement_has_topology(decision: Decision, placements: Iterable[tuple[
     ok = True
     for field_path, level in placements:
         violate(decision, "placement-without-topology", field_path, level, "a placement level needs a topology name",
-                f'set {keys.TOPOLOGY} (e.g. "cluster-topology") in {where}')
+                f'set {kai_scheduler.TOPOLOGY} (e.g. "cluster-topology") in {where}')
         ok = False
     return ok
 
@@ -561,9 +562,9 @@ def check_template_level_has_topology(decision: Decision, field_path: str, level
     if topology_on_template:
         return True
     violate(decision, "template-level-without-topology", field_path, level,
-            f"{template_field} names no {keys.TOPOLOGY}, and KAI reads this level with that template's "
+            f"{template_field} names no {kai_scheduler.TOPOLOGY}, and KAI reads this level with that template's "
             f"topology only: {reader}",
-            f"set {keys.TOPOLOGY} in {template_field} too, or move the level to metadata.annotations")
+            f"set {kai_scheduler.TOPOLOGY} in {template_field} too, or move the level to metadata.annotations")
     return False
 
 
@@ -643,17 +644,17 @@ def check_native_framework(decision: Decision, framework: str, field_path: str, 
 def resembled_placement_key(key: str) -> str | None:
     """The placement key of DESIGN.md §2 that ``key`` misspells (edit distance 1 to 3, and
     ``key`` is not a key KAI or this webhook uses), else ``None``. The closest one wins; ties go
-    to the first in :data:`webhook.kube.keys.PLACEMENT_KEYS`.
+    to the first in :data:`webhook.kube.kai_scheduler.PLACEMENT_KEYS`.
 
     A pure function of ``key``, memoised (at most 4,096 keys): the same annotation keys come
     back review after review, and the six edit distances were a tenth of a PyTorchJob review."""
-    if key in keys.KAI_KEYS or key in keys.WEBHOOK_KEYS:
+    if key in kai_scheduler.KAI_KEYS or key in kai_scheduler.WEBHOOK_KEYS:
         return None
-    best, best_distance = None, keys.MISSPELLING_DISTANCE + 1
-    for candidate in keys.PLACEMENT_KEYS:
-        if abs(len(candidate) - len(key)) > keys.MISSPELLING_DISTANCE:
+    best, best_distance = None, MISSPELLING_DISTANCE + 1
+    for candidate in kai_scheduler.PLACEMENT_KEYS:
+        if abs(len(candidate) - len(key)) > MISSPELLING_DISTANCE:
             continue
-        distance = Levenshtein.distance(key, candidate, score_cutoff=keys.MISSPELLING_DISTANCE)
+        distance = Levenshtein.distance(key, candidate, score_cutoff=MISSPELLING_DISTANCE)
         if 0 < distance < best_distance:
             best, best_distance = candidate, distance
     return best if best is not None else _one_word_from_placement_key(key)
@@ -665,13 +666,13 @@ def _one_word_from_placement_key(key: str) -> str | None:
     ``segment-topology-required`` (``-placement`` left out) or ``segment-required-placement``
     (``topology-`` left out), which are more than 3 edits from the key meant and which KAI ignores
     as silently as any misspelling (docs/decisions/misspelled-key-one-word.md; DESIGN.md §4.5, §5).
-    The key sharing the most words wins; ties go to the first in :data:`keys.PLACEMENT_KEYS`."""
-    if not key.startswith(keys.KAI_PREFIX):
+    The key sharing the most words wins; ties go to the first in :data:`kai_scheduler.PLACEMENT_KEYS`."""
+    if not key.startswith(kai_scheduler.KAI_PREFIX):
         return None
-    words = key[len(keys.KAI_PREFIX):].lower().replace("_", "-").split("-")
+    words = key[len(kai_scheduler.KAI_PREFIX):].lower().replace("_", "-").split("-")
     best, best_shared = None, 1
-    for candidate in keys.PLACEMENT_KEYS:
-        meant = candidate[len(keys.KAI_PREFIX):].split("-")
+    for candidate in kai_scheduler.PLACEMENT_KEYS:
+        meant = candidate[len(kai_scheduler.KAI_PREFIX):].split("-")
         shorter, longer = (words, meant) if len(words) < len(meant) else (meant, words)
         if len(longer) - len(shorter) != 1 or len(shorter) <= best_shared:
             continue
@@ -695,7 +696,7 @@ def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[
                     f"not a key KAI reads but close to {resembled}, so this constraint would be lost",
                     f"rename the key to {resembled}")
             ok = False
-        elif key.startswith(keys.KAI_PREFIX) and key not in keys.KAI_KEYS and key not in keys.WEBHOOK_KEYS:
+        elif key.startswith(kai_scheduler.KAI_PREFIX) and key not in kai_scheduler.KAI_KEYS and key not in kai_scheduler.WEBHOOK_KEYS:
             unknown.append(key)
     for key in unknown[:_MOST_UNKNOWN_WARNINGS]:
         say(decision, "unknown-kai-key", key=key)
@@ -713,7 +714,7 @@ def check_placement_keys_not_labels(decision: Decision, labels_field: str, label
     key would (§5 "Misspelled keys"). ``labels_field`` / ``annotations_field``: the field
     paths of the two maps of the same metadata. Returns True when no placement key is a label."""
     ok = True
-    for key in keys.PLACEMENT_KEYS:
+    for key in kai_scheduler.PLACEMENT_KEYS:
         if key in labels:
             violate(decision, "placement-key-as-label", key_field(labels_field, key), labels[key],
                     "a label, but KAI and this webhook read this key only as an annotation, so this constraint "
@@ -754,3 +755,8 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False
+
+#: Hard limit on the number of segments of one workload (DESIGN.md §5).
+MAX_SEGMENTS = 10_000
+#: Largest edit distance at which an unknown key counts as a misspelling of a placement key (§5).
+MISSPELLING_DISTANCE = 3

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from webhook.kube.keys import POLICY_LEADER_EXCLUDED, POLICY_LEADER_WORKER
+from webhook.kube.kai_scheduler import POLICY_LEADER_EXCLUDED, POLICY_LEADER_WORKER
 
 _PLAIN_DECIMAL = re.compile(r"[0-9]+")
 

@@ -42,26 +42,15 @@ from webhook.admission.segments import divisors, lws_segment
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
+from webhook.kube.kueue import KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TAS_KEYS
+from webhook.kube.segments_dev import TARGET_KEY
 from webhook.text.messages import key_field, plural, quote
 
-#: The label (workload root) and template annotation that name the target.
-TARGET_KEY = "segments.dev/target"
 KAI, KUEUE, WORKLOAD_API, GATE = "kai", "kueue", "workload-api", "gate"
 #: Every target, in the order messages list them.
 TARGETS: tuple[str, ...] = (KAI, KUEUE, WORKLOAD_API, GATE)
 
-# Kueue's PodSet annotations (sigs.k8s.io/kueue v0.17.0 apis/kueue/v1beta2/topology_types.go).
-KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-KUEUE_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
-KUEUE_SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
-KUEUE_SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
-KUEUE_SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
-KUEUE_GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
-#: Every Kueue TAS annotation of a PodSet: a user value of one of them must agree with ours.
-KUEUE_TAS_KEYS: tuple[str, ...] = (KUEUE_REQUIRED, KUEUE_PREFERRED, KUEUE_UNCONSTRAINED, KUEUE_SLICE_REQUIRED,
-                                   KUEUE_SLICE_SIZE, KUEUE_SLICE_CONSTRAINTS, KUEUE_GROUP_NAME)
 
 #: The first Kueue release whose ``TASPartialSlices`` feature gate is on by default: a PodSet whose
 #: count the slice size does not divide gets a partial last slice (the highest ranks) in one domain
@@ -149,7 +138,7 @@ def _kueue_groups_apart(kind: str, plan: Plan, decision: Decision) -> None:
     each group its own PodSet and holds each to the level alone (sigs.k8s.io/kueue v0.17.0: the
     PodSet grouping of ``podset-group-name`` excludes slice keys), and gives the Ray head no level
     at all: both warned, naming the groups (``target-cannot-express``)."""
-    root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None),
+    root_level = next((plan.root.get(key) for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None),
                       None)
     if root_level is None or not plan.units:
         return

@@ -7,8 +7,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.kube.keys import MAX_WARNING_CHARS
-
 #: Violations listed in full in :attr:`Decision.message` at most (README "Every rejection a user
 #: can meet": the message stays under 4 KiB however many violations); the rest are counted by rule.
 MAX_LISTED_VIOLATIONS = 20
@@ -124,3 +122,6 @@ class Decision:
     def deny(self, rule: str, field_path: str, message: str, code: int = 403) -> None:
         """Record a violation; the object will be denied."""
         self.violations.append(Violation(rule=rule, field=field_path, message=message, code=code))
+
+#: Longest AdmissionResponse warning, in characters (DESIGN.md §5).
+MAX_WARNING_CHARS = 120

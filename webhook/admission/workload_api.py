@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from webhook.admission.warning_rules import text
-from webhook.kube import keys, segments_dev
+from webhook.kube import kai_scheduler, segments_dev
 from webhook.kube.pods import gang_size
 from webhook.text.messages import quote
 
@@ -228,13 +228,13 @@ def gang_shape(namespace: str, gang_key: str, pods: Sequence[Mapping[str, Any]],
         labels, annotations = pod_maps(pod)
         gang_sizes.add(gang_size(annotations, size_keys))
         workload_level = workload_level or annotations.get(segments_dev.GANG_REQUIRED)
-        index = labels.get(keys.SEGMENT_INDEX)
+        index = labels.get(kai_scheduler.SEGMENT_INDEX)
         if index is not None and index.isdigit():
             segment = (group_of(labels, annotations), int(index))
             sizes[segment] = sizes.get(segment, 0) + 1
             # the node label the webhook wrote when the template names the level by a KAI alias
             segment_level = segment_level or annotations.get(segments_dev.GANG_SEGMENT_REQUIRED) \
-                or annotations.get(keys.SEGMENT_REQUIRED)
+                or annotations.get(kai_scheduler.SEGMENT_REQUIRED)
         else:
             others += 1
     if None in gang_sizes or len(gang_sizes) != 1:

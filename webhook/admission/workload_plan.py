@@ -13,7 +13,7 @@ from typing import Any
 
 from webhook.admission.reading import AnnotationMap
 from webhook.admission.resolution import Resolution
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.text.messages import key_field
 
 
@@ -107,7 +107,7 @@ class Plan:
         out: dict[str, Any] = {}
         for amap in (self.root, self.worker):
             if amap is not None:
-                for key in (keys.SEGMENT_SIZE, keys.TOPOLOGY, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
+                for key in (kai_scheduler.SEGMENT_SIZE, kai_scheduler.TOPOLOGY, kai_scheduler.SEGMENT_REQUIRED, kai_scheduler.SEGMENT_PREFERRED):
                     if key in amap.values:
                         out[key_field(amap.field, key)] = amap.values[key]
         inputs = self.resolution.inputs

@@ -19,7 +19,7 @@ import yaml
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.kube.nodes import SnapshotError
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import PlacementError

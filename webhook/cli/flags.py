@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -24,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.errors import EXIT_USAGE, SegmentWebhookError
+from webhook.kube.core import is_dns_subdomain
 
 ENV_PREFIX = "SEGMENT_WEBHOOK_"
 DEFAULT_CERT_DIR = "certs"
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class UsageError(SegmentWebhookError, ValueError):
@@ -166,7 +165,7 @@ def seconds(low: float, high: float) -> Callable[[str], float]:
 def topology_name(text: str) -> str:
     """An argparse ``type``: a Topology name (a Kubernetes object name: lowercase DNS subdomain,
     at most 253 characters)."""
-    if not (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text)):
+    if not is_dns_subdomain(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Topology name (a lowercase DNS subdomain, e.g. cluster-topology)")
     return text

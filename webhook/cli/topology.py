@@ -22,8 +22,8 @@ import yaml
 from webhook.cli.flags import error, topology_name
 from webhook.cli.output import write_output
 from webhook.cli.topology_inputs import InputError, collector_paused, list_cluster_nodes, read_nodes, read_topologies
+from webhook.kube.core import is_valid_label_key
 from webhook.topology import infer as topology_infer
-from webhook.topology.objects import is_valid_label_key
 
 
 def label_key(text: str) -> str:

@@ -78,7 +78,8 @@ from webhook.cluster.api_server import (
 )
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 from webhook.errors import SegmentWebhookError
-from webhook.topology.objects import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
+from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
+from webhook.topology.objects import TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 
 log = logging.getLogger(__name__)
 

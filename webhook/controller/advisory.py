@@ -35,8 +35,9 @@ from typing import Any
 
 from webhook.admission.kinds import registry
 from webhook.gating.decision import gang_key_of
-from webhook.gating.reconcile import GANG_STATE, EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
+from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated, occupied_node, pod_ref
+from webhook.kube.segments_dev import GANG_STATE
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import PlacementError
 from webhook.planning.expand import ExpandError

@@ -31,7 +31,8 @@ from webhook.admission.kinds import registry
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.gating.reconcile import GANG_STATE, ObjectRef, TopOwner
+from webhook.gating.reconcile import ObjectRef, TopOwner
+from webhook.kube.segments_dev import GANG_STATE
 
 __all__ = ["INTERMEDIATE", "MISSING_TTL_SECONDS", "OWNER_TTL_SECONDS", "OwnerResolver", "controller_owner"]
 

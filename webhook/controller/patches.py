@@ -27,9 +27,10 @@ from prometheus_client import Counter
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.gating.decision import Release, StrandedPod
-from webhook.gating.reconcile import GANG_STATE, OwnerPatch
+from webhook.gating.reconcile import OwnerPatch
 from webhook.gating.release import release_patch
 from webhook.kube.pods import is_gated
+from webhook.kube.segments_dev import GANG_STATE
 
 __all__ = ["PATCH_ATTEMPTS", "PatchSender", "response_json"]
 

@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.admission.kinds import registry
-from webhook.admission.targets import TARGET_KEY, WORKLOAD_API
+from webhook.admission.targets import WORKLOAD_API
 from webhook.admission.workload_api import gang_shape, pod_maps
 from webhook.gating.reconcile import ObjectRef
 from webhook.kube.pods import is_deleting, is_terminated, pod_ref
+from webhook.kube.segments_dev import TARGET_KEY
 
 __all__ = ["GroupsDecision", "is_grouped_pod", "owner_reference", "reconcile_groups"]
 

@@ -46,7 +46,7 @@ from typing import Any, TypeVar
 from webhook.admission.kinds import registry
 from webhook.admission.kinds.registry import pod_role
 from webhook.gating.release import release_patch
-from webhook.kube import keys, segments_dev
+from webhook.kube import core, kai_scheduler, segments_dev
 from webhook.kube.nodes import Node, SnapshotError, parse_node
 from webhook.kube.pods import (
     gang_size,
@@ -310,9 +310,9 @@ def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
     for pod in members:
         labels = _string_map(_meta(pod).get("labels"))
         ann = _string_map(_meta(pod).get("annotations"))
-        if keys.SEGMENT_INDEX in labels or keys.TOPOLOGY not in ann:
+        if kai_scheduler.SEGMENT_INDEX in labels or kai_scheduler.TOPOLOGY not in ann:
             return {}
-        sizes.add(ann.get(keys.SEGMENT_SIZE))
+        sizes.add(ann.get(kai_scheduler.SEGMENT_SIZE))
     if len(sizes) != 1 or not (size := next(iter(sizes))) or not size.isdigit() or int(size) < 2:
         return {}
     units: dict[str, list[tuple[str, str]]] = {}
@@ -359,12 +359,12 @@ def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tupl
     if isinstance(requests, str):
         raise ValueError(requests)
     if formed and (namespace, name) in formed:
-        labels = {**labels, keys.SEGMENT_INDEX: str(formed[(namespace, name)])}
-    raw_segment = labels.get(keys.SEGMENT_INDEX)
+        labels = {**labels, kai_scheduler.SEGMENT_INDEX: str(formed[(namespace, name)])}
+    raw_segment = labels.get(kai_scheduler.SEGMENT_INDEX)
     segment = None
     if raw_segment is not None:
         if not raw_segment.isdigit():
-            raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(raw_segment)} '
+            raise ValueError(f'Pod {namespace}/{name}: metadata.labels["{kai_scheduler.SEGMENT_INDEX}"] = {quote(raw_segment)} '
                              "is not a whole number (the webhook writes 0, 1, ...)")
         segment = (group, int(raw_segment))
     request = pod_request(pod, requests, segment, pod_role(labels))  # raises PlacementError (a ValueError)
@@ -380,14 +380,14 @@ def _gang_constraints(gang: _Gang, default_topology: str | None,
         ann = _string_map(_meta(pod).get("annotations"))
         labels = _string_map(_meta(pod).get("labels"))
         if formed and pod_ref(pod) in formed:
-            labels = {**labels, keys.SEGMENT_INDEX: str(formed[pod_ref(pod)])}
+            labels = {**labels, kai_scheduler.SEGMENT_INDEX: str(formed[pod_ref(pod)])}
         topology = topology or ann.get(segments_dev.GANG_TOPOLOGY)
         required = required or ann.get(segments_dev.GANG_REQUIRED)
         preferred = preferred or ann.get(segments_dev.GANG_PREFERRED)
-        if keys.SEGMENT_INDEX in labels:
-            topology = topology or ann.get(keys.TOPOLOGY)
-            seg_required = seg_required or ann.get(keys.SEGMENT_REQUIRED)
-            seg_preferred = seg_preferred or ann.get(keys.SEGMENT_PREFERRED)
+        if kai_scheduler.SEGMENT_INDEX in labels:
+            topology = topology or ann.get(kai_scheduler.TOPOLOGY)
+            seg_required = seg_required or ann.get(kai_scheduler.SEGMENT_REQUIRED)
+            seg_preferred = seg_preferred or ann.get(kai_scheduler.SEGMENT_PREFERRED)
     return topology or default_topology, {
         "workload_required": required, "workload_preferred": preferred,
         "segment_required": seg_required, "segment_preferred": seg_preferred,
@@ -502,7 +502,7 @@ def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLed
                 node = placement.assignments[f"{namespace}/{name}"]
                 patch = release_patch(pod, node)
                 if (namespace, name) in formed:  # the segment the controller formed, labelled with the release
-                    patch.append({"op": "add", "path": "/metadata/labels/" + keys.SEGMENT_INDEX.replace("/", "~1"),
+                    patch.append({"op": "add", "path": "/metadata/labels/" + kai_scheduler.SEGMENT_INDEX.replace("/", "~1"),
                                   "value": str(formed[(namespace, name)])})
                 releases.append(Release(namespace, name, node, patch, key))
     except ValueError as exc:  # a gated pod that selects another host than the engine chose
@@ -547,7 +547,7 @@ def stranded_pod(pod: Mapping[str, Any]) -> StrandedPod | None:
     if is_gated(pod) or is_terminated(pod) or is_deleting(pod) or _spec(pod).get("nodeName"):
         return None
     selector = _spec(pod).get("nodeSelector")
-    node = selector.get(keys.HOSTNAME) if isinstance(selector, Mapping) else None
+    node = selector.get(core.HOSTNAME) if isinstance(selector, Mapping) else None
     if not isinstance(node, str) or not node:
         return None
     status = pod.get("status")

@@ -58,6 +58,7 @@ from webhook.gating.decision import (
     pod_ref,
 )
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated
+from webhook.kube.segments_dev import GANG_STATE
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
@@ -65,8 +66,6 @@ __all__ = ["EVENT_REASONS", "GANG_STATE", "RELEASED", "EventSpec", "GangView", "
            "Result", "TopOwner", "expected_pod_names", "expected_pods", "missing_pod_names", "owner_annotation",
            "owner_patch", "reconcile"]
 
-#: The annotation on a gang's top owner workload holding its gangs' state lines.
-GANG_STATE = "segments.dev/gang-state"
 #: The state of a gang whose release patches were all accepted.
 RELEASED = "released"
 #: Event reason and type per gang state.

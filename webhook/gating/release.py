@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.admission.patching import pointer
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.kube.segments_dev import GATE
 
 

@@ -11,7 +11,7 @@ heavy review of ``benchmarks/serving_faults.py``), and anyone who may create a p
 Decision (DESIGN.md §5 "Opt-in"; the size alone says nothing about opt-in): such a review is
 answered without a patch and without reading the object further:
 
-* when the object carries a placement key (:data:`webhook.kube.keys.OPT_IN_KEYS`) in any of its
+* when the object carries a placement key (:data:`webhook.kube.kai_scheduler.OPT_IN_KEYS`) in any of its
   annotation maps, it is **denied** (rule ``annotations-too-large``,
   :func:`webhook.admission.rules.deny_oversized_annotations`): its pods could never be created, and its
   placement keys are not reviewed, so it must not be stored as if they had been;
@@ -76,13 +76,10 @@ from webhook.admission.rules import (
     deny_too_much_work,
 )
 from webhook.admission.types import AdmissionHandler, AdmissionRequest
-from webhook.admission.verdict import Decision
+from webhook.admission.verdict import MAX_WARNING_CHARS, Decision
 from webhook.http.envelope import encode_json
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.topology.objects import TopologyCatalog
-
-#: Longest warning text (DESIGN.md §5).
-MAX_WARNING_CHARS = 120
 
 __all__ = ["MAX_GROUPS", "MAX_MEMBERS", "MAX_MEMBERS_IN_ALL", "WorkExcess", "annotation_maps", "annotations_size",
            "bounded_review", "carries_placement_key", "needs_bounds", "not_reviewed_warning", "oversized_annotations",
@@ -156,9 +153,9 @@ def oversized_annotations(obj: Any) -> tuple[str, int] | None:
 
 def carries_placement_key(obj: Any) -> bool:
     """True when one of ``obj``'s annotation maps (:func:`annotation_maps`) holds a key of
-    :data:`webhook.kube.keys.OPT_IN_KEYS` (DESIGN.md §5 "Opt-in"); a lookup per key and map."""
+    :data:`webhook.kube.kai_scheduler.OPT_IN_KEYS` (DESIGN.md §5 "Opt-in"); a lookup per key and map."""
     for _, annotations in annotation_maps(obj):
-        for key in keys.OPT_IN_KEYS:
+        for key in kai_scheduler.OPT_IN_KEYS:
             if key in annotations:
                 return True
     return False
@@ -192,7 +189,7 @@ class WorkExcess:
     ``count`` (members counted), ``limit`` (the limit passed), ``what`` (what was counted:
     ``"entries"`` of a map, ``"items"`` of a list, ``"groups"`` or ``"in all"``, as
     :data:`webhook.admission.rules.WORK_LIMITS` names them) and ``opted_in`` (a key of
-    :data:`webhook.kube.keys.OPT_IN_KEYS` was found in a ``metadata.annotations`` map among the
+    :data:`webhook.kube.kai_scheduler.OPT_IN_KEYS` was found in a ``metadata.annotations`` map among the
     members walked: DESIGN.md §5 "Opt-in")."""
 
     field: str
@@ -267,7 +264,7 @@ def work_excess(obj: Any) -> WorkExcess | None:
             if meta is not None:
                 annotations = meta.get("annotations")
                 if not opted_in and isinstance(annotations, dict):
-                    opted_in = any(key in annotations for key in keys.OPT_IN_KEYS)
+                    opted_in = any(key in annotations for key in kai_scheduler.OPT_IN_KEYS)
                 stack.append((meta, step, "metadata"))  # walked next
         else:
             if size > MAX_MEMBERS and found is None:

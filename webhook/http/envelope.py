@@ -38,16 +38,11 @@ import orjson
 
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.types import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
+from webhook.admission.verdict import MAX_MESSAGE_CHARS
 from webhook.errors import SegmentWebhookError
+from webhook.kube.core import ADMISSION_API_VERSION, ADMISSION_KIND, OBJECT_OPERATIONS, OPERATIONS
 from webhook.text.messages import json_type, quote
 from webhook.topology.objects import TopologyCatalog
-
-ADMISSION_API_VERSION = "admission.k8s.io/v1"
-ADMISSION_KIND = "AdmissionReview"
-#: Operations of an AdmissionReview v1 request (``admission/v1.Operation``).
-OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-#: Operations that carry ``request.object`` (and, for UPDATE, ``request.oldObject``).
-OBJECT_OPERATIONS = ("CREATE", "UPDATE")
 
 DECISION_ALLOWED = "allowed"
 DECISION_DENIED = "denied"
@@ -66,8 +61,6 @@ RULE_ANSWER_TOO_LARGE = "answer-too-large"
 #: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
 #: review is denied instead.
 MAX_ANSWER_BYTES = 64 * 1024
-#: Longest ``status.message`` sent, in characters.
-MAX_MESSAGE_CHARS = 3000
 #: Warnings sent at most; more are summed up in one last warning.
 MAX_WARNINGS = 20
 #: Longest accepted ``request.uid`` (kube-apiserver sends a 36-character UUID).

@@ -50,11 +50,11 @@ import orjson
 
 from webhook.admission.kinds import registry
 from webhook.http.envelope import DECISION_ALLOWED
+from webhook.kube.core import OPERATIONS
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: The ``kind`` label values besides ``other``: every kind of the registry, and ``Pod``.
 KNOWN_KINDS: tuple[str, ...] = tuple(d.kind for d in registry.DESCRIPTIONS) + ("Pod",)
-KNOWN_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 #: Histogram buckets in seconds: a review is sub-millisecond to a few milliseconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -217,7 +217,7 @@ class ReviewMetrics:
         prometheus_client's ``labels()`` validation); label values stay bounded as documented.
         """
         kind = outcome.kind if outcome.kind in KNOWN_KINDS else "other"
-        operation = outcome.operation if outcome.operation in KNOWN_OPERATIONS else "unknown"
+        operation = outcome.operation if outcome.operation in OPERATIONS else "unknown"
         key = (kind, operation, outcome.decision)
         child = self._review_children.get(key)
         if child is None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.kube.quantity import MAX_MILLI, QuantityError, exact_milli, non_negative_quantity, to_milli
 from webhook.kube.segments_dev import GANG_SIZE, GATE
 

@@ -14,7 +14,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.kube.nodes import Node
 from webhook.placement.eligibility import EligibilityIndex
 from webhook.placement.model import Placement, PlacementError, PodRequest

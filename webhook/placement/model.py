@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.errors import SegmentWebhookError
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 
 __all__ = ["HOSTNAME", "Gang", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
 

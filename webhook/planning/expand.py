@@ -26,7 +26,7 @@ from webhook.admission.kinds import trainingruntime
 from webhook.admission.kinds.description import ShapeError
 from webhook.admission.kinds.registry import BY_KIND, DESCRIPTIONS, pod_role, segment_group
 from webhook.errors import SegmentWebhookError
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
 from webhook.kube.pods import pod_requests_milli, resource_requirements
 from webhook.kube.quantity import QuantityError
 from webhook.placement.eligibility import pod_request
@@ -313,7 +313,7 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
     root_ann = inherited_annotations((patched.get("metadata") or {}).get("annotations") or {}, owner_ann)
     by_group: dict[int, list[Mapping[str, Any]]] = {}
     templates: dict[str, str] = {}
-    topo = root_ann.get(keys.TOPOLOGY)
+    topo = root_ann.get(kai_scheduler.TOPOLOGY)
     for g, pod, template in pods:
         templates[pod["metadata"]["name"]] = template
         admitted = _admit(pod, "Pod", catalog, settings, user, groups, exp)
@@ -322,9 +322,9 @@ def expand(workload: Mapping[str, Any], catalog: TopologyCatalog, settings: Admi
         exp.pods.append(admitted)
         ann = admitted["metadata"].get("annotations") or {}
         labels = admitted["metadata"].get("labels") or {}
-        if labels.get(keys.SEGMENT_INDEX) is not None and ann.get(keys.TOPOLOGY):
-            topo = ann.get(keys.TOPOLOGY)
-        topo = topo or ann.get(keys.TOPOLOGY)
+        if labels.get(kai_scheduler.SEGMENT_INDEX) is not None and ann.get(kai_scheduler.TOPOLOGY):
+            topo = ann.get(kai_scheduler.TOPOLOGY)
+        topo = topo or ann.get(kai_scheduler.TOPOLOGY)
         by_group.setdefault(g, []).append(admitted)
     exp.topology = topo or settings.default_topology
     for g in sorted(by_group):
@@ -420,19 +420,19 @@ def gang_from_pods(pods: Sequence[Mapping[str, Any]], *, workload_annotations: M
     for pod in pods:
         meta = pod.get("metadata") or {}
         labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
-        seg = labels.get(keys.SEGMENT_INDEX)
+        seg = labels.get(kai_scheduler.SEGMENT_INDEX)
         segment = None
         if seg is not None:
             try:
                 segment = (segment_group(labels), int(seg))
             except ValueError:
-                raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{keys.SEGMENT_INDEX}"] = {quote(seg)} '
+                raise ExpandError(f'Pod {meta.get("name")}: metadata.labels["{kai_scheduler.SEGMENT_INDEX}"] = {quote(seg)} '
                                   "is not a whole number") from None
-            for k in (keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED):
+            for k in (kai_scheduler.SEGMENT_REQUIRED, kai_scheduler.SEGMENT_PREFERRED):
                 if ann.get(k) and not seg_keys.get(k):
                     seg_keys[k] = ann[k]
         if workload_annotations is None:
-            for k in (keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED):
+            for k in (kai_scheduler.TOPOLOGY_REQUIRED, kai_scheduler.TOPOLOGY_PREFERRED):
                 if ann.get(k) and not wl_keys.get(k):
                     wl_keys[k] = ann[k]
         template = templates.get(str(meta.get("name")))
@@ -446,8 +446,8 @@ def gang_from_pods(pods: Sequence[Mapping[str, Any]], *, workload_annotations: M
         except PlacementError as exc:
             raise ExpandError(str(exc)) from None
     return Gang(pods=requests,
-                workload_required=wl_keys.get(keys.TOPOLOGY_REQUIRED),
-                workload_preferred=wl_keys.get(keys.TOPOLOGY_PREFERRED),
-                segment_required=seg_keys.get(keys.SEGMENT_REQUIRED),
-                segment_preferred=seg_keys.get(keys.SEGMENT_PREFERRED),
+                workload_required=wl_keys.get(kai_scheduler.TOPOLOGY_REQUIRED),
+                workload_preferred=wl_keys.get(kai_scheduler.TOPOLOGY_PREFERRED),
+                segment_required=seg_keys.get(kai_scheduler.SEGMENT_REQUIRED),
+                segment_preferred=seg_keys.get(kai_scheduler.SEGMENT_PREFERRED),
                 name=name)

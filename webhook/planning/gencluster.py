@@ -11,12 +11,12 @@ import hashlib
 import random
 from typing import Any
 
-from webhook.kube import keys
+from webhook.kube import core, kai_scheduler
 
-ZONE = keys.ZONE
+ZONE = core.ZONE
 BLOCK = "cloud.provider.com/topology-block"
 RACK = "cloud.provider.com/topology-rack"
-HOST = keys.HOSTNAME
+HOST = core.HOSTNAME
 LEVELS = (ZONE, BLOCK, RACK, HOST)
 #: cores and GiB of memory per GPU on a generated node (a DGX-like 8-GPU node: 128 cores, 2 TiB).
 CPU_PER_GPU = 16
@@ -40,7 +40,7 @@ MAX_TOTAL_GPUS = 1_000_000
 def topology_object(name: str = "cluster-topology", levels: tuple[str, ...] = LEVELS) -> dict[str, Any]:
     """The ``kai.scheduler/v1alpha1`` Topology of the generated clusters (zone > block > rack >
     hostname, or a preset's ``levels``)."""
-    return {"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": name},
+    return {"apiVersion": kai_scheduler.TOPOLOGY_API_VERSION, "kind": "Topology", "metadata": {"name": name},
             "spec": {"levels": [{"nodeLabel": lv} for lv in levels]}}
 
 

@@ -9,7 +9,7 @@ import textwrap
 from html import escape
 from typing import Any
 
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.placement.engine import ClusterIndex, Placement
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",

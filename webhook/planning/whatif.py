@@ -42,7 +42,7 @@ import numpy as np
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.kinds.registry import gang_key
 from webhook.admission.workload_api import pod_maps
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, kubeflow_org
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.demand import slots
 from webhook.placement.engine import place, shared_domain
@@ -398,10 +398,10 @@ def _classify(planner: Planner, gangs: Sequence[Gang]) -> Shortfall:
 
 def _segment_size(exp: Expansion) -> tuple[int, int] | None:
     """``(resolved segment size, most segmented pods of one gang)``, or ``None`` when unsegmented."""
-    sizes = {int(ann[keys.SEGMENT_SIZE]) for pod in exp.pods
+    sizes = {int(ann[kai_scheduler.SEGMENT_SIZE]) for pod in exp.pods
              for ann in [(pod.get("metadata") or {}).get("annotations") or {}]
-             if ((pod.get("metadata") or {}).get("labels") or {}).get(keys.SEGMENT_INDEX) is not None
-             and str(ann.get(keys.SEGMENT_SIZE, "")).isdigit()}
+             if ((pod.get("metadata") or {}).get("labels") or {}).get(kai_scheduler.SEGMENT_INDEX) is not None
+             and str(ann.get(kai_scheduler.SEGMENT_SIZE, "")).isdigit()}
     segmented = max((sum(1 for p in g.pods if p.segment is not None) for g in exp.gangs), default=0)
     if len(sizes) != 1 or not segmented:
         return None
@@ -439,15 +439,15 @@ def _size_changes(planner: Planner, workload: dict[str, Any], exp: Expansion) ->
             break
         if (new < size and done_below) or (new > size and done_above):
             continue
-        manifest = edits.with_segment_size(workload, keys.SEGMENT_SIZE, size, new)
+        manifest = edits.with_segment_size(workload, kai_scheduler.SEGMENT_SIZE, size, new)
         outcome = planner.try_manifest(manifest)
         resolved = _segment_size(outcome[1]) if outcome is not None else None
         if outcome is None or not outcome[0].placed or resolved is None or resolved[0] != new:
             continue
         done_below |= new < size
         done_above |= new > size
-        text = f"{keys.SEGMENT_SIZE}: {new} (was {size})"
-        change = Change("segment-size", keys.SEGMENT_SIZE, size, new, text,
+        text = f"{kai_scheduler.SEGMENT_SIZE}: {new} (was {size})"
+        change = Change("segment-size", kai_scheduler.SEGMENT_SIZE, size, new, text,
                         (KIND_RANK["segment-size"], abs(new - size) / size, new))
         out.append(Verified(change, outcome[0], manifest))
     return out
@@ -538,8 +538,8 @@ def _fewer_workers(planner: Planner, exp: Expansion, elastic: Mapping[str, Any])
     for pod in exp.pods:
         meta = pod.get("metadata") or {}
         labels = meta.get("labels") or {}
-        if str(labels.get(keys.KF_REPLICA_TYPE, "")).lower() == "worker" and str(labels.get(keys.KF_REPLICA_INDEX, "")).isdigit():
-            index_of[f"{meta.get('namespace')}/{meta.get('name')}"] = int(labels[keys.KF_REPLICA_INDEX])
+        if str(labels.get(kubeflow_org.KF_REPLICA_TYPE, "")).lower() == "worker" and str(labels.get(kubeflow_org.KF_REPLICA_INDEX, "")).isdigit():
+            index_of[f"{meta.get('namespace')}/{meta.get('name')}"] = int(labels[kubeflow_org.KF_REPLICA_INDEX])
     workers = len(index_of)
     low = elastic.get("minReplicas", 1)
     low = low if isinstance(low, int) and not isinstance(low, bool) and low >= 1 else 1
@@ -570,8 +570,8 @@ def _level_changes(planner: Planner, workload: dict[str, Any], exp: Expansion) -
     assert index is not None
     gang = exp.gangs[0]
     out: list[Verified] = []
-    scopes = (("segment-required", keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED, gang.segment_required),
-              ("workload-required", keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED, gang.workload_required))
+    scopes = (("segment-required", kai_scheduler.SEGMENT_REQUIRED, kai_scheduler.SEGMENT_PREFERRED, gang.segment_required),
+              ("workload-required", kai_scheduler.TOPOLOGY_REQUIRED, kai_scheduler.TOPOLOGY_PREFERRED, gang.workload_required))
     for kind, key, preferred, level in scopes:
         if not level:
             continue

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.errors import SegmentWebhookError
-from webhook.kube.keys import HOSTNAME
+from webhook.kube.core import HOSTNAME
 from webhook.topology import infer as topology_infer
 from webhook.topology.infer import Finding, NodeLabels
 

@@ -49,7 +49,9 @@ from functools import cmp_to_key
 from typing import Any
 
 from webhook.errors import SegmentWebhookError
-from webhook.kube.keys import HOSTNAME, ZONE
+from webhook.kube.core import HOSTNAME, ZONE
+from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
+from webhook.kube.kueue import KUEUE_API_VERSION
 from webhook.text.messages import json_type, quote
 from webhook.topology.objects import catalog_topologies, default_catalog
 
@@ -59,11 +61,6 @@ PLACEHOLDER_VALUES = frozenset({"", "unknown", "none", "no-imds-data"})
 #: The hardware of a node, the first of these labels it carries: nodes are grouped by it.
 HARDWARE_KEYS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type", "nvidia.com/gpu.product")
 DEFAULT_NAME = "cluster-topology"
-KAI_API_VERSION = "kai.scheduler/v1alpha1"
-#: Kueue's Topology: the bundled CRD (shared/crds/kueue.x-k8s.io_topologies.yaml) serves v1beta1
-#: (deprecated) and v1beta2 (the storage version) with the same fields; we write v1beta2.
-KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
-KUEUE_GROUP = "kueue.x-k8s.io"
 #: How many node names and values a finding's text shows (the structured fields hold them all).
 SHOWN = 10
 
@@ -276,7 +273,7 @@ def topology_object(name: str, levels: Sequence[str], kind: str = "kai") -> dict
     """A Topology object with ``levels`` (broadest first): ``kind="kai"`` →
     ``kai.scheduler/v1alpha1`` (the default), ``"kueue"`` → ``kueue.x-k8s.io/v1beta2``. Raises
     ``ValueError`` for another ``kind``."""
-    api = {"kai": KAI_API_VERSION, "kueue": KUEUE_API_VERSION}.get(kind)
+    api = {"kai": TOPOLOGY_API_VERSION, "kueue": KUEUE_API_VERSION}.get(kind)
     if api is None:
         raise ValueError(f"kind {kind!r} is not kai or kueue")
     return {"apiVersion": api, "kind": "Topology", "metadata": {"name": name},

@@ -12,53 +12,25 @@ a :class:`TopologyCatalog` (a static one built from files here, a live one in
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol
 
 import yaml
 
 from webhook.errors import SegmentWebhookError
+from webhook.kube.core import HOSTNAME, is_dns_subdomain, is_valid_label_key
+from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
 from webhook.text.yamltext import TextTimestampLoader, yaml_error_text
 
-TOPOLOGY_API_VERSION = "kai.scheduler/v1alpha1"
 TOPOLOGY_KIND = "Topology"
 #: The CustomResourceDefinition that serves Topologies (KAI Scheduler) and how to install it alone
 #: (the file is KAI Scheduler's own CRD; installing KAI Scheduler installs it too). DESIGN.md §10.
 TOPOLOGY_CRD = "topologies.kai.scheduler"
 TOPOLOGY_CRD_INSTALL = ("kubectl apply -f https://raw.githubusercontent.com/NVIDIA/KAI-Scheduler/main/"
                         "deployments/kai-scheduler/crds/kai.scheduler_topologies.yaml")
-
-_NAME_PART = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-_LABEL_KEY_RE = re.compile(rf"^(({_DNS_SUBDOMAIN})/)?{_NAME_PART}$")
-
-
-def is_valid_label_key(key: object) -> TypeGuard[str]:
-    """True when ``key`` is a valid Kubernetes label key (``[prefix/]name``).
-
-    Rule source: Kubernetes apimachinery ``IsQualifiedName``: the name part is at most 63
-    characters of ``[A-Za-z0-9-_.]`` starting and ending alphanumeric; the optional prefix is a
-    DNS-1123 subdomain of at most 253 characters.
-    """
-    if not isinstance(key, str) or not key or len(key) > 253 + 1 + 63:
-        return False
-    if not _LABEL_KEY_RE.match(key):
-        return False
-    prefix, _, name = key.rpartition("/")
-    return len(name) <= 63 and len(prefix) <= 253
-
-
-_DNS_SUBDOMAIN_RE = re.compile(_DNS_SUBDOMAIN)
-
-
-def is_dns_subdomain(name: object) -> bool:
-    """True when ``name`` is a Kubernetes object name: a lowercase DNS-1123 subdomain of at most
-    253 characters (Kubernetes apimachinery ``IsDNS1123Subdomain``)."""
-    return isinstance(name, str) and len(name) <= 253 and _DNS_SUBDOMAIN_RE.fullmatch(name) is not None
 
 
 class TopologyError(SegmentWebhookError, ValueError):
@@ -135,7 +107,7 @@ class Topology:
         name = meta.get("name") if isinstance(meta, (dict, Mapping)) else None
         if not isinstance(name, str) or not name:
             raise TopologyError("Topology metadata.name is missing")
-        if len(name) > 253 or not re.fullmatch(_DNS_SUBDOMAIN, name):
+        if not is_dns_subdomain(name):
             raise TopologyError(f"Topology metadata.name {quote(name)} is not a Kubernetes object name (lowercase DNS subdomain)")
         spec = obj.get("spec") or {}
         raw_levels = spec.get("levels") if isinstance(spec, (dict, Mapping)) else None
@@ -166,18 +138,16 @@ class Topology:
                                         "e.g. rack); fix: rename it or remove it")
                 aliases.append((alias, label))
         _check_aliases(name, aliases, levels)
-        if HOSTNAME_LABEL in levels and levels[-1] != HOSTNAME_LABEL:
-            raise TopologyError(f"Topology {quote(name)}: spec.levels[{levels.index(HOSTNAME_LABEL)}].nodeLabel "
-                                f"{HOSTNAME_LABEL} is not the lowest level, and Kubernetes refuses the Topology "
-                                f"(its CRD: {HOSTNAME_LABEL} can only be the lowest level); "
-                                f"fix: move {HOSTNAME_LABEL} to the end of spec.levels")
+        if HOSTNAME in levels and levels[-1] != HOSTNAME:
+            raise TopologyError(f"Topology {quote(name)}: spec.levels[{levels.index(HOSTNAME)}].nodeLabel "
+                                f"{HOSTNAME} is not the lowest level, and Kubernetes refuses the Topology "
+                                f"(its CRD: {HOSTNAME} can only be the lowest level); "
+                                f"fix: move {HOSTNAME} to the end of spec.levels")
         return cls(name=name, levels=tuple(levels), aliases=tuple(aliases))
 
 
 #: The fields of one ``spec.levels[]`` entry (KAI's ``TopologyLevel``).
 LEVEL_FIELDS = ("nodeLabel", "alias")
-#: The node's own level; KAI's CRD allows it only as the lowest level.
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def _known_field(field: str) -> str | None:

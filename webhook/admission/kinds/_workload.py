@@ -22,11 +22,12 @@ from webhook.admission.patching import PatchBuilder
 from webhook.admission.reading import AnnotationMap, check_object_meta
 from webhook.admission.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.admission.segments import parse_plain_decimal
-from webhook.admission.targets import GATE, KAI, TARGET_KEY, WORKLOAD_API, chosen_target, compile_workload
+from webhook.admission.targets import GATE, KAI, WORKLOAD_API, chosen_target, compile_workload
 from webhook.admission.verdict import Decision, Violation
 from webhook.admission.warning_rules import WARNINGS, say
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import kai_scheduler
+from webhook.kube.segments_dev import TARGET_KEY
 from webhook.text.messages import UNSET, key_field
 from webhook.topology.objects import TopologyCatalog
 
@@ -126,7 +127,7 @@ def _automatic_only(plan: Plan) -> set[str]:
     """The segment inputs of :meth:`Resolution.segment_view` that ``plan`` has from the automatic
     defaults alone (§6: the topology name, the segment preferred level), not from the user."""
     res = plan.resolution
-    written = any(amap is not None and keys.TOPOLOGY in amap.values for amap in (plan.root, plan.worker))
+    written = any(amap is not None and kai_scheduler.TOPOLOGY in amap.values for amap in (plan.root, plan.worker))
     out = set()
     if res.topology_name is not None and not written:
         out.add("topology name")
@@ -154,7 +155,7 @@ def _compare_inputs(kind: str, plan: Plan, old_plan: Plan, denied: set[str], fou
 def _resolved_input(path: str, value: Any) -> Any:
     """What one segment input resolves to, for :func:`_compare_inputs`: a segment-size annotation
     that is a plain decimal integer is its number (``"04"`` → 4); every other value as written."""
-    if path.endswith(key_field("", keys.SEGMENT_SIZE)):
+    if path.endswith(key_field("", kai_scheduler.SEGMENT_SIZE)):
         size = parse_plain_decimal(value)
         if size is not None:
             return size
@@ -173,7 +174,7 @@ def template_entries(plan: Plan) -> list[tuple[tuple[str, ...], str, dict[str, s
     for template, wanted in plan.other_templates:
         out.append((template.container, "annotations", wanted))
     if plan.master is not None and res.segmented and plan.kai_subgroups:
-        out.append((plan.master.container, "labels", {keys.SUBGROUP_NAME: "master"}))
+        out.append((plan.master.container, "labels", {kai_scheduler.SUBGROUP_NAME: "master"}))
     for _, unit in plan.units:
         out.extend(template_entries(unit))
     return out
@@ -219,7 +220,7 @@ def _whole_workload_entries(plan: Plan, decision: Decision | None,
     cannot say both: warning ``gate-per-group-gangs``). A never-gated template (the Ray head) gets
     the warning ``gate-head-not-gated``. Both name ``target`` (``gate``: ``--gate-pods``; ``workload-api``)."""
     who = "--gate-pods" if target == GATE else f"target {target}"
-    root_level = next((plan.root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None), None)
+    root_level = next((plan.root.get(key) for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS if plan.root.get(key) is not None), None)
     if not plan.one_podgroup or root_level is None:
         return None
     units = [unit for _, unit in plan.units if unit.gang_size]
@@ -375,7 +376,7 @@ def _warn_elastic(kind: str, plan: Plan, target: str, settings: AdmissionSetting
 
 #: Warnings that say a key is missing, by the key: said of an object that writes the key as a label,
 #: they contradict its ``placement-key-as-label`` denial ("move it to annotations").
-_MISSING_KEY_WARNINGS = {keys.TOPOLOGY: "segments-without-topology", keys.SEGMENT_SIZE: "segment-levels-without-size"}
+_MISSING_KEY_WARNINGS = {kai_scheduler.TOPOLOGY: "segments-without-topology", kai_scheduler.SEGMENT_SIZE: "segment-levels-without-size"}
 
 
 def _drop_warnings_a_label_denial_contradicts(decision: Decision) -> None:
@@ -399,12 +400,12 @@ def _check_root_levels_of_units(plan: Plan, decision: Decision) -> None:
     name, or several, the root's levels cannot be honoured: denied (``placement-without-topology``)
     with the fix naming ``metadata.annotations``."""
     root = plan.root
-    if keys.TOPOLOGY in root.values:
+    if kai_scheduler.TOPOLOGY in root.values:
         return
-    levels = [level for level in (root.get(key) for key in keys.WORKLOAD_PLACEMENT_KEYS) if level is not None]
+    levels = [level for level in (root.get(key) for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS) if level is not None]
     if not levels:
         return
-    names = {name for _, unit in plan.units if (name := unit.root_keys().get(keys.TOPOLOGY)) is not None}
+    names = {name for _, unit in plan.units if (name := unit.root_keys().get(kai_scheduler.TOPOLOGY)) is not None}
     if len(names) == 1:
         return
     if not plan.units:
@@ -421,6 +422,6 @@ def warn_ignored_segment_keys(template: AnnotationMap | None, why: str, decision
     (PyTorchJob / native Master): they are ignored and never written by the webhook."""
     if template is None:
         return
-    for key in keys.SEGMENT_KEYS:
+    for key in kai_scheduler.SEGMENT_KEYS:
         if key in template.values:
             say(decision, "segment-key-on-unsegmented-template", key=key, template=why)

@@ -36,7 +36,7 @@ from webhook.admission.rules import check_native_framework, malformed, violate
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, segments_dev
 from webhook.text.messages import UNSET
 from webhook.topology.objects import TopologyCatalog
 
@@ -95,11 +95,11 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         return None
     supported = framework in SEGMENT_FRAMEWORKS
     if framework in FRAMEWORKS and not supported:
-        size_src = worker.get(keys.SEGMENT_SIZE) or root.get(keys.SEGMENT_SIZE)
+        size_src = worker.get(kai_scheduler.SEGMENT_SIZE) or root.get(kai_scheduler.SEGMENT_SIZE)
         if per_segment is not None:
             check_native_framework(decision, framework, "spec.workersPerSegment", per_segment, "workersPerSegment")
         elif size_src is not None:
-            check_native_framework(decision, framework, size_src.field, size_src.value, keys.SEGMENT_SIZE)
+            check_native_framework(decision, framework, size_src.field, size_src.value, kai_scheduler.SEGMENT_SIZE)
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
@@ -110,7 +110,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         spec_size=SpecSizeField.stated("spec.workersPerSegment", spec.get("workersPerSegment"), per_segment, wins=True),
         automatic=automatic.applies(KIND, request, settings, update.defaults, supported=supported),
         running_size=update.running_size(),
-        extra_worker_keys={keys.KAI_FLAT_GANG: "true"},
+        extra_worker_keys={segments_dev.KAI_FLAT_GANG: "true"},
     )
     gang = workers + (master is not None) if isinstance(workers, int) else None  # gang size, §9
     resolution = resolve(inputs, catalog, settings, decision)

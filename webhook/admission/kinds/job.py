@@ -42,7 +42,7 @@ from webhook.admission.rules import check_job_indexed
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say, text
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import core, kai_scheduler
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "Job"
@@ -130,30 +130,30 @@ class IndexedJobPods(PodRules):
     annotation of the same name), segment ``index // S``, no ``subgroup-name``. Gang: one Job."""
 
     name = "job"
-    gang_label_text = f"label {keys.BATCH_JOB_NAME}"
+    gang_label_text = f"label {core.BATCH_JOB_NAME}"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled ``batch.kubernetes.io/job-name`` (JobSet and MPIJob pods are classified
         before, by their own families)."""
-        return keys.BATCH_JOB_NAME in labels
+        return core.BATCH_JOB_NAME in labels
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str],
                 size: int) -> tuple[dict[str, str], list[str]]:
         """Segment ``completion-index // size``."""
-        raw = labels.get(keys.JOB_COMPLETION_INDEX, annotations.get(keys.JOB_COMPLETION_INDEX))
+        raw = labels.get(core.JOB_COMPLETION_INDEX, annotations.get(core.JOB_COMPLETION_INDEX))
         index = pod_int(raw)
         if index is None:
-            return {}, [text("pod-label-unreadable", label=keys.JOB_COMPLETION_INDEX, shown=shown(raw),
+            return {}, [text("pod-label-unreadable", label=core.JOB_COMPLETION_INDEX, shown=shown(raw),
                              expected="missing or not an int32")]
-        return {keys.SEGMENT_INDEX: str(index // size)}, []
+        return {kai_scheduler.SEGMENT_INDEX: str(index // size)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """A non-empty ``batch.kubernetes.io/job-name``."""
-        return bool(labels.get(keys.BATCH_JOB_NAME))
+        return bool(labels.get(core.BATCH_JOB_NAME))
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<job-name>``: one gang per Job."""
-        return f"{namespace}/{labels[keys.BATCH_JOB_NAME]}"
+        return f"{namespace}/{labels[core.BATCH_JOB_NAME]}"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``worker``: every pod of a Job does the same work."""
@@ -187,9 +187,9 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
     tmpl = pod_template(spec.get("template"), "spec.template")
     out = []
     for i in range(count):
-        labels = {keys.BATCH_JOB_NAME: name, keys.JOB_NAME: name, keys.JOB_COMPLETION_INDEX: str(i)}
+        labels = {core.BATCH_JOB_NAME: name, core.JOB_NAME: name, core.JOB_COMPLETION_INDEX: str(i)}
         out.append(ControllerPod(0, f"{name}-{i}", tmpl, "spec.template", labels,
-                                 {keys.JOB_COMPLETION_INDEX: str(i)}))
+                                 {core.JOB_COMPLETION_INDEX: str(i)}))
     return out
 
 

@@ -59,7 +59,8 @@ from webhook.admission.rules import (
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say, text
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import core, jobset_sigs, kai_scheduler
+from webhook.kube.segments_dev import JOB_PARALLELISM, TRAINER_JOB
 from webhook.text.messages import UNSET
 from webhook.topology.objects import TopologyCatalog
 
@@ -67,12 +68,6 @@ KIND = "JobSet"
 GROUP = "jobset.x-k8s.io"
 VERSION = "v1alpha2"
 RJOBS = "replicatedJobs"
-#: the pod template annotation the webhook writes: the replicatedJob's Job parallelism (§3b)
-JOB_PARALLELISM = "segments.dev/job-parallelism"
-#: root annotation naming a TrainJob's trainer replicatedJob (``node`` when absent on a TrainJob);
-#: on a JobSet root (Trainer v2.0/v2.1 copy a TrainJob's ``spec.annotations`` there) the root's keys
-#: are inherited by that replicatedJob alone (DESIGN.md §3b)
-TRAINER_JOB = "segments.dev/trainer-job"
 
 
 def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settings: AdmissionSettings,
@@ -118,15 +113,15 @@ def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settin
         if size == parallelism:  # one Job = one segment: KAI's per-Job keys (§3b)
             per_job: dict[str, str] = {}
             if res.topology_name is not None:  # always: a size in force has a topology name (§5)
-                per_job[keys.TOPOLOGY] = res.topology_name
+                per_job[kai_scheduler.TOPOLOGY] = res.topology_name
             if res.segment_required is not None:
-                per_job[keys.TOPOLOGY_REQUIRED] = res.segment_required
+                per_job[kai_scheduler.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
-                per_job[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
+                per_job[kai_scheduler.TOPOLOGY_PREFERRED] = res.segment_preferred
             agreed = True
             for key, segment_key in PER_JOB_KEYS.items():  # §4.5: a user per-Job value is never replaced silently
                 written = job_meta.get(key)
-                if written is not None and key != keys.TOPOLOGY and per_job.get(key) is not None \
+                if written is not None and key != kai_scheduler.TOPOLOGY and per_job.get(key) is not None \
                         and res.node_label(written.value) == res.node_label(per_job[key]):
                     per_job[key] = written.value  # the same level, by its KAI alias or its node label: kept
                 elif written is not None:
@@ -144,8 +139,8 @@ def _unit(root: AnnotationMap, rj: Any, k: int, catalog: TopologyCatalog, settin
 #: KAI's per-Job keys on ``replicatedJobs[k].template.metadata.annotations`` (KAI d5bc503
 #: ``pkg/podgrouper/podgrouper/plugins/jobset/jobset_grouper.go``, ``singleReplicaSubGroupTopology``)
 #: → the pod template key whose resolved value the webhook writes there
-PER_JOB_KEYS = {keys.TOPOLOGY: keys.TOPOLOGY, keys.TOPOLOGY_REQUIRED: keys.SEGMENT_REQUIRED,
-                keys.TOPOLOGY_PREFERRED: keys.SEGMENT_PREFERRED}
+PER_JOB_KEYS = {kai_scheduler.TOPOLOGY: kai_scheduler.TOPOLOGY, kai_scheduler.TOPOLOGY_REQUIRED: kai_scheduler.SEGMENT_REQUIRED,
+                kai_scheduler.TOPOLOGY_PREFERRED: kai_scheduler.SEGMENT_PREFERRED}
 
 
 def _check_user_per_job_levels(job_meta: AnnotationMap, decision: Decision) -> None:
@@ -153,8 +148,8 @@ def _check_user_per_job_levels(job_meta: AnnotationMap, decision: Decision) -> N
     (segment size other than ``parallelism``, or no segments). KAI's JobSet grouper reads them
     with the topology name of that Job template alone and drops them silently without one: denied
     (``template-level-without-topology``); with one, KAI enforces them on each Job."""
-    has_topology = keys.TOPOLOGY in job_meta.values
-    for key in keys.WORKLOAD_PLACEMENT_KEYS:
+    has_topology = kai_scheduler.TOPOLOGY in job_meta.values
+    for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS:
         level = job_meta.get(key)
         if level is not None:
             check_template_level_has_topology(decision, level.field, level.value, has_topology, job_meta.field,
@@ -208,16 +203,16 @@ class JobSetPods(PodRules):
     segment ``index // S``, no ``subgroup-name`` (KAI writes its own). Gang: one replicatedJob."""
 
     name = "jobset"
-    gang_label_text = f"{keys.JOBSET_NAME} + replicatedjob-name"
+    gang_label_text = f"{jobset_sigs.JOBSET_NAME} + replicatedjob-name"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled ``jobset.sigs.k8s.io/jobset-name``."""
-        return keys.JOBSET_NAME in labels
+        return jobset_sigs.JOBSET_NAME in labels
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
         """Segment ``(job-index × parallelism + completion-index) // size``."""
         values: dict[str, int] = {}
-        for key in (keys.JOBSET_JOB_INDEX, keys.JOB_COMPLETION_INDEX):
+        for key in (jobset_sigs.JOBSET_JOB_INDEX, core.JOB_COMPLETION_INDEX):
             raw = labels.get(key, annotations.get(key))
             value = pod_int(raw)
             if value is None:
@@ -228,29 +223,29 @@ class JobSetPods(PodRules):
         if parallelism is None or parallelism < 1:
             return {}, [text("pod-annotation-unreadable", annotation=JOB_PARALLELISM, shown=shown(raw_p),
                              expected="missing or not an int32 >= 1")]
-        completion = values[keys.JOB_COMPLETION_INDEX]
+        completion = values[core.JOB_COMPLETION_INDEX]
         if completion >= parallelism:
             return {}, [text("pod-index-out-of-range", index=f"completion index {completion}",
                              problem=f"not below parallelism {parallelism}")]
-        index = values[keys.JOBSET_JOB_INDEX] * parallelism + completion
-        return {keys.SEGMENT_INDEX: str(index // size)}, []
+        index = values[jobset_sigs.JOBSET_JOB_INDEX] * parallelism + completion
+        return {kai_scheduler.SEGMENT_INDEX: str(index // size)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """A non-empty ``jobset.sigs.k8s.io/jobset-name``."""
-        return bool(labels.get(keys.JOBSET_NAME))
+        return bool(labels.get(jobset_sigs.JOBSET_NAME))
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<jobset>/<replicatedJob>``; ``None`` without a replicatedjob-name."""
-        rjob = labels.get(keys.JOBSET_RJOB_NAME)
-        return f"{namespace}/{labels[keys.JOBSET_NAME]}/{rjob}" if rjob else None
+        rjob = labels.get(jobset_sigs.JOBSET_RJOB_NAME)
+        return f"{namespace}/{labels[jobset_sigs.JOBSET_NAME]}/{rjob}" if rjob else None
 
     def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<jobset>/*``: every replicatedJob in one gang (DESIGN.md §4.5, §9)."""
-        return f"{namespace}/{labels[keys.JOBSET_NAME]}/*"
+        return f"{namespace}/{labels[jobset_sigs.JOBSET_NAME]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """The replicatedJob's name."""
-        return labels.get(keys.JOBSET_RJOB_NAME) or None
+        return labels.get(jobset_sigs.JOBSET_RJOB_NAME) or None
 
 
 JOBSET_PODS = JobSetPods()
@@ -299,13 +294,13 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
         tmpl = pod_template(job_spec.get("template"), path)
         for j in range(count):
             job_name = f"{name}-{rj['name']}-{j}"
-            jobset = {keys.JOBSET_NAME: name, keys.JOBSET_RJOB_NAME: rj["name"], keys.JOBSET_JOB_INDEX: str(j),
-                      keys.JOBSET_JOB_GLOBAL_INDEX: str(global_index), keys.JOBSET_RJOB_REPLICAS: str(count)}
+            jobset = {jobset_sigs.JOBSET_NAME: name, jobset_sigs.JOBSET_RJOB_NAME: rj["name"], jobset_sigs.JOBSET_JOB_INDEX: str(j),
+                      jobset_sigs.JOBSET_JOB_GLOBAL_INDEX: str(global_index), jobset_sigs.JOBSET_RJOB_REPLICAS: str(count)}
             for c in range(parallelism):
-                labels = {**jobset, keys.JOB_COMPLETION_INDEX: str(c), keys.BATCH_JOB_NAME: job_name,
-                          keys.JOB_NAME: job_name}
+                labels = {**jobset, core.JOB_COMPLETION_INDEX: str(c), core.BATCH_JOB_NAME: job_name,
+                          core.JOB_NAME: job_name}
                 out.append(ControllerPod(k, f"{job_name}-{c}", tmpl, path, labels,
-                                         {**jobset, keys.JOB_COMPLETION_INDEX: str(c)}))
+                                         {**jobset, core.JOB_COMPLETION_INDEX: str(c)}))
             global_index += 1
         cap(len(out), f"Σ spec.{RJOBS}[*].replicas × parallelism")
     return out

@@ -71,7 +71,7 @@ from webhook.admission.targets import chosen_target
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say, text
 from webhook.admission.workload_plan import NO_READER_EDITS, Plan, ReaderEdits
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, leaderworkerset_sigs
 from webhook.text.messages import plural, quote
 from webhook.topology.objects import TopologyCatalog
 
@@ -87,23 +87,23 @@ def _leader_plan(leader: AnnotationMap, res: Resolution | None, policy: str, dec
     resolution when segments are in force, else ``None``."""
     worker_keys = res.worker_keys() if res is not None else {}
     if not worker_keys or res is None:
-        for key in keys.SEGMENT_KEYS:
+        for key in kai_scheduler.SEGMENT_KEYS:
             if key in leader.values:
                 say(decision, "lws-leader-template-key-unsegmented", key=key)
         return {}
-    if policy == keys.POLICY_LEADER_WORKER:
-        for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
+    if policy == kai_scheduler.POLICY_LEADER_WORKER:
+        for key in (kai_scheduler.TOPOLOGY,) + kai_scheduler.SEGMENT_KEYS:
             if key in leader.values and leader.values[key] != worker_keys.get(key):
                 say(decision, "lws-leader-template-differs", key=key)
         return worker_keys
-    for key in keys.SEGMENT_KEYS:
+    for key in kai_scheduler.SEGMENT_KEYS:
         if key in leader.values:
             say(decision, "lws-leader-excluded-segment-key", key=key)
-    wanted = {keys.SEGMENT_LEADER_POLICY: policy}
+    wanted = {kai_scheduler.SEGMENT_LEADER_POLICY: policy}
     if res.topology_name is not None:
-        if keys.TOPOLOGY in leader.values and leader.values[keys.TOPOLOGY] != res.topology_name:
-            say(decision, "lws-leader-template-differs", key=keys.TOPOLOGY)
-        wanted = {keys.TOPOLOGY: res.topology_name, **wanted}
+        if kai_scheduler.TOPOLOGY in leader.values and leader.values[kai_scheduler.TOPOLOGY] != res.topology_name:
+            say(decision, "lws-leader-template-differs", key=kai_scheduler.TOPOLOGY)
+        wanted = {kai_scheduler.TOPOLOGY: res.topology_name, **wanted}
     return wanted
 
 
@@ -144,14 +144,14 @@ def _one_answer(res: Resolution, root: AnnotationMap, sub_size: int | None, deci
         if sub_size != size:
             spec_values = ((SUB_GROUP_SIZE_PARTS, size),)
             say(decision, "lws-subgroup-size-set", sub_group_size=sub_size, size=size)
-    root_size = root.get(keys.SEGMENT_SIZE)
+    root_size = root.get(kai_scheduler.SEGMENT_SIZE)
     if root_size is not None and root_size.field != res.size.field:
         overwritten.add(root_size.field)
         if root_size.value != str(size):
-            root_annotations[keys.SEGMENT_SIZE] = str(size)
+            root_annotations[kai_scheduler.SEGMENT_SIZE] = str(size)
             say(decision, "lws-root-size-set", value=quote(root_size.value), size=quote(str(size)))
     elif root_size is not None and root_size.value != str(size):  # the root value is the one in force: canonical
-        root_annotations[keys.SEGMENT_SIZE] = str(size)
+        root_annotations[kai_scheduler.SEGMENT_SIZE] = str(size)
     return ReaderEdits(spec_values=spec_values, root_annotations=root_annotations,
                        overwritten_inputs=frozenset(overwritten))
 
@@ -167,12 +167,12 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if root is None or spec is None or lwt is None:
         return None
     group_size = get_int(lwt, "size", LWT, decision, default=1, minimum=1)
-    policy = keys.POLICY_LEADER_WORKER
+    policy = kai_scheduler.POLICY_LEADER_WORKER
     sub_size = written_size = None  # subGroupSize as read (an int) and as written
     sgp = get_mapping(lwt, "subGroupPolicy", LWT, decision)
     if sgp is not None:
         ptype = sgp.get("subGroupPolicyType")
-        if ptype is not None and ptype not in keys.LEADER_POLICIES:
+        if ptype is not None and ptype not in kai_scheduler.LEADER_POLICIES:
             malformed(decision, f"{SGP}.subGroupPolicyType", ptype, "one of LeaderWorker, LeaderExcluded")
         elif ptype is not None:
             policy = ptype
@@ -185,7 +185,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if worker is None or (lt is not None and leader is None):
         return None
     pods = lws_segmented_pods(group_size, policy) if group_size is not None else None
-    excluded = policy == keys.POLICY_LEADER_EXCLUDED
+    excluded = policy == kai_scheduler.POLICY_LEADER_EXCLUDED
     inputs = SegmentInputs(
         kind=KIND,
         root=root,
@@ -198,7 +198,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
                            validates_size=sub_size is not None),
         automatic=False,
         warn_partial=False,
-        extra_worker_keys={keys.SEGMENT_LEADER_POLICY: policy},
+        extra_worker_keys={kai_scheduler.SEGMENT_LEADER_POLICY: policy},
         size_rule=_size_rule(group_size, excluded, sub_size) if group_size is not None else None,
         running_size=update.running_size(),
     )
@@ -211,7 +211,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     if segmented and res.size_in_force is not None:  # segmented: a size is in force
         target = chosen_target(obj, settings, Decision(kind=KIND))  # its own denials: compile_workload's
         check_lws_startup_policy(decision, spec.get("startupPolicy"), res.size_in_force, target)  # §3b
-        current = worker.values.get(keys.SEGMENT_LEADER_POLICY)
+        current = worker.values.get(kai_scheduler.SEGMENT_LEADER_POLICY)
         if current is not None and current != policy:
             say(decision, "lws-leader-policy-replaced", value=quote(current), policy=policy)
     plan = Plan(resolution=res, root=root, worker=worker, reader_edits=edits,
@@ -242,44 +242,44 @@ class LeaderWorkerSetPods(PodRules):
     ``<namespace>/<leaderworkerset.sigs.k8s.io/name>/<group-index>`` (§9)."""
 
     name = "leaderworkerset"
-    size_fallback = keys.LWS_SUBGROUP_SIZE
-    gang_size_fallback = keys.LWS_SIZE
-    gang_label_text = f"{keys.LWS_NAME} + group-index"
+    size_fallback = leaderworkerset_sigs.LWS_SUBGROUP_SIZE
+    gang_size_fallback = leaderworkerset_sigs.LWS_SIZE
+    gang_label_text = f"{leaderworkerset_sigs.LWS_NAME} + group-index"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled with an LWS worker index or LWS name."""
-        return keys.LWS_WORKER_INDEX in labels or keys.LWS_NAME in labels
+        return leaderworkerset_sigs.LWS_WORKER_INDEX in labels or leaderworkerset_sigs.LWS_NAME in labels
 
     @staticmethod
     def _policy(annotations: Mapping[str, str]) -> str:
-        return annotations.get(keys.SEGMENT_LEADER_POLICY) or annotations.get(keys.LWS_SUBGROUP_POLICY_TYPE) \
-            or keys.POLICY_LEADER_WORKER
+        return annotations.get(kai_scheduler.SEGMENT_LEADER_POLICY) or annotations.get(leaderworkerset_sigs.LWS_SUBGROUP_POLICY_TYPE) \
+            or kai_scheduler.POLICY_LEADER_WORKER
 
     def unsized(self, labels: Mapping[str, str], annotations: Mapping[str, str]) -> dict[str, str]:
         """An excluded leader carries no segment size (its template gets no segment keys, DESIGN.md
         §2) but is still named ``leader`` (§7)."""
         policy = self._policy(annotations)
-        if policy == keys.POLICY_LEADER_EXCLUDED and labels.get(keys.LWS_WORKER_INDEX) == "0":
-            return {keys.SUBGROUP_NAME: lws_subgroup_name(None, leader=True, policy=policy)}
+        if policy == kai_scheduler.POLICY_LEADER_EXCLUDED and labels.get(leaderworkerset_sigs.LWS_WORKER_INDEX) == "0":
+            return {kai_scheduler.SUBGROUP_NAME: lws_subgroup_name(None, leader=True, policy=policy)}
         return {}
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
         """The segment of worker ``w`` of a group of R (:func:`webhook.admission.segments.lws_segment`)."""
         policy = self._policy(annotations)
-        if policy not in keys.LEADER_POLICIES:
+        if policy not in kai_scheduler.LEADER_POLICIES:
             return {}, [text("pod-leader-policy-unknown", policy=quote(policy))]
-        raw_w = labels.get(keys.LWS_WORKER_INDEX)
+        raw_w = labels.get(leaderworkerset_sigs.LWS_WORKER_INDEX)
         worker = pod_int(raw_w)
         if worker is None:
-            return {}, [text("pod-label-unreadable", label=keys.LWS_WORKER_INDEX, shown=shown(raw_w),
+            return {}, [text("pod-label-unreadable", label=leaderworkerset_sigs.LWS_WORKER_INDEX, shown=shown(raw_w),
                              expected="missing or not an int32")]
         if worker == 0:
-            segment = None if policy == keys.POLICY_LEADER_EXCLUDED else 0
+            segment = None if policy == kai_scheduler.POLICY_LEADER_EXCLUDED else 0
         else:
-            raw_r = annotations.get(keys.LWS_SIZE)
+            raw_r = annotations.get(leaderworkerset_sigs.LWS_SIZE)
             group = pod_int(raw_r)
             if group is None or group < 1:
-                return {}, [text("pod-annotation-unreadable", annotation=keys.LWS_SIZE, shown=shown(raw_r),
+                return {}, [text("pod-annotation-unreadable", annotation=leaderworkerset_sigs.LWS_SIZE, shown=shown(raw_r),
                                  expected="missing or not an int32")]
             if worker >= group:
                 return {}, [text("pod-index-out-of-range", index=f"worker-index {worker}",
@@ -287,28 +287,28 @@ class LeaderWorkerSetPods(PodRules):
             segment = lws_segment(worker, group, size, policy)
         name = lws_subgroup_name(segment, leader=worker == 0, policy=policy)
         if segment is None:
-            return {keys.SUBGROUP_NAME: name}, []
-        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: name}, []
+            return {kai_scheduler.SUBGROUP_NAME: name}, []
+        return {kai_scheduler.SEGMENT_INDEX: str(segment), kai_scheduler.SUBGROUP_NAME: name}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """A non-empty ``leaderworkerset.sigs.k8s.io/name``."""
-        return bool(labels.get(keys.LWS_NAME))
+        return bool(labels.get(leaderworkerset_sigs.LWS_NAME))
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<lws>/<group-index>``; ``None`` without a decimal group index."""
-        group = labels.get(keys.LWS_GROUP_INDEX)
-        return f"{namespace}/{labels[keys.LWS_NAME]}/{group}" if group and group.isdigit() else None
+        group = labels.get(leaderworkerset_sigs.LWS_GROUP_INDEX)
+        return f"{namespace}/{labels[leaderworkerset_sigs.LWS_NAME]}/{group}" if group and group.isdigit() else None
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``leader`` for worker index 0, else ``worker``."""
-        if labels.get(keys.LWS_WORKER_INDEX) is not None:
-            return "leader" if labels.get(keys.LWS_WORKER_INDEX) == "0" else "worker"
+        if labels.get(leaderworkerset_sigs.LWS_WORKER_INDEX) is not None:
+            return "leader" if labels.get(leaderworkerset_sigs.LWS_WORKER_INDEX) == "0" else "worker"
         return None
 
     def segment_group(self, labels: Mapping[str, str]) -> int:
         """The LWS group index (segments are numbered per group). Raises ``ValueError`` when it is
         not a whole number."""
-        return int(labels.get(keys.LWS_GROUP_INDEX) or 0)
+        return int(labels.get(leaderworkerset_sigs.LWS_GROUP_INDEX) or 0)
 
 
 LWS_PODS = LeaderWorkerSetPods()
@@ -347,18 +347,18 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
         leader_path = f"{LWT}.leaderTemplate"
         leader = pod_template(lwt["leaderTemplate"], leader_path)
     sgp = lwt.get("subGroupPolicy")
-    common = {keys.LWS_SIZE: str(size)}
+    common = {leaderworkerset_sigs.LWS_SIZE: str(size)}
     leader_extra = {}
     if isinstance(sgp, Mapping) and sgp.get("subGroupSize") is not None:
-        common[keys.LWS_SUBGROUP_SIZE] = str(sgp.get("subGroupSize"))
-        leader_extra[keys.LWS_SUBGROUP_POLICY_TYPE] = str(sgp.get("subGroupPolicyType") or keys.POLICY_LEADER_WORKER)
+        common[leaderworkerset_sigs.LWS_SUBGROUP_SIZE] = str(sgp.get("subGroupSize"))
+        leader_extra[leaderworkerset_sigs.LWS_SUBGROUP_POLICY_TYPE] = str(sgp.get("subGroupPolicyType") or kai_scheduler.POLICY_LEADER_WORKER)
     out = []
     for g in range(count):
-        base = {keys.LWS_NAME: name, keys.LWS_GROUP_INDEX: str(g)}
-        out.append(ControllerPod(g, f"{name}-{g}", leader, leader_path, {**base, keys.LWS_WORKER_INDEX: "0"},
+        base = {leaderworkerset_sigs.LWS_NAME: name, leaderworkerset_sigs.LWS_GROUP_INDEX: str(g)}
+        out.append(ControllerPod(g, f"{name}-{g}", leader, leader_path, {**base, leaderworkerset_sigs.LWS_WORKER_INDEX: "0"},
                                  {**common, **leader_extra}))
         for w in range(1, size):
-            out.append(ControllerPod(g, f"{name}-{g}-{w}", worker, worker_path, {**base, keys.LWS_WORKER_INDEX: str(w)},
+            out.append(ControllerPod(g, f"{name}-{g}-{w}", worker, worker_path, {**base, leaderworkerset_sigs.LWS_WORKER_INDEX: str(w)},
                                      common))
     return out
 

@@ -44,7 +44,7 @@ from webhook.admission.segments import training_segment
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say, text
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import core, kai_scheduler, kubeflow_org
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "MPIJob"
@@ -81,7 +81,7 @@ def _replica(specs: Mapping[str, Any], rkey: str, default: int,
 def _launcher_keys(launcher: AnnotationMap, worker_keys: dict[str, str], decision: Decision) -> dict[str, str]:
     """The keys a launcher-as-worker's template receives (the Worker's: it is in segment 0), and
     warnings about user values there that differ (the Worker template wins)."""
-    for key in (keys.TOPOLOGY,) + keys.SEGMENT_KEYS:
+    for key in (kai_scheduler.TOPOLOGY,) + kai_scheduler.SEGMENT_KEYS:
         if key in launcher.values and launcher.values[key] != worker_keys.get(key):
             say(decision, "mpijob-launcher-template-differs", key=key)
     return worker_keys
@@ -153,37 +153,37 @@ class MPIJobPods(PodRules):
     a replica index; a launcher without one is in no gang (§9)."""
 
     name = "mpi-operator"
-    gang_label_text = f"label {keys.KF_JOB_NAME}; a launcher that is not a worker is in no gang"
+    gang_label_text = f"label {kubeflow_org.KF_JOB_NAME}; a launcher that is not a worker is in no gang"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled ``training.kubeflow.org/job-role`` (only mpi-operator writes it)."""
-        return keys.KF_JOB_ROLE in labels
+        return kubeflow_org.KF_JOB_ROLE in labels
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
         """Segment ``replica-index // size`` of a worker or launcher-as-worker."""
-        role = labels.get(keys.KF_JOB_ROLE)
+        role = labels.get(kubeflow_org.KF_JOB_ROLE)
         if role not in (ROLE_LAUNCHER, ROLE_WORKER):
-            return {}, [text("pod-label-unreadable", label=keys.KF_JOB_ROLE, shown=shown(role), expected="is not launcher/worker")]
-        raw_i = labels.get(keys.KF_REPLICA_INDEX)
+            return {}, [text("pod-label-unreadable", label=kubeflow_org.KF_JOB_ROLE, shown=shown(role), expected="is not launcher/worker")]
+        raw_i = labels.get(kubeflow_org.KF_REPLICA_INDEX)
         index = pod_int(raw_i)
         if index is None:
-            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_INDEX, shown=shown(raw_i),
+            return {}, [text("pod-label-unreadable", label=kubeflow_org.KF_REPLICA_INDEX, shown=shown(raw_i),
                              expected="missing or not an int32")]
-        return {keys.SEGMENT_INDEX: str(training_segment(index, size))}, []
+        return {kai_scheduler.SEGMENT_INDEX: str(training_segment(index, size))}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """An mpi-operator pod with a job name."""
-        return bool(labels.get(keys.KF_JOB_NAME)) and keys.KF_JOB_ROLE in labels
+        return bool(labels.get(kubeflow_org.KF_JOB_NAME)) and kubeflow_org.KF_JOB_ROLE in labels
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<job-name>`` for a worker or a launcher-as-worker, else ``None``."""
-        if labels.get(keys.KF_JOB_ROLE) == ROLE_WORKER or keys.KF_REPLICA_INDEX in labels:
-            return f"{namespace}/{labels[keys.KF_JOB_NAME]}"
+        if labels.get(kubeflow_org.KF_JOB_ROLE) == ROLE_WORKER or kubeflow_org.KF_REPLICA_INDEX in labels:
+            return f"{namespace}/{labels[kubeflow_org.KF_JOB_NAME]}"
         return None
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``launcher`` or ``worker``."""
-        return labels.get(keys.KF_JOB_ROLE) or None
+        return labels.get(kubeflow_org.KF_JOB_ROLE) or None
 
 
 MPI_PODS = MPIJobPods()
@@ -206,7 +206,7 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
         raise ShapeError(f"spec.{SPECS}: missing or not an object")
     as_worker = spec.get("runLauncherAsWorker") is True
     out = []
-    base = {keys.KF_OPERATOR_NAME: OPERATOR, keys.KF_JOB_NAME: name}
+    base = {kubeflow_org.KF_OPERATOR_NAME: OPERATOR, kubeflow_org.KF_JOB_NAME: name}
     fields = []
     for rtype, default in (("Launcher", 1), ("Worker", 0)):
         if rtype not in specs:
@@ -221,13 +221,13 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
         tmpl = pod_template(rs.get("template"), path)
         for i in range(count):
             if rtype == "Launcher":
-                labels = {**base, keys.KF_JOB_ROLE: ROLE_LAUNCHER, keys.JOB_NAME: f"{name}-launcher",
-                          keys.BATCH_JOB_NAME: f"{name}-launcher"}
+                labels = {**base, kubeflow_org.KF_JOB_ROLE: ROLE_LAUNCHER, core.JOB_NAME: f"{name}-launcher",
+                          core.BATCH_JOB_NAME: f"{name}-launcher"}
                 if as_worker:
-                    labels[keys.KF_REPLICA_INDEX] = "0"
+                    labels[kubeflow_org.KF_REPLICA_INDEX] = "0"
                 pod_name = f"{name}-launcher" if count == 1 else f"{name}-launcher-{i}"
             else:
-                labels = {**base, keys.KF_JOB_ROLE: ROLE_WORKER, keys.KF_REPLICA_INDEX: str(i + 1 if as_worker else i)}
+                labels = {**base, kubeflow_org.KF_JOB_ROLE: ROLE_WORKER, kubeflow_org.KF_REPLICA_INDEX: str(i + 1 if as_worker else i)}
                 pod_name = f"{name}-worker-{i}"
             out.append(ControllerPod(0, pod_name, tmpl, path, labels, {}))
     cap(len(out), " + ".join(fields))

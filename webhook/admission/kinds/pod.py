@@ -48,10 +48,11 @@ from webhook.admission.kinds.registry import (
 from webhook.admission.patching import PatchBuilder
 from webhook.admission.reading import check_object_meta, read_string_map
 from webhook.admission.rules import malformed
-from webhook.admission.targets import GATE, TARGET_KEY, WORKLOAD_API, default_target
+from webhook.admission.targets import GATE, WORKLOAD_API, default_target
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import text as warning_text
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, ray_io
+from webhook.kube.segments_dev import TARGET_KEY
 from webhook.text.messages import UNSET, quote
 from webhook.topology.objects import TopologyCatalog
 
@@ -72,10 +73,10 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
     """
     size_key = next((k for k in _SIZE_KEYS if k in annotations), _SIZE_KEYS[-1])
     raw_size = annotations.get(size_key)
-    if keys.TOPOLOGY not in annotations:
+    if kai_scheduler.TOPOLOGY not in annotations:
         # Not the webhook's (DESIGN.md §5 "Opt-in"), or segments without a topology, which KAI
         # ignores ("Segments without a topology"): no segment label.
-        if keys.SEGMENT_SIZE in annotations:
+        if kai_scheduler.SEGMENT_SIZE in annotations:
             return {}, [warning_text("pod-size-without-topology")]
         return {}, []
     rules = pod_rules(labels)
@@ -88,7 +89,7 @@ def segment_labels(labels: Mapping[str, str], annotations: Mapping[str, str]) ->
 
 
 #: Annotations read as the segment size: the webhook's key, then the families' own (LWS subgroup-size).
-_SIZE_KEYS = (keys.SEGMENT_SIZE,) + SIZE_FALLBACKS
+_SIZE_KEYS = (kai_scheduler.SEGMENT_SIZE,) + SIZE_FALLBACKS
 
 
 def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *, mutate: bool = True) -> Decision:
@@ -121,7 +122,7 @@ def review(request: Mapping[str, Any], catalog: TopologyCatalog, settings: Admis
         namespace = request.get("namespace") or pod.get("metadata", {}).get("namespace") or ""
         group_ops, group_warnings = workload_api.group_pod(
             pod, gang_key(str(namespace), labels, annotations),
-            wanted.get(keys.SEGMENT_INDEX, labels.get(keys.SEGMENT_INDEX)), gang_labels_text(labels),
+            wanted.get(kai_scheduler.SEGMENT_INDEX, labels.get(kai_scheduler.SEGMENT_INDEX)), gang_labels_text(labels),
             whole_gang_group(labels, annotations))
         warnings = warnings + group_warnings
     env_ops = env_operations(pod, annotations) if settings.segment_env and _segment_member(wanted, warnings) else []
@@ -139,12 +140,12 @@ ENV_INDEX, ENV_SIZE = "KAI_SEGMENT_INDEX", "KAI_SEGMENT_SIZE"
 def _segment_member(wanted: Mapping[str, str], warnings: list[str]) -> bool:
     """True when the pod is a member of a segment: it gets its segment index now, or it is a pod
     without index labels whose segment the controller forms and labels at release (§3b)."""
-    return keys.SEGMENT_INDEX in wanted or any(w == warning_text("pod-without-index", label=k) for w in warnings
+    return kai_scheduler.SEGMENT_INDEX in wanted or any(w == warning_text("pod-without-index", label=k) for w in warnings
                                                  for k in _INDEX_LABELS)
 
 
 #: index labels whose absence the pod rules report with the ``pod-without-index`` warning
-_INDEX_LABELS = (keys.RAY_REPLICA_INDEX,)
+_INDEX_LABELS = (ray_io.RAY_REPLICA_INDEX,)
 
 
 def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict[str, Any]]:
@@ -159,8 +160,8 @@ def env_operations(pod: Mapping[str, Any], annotations: Mapping[str, str]) -> li
     if not isinstance(containers, list):
         return []
     wanted = [(ENV_INDEX, {"name": ENV_INDEX, "valueFrom": {"fieldRef": {
-                  "fieldPath": f"metadata.labels['{keys.SEGMENT_INDEX}']"}}}),
-              (ENV_SIZE, {"name": ENV_SIZE, "value": str(annotations.get(keys.SEGMENT_SIZE, ""))})]
+                  "fieldPath": f"metadata.labels['{kai_scheduler.SEGMENT_INDEX}']"}}}),
+              (ENV_SIZE, {"name": ENV_SIZE, "value": str(annotations.get(kai_scheduler.SEGMENT_SIZE, ""))})]
     ops: list[dict[str, Any]] = []
     for i, container in enumerate(containers):
         if not isinstance(container, (dict, Mapping)):

@@ -35,7 +35,7 @@ from webhook.admission.segments import training_segment, training_subgroup_name
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import text
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, kubeflow_org, segments_dev
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "PyTorchJob"
@@ -152,7 +152,7 @@ class TrainingOperatorPods(PodRules):
     (§9). The fallback family: a pod no other family owns is read by these rules."""
 
     name = "training-operator"
-    gang_label_text = f"label {keys.KF_JOB_NAME}"
+    gang_label_text = f"label {kubeflow_org.KF_JOB_NAME}"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """Every pod (the fallback, checked last)."""
@@ -162,38 +162,38 @@ class TrainingOperatorPods(PodRules):
         """Master: ``subgroup-name: master``; worker ``i``: segment ``i // size`` (DESIGN.md §7).
         A pod whose template carries ``segments.dev/kai-flat-gang: "true"`` (native kind, §4.5)
         gets its segment index only, never ``subgroup-name``."""
-        rtype = labels.get(keys.KF_REPLICA_TYPE)
+        rtype = labels.get(kubeflow_org.KF_REPLICA_TYPE)
         role = rtype.lower() if isinstance(rtype, str) else None
-        flat = annotations.get(keys.KAI_FLAT_GANG) == "true"  # KAI makes one flat PodGroup (§4.5)
+        flat = annotations.get(segments_dev.KAI_FLAT_GANG) == "true"  # KAI makes one flat PodGroup (§4.5)
         if role == "master":
-            return ({} if flat else {keys.SUBGROUP_NAME: training_subgroup_name(None)}), []
-        if role != "worker" and rtype is None and not labels.get(keys.KF_JOB_NAME):
+            return ({} if flat else {kai_scheduler.SUBGROUP_NAME: training_subgroup_name(None)}), []
+        if role != "worker" and rtype is None and not labels.get(kubeflow_org.KF_JOB_NAME):
             # no Kubeflow label at all: the fallback family is not this pod's (a Deployment's pod)
             return {}, [text("pod-of-no-segmented-kind")]
         if role != "worker":
-            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_TYPE, shown=shown(rtype),
+            return {}, [text("pod-label-unreadable", label=kubeflow_org.KF_REPLICA_TYPE, shown=shown(rtype),
                              expected="is missing or not worker/master")]
-        raw_i = labels.get(keys.KF_REPLICA_INDEX)
+        raw_i = labels.get(kubeflow_org.KF_REPLICA_INDEX)
         index = pod_int(raw_i)
         if index is None:
-            return {}, [text("pod-label-unreadable", label=keys.KF_REPLICA_INDEX, shown=shown(raw_i),
+            return {}, [text("pod-label-unreadable", label=kubeflow_org.KF_REPLICA_INDEX, shown=shown(raw_i),
                              expected="missing or not an int32")]
         segment = training_segment(index, size)
         if flat:
-            return {keys.SEGMENT_INDEX: str(segment)}, []
-        return {keys.SEGMENT_INDEX: str(segment), keys.SUBGROUP_NAME: training_subgroup_name(segment)}, []
+            return {kai_scheduler.SEGMENT_INDEX: str(segment)}, []
+        return {kai_scheduler.SEGMENT_INDEX: str(segment), kai_scheduler.SUBGROUP_NAME: training_subgroup_name(segment)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """A non-empty ``training.kubeflow.org/job-name``."""
-        return bool(labels.get(keys.KF_JOB_NAME))
+        return bool(labels.get(kubeflow_org.KF_JOB_NAME))
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<job-name>``: one gang per job (Master + Workers, DESIGN.md §9)."""
-        return f"{namespace}/{labels[keys.KF_JOB_NAME]}"
+        return f"{namespace}/{labels[kubeflow_org.KF_JOB_NAME]}"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """The replica type as labelled (``master``, ``worker``)."""
-        rtype = labels.get(keys.KF_REPLICA_TYPE)
+        rtype = labels.get(kubeflow_org.KF_REPLICA_TYPE)
         return str(rtype) if rtype else None
 
 
@@ -216,8 +216,8 @@ def training_operator_pods(obj: Mapping[str, Any], parts: list[tuple[str, int, d
     out = []
     for rtype, count, tmpl, path in parts:
         for i in range(count):
-            labels = {keys.KF_REPLICA_TYPE: rtype, keys.KF_REPLICA_INDEX: str(i),
-                      keys.KF_JOB_NAME: name, keys.KF_OPERATOR_NAME: operator}
+            labels = {kubeflow_org.KF_REPLICA_TYPE: rtype, kubeflow_org.KF_REPLICA_INDEX: str(i),
+                      kubeflow_org.KF_JOB_NAME: name, kubeflow_org.KF_OPERATOR_NAME: operator}
             out.append(ControllerPod(0, f"{name}-{rtype}-{i}", tmpl, path, labels, {}))
     return out
 

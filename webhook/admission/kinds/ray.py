@@ -61,15 +61,14 @@ from webhook.admission.types import AdmissionHandler
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say, text
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys
+from webhook.kube import kai_scheduler, ray_io
+from webhook.kube.segments_dev import NUM_OF_HOSTS
 from webhook.text.messages import UNSET
 from webhook.topology.objects import TopologyCatalog
 
 GROUP = "ray.io"
 VERSION = "v1"
 GROUPS = "workerGroupSpecs"
-#: the pod template annotation the webhook writes: the worker group's numOfHosts (§3b)
-NUM_OF_HOSTS = "segments.dev/num-of-hosts"
 #: kind → the spec field that holds the RayCluster spec (``()`` for a RayCluster)
 CLUSTER_SPEC = {"RayCluster": (), "RayJob": ("rayClusterSpec",), "RayService": ("rayClusterConfig",)}
 
@@ -112,8 +111,8 @@ def _unit(kind: str, root: AnnotationMap, group: Any, k: int, prefix: tuple[str,
                            extra_worker_keys={NUM_OF_HOSTS: str(hosts)} if isinstance(hosts, int) else {},
                            size_rule=whole_replicas, template_levels_read=True, groups="worker groups")
     res = resolve(inputs, catalog, settings, decision)
-    written = res.worker_keys().get(keys.TOPOLOGY)
-    check_template_levels(worker, worker.values.get(keys.TOPOLOGY, written), f"worker group {name}", catalog,
+    written = res.worker_keys().get(kai_scheduler.TOPOLOGY)
+    check_template_levels(worker, worker.values.get(kai_scheduler.TOPOLOGY, written), f"worker group {name}", catalog,
                           decision)
     if res.segmented and isinstance(hosts, int):
         say(decision, "kai-does-not-enforce", kind=kind, why="groups Ray pods by worker group")
@@ -134,7 +133,7 @@ def check_template_levels(template: AnnotationMap, topology_name: str | None, gr
     cluster when the template has a level but no topology name. No name: denied
     (``template-level-without-topology``); else the level is checked against that topology and
     the ``kai-template-level-whole-group`` warning says what KAI does with it."""
-    levels = [(key, template.get(key)) for key in keys.WORKLOAD_PLACEMENT_KEYS if key in template.values]
+    levels = [(key, template.get(key)) for key in kai_scheduler.WORKLOAD_PLACEMENT_KEYS if key in template.values]
     if not levels:
         return
     topology = catalog.get(topology_name) if topology_name is not None else None
@@ -149,7 +148,7 @@ def check_template_levels(template: AnnotationMap, topology_name: str | None, gr
             continue
         if topology is not None and not check_level_in_topology(decision, level.field, level.value, topology):
             continue
-        scope = "required" if key == keys.TOPOLOGY_REQUIRED else "preferred"
+        scope = "required" if key == kai_scheduler.TOPOLOGY_REQUIRED else "preferred"
         say(decision, "kai-template-level-whole-group", scope=scope, level=level.value, group=group)
 
 
@@ -167,7 +166,7 @@ def _head(cluster: Mapping[str, Any], prefix: tuple[str, ...], catalog: Topology
     if amap is None:
         return False
     warn_ignored_segment_keys(amap, "the head template", decision)
-    check_template_levels(amap, amap.values.get(keys.TOPOLOGY), "head", catalog, decision)
+    check_template_levels(amap, amap.values.get(kai_scheduler.TOPOLOGY), "head", catalog, decision)
     return amap
 
 
@@ -232,64 +231,64 @@ class RayPods(PodRules):
     segment ``index // S``, no ``subgroup-name``. Gang: one worker group; the head is in none."""
 
     name = "kuberay"
-    gang_label_text = f"{keys.RAY_CLUSTER} + {keys.RAY_GROUP}"
+    gang_label_text = f"{ray_io.RAY_CLUSTER} + {ray_io.RAY_GROUP}"
 
     def owns(self, labels: Mapping[str, str]) -> bool:
         """A pod labelled ``ray.io/group`` or ``ray.io/cluster``."""
-        return keys.RAY_GROUP in labels or keys.RAY_CLUSTER in labels
+        return ray_io.RAY_GROUP in labels or ray_io.RAY_CLUSTER in labels
 
     def segment(self, labels: Mapping[str, str], annotations: Mapping[str, str], size: int) -> tuple[dict[str, str], list[str]]:
         """Segment of a worker; a worker without index labels gets the ``pod-without-index`` warning."""
-        if labels.get(keys.RAY_NODE_TYPE) == "head":
+        if labels.get(ray_io.RAY_NODE_TYPE) == "head":
             return {}, []
         raw_h = annotations.get(NUM_OF_HOSTS)
         hosts = pod_int(raw_h)
         if hosts is None or hosts < 1:
             return {}, [text("pod-annotation-unreadable", annotation=NUM_OF_HOSTS, shown=shown(raw_h),
                              expected="missing or not an int32 >= 1")]
-        raw_r = labels.get(keys.RAY_REPLICA_INDEX)
+        raw_r = labels.get(ray_io.RAY_REPLICA_INDEX)
         if raw_r is None:
-            return {}, [text("pod-without-index", label=keys.RAY_REPLICA_INDEX)]
+            return {}, [text("pod-without-index", label=ray_io.RAY_REPLICA_INDEX)]
         replica = pod_int(raw_r)
         if replica is None:
-            return {}, [text("pod-label-unreadable", label=keys.RAY_REPLICA_INDEX, shown=shown(raw_r), expected="not an int32")]
+            return {}, [text("pod-label-unreadable", label=ray_io.RAY_REPLICA_INDEX, shown=shown(raw_r), expected="not an int32")]
         host = 0
         if hosts > 1:
-            raw_host = labels.get(keys.RAY_HOST_INDEX)
+            raw_host = labels.get(ray_io.RAY_HOST_INDEX)
             read_host = pod_int(raw_host)
             if read_host is None or read_host >= hosts:
-                return {}, [text("pod-label-unreadable", label=keys.RAY_HOST_INDEX, shown=shown(raw_host),
+                return {}, [text("pod-label-unreadable", label=ray_io.RAY_HOST_INDEX, shown=shown(raw_host),
                                  expected=f"missing or not below numOfHosts {hosts}")]
             host = read_host
-        return {keys.SEGMENT_INDEX: str((replica * hosts + host) // size)}, []
+        return {kai_scheduler.SEGMENT_INDEX: str((replica * hosts + host) // size)}, []
 
     def claims_gang(self, labels: Mapping[str, str]) -> bool:
         """A non-empty ``ray.io/cluster``."""
-        return bool(labels.get(keys.RAY_CLUSTER))
+        return bool(labels.get(ray_io.RAY_CLUSTER))
 
     def gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<cluster>/<group>`` of a worker; ``None`` for the head (never gated)."""
-        group = labels.get(keys.RAY_GROUP)
-        if labels.get(keys.RAY_NODE_TYPE) == "head" or not group:
+        group = labels.get(ray_io.RAY_GROUP)
+        if labels.get(ray_io.RAY_NODE_TYPE) == "head" or not group:
             return None
-        return f"{namespace}/{labels[keys.RAY_CLUSTER]}/{group}"
+        return f"{namespace}/{labels[ray_io.RAY_CLUSTER]}/{group}"
 
     def workload_gang_key(self, namespace: str, labels: Mapping[str, str]) -> str | None:
         """``<namespace>/<cluster>/*`` of a worker: every worker group in one gang (DESIGN.md §4.5,
         §9); ``None`` for the head (never gated)."""
-        if labels.get(keys.RAY_NODE_TYPE) == "head" or not labels.get(keys.RAY_GROUP):
+        if labels.get(ray_io.RAY_NODE_TYPE) == "head" or not labels.get(ray_io.RAY_GROUP):
             return None
-        return f"{namespace}/{labels[keys.RAY_CLUSTER]}/*"
+        return f"{namespace}/{labels[ray_io.RAY_CLUSTER]}/*"
 
     def role(self, labels: Mapping[str, str]) -> str | None:
         """``head`` or the worker group's name."""
-        return "head" if labels.get(keys.RAY_NODE_TYPE) == "head" else labels.get(keys.RAY_GROUP) or None
+        return "head" if labels.get(ray_io.RAY_NODE_TYPE) == "head" else labels.get(ray_io.RAY_GROUP) or None
 
     def replica(self, labels: Mapping[str, str]) -> str | None:
         """The multi-host replica a worker belongs to (``ray.io/worker-group-replica-name``), which
         the controller keeps whole when it forms segments of pods without an index; ``None`` for a
         single-host worker (each pod is its own replica)."""
-        return labels.get(keys.RAY_REPLICA_NAME) or None
+        return labels.get(ray_io.RAY_REPLICA_NAME) or None
 
 
 RAY_PODS = RayPods()
@@ -346,11 +345,11 @@ def _controller(kind: str) -> Callable[[Mapping[str, Any], PodCap], list[Control
             gname = group["groupName"]
             for r in range(count):
                 for h in range(hosts):
-                    labels = {keys.RAY_CLUSTER: name, keys.RAY_NODE_TYPE: "worker", keys.RAY_GROUP: gname,
-                              keys.RAY_REPLICA_INDEX: str(r)}
+                    labels = {ray_io.RAY_CLUSTER: name, ray_io.RAY_NODE_TYPE: "worker", ray_io.RAY_GROUP: gname,
+                              ray_io.RAY_REPLICA_INDEX: str(r)}
                     if hosts > 1:
-                        labels[keys.RAY_HOST_INDEX] = str(h)
-                        labels[keys.RAY_REPLICA_NAME] = f"{gname}-{r}"
+                        labels[ray_io.RAY_HOST_INDEX] = str(h)
+                        labels[ray_io.RAY_REPLICA_NAME] = f"{gname}-{r}"
                     out.append(ControllerPod(k, f"{name}-{gname}-worker-{r}-{h}", tmpl, path, labels, {}))
             cap(len(out), f"Σ {where}[*].replicas × numOfHosts")
         return out

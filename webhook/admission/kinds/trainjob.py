@@ -30,7 +30,7 @@ from webhook.admission.config import AdmissionSettings
 from webhook.admission.constraints import resolve
 from webhook.admission.kinds._workload import CREATE, UpdateContext, review_workload
 from webhook.admission.kinds.description import ControllerPod, KindDescription, PodCap, ShapeError
-from webhook.admission.kinds.jobset import JOB_PARALLELISM, JOBSET_PODS, TRAINER_JOB
+from webhook.admission.kinds.jobset import JOBSET_PODS
 from webhook.admission.kinds.trainingruntime import HOW_TO_PASS, runtime_ref
 from webhook.admission.patching import pointer
 from webhook.admission.reading import AnnotationMap, get_int, get_mapping, read_annotations
@@ -39,15 +39,14 @@ from webhook.admission.rules import check_trainjob_spec_annotation, malformed
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
 from webhook.admission.workload_plan import Plan
-from webhook.kube import keys, segments_dev
+from webhook.kube import kai_scheduler, segments_dev
+from webhook.kube.segments_dev import JOB_PARALLELISM, MANAGER, TRAINER_JOB
 from webhook.text.messages import key_field
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "TrainJob"
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
-#: the ``spec.runtimePatches`` entry the webhook owns (the list is keyed by ``manager``)
-MANAGER = "segments.dev/segment-webhook"
 DEFAULT_TRAINER_JOB = "node"
 
 
@@ -113,11 +112,11 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             pod_keys[JOB_PARALLELISM] = str(nodes)
         if nodes is not None and res.size_in_force == nodes:  # one Job = one segment: KAI's per-Job keys (§3b)
             if res.topology_name is not None:  # always: a size in force has a topology name (§5)
-                job_keys[keys.TOPOLOGY] = res.topology_name
+                job_keys[kai_scheduler.TOPOLOGY] = res.topology_name
             if res.segment_required is not None:
-                job_keys[keys.TOPOLOGY_REQUIRED] = res.segment_required
+                job_keys[kai_scheduler.TOPOLOGY_REQUIRED] = res.segment_required
             if res.segment_preferred is not None:
-                job_keys[keys.TOPOLOGY_PREFERRED] = res.segment_preferred
+                job_keys[kai_scheduler.TOPOLOGY_PREFERRED] = res.segment_preferred
         else:
             say(decision, "kai-does-not-enforce", kind=KIND, why=f"enforces only size = numNodes ({nodes})"
                                       if nodes is not None else "enforces only size = numNodes")
@@ -152,8 +151,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
 
 
 #: the keys the webhook may write into ``spec.annotations`` (:func:`_spec_annotations`)
-SPEC_ANNOTATION_KEYS = (TRAINER_JOB, keys.TOPOLOGY, keys.SEGMENT_SIZE, keys.SEGMENT_REQUIRED, keys.SEGMENT_PREFERRED,
-                        keys.TOPOLOGY_REQUIRED, keys.TOPOLOGY_PREFERRED)
+SPEC_ANNOTATION_KEYS = (TRAINER_JOB, kai_scheduler.TOPOLOGY, kai_scheduler.SEGMENT_SIZE, kai_scheduler.SEGMENT_REQUIRED, kai_scheduler.SEGMENT_PREFERRED,
+                        kai_scheduler.TOPOLOGY_REQUIRED, kai_scheduler.TOPOLOGY_PREFERRED)
 
 
 def _spec_annotations(res: Resolution, rjob: str, wl_required: str | None, wl_preferred: str | None) -> dict[str, str]:
@@ -165,11 +164,11 @@ def _spec_annotations(res: Resolution, rjob: str, wl_required: str | None, wl_pr
     if res.segmented:
         out.update({k: v for k, v in res.worker_keys().items() if k in SPEC_ANNOTATION_KEYS})
     if wl_required is not None:
-        out[keys.TOPOLOGY_REQUIRED] = wl_required
+        out[kai_scheduler.TOPOLOGY_REQUIRED] = wl_required
     if wl_preferred is not None:
-        out[keys.TOPOLOGY_PREFERRED] = wl_preferred
+        out[kai_scheduler.TOPOLOGY_PREFERRED] = wl_preferred
     if out and res.topology_name is not None:
-        out.setdefault(keys.TOPOLOGY, res.topology_name)
+        out.setdefault(kai_scheduler.TOPOLOGY, res.topology_name)
     if out:
         out[TRAINER_JOB] = rjob
     return out
