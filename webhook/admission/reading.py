@@ -19,6 +19,7 @@ from webhook.text.messages import UNSET, join_field, key_field, key_text
 # message helpers
 # --------------------------------------------------------------------------------------------
 
+
 class Sourced(NamedTuple):
     """A string value and the field path it was read from (for messages). Immutable (a named
     tuple: a few are made per review, and a tuple is the cheapest immutable record)."""

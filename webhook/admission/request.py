@@ -48,6 +48,7 @@ def plural(kind: str) -> str:
     described = BY_KIND.get(kind)
     return described.resource if described is not None else OTHER_PLURALS.get(kind, kind.lower() + "s")
 
+
 def group_version_kind(obj: Any) -> GroupVersionKind:
     """``{group, version, kind}`` of a parsed object (``apiVersion`` ``group/version``, or
     ``version`` alone for the core group); empty strings for what the object does not say."""

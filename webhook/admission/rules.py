@@ -31,6 +31,11 @@ from webhook.kube.core import is_dns_subdomain, is_valid_label_key
 from webhook.text.messages import UNSET, key_field, quote, render
 from webhook.topology.objects import TOPOLOGY_CRD, TOPOLOGY_CRD_INSTALL, Topology
 
+#: Hard limit on the number of segments of one workload (DESIGN.md §5).
+MAX_SEGMENTS = 10_000
+#: Largest edit distance at which an unknown key counts as a misspelling of a placement key (§5).
+MISSPELLING_DISTANCE = 3
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -755,8 +760,3 @@ def check_unchanged(decision: Decision, what: str, field_path: str, new: Any, ol
         fix += " (or suspend it first: spec.runPolicy.suspend: true)"
     violate(decision, "immutable-field", field_path, new, problem, fix)
     return False
-
-#: Hard limit on the number of segments of one workload (DESIGN.md §5).
-MAX_SEGMENTS = 10_000
-#: Largest edit distance at which an unknown key counts as a misspelling of a placement key (§5).
-MISSPELLING_DISTANCE = 3

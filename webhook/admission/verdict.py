@@ -12,6 +12,8 @@ from typing import Any
 MAX_LISTED_VIOLATIONS = 20
 #: Longest :attr:`Decision.message`, in characters: well under the 4 KiB a user can read.
 MAX_MESSAGE_CHARS = 3000
+#: Longest AdmissionResponse warning, in characters (DESIGN.md §5).
+MAX_WARNING_CHARS = 120
 #: Longest text of one listed violation (a message may quote a long value).
 MAX_VIOLATION_CHARS = 600
 
@@ -122,6 +124,3 @@ class Decision:
     def deny(self, rule: str, field_path: str, message: str, code: int = 403) -> None:
         """Record a violation; the object will be denied."""
         self.violations.append(Violation(rule=rule, field=field_path, message=message, code=code))
-
-#: Longest AdmissionResponse warning, in characters (DESIGN.md §5).
-MAX_WARNING_CHARS = 120

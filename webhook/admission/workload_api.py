@@ -159,7 +159,6 @@ def pod_operations(podgroup: str) -> list[dict[str, Any]]:
     return [{"op": "add", "path": "/spec/schedulingGroup", "value": {"podGroupName": podgroup}}]
 
 
-
 def group_pod(pod: Mapping[str, Any], gang: str | None, segment_index: str | None,
               gang_labels: str, group: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """The pod CREATE hook of target ``workload-api`` (DESIGN.md §9b): ``(operations, warnings)``.
@@ -183,6 +182,7 @@ def group_pod(pod: Mapping[str, Any], gang: str | None, segment_index: str | Non
     if group is not None:
         return [], [text("podgroup-name-kept", value=quote(current), wanted=quote(wanted))]
     return pod_operations(wanted), []
+
 
 def pod_maps(pod: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
     """A pod's string labels and annotations (other entries left out)."""

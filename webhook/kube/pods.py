@@ -21,7 +21,9 @@ from webhook.kube.segments_dev import GANG_SIZE, GATE
 #: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
+#: A pod's ``(namespace, name)``.
 PodRef = tuple[str, str]
+
 
 def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = obj.get(name)
