@@ -109,7 +109,7 @@ WORKER_POD = {
 def admission_review(obj: dict) -> dict:
     """An AdmissionReview v1 CREATE request for ``obj`` as kube-apiserver sends it (the project's
     one builder, with a fixed uid and user so every run sends the same bytes)."""
-    from webhook.core.admission import build_review
+    from webhook.admission.request import build_review
 
     return build_review(obj, user="alice", uid="00000000-0000-0000-0000-000000000000")
 

@@ -30,10 +30,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from placement import realistic_dump
 from webhook.controller.advisory import advise
-from webhook.controller.decision import ParseCache, ledger_of
-from webhook.core.topology import Topology
-from webhook.placement.snapshot import Snapshot
-from webhook.tooling.gencluster import LEVELS
+from webhook.gating.decision import ParseCache, ledger_of
+from webhook.planning.gencluster import LEVELS
+from webhook.planning.snapshot import Snapshot
+from webhook.topology.objects import Topology
 
 RACK = "cloud.provider.com/topology-rack"
 

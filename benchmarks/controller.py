@@ -26,13 +26,13 @@ import argparse
 import statistics
 import time
 
-from webhook.controller.decision import ParseCache, decide, decide_gang, gang_key_of, ledger_of
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.admission.config import AdmissionSettings
+from webhook.gating.decision import ParseCache, decide, decide_gang, gang_key_of, ledger_of
 from webhook.placement.engine import ClusterIndex, place
-from webhook.placement.expand import expand
-from webhook.placement.snapshot import snapshot_from_objects
-from webhook.tooling.gencluster import generate, topology_object
+from webhook.planning.expand import expand
+from webhook.planning.gencluster import generate, topology_object
+from webhook.planning.snapshot import snapshot_from_objects
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 TOPO = Topology.from_object(topology_object())
 LAYOUTS = {512: (2, 4, 8, 8), 4096: (4, 8, 16, 8)}

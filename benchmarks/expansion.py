@@ -1,5 +1,5 @@
 """``place``'s expansion benchmark: a workload → its pods, each admitted through the webhook and its
-JSONPatch applied (:func:`webhook.placement.expand.expand`), the step whose time grows with the pod
+JSONPatch applied (:func:`webhook.planning.expand.expand`), the step whose time grows with the pod
 count (100,000 pods is the most ``place`` expands).
 
     python benchmarks/expansion.py                      # 100,000 native workers, best of 3
@@ -18,9 +18,9 @@ import copy
 import gc
 import time
 
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.placement.expand import expand
+from webhook.admission.config import AdmissionSettings
+from webhook.planning.expand import expand
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 TOPOLOGY = Topology("cluster-topology", ("topology.kubernetes.io/zone", "cloud.provider.com/topology-block",
                                          "cloud.provider.com/topology-rack", "kubernetes.io/hostname"))

@@ -10,7 +10,7 @@ without the network, TLS or gunicorn (those are the same for both apps):
   topology, multiprocess Prometheus metrics, the JSON review log written to a file);
 * ``noop``: the no-op Flask app of ``benchmarks/admission.py`` (decode the review, answer
   ``allowed: true``);
-* ``core``: ``webhook.core.review.review`` alone on the decoded request (the domain core).
+* ``core``: ``webhook.admission.review.review`` alone on the decoded request (the domain core).
 
 Each figure is ``(Ir(N2 calls) - Ir(N1 calls)) / (N2 - N1)`` of two runs of a fresh process, so
 start-up and imports cancel out. Payloads: the ``pytorchjob`` and ``pod`` reviews of
@@ -59,8 +59,8 @@ def run_child(subject: str, payload: str, calls: int, warmup: int = 50) -> None:
     review = admission.payloads()[payload]
     body = json.dumps(review).encode()
     if subject == "core":
+        from webhook.admission.review import review as core_review
         from webhook.cli.flags import admission_settings, static_topologies
-        from webhook.core.review import review as core_review
 
         catalog, default = static_topologies(None, None)
         settings = admission_settings(None, None, default, False)

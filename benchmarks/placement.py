@@ -42,10 +42,10 @@ import tracemalloc
 
 import numpy as np
 
-from webhook.core.topology import Topology
 from webhook.placement.engine import ClusterIndex, Gang, Placement, PodRequest, place
-from webhook.placement.snapshot import snapshot_from_objects
-from webhook.tooling.gencluster import BLOCK, RACK, generate, topology_object
+from webhook.planning.gencluster import BLOCK, RACK, generate, topology_object
+from webhook.planning.snapshot import snapshot_from_objects
+from webhook.topology.objects import Topology
 
 LAYOUTS = {512: (2, 4, 8, 8), 4096: (4, 8, 16, 8), 32768: (8, 16, 32, 8), 1024: (4, 4, 8, 8)}
 GIB = 2**30 * 1000
@@ -75,7 +75,7 @@ def build_index(nodes: int, fill: float = 0.3, seed: int = 1) -> tuple[ClusterIn
 
 FAMILIES = ("identical", "leader+tail", "master+tail, rack required", "jobset", "ray multi-host", "mpi launcher-as-worker")
 #: the §3b kinds (issue 18): their gangs are made the way ``place`` makes them, through the kind's
-#: expansion and the webhook (webhook.placement.expand), so the pods carry the index arithmetic of
+#: expansion and the webhook (webhook.planning.expand), so the pods carry the index arithmetic of
 #: their kind: JobSet ``job-index × parallelism + completion-index`` (parallelism 8 = S),
 #: Ray ``replica × numOfHosts + host`` (numOfHosts 4, S = 8), MPIJob's launcher-as-worker at 0
 KIND_FAMILIES = FAMILIES[3:]
@@ -91,9 +91,9 @@ def _template(gpus: int = 4, annotations: dict | None = None) -> dict:
 def kind_gang(family: str, pods: int) -> Gang:
     """The gang of a §3b family: ``pods`` pods (rounded down to whole Jobs / replicas), segments of 8
     preferred in a rack, the workload preferred in a block, expanded and admitted as ``place`` does."""
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import StaticTopologyCatalog
-    from webhook.placement.expand import expand
+    from webhook.admission.config import AdmissionSettings
+    from webhook.planning.expand import expand
+    from webhook.topology.objects import StaticTopologyCatalog
 
     seg = {"kai.scheduler/segment-size": "8", "kai.scheduler/segment-topology-preferred-placement": RACK}
     root = {"kai.scheduler/topology": TOPO.name, "kai.scheduler/topology-preferred-placement": BLOCK}

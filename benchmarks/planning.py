@@ -8,9 +8,9 @@ the same loaded snapshot, printed as a ratio.
 The dump (``realistic_dump``: 8 GPUs per node, two bound pods of 1, 2 or 4 GPUs per node, 8 nodes
 per rack) is written as JSON and loaded once (snapshot and occupants; the load time is printed
 apart). Each question is timed in-process from the parsed snapshot: a plain ``place`` is
-:func:`webhook.placement.pipeline.place_workload` (expansion through the webhook, the cluster
-index, the engine); a what-if is :func:`webhook.placement.whatif.what_if` (the same, then the
-verified changes); capacity is building the index and :func:`webhook.placement.capacity.capacity`.
+:func:`webhook.planning.pipeline.place_workload` (expansion through the webhook, the cluster
+index, the engine); a what-if is :func:`webhook.planning.whatif.what_if` (the same, then the
+verified changes); capacity is building the index and :func:`webhook.planning.capacity.capacity`.
 
 Questions:
 
@@ -42,11 +42,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from placement import realistic_dump
 from webhook.cli.what_if import load_cluster
-from webhook.placement.capacity import capacity, parse_shape
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.pipeline import place_workload
-from webhook.placement.whatif import planner_for, what_if
-from webhook.tooling.gencluster import topology_object
+from webhook.planning.capacity import capacity, parse_shape
+from webhook.planning.gencluster import topology_object
+from webhook.planning.pipeline import place_workload
+from webhook.planning.whatif import planner_for, what_if
 
 RACK = "cloud.provider.com/topology-rack"
 BLOCK = "cloud.provider.com/topology-block"

@@ -61,7 +61,7 @@ sys.path.insert(0, str(REPO / "hack"))
 sys.path.insert(0, str(REPO))
 
 import local_cluster  # noqa: E402
-from webhook.placement.quantity import parse_quantity  # noqa: E402
+from webhook.kube.quantity import parse_quantity  # noqa: E402
 
 TARGETS = ("gate", "kueue", "workload-api")
 GPU = "nvidia.com/gpu"

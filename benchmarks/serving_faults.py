@@ -144,8 +144,8 @@ def free_port() -> int:
 def granian_app():
     """The webhook's app as ``serve`` builds it (embedded topology, default settings), for granian
     (``--granian``: the server with public head-deadline settings weighed in the README)."""
+    from webhook.admission.config import AdmissionSettings
     from webhook.cli.flags import static_topologies
-    from webhook.core.admission_settings import AdmissionSettings
     from webhook.http.app import create_app
 
     catalog, default = static_topologies(None, None)

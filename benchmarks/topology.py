@@ -13,7 +13,7 @@ generator's short status, which makes parsing cheaper and the ratio harder). Per
   cyclic garbage collector paused, as the commands pause it: the collector's passes over a dump's
   objects would otherwise make the parse slower and the ratio easier);
 * ``infer``: the whole ``topology infer -f FILE`` command in-process (reading through
-  ``webhook.manifests``, the nodes' labels, inference, the Topology and the report written to
+  ``webhook.planning.manifests``, the nodes' labels, inference, the Topology and the report written to
   ``/dev/null``), and ``check``: ``topology check -f TOPOLOGY --nodes FILE`` likewise;
 * the ratios command / parse, each to hold under 2.
 """
@@ -32,7 +32,7 @@ import time
 import yaml
 
 from webhook.cli import main
-from webhook.tooling.gencluster import generate
+from webhook.planning.gencluster import generate
 
 LAYOUT = {10_000: (2, 5, 25, 40)}  # zones x blocks x racks x nodes
 

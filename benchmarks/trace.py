@@ -84,10 +84,10 @@ sys.path.insert(0, str(REPO))
 import kwok  # noqa: E402  (hack/kwok.py)
 import local_cluster  # noqa: E402
 import schedulers  # noqa: E402
-from webhook.placement.occupancy import is_terminated, occupied_node  # noqa: E402
-from webhook.placement.pipeline import place_workload  # noqa: E402
-from webhook.placement.quantity import parse_quantity  # noqa: E402
-from webhook.placement.snapshot import Snapshot, pod_requests_milli, snapshot_from_objects  # noqa: E402
+from webhook.kube.pods import is_terminated, occupied_node, pod_requests_milli  # noqa: E402
+from webhook.kube.quantity import parse_quantity  # noqa: E402
+from webhook.planning.pipeline import place_workload  # noqa: E402
+from webhook.planning.snapshot import Snapshot, snapshot_from_objects  # noqa: E402
 
 TARGETS = schedulers.TARGETS
 GPU = schedulers.GPU

@@ -5,10 +5,10 @@ what the code already says and no test parses prose.
     python3 hack/gen_reference.py            # write docs/reference/{rules,warnings,metrics,flags,annotations}.md
     python3 hack/gen_reference.py --check    # exit 1 (naming the stale files) when a file differs
 
-Sources: :data:`webhook.core.rules.RULES`, :data:`webhook.core.warning_rules.WARNINGS`,
+Sources: :data:`webhook.admission.rules.RULES`, :data:`webhook.admission.warning_rules.WARNINGS`,
 :class:`webhook.http.metrics.ReviewMetrics` (on a fresh registry), the ``segment-webhook``
 argument parser (:func:`webhook.cli.build_parser`), the key constants of
-:mod:`webhook.core.keys` and the ``segments.dev/`` constants of the package. The output depends
+:mod:`webhook.kube` (one module per API group) and the ``segments.dev/`` constants of the package. The output depends
 only on the code: ``SEGMENT_WEBHOOK_*`` variables are cleared before the parser is built.
 ``tests/test_docs_reference.py`` runs :func:`render_all` and compares.
 """
@@ -41,11 +41,11 @@ def _source(source: str) -> str:
 
 def render_rules() -> str:
     """Every admission rule: id, status code, source, when it denies (:data:`RULES`)."""
-    from webhook.core.rules import RULES
+    from webhook.admission.rules import RULES
 
     lines = [HEADER + "# Admission rules\n",
              "Every denial names its rule id (`rule <id>` in the message, `rule` in the review log and the "
-             "`segment_webhook_denials_total{rule}` metric). Registry: `webhook/core/rules.py` (`RULES`). "
+             "`segment_webhook_denials_total{rule}` metric). Registry: `webhook/admission/rules.py` (`RULES`). "
              "Each message names the field path, the value, the rule and the fix; examples with their "
              "whole messages: [admission.md](../admission.md#every-rejection-a-user-can-meet).\n",
              "| rule | status | source | denies |", "|---|---|---|---|"]
@@ -56,11 +56,11 @@ def render_rules() -> str:
 
 def render_warnings() -> str:
     """Every warning: id, source, when, text template (:data:`WARNINGS`)."""
-    from webhook.core.warning_rules import WARNINGS
+    from webhook.admission.warning_rules import WARNINGS
 
     lines = [HEADER + "# Warnings\n",
              "Legal but surprising input is allowed with an AdmissionResponse warning (at most 120 characters "
-             "each; kubectl prints them as `Warning: …`). Registry: `webhook/core/warning_rules.py` (`WARNINGS`); "
+             "each; kubectl prints them as `Warning: …`). Registry: `webhook/admission/warning_rules.py` (`WARNINGS`); "
              "`{field}` stands for a value filled in.\n",
              "| warning | source | when | text |", "|---|---|---|---|"]
     for rule in WARNINGS.values():
@@ -75,6 +75,7 @@ def render_metrics() -> str:
     from prometheus_client import CollectorRegistry
 
     from webhook.http import metrics
+    from webhook.kube.core import OPERATIONS
 
     registry = CollectorRegistry()
     review_metrics = metrics.ReviewMetrics(registry)
@@ -90,7 +91,7 @@ def render_metrics() -> str:
         lines.append(f"| `{name}` | {family.type} | {names} | {_cell(family.documentation)} |")
     lines += ["", "Label values (bounded, so a client cannot grow the label set):", "",
               f"- `kind`: {', '.join(f'`{kind}`' for kind in metrics.KNOWN_KINDS)}, or `other`",
-              f"- `operation`: {', '.join(f'`{op}`' for op in metrics.KNOWN_OPERATIONS)}, or `unknown`",
+              f"- `operation`: {', '.join(f'`{op}`' for op in OPERATIONS)}, or `unknown`",
               "- `decision`: `allowed`, `denied`, `malformed`, `error`",
               "- `rule`: a rule id of [rules.md](rules.md), `malformed-review` or `internal-error`",
               f"- histogram buckets (seconds): {', '.join(str(b) for b in metrics.DURATION_BUCKETS)}"]
@@ -204,20 +205,25 @@ def _string_constants(path: Path) -> Iterator[tuple[str, str, str, str]]:
         yield (above[-1] if above else ""), node.targets[0].id, node.value.value, " ".join(comment)
 
 
-def render_annotations() -> str:
-    """The label and annotation keys the webhook reads and writes (:mod:`webhook.core.keys`), the
-    ``segments.dev/`` keys of the package, and the ``kai.scheduler/`` keys never flagged."""
-    from webhook.core import keys
+#: The upstream API groups' key modules of :mod:`webhook.kube`, in the order the table lists them
+#: (``segments.dev/`` keys are listed after them, from every module of the package).
+KEY_MODULES = ("kai_scheduler", "core", "kubeflow_org", "jobset_sigs", "ray_io", "leaderworkerset_sigs")
 
+
+def render_annotations() -> str:
+    """The label and annotation keys the webhook reads and writes (:data:`KEY_MODULES`), the
+    ``segments.dev/`` keys of the package, and the ``kai.scheduler/`` keys never flagged."""
+    from webhook.kube import kai_scheduler
     lines = [HEADER + "# Labels and annotations\n",
-             "The keys the webhook reads and writes. Source: `webhook/core/keys.py` (DESIGN.md §2, §7) and the "
+             "The keys the webhook reads and writes. Source: `webhook/kube/<API group>.py` (DESIGN.md §2, §7) and the "
              "`segments.dev/` constants of the package. The six placement keys are annotations: written as "
              "labels they are denied (`placement-key-as-label`), misspelled they are denied (`misspelled-key`).\n",
              "| key | group | constant | note |", "|---|---|---|---|"]
-    for section, name, value, comment in _string_constants(ROOT / "webhook" / "core" / "keys.py"):
-        if value == keys.KAI_PREFIX:
-            continue
-        lines.append(f"| `{value}` | {_cell(section) or 'upstream'} | `keys.{name}` | {_cell(comment)} |")
+    for module in KEY_MODULES:
+        for section, name, value, comment in _string_constants(ROOT / "webhook" / "kube" / f"{module}.py"):
+            if value == kai_scheduler.KAI_PREFIX or name.endswith("API_VERSION"):
+                continue
+            lines.append(f"| `{value}` | {_cell(section) or 'upstream'} | `{module}.{name}` | {_cell(comment)} |")
     own = []
     for path in sorted((ROOT / "webhook").rglob("*.py")):
         module = path.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
@@ -226,7 +232,7 @@ def render_annotations() -> str:
                 own.append(f"| `{value}` | this project | `{module}.{name}` | {_cell(comment)} |")
     lines += own
     lines += ["", "`kai.scheduler/` keys KAI reads or writes (never flagged as misspelled or unknown): "
-              + ", ".join(f"`{key}`" for key in sorted(keys.KAI_KEYS)) + "."]
+              + ", ".join(f"`{key}`" for key in sorted(kai_scheduler.KAI_KEYS)) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -1177,7 +1177,7 @@ def kueue_queues(cluster: LocalCluster, dump: Path) -> list[str]:
         topologies = [{"name": inferred["metadata"]["name"],
                        "levels": [lv["nodeLabel"] for lv in inferred["spec"]["levels"]]}]
     sys.path.insert(0, str(REPO))
-    from webhook.placement.quantity import parse_quantity
+    from webhook.kube.quantity import parse_quantity
 
     totals: dict[str, Fraction] = {}
     for node in nodes:

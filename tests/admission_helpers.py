@@ -5,8 +5,8 @@ from __future__ import annotations
 import jsonpatch
 
 from conftest import SIZE, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
 
 PLAIN = AdmissionSettings()
 #: automatic mode with the seed's default topology (DESIGN.md §6)

@@ -31,9 +31,9 @@ import pytest
 import yaml
 from hypothesis import settings as hypothesis_settings
 
-from webhook.core.admission import build_request
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.manifests import load_topology_files
+from webhook.admission.request import build_request
+from webhook.planning.manifests import load_topology_files
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -87,7 +87,7 @@ def make_request(obj: Any, operation: str = "CREATE", old: Any = None, user: str
                  groups: list[str] | tuple[str, ...] = ("system:authenticated",), namespace: str | None = None,
                  sub_resource: str | None = None) -> dict:
     """An AdmissionReview v1 ``request`` for ``obj`` (``oldObject`` = ``old``): the project's one
-    request builder, :func:`webhook.core.admission.build_request`."""
+    request builder, :func:`webhook.admission.request.build_request`."""
     return dict(build_request(obj, operation=operation, old=old, user=user, groups=groups, namespace=namespace,
                               sub_resource=sub_resource))
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webhook.core.topology import Topology
+from webhook.kube.nodes import Node
 from webhook.placement.engine import ClusterIndex, PodRequest
-from webhook.placement.snapshot import Node
+from webhook.topology.objects import Topology
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"

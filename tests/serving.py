@@ -102,7 +102,7 @@ def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, 
 
 def admission_review(obj, *, uid=None, operation="CREATE", kind=None, user="kubectl-user") -> dict:
     """An AdmissionReview v1 request body for ``obj``, as kube-apiserver sends it (the project's
-    one builder, ``webhook.core.admission.build_review``; ``kind`` overrides ``request.kind``)."""
-    from webhook.core.admission import build_review
+    one builder, ``webhook.admission.request.build_review``; ``kind`` overrides ``request.kind``)."""
+    from webhook.admission.request import build_review
 
     return build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default")

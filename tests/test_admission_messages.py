@@ -4,10 +4,10 @@ each with its input and the exact text expected."""
 from __future__ import annotations
 
 from conftest import make_request
-from webhook.core.admission_decision import Decision
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.verdict import Decision
+from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()
 PLAIN = AdmissionSettings()

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from webhook.controller.advisory import advice_documents, pending_elsewhere, pending_gangs
-from webhook.placement.freeing import read_occupants
-from webhook.placement.snapshot import snapshot_from_objects
+from webhook.planning.freeing import read_occupants
+from webhook.planning.snapshot import snapshot_from_objects
 
 RACK = "cloud.provider.com/topology-rack"
 GPU = "nvidia.com/gpu"

@@ -165,9 +165,8 @@ def test_dry_run_names_a_pinned_pod_with_a_bad_request(tmp_path):
 
 def test_dry_run_parses_each_node_and_pod_once(tmp_path, monkeypatch):
     # the dump's check (build_snapshot) hands its parses to decide() through the ParseCache
-    from webhook.controller import decision
-    from webhook.placement import snapshot
-
+    from webhook.gating import decision
+    from webhook.planning import snapshot
     parsed_nodes, parsed_specs = [], []
     real_node, real_requests = snapshot.parse_node, snapshot.pod_requests_milli
 
@@ -242,9 +241,9 @@ def _gpu_nodes(racks=3, per_rack=8):
 
 def _kind_pods(kind):
     """The gated pods of one sample of ``kind``, made through the webhook with --gate-pods."""
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import StaticTopologyCatalog, Topology
-    from webhook.placement.expand import expand
+    from webhook.admission.config import AdmissionSettings
+    from webhook.planning.expand import expand
+    from webhook.topology.objects import StaticTopologyCatalog, Topology
 
     if kind == "MPIJob":
         from test_kinds_mpijob import mpijob as make
@@ -309,8 +308,8 @@ def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
 
     from conftest import make_request
     from test_kinds_trainjob import CATALOG, own_entry, trainjob
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.review import review
+    from webhook.admission.config import AdmissionSettings
+    from webhook.admission.review import review
 
     gating = AdmissionSettings(gate_pods=True)
     admitted = jsonpatch.apply_patch(trainjob(size="8"), review(make_request(trainjob(size="8")), CATALOG, gating).patch)

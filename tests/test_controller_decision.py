@@ -2,7 +2,7 @@
 pod out; gangs that cannot be placed stay gated with their reason.
 
 Pods are made the way a cluster makes them: the workload manifest goes through the webhook with
-``--gate-pods`` (``webhook.placement.expand``), so they carry the gate, the segment labels and the
+``--gate-pods`` (``webhook.planning.expand``), so they carry the gate, the segment labels and the
 gang facts. Every release is re-checked by tests/controller_checks.py, which never calls the engine.
 """
 
@@ -15,10 +15,10 @@ import pytest
 
 from conftest import load_example
 from controller_checks import capacity_violations, kep3838_violations, node_of, shared_label_violations
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, decide
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.placement.expand import expand
+from webhook.admission.config import AdmissionSettings
+from webhook.gating.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS, decide
+from webhook.planning.expand import expand
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"
@@ -330,7 +330,7 @@ def test_lws_groups_are_separate_gangs(count):
 
 
 def test_parse_cache_gives_the_same_answers_and_is_never_charged():
-    from webhook.controller.decision import ParseCache
+    from webhook.gating.decision import ParseCache
 
     nodes = [dict(n, metadata={**n["metadata"], "resourceVersion": "7"}) for n in cluster(zones=("zone-a", "zone-b"))]
     pods = []

@@ -50,7 +50,7 @@ def test_every_object_is_valid_kubernetes(docs):
 def workload_rules() -> list[dict]:
     """get + patch (the segments.dev/gang-state annotation) on every kind of the kind registry,
     one rule per API group in the registry's order."""
-    from webhook.core.kinds.registry import DESCRIPTIONS
+    from webhook.admission.kinds.registry import DESCRIPTIONS
 
     groups: dict[str, list[str]] = {}
     for description in DESCRIPTIONS:

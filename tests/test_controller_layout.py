@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 CONTROLLER = Path(__file__).resolve().parent.parent / "webhook" / "controller"
-MODULES = sorted(CONTROLLER.glob("*.py"))
+#: the controller's pure decision and reconcile (docs/decisions/package-layout-by-capability.md)
+GATING = Path(__file__).resolve().parent.parent / "webhook" / "gating"
+MODULES = sorted(CONTROLLER.glob("*.py")) + sorted(GATING.glob("*.py"))
 
 
 def test_the_three_parts_have_their_modules():
-    names = {p.stem for p in MODULES}
-    assert {"cache", "reconcile", "runner", "election", "events", "patches", "owners", "workqueue"} <= names
+    names = {p.stem for p in CONTROLLER.glob("*.py")}
+    assert {"cache", "runner", "election", "events", "patches", "owners", "workqueue"} <= names
+    assert {"decision", "reconcile", "release"} <= {p.stem for p in GATING.glob("*.py")}
 
 
 def cli_imports(source: str) -> list[str]:

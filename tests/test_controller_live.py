@@ -342,8 +342,8 @@ def test_50_gangs_of_9_pods_on_512_nodes_released_one_patch_per_pod_without_doub
 def test_release_of_a_deleted_pod_and_a_stale_patch(server, controllers):
     """404 (the pod went away while gated) is dropped; a 422 (the gate moved, so the patch's
     ``test`` fails) makes the controller read the pod again and send a rebuilt patch."""
-    from webhook.controller.decision import Release
-    from webhook.core.gating import release_patch
+    from webhook.gating.decision import Release
+    from webhook.gating.release import release_patch
 
     load(server, cluster())
     ctl = controllers()

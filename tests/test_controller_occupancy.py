@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 
 from test_controller_decision import cluster
-from webhook.controller.decision import ParseCache, ledger_of
-from webhook.placement.occupancy import CapacityLedger, occupied_node
-from webhook.placement.snapshot import parse_node, snapshot_from_objects
+from webhook.gating.decision import ParseCache, ledger_of
+from webhook.kube.nodes import parse_node
+from webhook.kube.pods import occupied_node
+from webhook.placement.occupancy import CapacityLedger
+from webhook.planning.snapshot import snapshot_from_objects
 
 GPU = "nvidia.com/gpu"
 GATE = [{"name": "segments.dev/placement"}]

@@ -20,9 +20,9 @@ from kubernetes.informer import ADDED
 import webhook.controller.cache as cache_module
 from test_controller_decision import TOPOLOGY, cluster, gang_pods, pytorchjob
 from webhook.controller.cache import OPTIMISTIC_ATTEMPTS, ControllerCache
-from webhook.core.topology import StaticTopologyCatalog
+from webhook.kube.nodes import parse_node
 from webhook.placement.occupancy import CapacityLedger
-from webhook.placement.snapshot import parse_node
+from webhook.topology.objects import StaticTopologyCatalog
 
 GPU = "nvidia.com/gpu"
 GANG = "team-a/job-a"

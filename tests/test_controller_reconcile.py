@@ -1,4 +1,4 @@
-"""The controller's pure reconcile (webhook/controller/reconcile.py; DESIGN.md §9, last bullet):
+"""The controller's pure reconcile (webhook/gating/reconcile.py; DESIGN.md §9, last bullet):
 a view of the cache in, one literal Result out — the Events to write, the state on the gang's top
 owner workload, when to look again.
 
@@ -12,7 +12,9 @@ from __future__ import annotations
 import logging
 
 from test_controller_decision import RACK, TOPOLOGY, cluster, gang_pods, pytorchjob
-from webhook.controller.decision import (
+from webhook.controller.election import RenewalLogFilter
+from webhook.controller.events import EventCorrelator, Observation
+from webhook.gating.decision import (
     INCOMPLETE,
     INFEASIBLE,
     INVALID,
@@ -22,9 +24,7 @@ from webhook.controller.decision import (
     ledger_of,
     stranded_pod,
 )
-from webhook.controller.election import RenewalLogFilter
-from webhook.controller.events import EventCorrelator, Observation
-from webhook.controller.reconcile import (
+from webhook.gating.reconcile import (
     EventSpec,
     GangView,
     ObjectRef,

@@ -1,8 +1,8 @@
-"""The one AdmissionReview request builder (webhook/core/admission.py)."""
+"""The one AdmissionReview request builder (webhook/admission/request.py)."""
 
 from __future__ import annotations
 
-from webhook.core.admission import build_request, build_review
+from webhook.admission.request import build_request, build_review
 
 
 def test_create_request_for_a_pytorchjob_is_what_kube_apiserver_sends():

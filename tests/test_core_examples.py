@@ -1,4 +1,4 @@
-"""The seed / DESIGN.md examples (shared/examples), end to end through webhook.core.review.
+"""The seed / DESIGN.md examples (shared/examples), end to end through webhook.admission.review.
 
 Expected values are the literal ones of the seed and DESIGN.md §2–§7.
 """
@@ -9,8 +9,8 @@ import jsonpatch
 import pytest
 
 from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
 
 RACK = "cloud.provider.com/topology-rack"
 ZONE = "topology.kubernetes.io/zone"

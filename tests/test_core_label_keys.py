@@ -2,9 +2,9 @@
 annotation map by the map's container path: through mappings and list items, and not through
 missing, null or mistyped steps."""
 
-from webhook.core.admission_decision import Decision
-from webhook.core.constraints import check_label_keys
-from webhook.core.reading import AnnotationMap
+from webhook.admission.constraints import check_label_keys
+from webhook.admission.reading import AnnotationMap
+from webhook.admission.verdict import Decision
 
 SIZE = "kai.scheduler/segment-size"
 

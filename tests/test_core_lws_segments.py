@@ -9,7 +9,7 @@ import pytest
 
 from admission_helpers import LWT, lws, lws_example, run
 from conftest import POLICY, SIZE, TOPO, load_example
-from webhook.core.kinds.pod import segment_labels
+from webhook.admission.kinds.pod import segment_labels
 
 SGS = f"{LWT}.subGroupPolicy.subGroupSize"
 
@@ -130,7 +130,7 @@ def test_lws_20003_pods_in_segments_of_2_are_10001_segments(example_catalog):
 
 
 def test_last_pod_of_20001_is_in_segment_9999():
-    from webhook.core.kinds.pod import segment_labels
+    from webhook.admission.kinds.pod import segment_labels
 
     labels, warnings = segment_labels(
         {"leaderworkerset.sigs.k8s.io/worker-index": "20000", "leaderworkerset.sigs.k8s.io/name": "l"},

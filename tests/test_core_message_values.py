@@ -9,7 +9,7 @@ import pytest
 
 from admission_helpers import PLAIN, run, tp4
 from conftest import TOPO
-from webhook.core.review import review
+from webhook.admission.review import review
 
 # ------------------------------------------------------------------ the manifest's own fields are named
 
@@ -18,7 +18,7 @@ NS_DENIAL = ('metadata.namespace = ["a"]: the object\'s namespace must be a stri
 
 
 def test_a_namespace_that_is_a_list_is_named_as_metadata_namespace(example_catalog):
-    from webhook.core.admission import build_request
+    from webhook.admission.request import build_request
 
     obj = tp4()
     obj["metadata"]["namespace"] = ["a"]
@@ -67,7 +67,7 @@ def test_review_cli_names_metadata_namespace_not_the_envelope(capsys, tmp_path):
     ({"apiVersion": "v1", "kind": "Pod"}, None),
 ])
 def test_manifest_problem_says_what_the_field_is(obj, problem):
-    from webhook.core.admission import manifest_problem
+    from webhook.admission.request import manifest_problem
 
     assert manifest_problem(obj) == problem
 
@@ -107,7 +107,7 @@ def test_a_non_string_annotation_key_is_named_as_the_key(example_catalog, key, t
 
 
 def test_quote_never_falls_back_to_a_python_repr():
-    from webhook.core.messages import quote
+    from webhook.text.messages import quote
 
     assert quote(object()) == "a value that is not JSON"
     assert quote((1, "a")) == '[1, "a"]'
@@ -115,7 +115,7 @@ def test_quote_never_falls_back_to_a_python_repr():
 
 
 def test_a_request_that_is_not_an_object_is_shown_as_json_not_a_python_type_name():
-    from webhook.core.topology import StaticTopologyCatalog
+    from webhook.topology.objects import StaticTopologyCatalog
 
     d = review([1, 2], StaticTopologyCatalog(()), PLAIN)
     assert (d.code, d.message) == (400, "request = [1, 2]: must be an AdmissionReview v1 request object "

@@ -9,8 +9,8 @@ import pytest
 
 from admission_helpers import LWT, W_ANN, lws, run, tp4
 from conftest import SEG_REQ, SIZE, TOPO
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds.pod import segment_labels
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds.pod import segment_labels
 
 RACK = "cloud.provider.com/topology-rack"
 

@@ -1,11 +1,11 @@
-"""JSONPatch construction (webhook.core.patching): RFC 6901 escaping, whole-map adds, no removals."""
+"""JSONPatch construction (webhook.admission.patching): RFC 6901 escaping, whole-map adds, no removals."""
 
 from __future__ import annotations
 
 import jsonpatch
 import pytest
 
-from webhook.core.patching import PatchBuilder, apply_patch, pointer
+from webhook.admission.patching import PatchBuilder, apply_patch, pointer
 
 TEMPLATE = ("spec", "worker", "template")
 
@@ -107,7 +107,7 @@ def test_labels_then_annotations_on_a_template_without_metadata_are_one_add():
     """A PyTorchJob Master template without metadata gets the subgroup-name label (DESIGN.md §2)
     and, under --gate-pods, the gang annotations (§9): one ``add`` of metadata holding both. Two
     adds of the same path would leave only the second (the label lost)."""
-    from webhook.core.patching import PatchBuilder
+    from webhook.admission.patching import PatchBuilder
 
     obj = {"spec": {"Master": {"template": {"spec": {}}}}}
     builder = PatchBuilder(obj)

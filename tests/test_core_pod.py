@@ -1,4 +1,4 @@
-"""Pod CREATE segment labels (DESIGN.md §7) through webhook.core.review."""
+"""Pod CREATE segment labels (DESIGN.md §7) through webhook.admission.review."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from hypothesis import given, settings
 
 from conftest import make_request
 from test_core_segments import lws_groups, lws_subgroup_index_oracle
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds.pod import segment_labels
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds.pod import segment_labels
+from webhook.admission.review import review
+from webhook.topology.objects import StaticTopologyCatalog
 
 INDEX = "kai.scheduler/segment-index"
 NAME = "kai.scheduler/subgroup-name"

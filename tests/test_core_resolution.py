@@ -13,14 +13,14 @@ from __future__ import annotations
 import pytest
 
 from conftest import REPO, SIZE, load_example, make_request
-from webhook.core.admission_decision import Decision
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds import distributedworkload, leaderworkerset, pytorchjob
-from webhook.core.kinds._workload import CREATE, check_update
-from webhook.core.resolution import LwsGroup, SegmentSize, SpecSizeField
-from webhook.core.review import review
-from webhook.core.workload_plan import NO_READER_EDITS, ReaderEdits
-from webhook.manifests import load_topology_files
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds import distributedworkload, leaderworkerset, pytorchjob
+from webhook.admission.kinds._workload import CREATE, check_update
+from webhook.admission.resolution import LwsGroup, SegmentSize, SpecSizeField
+from webhook.admission.review import review
+from webhook.admission.verdict import Decision
+from webhook.admission.workload_plan import NO_READER_EDITS, ReaderEdits
+from webhook.planning.manifests import load_topology_files
 
 CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
 PLAIN = AdmissionSettings()

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds import dispatch
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds import dispatch
+from webhook.admission.review import review
+from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()
 SETTINGS = AdmissionSettings(platform_users=frozenset({"platform"}), default_topology="cluster-topology")
@@ -99,8 +99,7 @@ def test_any_object_of_a_handled_kind_never_raises(group_kind, obj, old, operati
 def test_unexpected_handler_exception_is_not_disguised_as_a_user_error(monkeypatch):
     """A bug must surface (the HTTP envelope turns it into status.code 500, tested in
     test_http_app.py), not masquerade as a 400 'malformed object' blaming the user."""
-    from webhook.core import kinds
-
+    from webhook.admission import kinds
     def boom(*args, **kwargs):
         raise RuntimeError("bug")
 

@@ -1,4 +1,4 @@
-"""The rule registry (webhook/core/rules.py) and the warning registry (warning_rules.py).
+"""The rule registry (webhook/admission/rules.py) and the warning registry (warning_rules.py).
 
 Every rule has one home: an id, a source (DESIGN.md section or the project's decisions), one check
 function. :data:`MESSAGES` lists exactly the registered ids, each with the whole answer its example
@@ -15,12 +15,12 @@ import pytest
 import yaml
 
 from conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.rules import RULES
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.rules import RULES
 from webhook.http.bounds import bounded_review
-from webhook.manifests import load_topology_files
+from webhook.planning.manifests import load_topology_files
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 PLAIN = AdmissionSettings()
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
@@ -410,7 +410,7 @@ def test_each_rule_denies_its_example_with_its_message(rule_id):
 
 
 def test_every_warning_has_a_source():
-    from webhook.core.warning_rules import WARNINGS
+    from webhook.admission.warning_rules import WARNINGS
 
     for rule in WARNINGS.values():
         assert re.fullmatch(r"DESIGN\.md §\d+(\.\d+)?b?|README: decisions", rule.source), rule.id
@@ -426,7 +426,7 @@ def _registered(text: str) -> list[str]:
     """The ids of the templates ``text`` is an instance of. A text ending in "…" was clipped at
     120 characters (DESIGN.md §5): it is an instance when the clipped end plus the rest of the
     template's last literal part completes it."""
-    from webhook.core.warning_rules import WARNINGS
+    from webhook.admission.warning_rules import WARNINGS
 
     if not text.endswith("…"):
         return [w.id for w in WARNINGS.values() if _template_pattern(w.template).fullmatch(text)]
@@ -482,8 +482,8 @@ def test_a_text_no_template_makes_is_not_taken_for_a_registered_warning():
 
 
 def test_say_and_text_refuse_an_unregistered_id_or_a_missing_field():
-    from webhook.core.admission_decision import Decision
-    from webhook.core.warning_rules import say, text
+    from webhook.admission.verdict import Decision
+    from webhook.admission.warning_rules import say, text
 
     with pytest.raises(KeyError):
         say(Decision(kind="PyTorchJob"), "no-such-warning")

@@ -1,4 +1,4 @@
-"""Segment index arithmetic (webhook.core.segments) against DESIGN.md §7 and LWS upstream."""
+"""Segment index arithmetic (webhook.admission.segments) against DESIGN.md §7 and LWS upstream."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from webhook.core.segments import (
+from webhook.admission.segments import (
     lws_accepted_sizes,
     lws_segment,
     lws_segment_count,
@@ -188,7 +188,7 @@ def test_lws_accepted_sizes():
        st.sampled_from([1, 2, 3, 7, 10]))
 def test_smallest_size_within_is_the_smallest_size_the_rules_admit(group_size, policy, validates, most):
     # the oracle is LWS's (DESIGN.md §5: the leader is not segmented under LeaderExcluded; LWS's
-    # subGroupSize validation; segments counted as LWS's subgroups), not webhook.core.segments
+    # subGroupSize validation; segments counted as LWS's subgroups), not webhook.admission.segments
     pods = group_size - 1 if policy == LE else group_size
 
     def admitted(s):

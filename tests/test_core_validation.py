@@ -1,4 +1,4 @@
-"""Workload validation and resolution (DESIGN.md §3–§6) through webhook.core.review.
+"""Workload validation and resolution (DESIGN.md §3–§6) through webhook.admission.review.
 
 Rule ids, field paths, codes and resolved values are stated literally from DESIGN.md and the
 task's decisions.
@@ -10,9 +10,9 @@ import jsonpatch
 import pytest
 
 from conftest import POLICY, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, UnsyncedCatalog, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 ZONE = "topology.kubernetes.io/zone"
 BLOCK = "cloud.provider.com/topology-block"
@@ -877,7 +877,7 @@ def test_leading_zero_size_is_written_canonically_with_a_warning(example_catalog
 
 
 def test_topology_file_with_an_invalid_object_name_is_rejected():
-    from webhook.core.topology import TopologyError, load_topology_text
+    from webhook.topology.objects import TopologyError, load_topology_text
 
     with pytest.raises(TopologyError, match="Topology metadata.name \"Bad_Name\" is not a Kubernetes object name"):
         load_topology_text("kind: Topology\nmetadata: {name: Bad_Name}\nspec: {levels: [{nodeLabel: a.io/b}]}\n")
@@ -1017,7 +1017,7 @@ def test_lws_scaled_below_its_segment_size(example_catalog, policy, new_size, fi
     ("- 1\n- 2\n", "expected a Kubernetes object, got [1, 2]"),
 ])
 def test_topology_errors_show_values_as_json(text, message):
-    from webhook.core.topology import TopologyError, load_topology_text
+    from webhook.topology.objects import TopologyError, load_topology_text
 
     with pytest.raises(TopologyError) as raised:
         load_topology_text(text, "t.yaml")
@@ -1026,8 +1026,8 @@ def test_topology_errors_show_values_as_json(text, message):
 
 def test_topology_text_reads_timestamps_as_text_as_kubectl_does():
     # the second YAML reader of the package (the embedded default, load_topology_text) reads an
-    # unquoted date as its text, as webhook.manifests and kubectl's go-yaml do, not as a datetime
-    from webhook.core.topology import load_topology_text
+    # unquoted date as its text, as webhook.planning.manifests and kubectl's go-yaml do, not as a datetime
+    from webhook.topology.objects import load_topology_text
 
     text = "kind: Topology\nmetadata: {name: 2024-01-01}\nspec: {levels: [{nodeLabel: 2024-01-02}]}\n"
     [topology] = load_topology_text(text, "t.yaml")

@@ -1,6 +1,6 @@
-"""Every registered warning (webhook/core/warning_rules.py) is given by a real review.
+"""Every registered warning (webhook/admission/warning_rules.py) is given by a real review.
 
-Each example below is a manifest (or pod) through ``webhook.core.review.review`` and the exact text
+Each example below is a manifest (or pod) through ``webhook.admission.review.review`` and the exact text
 the user reads, written out literally: the templates of the registry are checked against what a
 review says, never against themselves. The README's table "Every warning a user can meet" lists the
 same ids (tests/test_core_rules.py).
@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from conftest import POLICY, REPO, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.warning_rules import WARNINGS
-from webhook.manifests import load_topology_files
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.warning_rules import WARNINGS
+from webhook.planning.manifests import load_topology_files
 
 MANIFESTS = REPO / "tests" / "manifests"
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"

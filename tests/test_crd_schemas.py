@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from conftest import CRDS, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.topology.objects import default_catalog
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

@@ -357,7 +357,7 @@ def test_mutating_webhook_configuration(base):
 
 def test_workload_rules_list_every_described_kind():
     # issue 18: a kind the webhook handles is registered in deploy/ (and nothing else is)
-    from webhook.core.kinds.registry import DESCRIPTIONS
+    from webhook.admission.kinds.registry import DESCRIPTIONS
 
     assert sorted((r["apiGroups"][0], r["apiVersions"][0], res) for r in WORKLOAD_RULES for res in r["resources"]) == \
         sorted((d.group, d.version, d.resource) for d in DESCRIPTIONS)
@@ -821,9 +821,9 @@ def _pruning_schema(node):
 def test_webhook_patch_of_the_native_example_fits_the_crd(dw_schema):
     """The webhook's automatic placement (DESIGN.md §6, native kind) writes annotations the CRD
     keeps: the patched object validates with pruning made strict."""
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.review import review
-    from webhook.core.topology import default_catalog
+    from webhook.admission.config import AdmissionSettings
+    from webhook.admission.review import review
+    from webhook.topology.objects import default_catalog
 
     obj = yaml.safe_load((EXAMPLES / "distributedworkload-native.yaml").read_text())
     request = {

@@ -36,8 +36,8 @@ def test_committed_reference_equals_the_generated_one(name):
 
 
 def test_the_references_name_what_the_registries_hold():
-    from webhook.core.rules import RULES
-    from webhook.core.warning_rules import WARNINGS
+    from webhook.admission.rules import RULES
+    from webhook.admission.warning_rules import WARNINGS
 
     # each id in its own table row; the kind label lists the registry's kinds
     assert all(f"| `{rule_id}` |" in GENERATED["rules.md"] for rule_id in RULES)

@@ -13,12 +13,12 @@ import jsonpatch
 import yaml
 
 from conftest import make_request
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds.registry import gang_key
+from webhook.admission.review import review
 from webhook.cli import main
 from webhook.controller.main import run_once
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds.registry import gang_key
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 ZONE, BLOCK, RACK, HOST = ("topology.kubernetes.io/zone", "cloud.provider.com/topology-block",
                            "cloud.provider.com/topology-rack", "kubernetes.io/hostname")

@@ -7,10 +7,10 @@ import jsonpatch
 import pytest
 
 from conftest import WL_REQ, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.gating import release_patch
-from webhook.core.kinds.registry import gang_key
-from webhook.core.review import review
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds.registry import gang_key
+from webhook.admission.review import review
+from webhook.gating.release import release_patch
 
 GATING = AdmissionSettings(gate_pods=True)
 PLAIN = AdmissionSettings()
@@ -151,7 +151,7 @@ def test_lws_pod_gang_size_comes_from_lws_size():
     labels = {"leaderworkerset.sigs.k8s.io/name": "lws", "leaderworkerset.sigs.k8s.io/group-index": "2",
               "leaderworkerset.sigs.k8s.io/worker-index": "3"}
     obj = pod(labels, {"leaderworkerset.sigs.k8s.io/size": "5", "kai.scheduler/segment-size": "2", "kai.scheduler/topology": "t"})
-    from webhook.core.topology import StaticTopologyCatalog
+    from webhook.topology.objects import StaticTopologyCatalog
     _, out = admitted(obj, StaticTopologyCatalog())
     assert out["spec"]["schedulingGates"] == [GATE]
 

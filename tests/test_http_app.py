@@ -1,7 +1,7 @@
 """Flask app + AdmissionReview envelope (webhook.http.app, webhook.http.envelope), in-process.
 
 Transport rules are checked with a stub domain function (the contract types of
-webhook.core.admission_decision); the domain answers with the real core (webhook.core.review).
+webhook.admission.verdict); the domain answers with the real core (webhook.admission.review).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import jsonpatch
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from webhook.core.admission_decision import Decision
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import StaticTopologyCatalog, default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.verdict import Decision
 from webhook.http import envelope
 from webhook.http.app import MAX_BODY_BYTES, create_app
 from webhook.http.metrics import ReviewMetrics
+from webhook.topology.objects import StaticTopologyCatalog, default_catalog
 
 JSON = "application/json"
 SEG = "kai.scheduler/segment-size"
@@ -242,7 +242,7 @@ def test_app_creation_imports_the_review_code(monkeypatch):
     when a worker starts, not on the first review."""
     import sys
 
-    monkeypatch.setitem(sys.modules, "webhook.core.review", None)  # "import webhook.core.review" fails
+    monkeypatch.setitem(sys.modules, "webhook.admission.review", None)  # "import webhook.admission.review" fails
     with pytest.raises(ImportError):
         create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()))
 

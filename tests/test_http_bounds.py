@@ -12,12 +12,12 @@ import json
 import pytest
 from prometheus_client import CollectorRegistry
 
-from webhook.core.admission_decision import Decision
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.verdict import Decision
 from webhook.http import envelope
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics
+from webhook.topology.objects import default_catalog
 
 KIB = 1024
 WORKER_ANNOTATIONS = {

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from conftest import REPO, SIZE, TOPO, load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.manifests import load_topology_files
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.planning.manifests import load_topology_files
 
 MANIFESTS = REPO / "tests" / "manifests"
 CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])

@@ -19,10 +19,10 @@ import yaml
 
 import kai_oracle
 from conftest import REPO, make_request
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
 from webhook.cli import main
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.topology.objects import default_catalog
 
 MANIFESTS = REPO / "tests" / "manifests"
 CATALOG = default_catalog()

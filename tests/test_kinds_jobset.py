@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
-from webhook.controller.decision import decide
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.placement.expand import expand
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.gating.decision import decide
+from webhook.planning.expand import expand
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 ZONE, BLOCK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-block"

@@ -19,11 +19,11 @@ import yaml
 
 from conftest import SEG_REQ, SIZE, TOPO, make_request
 from controller_checks import kep3838_violations
-from webhook.controller.decision import decide
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.placement.expand import expand
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.gating.decision import decide
+from webhook.planning.expand import expand
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 ZONE, BLOCK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-block"

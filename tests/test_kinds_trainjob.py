@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 RACK, HOST = "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
@@ -218,7 +218,7 @@ def test_place_builds_the_trainers_jobset_and_places_each_segment_of_4_node_rank
 
 
 def expansion(obj, rt, settings=AdmissionSettings()):
-    from webhook.placement.expand import expand
+    from webhook.planning.expand import expand
 
     return expand(obj, CATALOG, settings, runtimes=[rt])
 
@@ -243,7 +243,7 @@ def test_the_expanded_pods_are_jobset_pods_with_the_trainjobs_resources_and_segm
 
 
 def test_the_jobset_takes_num_nodes_from_the_runtime_when_the_trainjob_has_none():
-    from webhook.core.kinds.trainingruntime import jobset_for
+    from webhook.admission.kinds.trainingruntime import jobset_for
 
     obj = trainjob()
     del obj["spec"]["trainer"]["numNodes"]
@@ -254,7 +254,7 @@ def test_the_jobset_takes_num_nodes_from_the_runtime_when_the_trainjob_has_none(
 
 
 def test_under_mpi_with_the_launcher_as_a_node_the_node_job_runs_num_nodes_minus_one():
-    from webhook.core.kinds.trainingruntime import jobset_for
+    from webhook.admission.kinds.trainingruntime import jobset_for
 
     rt = runtime()
     rt["spec"]["mlPolicy"] = {"numNodes": 1, "mpi": {"runLauncherAsNode": True}}
@@ -266,7 +266,7 @@ def test_under_mpi_with_the_launcher_as_a_node_the_node_job_runs_num_nodes_minus
 
 
 def test_runtime_patches_merge_over_the_runtime_as_the_trainer_merges_them():
-    from webhook.core.kinds.trainingruntime import jobset_for
+    from webhook.admission.kinds.trainingruntime import jobset_for
 
     rt = runtime()
     pod_spec = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
@@ -343,7 +343,7 @@ def test_a_runtime_given_with_another_kind_is_bad_input(tmp_path, capsys, rack_c
 
 
 def test_merge_patch_follows_strategic_merge_for_the_fields_a_runtime_patch_may_set():
-    from webhook.core.kinds.trainingruntime import merge_patch
+    from webhook.admission.kinds.trainingruntime import merge_patch
 
     base = {"nodeSelector": {"a": "1", "b": "2"}, "tolerations": [{"key": "x"}],
             "containers": [{"name": "node", "env": [{"name": "A", "value": "1"}]}], "serviceAccountName": "s"}

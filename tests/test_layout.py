@@ -1,7 +1,7 @@
 """House rules (docs/ARCHITECTURE.md) that the standard checkers do not state (docs/checks.md).
 
-The layers, the pure ``webhook/core`` and ``webhook/placement`` and the confinement of gunicorn
-and gevent to ``webhook/http/server.py`` and ``webhook/http/worker.py`` are import-linter
+The layers by capability (kube/text, topology, admission, placement, gating, planning, the
+adapters), the pure capability packages and the confinement of gunicorn and gevent to ``webhook/http/server.py`` and ``webhook/http/worker.py`` are import-linter
 contracts (setup.cfg, ``lint-imports``); what stays here: the controller's pure modules (checked
 on the source with ``ast``), the server's environ keys, one description per kind, typed seams,
 one home per warning, one exception base, no import circle, one module per file name outside
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "webhook"
-#: pure modules outside the pure packages (those are import-linter's): the controller's decision, its reconcile, its work queue and settings (DESIGN.md §9)
-PURE_FILES = ("controller/decision.py", "controller/reconcile.py", "controller/workqueue.py", "controller/settings.py")
+#: pure modules checked here too (the packages are import-linter's): the controller's decision and reconcile (webhook/gating/), its work queue and settings (DESIGN.md §9)
+PURE_FILES = ("gating/decision.py", "gating/reconcile.py", "controller/workqueue.py", "controller/settings.py")
 FORBIDDEN = {"flask", "kubernetes", "werkzeug"}
 
 
@@ -47,7 +47,7 @@ def pure_modules() -> list[Path]:
 
 
 def test_pure_packages_exist():
-    assert (PACKAGE / "core" / "review.py").is_file()
+    assert (PACKAGE / "admission" / "review.py").is_file()
     assert all((PACKAGE / f).is_file() for f in PURE_FILES)
 
 
@@ -113,12 +113,12 @@ def test_environ_key_checker(source, expected):
 
 # ----------------------------------------------------------------------------- one description per kind
 #: The spec fields that hold a kind's pod templates and replica counts (issue 18 item 2): only the
-#: kind descriptions (webhook/core/kinds/<kind>.py) may read them; everything else asks the
-#: description (webhook/core/kinds/registry.py).
+#: kind descriptions (webhook/admission/kinds/<kind>.py) may read them; everything else asks the
+#: description (webhook/admission/kinds/registry.py).
 KIND_SHAPE = ("pytorchReplicaSpecs", "leaderWorkerTemplate", "replicatedJobs", "workerGroupSpecs", "mpiReplicaSpecs")
-KIND_MODULES = {"core/kinds/pytorchjob.py", "core/kinds/leaderworkerset.py", "core/kinds/distributedworkload.py",
-                "core/kinds/mpijob.py", "core/kinds/jobset.py", "core/kinds/ray.py", "core/kinds/trainjob.py",
-                "core/kinds/trainingruntime.py"}  # the JobSet the Trainer builds for a TrainJob (place)
+KIND_MODULES = {"admission/kinds/pytorchjob.py", "admission/kinds/leaderworkerset.py", "admission/kinds/distributedworkload.py",
+                "admission/kinds/mpijob.py", "admission/kinds/jobset.py", "admission/kinds/ray.py", "admission/kinds/trainjob.py",
+                "admission/kinds/trainingruntime.py"}  # the JobSet the Trainer builds for a TrainJob (place)
 
 
 def code_strings(source: str) -> list[str]:
@@ -147,8 +147,8 @@ def shape_readers() -> dict[str, list[str]]:
 def test_a_kinds_shape_is_read_only_in_its_description():
     readers = shape_readers()
     assert set(readers) <= KIND_MODULES, {m: n for m, n in readers.items() if m not in KIND_MODULES}
-    assert readers["core/kinds/pytorchjob.py"] == ["pytorchReplicaSpecs"]
-    assert readers["core/kinds/leaderworkerset.py"] == ["leaderWorkerTemplate"]
+    assert readers["admission/kinds/pytorchjob.py"] == ["pytorchReplicaSpecs"]
+    assert readers["admission/kinds/leaderworkerset.py"] == ["leaderWorkerTemplate"]
 
 
 @pytest.mark.parametrize("source, expected", [
@@ -162,9 +162,9 @@ def test_code_strings_skip_docstrings_only(source, expected):
 
 
 def test_every_kind_is_described_once():
-    from webhook.core.kinds import HANDLERS
-    from webhook.core.kinds.registry import DESCRIPTIONS
-    from webhook.placement.expand import SUPPORTED
+    from webhook.admission.kinds import HANDLERS
+    from webhook.admission.kinds.registry import DESCRIPTIONS
+    from webhook.planning.expand import SUPPORTED
 
     kinds = [d.kind for d in DESCRIPTIONS]
     assert len(set(kinds)) == len(kinds)
@@ -175,8 +175,8 @@ def test_every_kind_is_described_once():
 # ---------------------------------------------------------------- typed seams, one home per warning
 #: Untyped seams (issue 20 item 3): a handler typed as any callable, a catalog or settings typed
 #: ``Any``, an optional catalog member read with getattr. Each seam has a Protocol instead
-#: (webhook.core.admission_types.AdmissionHandler, webhook.core.kinds._workload.Analyse,
-#: webhook.core.topology.TopologyCatalog).
+#: (webhook.admission.types.AdmissionHandler, webhook.admission.kinds._workload.Analyse,
+#: webhook.topology.objects.TopologyCatalog).
 UNTYPED_SEAMS = re.compile(r"Callable\[\.\.\., *(Any|Decision|\"?Plan)\]|\b(catalog|settings): Any\b")
 #: In the core, a catalog member read with getattr (the TopologyCatalog Protocol names every member).
 CORE_ONLY = re.compile(r"getattr\(catalog")
@@ -199,22 +199,22 @@ def test_seam_checker_finds_loose_types(source, expected):
     assert untyped_seams(source) == expected
 
 
-@pytest.mark.parametrize("relative", ["core", "http/envelope.py", "http/app.py", "http/bounds.py"])
+@pytest.mark.parametrize("relative", ["admission", "topology", "http/envelope.py", "http/app.py", "http/bounds.py"])
 def test_the_admission_seams_are_typed(relative):
     target = PACKAGE / relative
     paths = sorted(target.rglob("*.py")) if target.is_dir() else [target]
-    loose = {str(p.relative_to(PACKAGE)): untyped_seams(p.read_text(encoding="utf-8"), core=relative == "core")
+    loose = {str(p.relative_to(PACKAGE)): untyped_seams(p.read_text(encoding="utf-8"), core=relative in ("admission", "topology"))
              for p in paths}
     assert {path: lines for path, lines in loose.items() if lines} == {}
 
 
 def test_warnings_are_given_only_through_the_registry():
-    # every warning text of the core comes from webhook/core/warning_rules.py (issue 20 item 2):
+    # every warning text of the core comes from webhook/admission/warning_rules.py (issue 20 item 2):
     # no Decision.warn of a literal text and no hand-written "no segment label" / "not gated" text
     # elsewhere (docstrings may name them)
     offenders = []
-    for path in sorted((PACKAGE / "core").rglob("*.py")):
-        if path.name in ("warning_rules.py", "admission_decision.py"):
+    for path in sorted((PACKAGE / "admission").rglob("*.py")):
+        if path.name in ("warning_rules.py", "verdict.py"):
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             code = line.split("#", 1)[0]
@@ -278,7 +278,7 @@ def _derives_from_base(base_names: list[str], classes: dict[str, list[str]]) -> 
 
 # ---------------------------------------------------------------- import circles (issue 30 item 3)
 def module_name(path: Path) -> str:
-    """``webhook/core/kinds/ray.py`` -> ``webhook.core.kinds.ray``; a package's ``__init__.py`` is
+    """``webhook/admission/kinds/ray.py`` -> ``webhook.admission.kinds.ray``; a package's ``__init__.py`` is
     the package."""
     parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -349,15 +349,15 @@ def test_cycle_finder_reports_the_path(graph, expected):
 
 
 def test_import_reader_resolves_names_to_modules():
-    known = {"webhook.core", "webhook.core.keys", "webhook.core.kinds", "webhook.core.kinds.ray",
-             "webhook.core.kinds.pod", "webhook.errors"}
-    source = ("from webhook.core import keys\n"              # a module: webhook.core.keys
-              "from webhook.core.kinds.ray import DESCRIPTION\n"
+    known = {"webhook.kube", "webhook.kube.core", "webhook.admission.kinds", "webhook.admission.kinds.ray",
+             "webhook.admission.kinds.pod", "webhook.errors"}
+    source = ("from webhook.kube import core\n"              # a module: webhook.kube.core
+              "from webhook.admission.kinds.ray import DESCRIPTION\n"
               "import webhook.errors\n"
               "from . import pod\n"                          # relative, resolved to the sibling module
-              "def later():\n    from webhook.core import messages\n")  # a name of webhook.core: the package
-    assert imported_modules(source, "webhook.core.kinds.jobset", False, known) == {
-        "webhook.core.keys", "webhook.core.kinds.ray", "webhook.errors", "webhook.core.kinds.pod", "webhook.core"}
+              "def later():\n    from webhook.kube import GATE\n")  # a name of webhook.kube: the package
+    assert imported_modules(source, "webhook.admission.kinds.jobset", False, known) == {
+        "webhook.kube.core", "webhook.admission.kinds.ray", "webhook.errors", "webhook.admission.kinds.pod", "webhook.kube"}
 
 
 def test_no_import_circle_in_webhook():
@@ -371,7 +371,7 @@ def test_no_import_circle_in_webhook():
 def test_no_two_modules_share_a_file_name_outside_cli():
     """A module's name says what it holds, once: two modules of one name are allowed only when
     one is a ``cli/`` sub-command in front of the domain module it runs (``cli/review.py`` and
-    ``core/review.py``), so ``cli/`` is left out of the count."""
+    ``admission/review.py``), so ``cli/`` is left out of the count."""
     by_name: dict[str, list[str]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)

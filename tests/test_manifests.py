@@ -1,4 +1,4 @@
-"""webhook.manifests: the one reader of manifests and kubectl dumps."""
+"""webhook.planning.manifests: the one reader of manifests and kubectl dumps."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import yaml
 import yaml.scanner
 
 from bounded_work import Visits, list_bomb, map_bomb
-from webhook import manifests
-from webhook.core.messages import json_type, quote
-from webhook.manifests import ManifestError
+from webhook.planning import manifests
+from webhook.planning.manifests import ManifestError
+from webhook.text.messages import json_type, quote
 
 
 def test_json_is_detected_by_its_first_character_and_kept_as_one_document():

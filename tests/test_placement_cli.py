@@ -123,7 +123,7 @@ def test_gen_cluster_bounds_exit_2_before_allocating(tmp_path, capsys, argv, mes
 
 
 def test_gen_cluster_at_the_node_limit_is_accepted():
-    from webhook.tooling.gencluster import MAX_NODES, generate
+    from webhook.planning.gencluster import MAX_NODES, generate
 
     assert MAX_NODES == 100_000
     with pytest.raises(ValueError, match="100,001 nodes is more than the limit of 100,000 nodes"):

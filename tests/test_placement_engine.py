@@ -86,7 +86,7 @@ def test_overcommitted_resource_not_requested_does_not_block():
 def test_huge_allocatable_on_many_nodes_does_not_overflow_slot_sums():
     """3,000 nodes reporting 1e30 of everything (clamped to 2**62 milli): the per-node slots used to
     sum past int64 and the gang was reported as holding a negative number of segments."""
-    from webhook.placement.quantity import MAX_MILLI
+    from webhook.kube.quantity import MAX_MILLI
 
     nodes = [node(f"n{i:04d}", "z", "b", "r", cpu=MAX_MILLI, pods=MAX_MILLI, **{GPU: MAX_MILLI}) for i in range(3000)]
     idx = ClusterIndex(nodes, CLUSTER_TOPOLOGY)
@@ -102,14 +102,14 @@ def test_a_webhook_patch_that_does_not_apply_is_named(monkeypatch):
     # under a missing parent) is an ExpandError naming the object, never a traceback
     from types import SimpleNamespace
 
-    import webhook.core.review
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import default_catalog
-    from webhook.placement.expand import ExpandError, expand
+    import webhook.admission.review
+    from webhook.admission.config import AdmissionSettings
+    from webhook.planning.expand import ExpandError, expand
+    from webhook.topology.objects import default_catalog
 
     bad = SimpleNamespace(allowed=True, warnings=[], message="",  # what expand reads of a Decision
                           patch=[{"op": "add", "path": "/metadata/missing/x", "value": "1"}])
-    monkeypatch.setattr(webhook.core.review, "review", lambda *args, **kwargs: bad)
+    monkeypatch.setattr(webhook.admission.review, "review", lambda *args, **kwargs: bad)
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j"},
            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {"containers": [{"name": "c"}]}}}}}}
     with pytest.raises(ExpandError, match="the webhook's patch for PyTorchJob j does not apply: "):
@@ -122,7 +122,7 @@ def test_failed_placement_svg_holds_its_whole_reason():
     import xml.etree.ElementTree as ET
 
     from webhook.placement.engine import Placement
-    from webhook.tooling.svg import REASON_CHAR_WIDTH, render
+    from webhook.planning.svg import REASON_CHAR_WIDTH, render
 
     reason = "workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole demand; " * 4
     svg = render(cluster({"r-000": [8]}), Placement(placed=False, reason=reason), title="PyTorchJob j")

@@ -49,9 +49,9 @@ def test_a_trainjobs_gang_is_a_one_job_jobset_gang():
 
     import yaml
 
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import StaticTopologyCatalog, Topology
-    from webhook.placement.expand import expand
+    from webhook.admission.config import AdmissionSettings
+    from webhook.planning.expand import expand
+    from webhook.topology.objects import StaticTopologyCatalog, Topology
 
     manifests = Path(__file__).resolve().parent / "manifests"
     trainjob = yaml.safe_load((manifests / "trainjob-torch.yaml").read_text())

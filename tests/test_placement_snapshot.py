@@ -8,9 +8,11 @@ import pytest
 import yaml
 
 from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, HOST, RACK, ZONE
+from webhook.kube.nodes import SnapshotError
+from webhook.kube.pods import pod_requests
+from webhook.kube.quantity import QuantityError, parse_quantity, to_milli
 from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
-from webhook.placement.quantity import QuantityError, parse_quantity, to_milli
-from webhook.placement.snapshot import SnapshotError, load_snapshot, pod_requests, snapshot_from_objects
+from webhook.planning.snapshot import load_snapshot, snapshot_from_objects
 
 
 @pytest.mark.parametrize("text, value", [
@@ -155,7 +157,7 @@ def test_candidates_exclude_unschedulable_notready_tainted_and_unlabelled():
 def test_bound_pods_far_over_allocatable_stay_in_int64():
     """Four bound pods of 1e30 cpu on a 1-cpu node: free cpu is clamped at -2**62 milli (it used to
     reach -2**64 and fail with OverflowError when the engine copied it into int64 arrays)."""
-    from webhook.placement.quantity import MAX_MILLI
+    from webhook.kube.quantity import MAX_MILLI
 
     snap = snapshot_from_objects([_node("n1")] + [_pod(f"p{i}", "n1", cpu="1e30") for i in range(4)])
     assert snap.nodes[0].free["cpu"] == -MAX_MILLI == -(2**62)
@@ -175,7 +177,7 @@ def test_load_snapshot_without_nodes(tmp_path):
 
 @pytest.mark.parametrize("value", ["9" * 5000, "0" * 5000 + "1", "0." + "0" * 5000 + "1"])
 def test_quantity_with_thousands_of_digits_is_a_quantity_error(value):
-    from webhook.placement.quantity import QuantityError, parse_quantity
+    from webhook.kube.quantity import QuantityError, parse_quantity
 
     with pytest.raises(QuantityError, match="more than 100 digits is not a quantity"):
         parse_quantity(value)
@@ -234,7 +236,7 @@ def test_quantity_messages_render_values_as_json(raw, message):
 
 
 def test_json_1e400_allocatable_is_explained(tmp_path):
-    # one renderer for every message (webhook.core.messages.quote) names the value as YAML does;
+    # one renderer for every message (webhook.text.messages.quote) names the value as YAML does;
     # the message says that a JSON number too large to read is that value
     path = tmp_path / "nodes.json"
     path.write_text('{"kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n0"}, '
@@ -283,7 +285,7 @@ def test_taint_value_that_is_not_a_string_is_bad_input():
 
 def test_yaml_alias_bomb_in_a_label_value_is_refused_at_load_without_expanding_it(tmp_path):
     # nine levels of nine aliases: 387,420,489 strings once expanded (str() of it took 61 s and 2 GB);
-    # refused when the file is read (kubectl's excessive-aliasing rule, webhook.manifests); a shared
+    # refused when the file is read (kubectl's excessive-aliasing rule, webhook.planning.manifests); a shared
     # value that gets past it is walked only as far as shown
     # (test_an_alias_bomb_label_value_is_walked_only_as_far_as_shown)
     levels = ['a: &a ["x","x","x","x","x","x","x","x","x"]']
@@ -387,7 +389,7 @@ def test_json_dump_read_as_json_whatever_its_name(tmp_path, monkeypatch):
 
     import yaml
 
-    from webhook.placement.snapshot import load_snapshot
+    from webhook.planning.snapshot import load_snapshot
 
     path = tmp_path / "cluster.yaml"  # JSON text under a YAML name
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [KUBECTL_NODE, KUBECTL_POD]}))
@@ -408,8 +410,8 @@ def test_json_dump_read_as_json_whatever_its_name(tmp_path, monkeypatch):
 
 
 def test_pod_requests_fast_path_agrees_with_the_exact_rule():
-    from webhook.placement.quantity import to_milli
-    from webhook.placement.snapshot import pod_requests, pod_requests_milli
+    from webhook.kube.pods import pod_requests, pod_requests_milli
+    from webhook.kube.quantity import to_milli
 
     specs = [KUBECTL_POD["spec"],
              {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}}]},

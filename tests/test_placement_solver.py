@@ -29,8 +29,8 @@ import pytest
 from ortools.sat.python import cp_model
 
 from placement_helpers import BLOCK, HOST, RACK, ZONE, node
-from webhook.core.topology import Topology
 from webhook.placement.engine import ClusterIndex, Gang, PodRequest, place
+from webhook.topology.objects import Topology
 
 GPU, CPU, MEM = "nvidia.com/gpu", "cpu", "memory"
 GIB = 2**30 * 1000

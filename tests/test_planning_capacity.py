@@ -12,9 +12,9 @@ from ortools.sat.python import cp_model
 
 from placement_helpers import BLOCK, CLUSTER_TOPOLOGY, GPU, HOST, RACK, ZONE
 from webhook.cli import main
-from webhook.placement.capacity import CapacityError, GangShape, capacity, most_gangs, parse_shape
+from webhook.kube.nodes import Node
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.snapshot import Node
+from webhook.planning.capacity import CapacityError, GangShape, capacity, most_gangs, parse_shape
 
 SEED = 20261204
 

@@ -57,7 +57,7 @@ def other_pod(k: int, node: str) -> dict:
 def ten_of_sixteen_busy(tmp_path_factory) -> tuple[str, dict]:
     """1 block × 4 racks × 4 nodes of 8 GPUs; the first 10 nodes (by name) each run one 8-GPU pod of
     its own job: 48 GPUs free, 64 needed, every node one whole segment of 8."""
-    from webhook.tooling.gencluster import generate
+    from webhook.planning.gencluster import generate
 
     doc = generate(1, 1, 4, 4, 8, fill=0.0)
     names = sorted(i["metadata"]["name"] for i in doc["items"] if i["kind"] == "Node")
@@ -187,7 +187,7 @@ def test_nodes_to_free_against_every_subset(case):
     from placement_helpers import CLUSTER_TOPOLOGY, GPU, node, workers
     from webhook.placement.cluster_index import ClusterIndex
     from webhook.placement.engine import Gang, place
-    from webhook.placement.freeing import Shape, fewest_nodes_to_free
+    from webhook.planning.freeing import Shape, fewest_nodes_to_free
 
     rng = random.Random(7000 + case)
     nodes = [node(f"r{r}-{i}", "z0", "b0", f"r{r}", **{GPU: 4000}) for r in range(2) for i in range(4)]

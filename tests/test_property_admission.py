@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from serving import running_serve
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics
+from webhook.topology.objects import default_catalog
 
 KEYS = [
     "kai.scheduler/topology",

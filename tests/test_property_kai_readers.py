@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 
 import kai_oracle
 from conftest import REPO, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.kinds import trainingruntime
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
-from webhook.placement.expand import expand
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.kinds import trainingruntime
+from webhook.admission.review import review
+from webhook.planning.expand import expand
+from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()
 PLAIN = AdmissionSettings()

@@ -34,10 +34,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import SIZE, TOPO, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.keys import KAI_KEYS
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.kube.kai_scheduler import KAI_KEYS
+from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()
 PLAIN = AdmissionSettings()

@@ -363,9 +363,9 @@ def test_bind_outside_the_port_range_says_the_range(capsys):
 
 
 def test_admission_review_without_api_version_says_missing_not_none():
-    from webhook.core.admission_settings import AdmissionSettings
-    from webhook.core.topology import default_catalog
+    from webhook.admission.config import AdmissionSettings
     from webhook.http import envelope
+    from webhook.topology.objects import default_catalog
 
     outcome = envelope.handle({"kind": "AdmissionReview", "request": {"uid": "u"}}, default_catalog(), AdmissionSettings())
     assert outcome.message.startswith("malformed AdmissionReview: apiVersion is missing; this webhook speaks")
@@ -483,8 +483,8 @@ def test_an_error_escaping_a_command_exits_with_its_own_exit_code(monkeypatch, c
     # exit_code (webhook/errors.py): 1 denied, 2 bad input, 70 a bug; no per-command table
     from webhook.cli import review as review_command
     from webhook.controller.main import WorkloadDenied
-    from webhook.manifests import ManifestError
     from webhook.placement.verify import PlacementBug
+    from webhook.planning.manifests import ManifestError
 
     for raised, code in ((WorkloadDenied("w.yaml: denied by the webhook: no"), 1),
                          (ManifestError("m.yaml", "no Kubernetes object found"), 2),

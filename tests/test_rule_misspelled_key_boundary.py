@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import load_example, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
 
 
 def tp4_with(key: str) -> dict:

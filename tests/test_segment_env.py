@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from conftest import SEG_REQ, SIZE, TOPO, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.topology.objects import default_catalog
 
 CATALOG = default_catalog()
 ENV = AdmissionSettings(segment_env=True)

@@ -14,12 +14,12 @@ import gc
 
 from prometheus_client import CollectorRegistry
 
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import default_catalog
+from webhook.admission.config import AdmissionSettings
 from webhook.http.app import create_app
 from webhook.http.metrics import ReviewMetrics
 from webhook.http.server import _worker_exit
 from webhook.http.worker import worker_class
+from webhook.topology.objects import default_catalog
 
 
 class StoppableCatalog:

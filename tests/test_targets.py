@@ -20,10 +20,10 @@ import jsonpatch
 import pytest
 
 from conftest import SEG_PREF, SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.targets import default_target, served_targets
-from webhook.core.topology import StaticTopologyCatalog, Topology
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.targets import default_target, served_targets
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 ZONE, BLOCK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-block"
 RACK, HOST = "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
@@ -250,7 +250,7 @@ def test_job_pod_segment_index_and_gate_by_target():
 
 
 def test_workload_api_objects_of_a_gang_with_a_partial_segment_and_a_master():
-    from webhook.core.workload_api import gang_object_name, gang_objects, pod_operations
+    from webhook.admission.workload_api import gang_object_name, gang_objects, pod_operations
 
     assert gang_object_name("team-a/llama/0") == "llama-0"
     workload, composite, *groups = gang_objects("team-a", "llama", [4, 4, 2], 1, BLOCK, RACK)

@@ -19,12 +19,12 @@ import yaml
 
 from conftest import SIZE, make_request
 from test_targets import CATALOG, K_SIZE, K_SLICE, RACK, job
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.targets import kueue_podset
+from webhook.admission.workload_plan import Plan
 from webhook.cli import main
 from webhook.cli.flags import kueue_version
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.targets import kueue_podset
-from webhook.core.workload_plan import Plan
 
 MANIFESTS = Path(__file__).resolve().parent / "manifests"
 KUEUE_17, KUEUE_20 = AdmissionSettings(target="kueue"), AdmissionSettings(target="kueue", kueue_version=(0, 20))
@@ -77,8 +77,8 @@ def test_kueue_0_20_partial_slice_holds_our_last_segment():
     # Kueue: slice = rank // size, the partial one last (#15640); our segment-index: index // size (§7)
     d = review(make_request(job(completions=10)), CATALOG, KUEUE_20)
     assert d.allowed
-    from webhook.core.admission_decision import Decision
-    from webhook.core.kinds import job as job_kind
+    from webhook.admission.kinds import job as job_kind
+    from webhook.admission.verdict import Decision
     plan = job_kind.analyse(job(completions=10), make_request(job(completions=10)), CATALOG, KUEUE_20,
                             Decision(kind="Job"))
     assert isinstance(plan, Plan)

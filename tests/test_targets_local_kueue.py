@@ -97,7 +97,7 @@ def test_kueue_objects_for_gen_clusters_nodes_without_a_topology(tmp_path):
     "no Topology: no node carries a topology label that makes a level" (one zone). The inferred
     Topology is the embedded default's levels under the zone (a one-domain level is left out), and
     the ClusterQueue covers ephemeral-storage, which gen-cluster's nodes report (1728000000000 each)."""
-    from webhook.tooling.gencluster import generate
+    from webhook.planning.gencluster import generate
 
     doc = generate(1, 2, 2, 2, 8, fill=0.0)  # 1 zone, 2 blocks of 2 racks of 2 nodes
     doc["items"] = [item for item in doc["items"] if item["kind"] == "Node"]

@@ -14,8 +14,8 @@ import jsonpatch
 
 from conftest import make_request
 from test_gate_whole_workload import CATALOG, RACK, jobset, pod_annotations, raycluster
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
 
 KUEUE = AdmissionSettings(target="kueue")
 WORKLOAD_API = AdmissionSettings(target="workload-api")

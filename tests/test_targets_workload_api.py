@@ -23,12 +23,12 @@ from collections import Counter
 import jsonpatch
 
 from conftest import SEG_REQ, SIZE, TOPO, WL_REQ, make_request
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.admission.workload_api import GANG_NAME_MAX, gang_object_name, podgroup_name, same_shape
 from webhook.controller.podgroups import reconcile_groups
-from webhook.controller.reconcile import ObjectRef
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, Topology
-from webhook.core.workload_api import GANG_NAME_MAX, gang_object_name, podgroup_name, same_shape
+from webhook.gating.reconcile import ObjectRef
+from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 ZONE, BLOCK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-block"
 RACK, HOST = "cloud.provider.com/topology-rack", "kubernetes.io/hostname"
@@ -338,7 +338,7 @@ def _placed_objects(tmp_path, obj, capsys):
 
 def _admitted_pods(obj):
     """The pods the object's controller creates, as the webhook serving workload-api admits them."""
-    from webhook.placement.expand import expand
+    from webhook.planning.expand import expand
 
     return expand(obj, StaticTopologyCatalog([Topology("cluster-topology", (ZONE, BLOCK, RACK, HOST))]), WLAPI).pods
 

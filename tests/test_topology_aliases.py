@@ -15,12 +15,12 @@ import jsonpatch
 import pytest
 
 from conftest import SEG_REQ, SIZE, TOPO, WL_PREF, WL_REQ, make_request
-from webhook.core import workload_api
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.review import review
-from webhook.core.topology import StaticTopologyCatalog, TopologyError, load_topology_text
+from webhook.admission import workload_api
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.review import review
+from webhook.kube.nodes import Node
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.model import Node
+from webhook.topology.objects import StaticTopologyCatalog, TopologyError, load_topology_text
 
 KAI_EXAMPLE = """\
 apiVersion: kai.scheduler/v1alpha1
@@ -203,8 +203,7 @@ def test_a_level_kai_would_not_read_is_named(levels, message):
 
 def test_two_topologies_of_one_name_that_differ_in_aliases_show_the_aliases(tmp_path):
     # trial 2026-12-07: the message printed two identical level lists (only the aliases differed)
-    from webhook import manifests
-
+    from webhook.planning import manifests
     one, other = tmp_path / "a.yaml", tmp_path / "b.yaml"
     one.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/zone}, {nodeLabel: a.io/rack}]}\n")
     other.write_text("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/zone, alias: zone}, "

@@ -1,4 +1,4 @@
-"""Topology from the nodes (DESIGN.md §12): webhook.core.topology_infer on dumps in each provider's
+"""Topology from the nodes (DESIGN.md §12): webhook.topology.infer on dumps in each provider's
 shape, labels that mislead (a key whose meaning depends on the hardware, labels on some nodes only,
 placeholders, repeated or conflicting values), every §12 finding of ``check``, and a property test
 on random nested label trees. Expected levels are written out literally from the provider table
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from webhook.core.topology_infer import NodeLabelError, NodeLabels, check, infer, node_labels_of
-from webhook.tooling.gencluster import generate
+from webhook.planning.gencluster import generate
+from webhook.topology.infer import NodeLabelError, NodeLabels, check, infer, node_labels_of
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

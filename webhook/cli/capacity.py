@@ -1,6 +1,6 @@
 """``segment-webhook capacity``: how many gangs and segments of one shape fit now, per domain of each
 topology level, and the capacity stranded for that shape (DESIGN.md §13). The counting is
-:func:`webhook.placement.capacity.capacity`'s; this module reads the files and prints.
+:func:`webhook.planning.capacity.capacity`'s; this module reads the files and prints.
 
 Exit 0 report written, 1 the ``-f`` workload is denied by the webhook (as ``place``), 2 bad input
 (the message names the flag, file or field).
@@ -18,15 +18,16 @@ import yaml
 
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
-from webhook.core.keys import HOSTNAME
-from webhook.core.messages import quote
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
-from webhook.manifests import ManifestError
-from webhook.placement.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
+from webhook.kube.core import HOSTNAME
+from webhook.kube.nodes import SnapshotError
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.expand import ExpandError, Expansion
 from webhook.placement.model import PlacementError
-from webhook.placement.snapshot import Snapshot, SnapshotError, load_snapshot
+from webhook.planning.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
+from webhook.planning.expand import ExpandError, Expansion
+from webhook.planning.manifests import ManifestError
+from webhook.planning.snapshot import Snapshot, load_snapshot
+from webhook.text.messages import quote
 
 
 def register(subparsers: Any) -> None:
@@ -98,7 +99,7 @@ def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str
     if args.shape is not None:
         return parse_shape(args.shape), args.topology
     from webhook.cli.workload_files import load_workload
-    from webhook.placement.whatif import planner_for
+    from webhook.planning.whatif import planner_for
 
     given = load_workload(args.filename)
     planner = planner_for(snapshot, runtimes=given.runtimes)

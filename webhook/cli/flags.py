@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import errno
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
@@ -24,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.errors import EXIT_USAGE, SegmentWebhookError
+from webhook.kube.core import is_dns_subdomain
 
 ENV_PREFIX = "SEGMENT_WEBHOOK_"
 DEFAULT_CERT_DIR = "certs"
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 class UsageError(SegmentWebhookError, ValueError):
@@ -166,7 +165,7 @@ def seconds(low: float, high: float) -> Callable[[str], float]:
 def topology_name(text: str) -> str:
     """An argparse ``type``: a Topology name (a Kubernetes object name: lowercase DNS subdomain,
     at most 253 characters)."""
-    if not (len(text) <= 253 and _DNS_SUBDOMAIN.fullmatch(text)):
+    if not is_dns_subdomain(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Topology name (a lowercase DNS subdomain, e.g. cluster-topology)")
     return text
@@ -263,8 +262,8 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
     Returns ``(StaticTopologyCatalog, default name or None)``. Raises :class:`UsageError`
     naming the file or flag.
     """
-    from webhook.core.topology import TopologyError, default_catalog
-    from webhook.manifests import ManifestError, load_topology_files
+    from webhook.planning.manifests import ManifestError, load_topology_files
+    from webhook.topology.objects import TopologyError, default_catalog
 
     try:
         catalog = load_topology_files(files) if files else default_catalog()
@@ -286,7 +285,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
     """``AdmissionSettings`` from the flag values (empty strings dropped); ``gate_pods``:
     ``--gate-pods`` (DESIGN.md §9); ``segment_env``: ``--segment-env`` (DESIGN.md §3b); ``target``:
     ``--target`` (DESIGN.md §9b; ``gate`` turns ``--gate-pods`` on); ``kueue``: ``--kueue-version``."""
-    from webhook.core.admission_settings import AdmissionSettings
+    from webhook.admission.config import AdmissionSettings
 
     return AdmissionSettings(
         target=target,
@@ -302,7 +301,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
 def add_target_flag(parser: argparse.ArgumentParser, env: bool = False) -> None:
     """``--target`` (DESIGN.md §9b): the scheduler the segments are compiled for, unless a workload's
     ``segments.dev/target`` label names another (docs/targets.md)."""
-    from webhook.core.targets import TARGETS
+    from webhook.admission.targets import TARGETS
 
     text = ("the scheduler segments are compiled for when a workload has no segments.dev/target label: kai "
             "(kai.scheduler/* keys), kueue (Kueue TAS podset annotations), workload-api (Kubernetes 1.37 "

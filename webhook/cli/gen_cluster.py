@@ -1,5 +1,5 @@
 """``segment-webhook gen-cluster``: write a synthetic cluster snapshot (Nodes, Pods, Topology)
-made by :func:`webhook.tooling.gencluster.generate`. Exit 0 written, 2 bad flag or unwritable file.
+made by :func:`webhook.planning.gencluster.generate`. Exit 0 written, 2 bad flag or unwritable file.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write a synthetic snapshot; exit 2 on bad arguments or an unwritable file."""
-    from webhook.tooling.gencluster import generate
+    from webhook.planning.gencluster import generate
 
     try:
         doc = generate(args.zones, args.blocks, args.racks, args.nodes, args.gpus, args.fill, args.seed, labels=args.labels)

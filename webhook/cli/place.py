@@ -1,7 +1,7 @@
 """``segment-webhook place``: place a workload on a cluster snapshot (dry run of the scheduler).
 
-Reads the files (:mod:`webhook.manifests`, :func:`webhook.placement.snapshot.load_snapshot`),
-runs :func:`webhook.placement.pipeline.place_workload` and renders its result as a table, JSON,
+Reads the files (:mod:`webhook.planning.manifests`, :func:`webhook.planning.snapshot.load_snapshot`),
+runs :func:`webhook.planning.pipeline.place_workload` and renders its result as a table, JSON,
 YAML and optionally SVG. Exit codes: 0 placed, 1 not placed or denied by the webhook, 2 bad input
 (the message names the file, the object and the field).
 """
@@ -18,11 +18,12 @@ import yaml
 from webhook.cli.flags import UsageError, add_target_flag, add_topology_flags, check_writable_file, error
 from webhook.cli.output import write_output
 from webhook.cli.workload_files import load_workload
-from webhook.manifests import ManifestError
+from webhook.kube.nodes import SnapshotError
 from webhook.placement.engine import Placement, PlacementError
-from webhook.placement.expand import ExpandError
-from webhook.placement.pipeline import place_workload
-from webhook.placement.snapshot import SnapshotError, load_snapshot
+from webhook.planning.expand import ExpandError
+from webhook.planning.manifests import ManifestError
+from webhook.planning.pipeline import place_workload
+from webhook.planning.snapshot import load_snapshot
 
 
 def register(subparsers: Any) -> None:
@@ -51,7 +52,7 @@ def register(subparsers: Any) -> None:
 
 
 def render_table(result: dict[str, Any]) -> str:
-    """The ``-o table`` text of a result document (:func:`webhook.placement.pipeline.result_document`)."""
+    """The ``-o table`` text of a result document (:func:`webhook.planning.pipeline.result_document`)."""
     if not result["placed"]:
         unproven = " (search budget reached: not proven)" if result.get("exact") is False else ""
         reason: str = result["reason"]
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if written:
         return written
     if args.svg:
-        from webhook.tooling.svg import render
+        from webhook.planning.svg import render
 
         p = out.placement or Placement(placed=False, reason=result["reason"])
         if out.index is not None:

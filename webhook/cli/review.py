@@ -4,7 +4,7 @@ Builds the AdmissionReview v1 that kube-apiserver would send for ``kubectl creat
 (or a replace, with ``--operation UPDATE --old OLD``) and answers it through
 ``webhook.http.envelope.handle``, the code path of ``POST /mutate``.
 
-The request is built by :func:`webhook.core.admission.build_review`, the project's one request
+The request is built by :func:`webhook.admission.request.build_review`, the project's one request
 builder (its docstring lists the fields). ``userInfo.username`` = ``--user`` (default
 ``kubectl-user``, not a platform identity, so automatic segment placement does not apply unless
 it matches ``--platform-user``); ``userInfo.groups`` = ``--group`` values plus
@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from webhook.admission.request import DEFAULT_USER, build_review, group_version_kind, manifest_problem
 from webhook.cli.flags import (
     UsageError,
     add_target_flag,
@@ -38,8 +39,7 @@ from webhook.cli.flags import (
     static_topologies,
 )
 from webhook.cli.output import write_output
-from webhook.core.admission import DEFAULT_USER, build_review, group_version_kind, manifest_problem
-from webhook.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
+from webhook.planning.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
 #: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
@@ -59,8 +59,8 @@ NO_OBJECT = ("no Kubernetes object found; fix: give a file with at least one obj
 
 def read_objects(path: str) -> list[tuple[str, Mapping[str, Any]]]:
     """The Kubernetes objects of a YAML/JSON file (``-`` = stdin) to review, read by
-    :mod:`webhook.manifests` (``kind: List`` items expanded, empty documents skipped), each with
-    where it was read (:func:`webhook.manifests.object_source`: ``multi.yaml: document 2`` when
+    :mod:`webhook.planning.manifests` (``kind: List`` items expanded, empty documents skipped), each with
+    where it was read (:func:`webhook.planning.manifests.object_source`: ``multi.yaml: document 2`` when
     the file holds more than one object, else the file name); each needs ``apiVersion`` and
     ``kind`` and may nest at most :data:`MAX_NESTING` levels. Raises :class:`ManifestError` naming
     the file and document."""
@@ -94,7 +94,7 @@ def denial_line(path: str, operation: str, reason: str, message: str, kind: str 
 
 def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:
     """A note for an object whose kind the webhook does not handle (``None`` when it does)."""
-    from webhook.core.kinds import handled_kinds, handles
+    from webhook.admission.kinds import handled_kinds, handles
 
     gvk = group_version_kind(obj)
     if handles(gvk["group"], gvk["kind"]):
@@ -105,8 +105,8 @@ def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:
 
 def topology_problem(obj: Mapping[str, Any]) -> str | None:
     """Why a KAI ``Topology`` in the manifest would be refused (its CRD's rules, KAI's alias rules:
-    :meth:`webhook.core.topology.Topology.from_object`), or ``None`` (also for every other kind)."""
-    from webhook.core.topology import TOPOLOGY_KIND, Topology, TopologyError
+    :meth:`webhook.topology.objects.Topology.from_object`), or ``None`` (also for every other kind)."""
+    from webhook.topology.objects import TOPOLOGY_KIND, Topology, TopologyError
 
     if obj.get("kind") != TOPOLOGY_KIND or not str(obj.get("apiVersion", "")).startswith("kai.scheduler/"):
         return None
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     """The ``review`` command: exit 0 all allowed, 1 any denied, 2 bad usage or unreadable input."""
     import jsonpatch
 
-    from webhook.core.review import review as core_review
+    from webhook.admission.review import review as core_review
     from webhook.http import envelope
     from webhook.http.bounds import bounded_review
 

@@ -1,6 +1,6 @@
 """``segment-webhook topology infer|check``: a Topology from the nodes' labels, and a Topology held
-against the nodes (DESIGN.md §12). The rules are :mod:`webhook.core.topology_infer`'s;
-this module reads the files (:mod:`webhook.manifests`) or, with ``--kubeconfig``, lists the
+against the nodes (DESIGN.md §12). The rules are :mod:`webhook.topology.infer`'s;
+this module reads the files (:mod:`webhook.planning.manifests`) or, with ``--kubeconfig``, lists the
 cluster's nodes, and prints.
 
 ``infer``: the Topology object(s) on stdout (YAML or JSON), the report on stderr; exit 0 written,
@@ -22,8 +22,8 @@ import yaml
 from webhook.cli.flags import error, topology_name
 from webhook.cli.output import write_output
 from webhook.cli.topology_inputs import InputError, collector_paused, list_cluster_nodes, read_nodes, read_topologies
-from webhook.core import topology_infer
-from webhook.core.topology import is_valid_label_key
+from webhook.kube.core import is_valid_label_key
+from webhook.topology import infer as topology_infer
 
 
 def label_key(text: str) -> str:

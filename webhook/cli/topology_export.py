@@ -1,5 +1,5 @@
 """``segment-webhook topology export``: a Topology and the nodes' labels as Volcano HyperNodes or a
-Slurm ``topology.yaml`` (DESIGN.md §13). The rules are :mod:`webhook.core.topology_export`'s; this
+Slurm ``topology.yaml`` (DESIGN.md §13). The rules are :mod:`webhook.topology.export`'s; this
 module reads the files (as ``topology check`` does), prints the objects on stdout and the §12
 findings (the dropped nodes named) on stderr.
 
@@ -17,7 +17,8 @@ import yaml
 
 from webhook.cli.flags import error
 from webhook.cli.output import write_output
-from webhook.core import topology_export, topology_infer
+from webhook.topology import export as topology_export
+from webhook.topology import infer as topology_infer
 
 
 def add_export_parser(sub: Any) -> None:

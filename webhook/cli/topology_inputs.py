@@ -13,11 +13,13 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from webhook.core import topology_infer
-from webhook.core.messages import quote
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
-from webhook.manifests import ManifestError, load_objects
+from webhook.kube import kueue
+from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
+from webhook.planning.manifests import ManifestError, load_objects
+from webhook.text.messages import quote
+from webhook.topology import infer as topology_infer
+from webhook.topology.objects import TOPOLOGY_KIND, Topology, TopologyError
 
 if TYPE_CHECKING:
     import urllib3
@@ -122,7 +124,7 @@ def _normalised(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if obj.get("kind") != TOPOLOGY_KIND:
         return None
     api = obj.get("apiVersion")
-    if isinstance(api, str) and api.split("/")[0] == topology_infer.KUEUE_GROUP:
+    if isinstance(api, str) and api.split("/")[0] == kueue.KUEUE_GROUP:
         return {**obj, "apiVersion": TOPOLOGY_API_VERSION}
     return obj
 
@@ -144,7 +146,7 @@ def read_topologies(path: str) -> list[Topology]:
         except TopologyError as exc:
             raise InputError(f"{path}: {here}: {exc}") from None
     if not found:
-        raise InputError(f"{path}: no Topology object ({TOPOLOGY_API_VERSION} or {topology_infer.KUEUE_GROUP}); "
+        raise InputError(f"{path}: no Topology object ({TOPOLOGY_API_VERSION} or {kueue.KUEUE_GROUP}); "
                          "fix: name the file that holds the Topology with -f, the nodes with --nodes")
     return found
 

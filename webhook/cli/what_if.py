@@ -2,7 +2,7 @@
 another scheduler left pending, and the smallest verified changes that make it fit (DESIGN.md §13).
 
 Reads the same inputs as ``place`` (every ``-f``, ``--cluster``, ``--topology-file`` and resolution
-flag), runs :func:`webhook.placement.whatif.what_if` and prints a table, JSON or YAML. Exit 0 fits
+flag), runs :func:`webhook.planning.whatif.what_if` and prints a table, JSON or YAML. Exit 0 fits
 as is, 1 does not fit (with or without changes) or denied, 2 bad input.
 """
 
@@ -17,17 +17,18 @@ from typing import Any
 
 import yaml
 
+from webhook.admission.kinds.registry import gang_key
+from webhook.admission.workload_api import pod_maps
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
-from webhook.core.kinds.registry import gang_key
-from webhook.core.workload_api import pod_maps
-from webhook.manifests import ManifestError
-from webhook.placement.expand import ExpandError
-from webhook.placement.freeing import Occupant, read_occupants
+from webhook.kube.nodes import SnapshotError
+from webhook.kube.pods import is_terminated, occupied_node, pod_ref
 from webhook.placement.model import PlacementError
-from webhook.placement.occupancy import is_terminated, occupied_node, pod_ref
-from webhook.placement.snapshot import Snapshot, SnapshotError, build_snapshot, read_located
-from webhook.placement.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, waiting_text, what_if
+from webhook.planning.expand import ExpandError
+from webhook.planning.freeing import Occupant, read_occupants
+from webhook.planning.manifests import ManifestError
+from webhook.planning.snapshot import Snapshot, build_snapshot, read_located
+from webhook.planning.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, waiting_text, what_if
 
 VERDICT_TEXT = {
     FITS: "fits on today's free capacity: a placement exists",
@@ -59,7 +60,7 @@ def load_cluster(paths: list[str], topology_paths: list[str]
 
 def pending_pods(objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, str | None]]:
     """The Pods of ``objects`` that hold no node and are not terminated (pending, gated or not), as
-    ``(namespace/name, gang key)`` (:func:`webhook.core.kinds.registry.gang_key`; ``None`` when the
+    ``(namespace/name, gang key)`` (:func:`webhook.admission.kinds.registry.gang_key`; ``None`` when the
     pod names no gang). Malformed fields read as absent."""
     out: list[tuple[str, str | None]] = []
     for obj in objects:
@@ -79,7 +80,7 @@ def pending_of(result: WhatIf, pending: list[tuple[str, str | None]]) -> int:
 
 
 def summary(doc: dict[str, Any]) -> str:
-    """One line for a placement document (:func:`webhook.placement.pipeline.result_document`):
+    """One line for a placement document (:func:`webhook.planning.pipeline.result_document`):
     pods, nodes, where the workload meets, segments per level."""
     nodes = len(set(doc["assignments"].values()))
     by_level: dict[str, int] = {}

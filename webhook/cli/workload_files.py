@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.kinds.trainingruntime import TRAINJOB, is_runtime, runtime_label
-from webhook.manifests import ManifestError, load_objects, object_source
+from webhook.admission.kinds.trainingruntime import TRAINJOB, is_runtime, runtime_label
+from webhook.planning.manifests import ManifestError, load_objects, object_source
 
 
 @dataclass
@@ -16,7 +16,7 @@ class PlaceInput:
     """What the ``-f`` files hold: the one ``workload`` object and ``source``, where it was read;
     the training ``runtimes`` given with it (for a TrainJob) and, in the same order,
     ``runtime_sources``. A source is the file name followed by ``: document N`` (the
-    :func:`webhook.manifests.flatten` location) when the files hold more than one object, the file
+    :func:`webhook.planning.manifests.flatten` location) when the files hold more than one object, the file
     name alone for the one object of one file."""
 
     workload: dict[str, Any]

@@ -10,8 +10,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 from webhook.cluster.api_server import client_retries
-from webhook.core.yamltext import yaml_error_text
 from webhook.errors import SegmentWebhookError
+from webhook.text.yamltext import yaml_error_text
 
 IN_CLUSTER_SOURCE = "in-cluster service account (KUBERNETES_SERVICE_HOST, token, ca.crt)"
 

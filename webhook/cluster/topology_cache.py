@@ -1,6 +1,6 @@
 """Live catalog of KAI Scheduler ``Topology`` objects, kept by ``kubernetes.informer.SharedInformer``.
 
-:class:`LiveTopologyCatalog` implements :class:`webhook.core.topology.TopologyCatalog`
+:class:`LiveTopologyCatalog` implements :class:`webhook.topology.objects.TopologyCatalog`
 (``synced``, ``crd_missing``, ``get``, ``names``) from the cluster's ``kai.scheduler/v1alpha1``
 ``topologies`` (cluster-scoped; DESIGN.md §2, §4.4, §10).
 
@@ -45,7 +45,7 @@ it is given and in its event handlers):
   which is a known state (synced, no topologies, ``crd_missing`` True; the list is retried with
   back-off up to every 30 s so a CRD installed later is picked up).
 * **Atomic, validated catalog.** Each list result and each event builds a new mapping of parsed
-  :class:`~webhook.core.topology.Topology` objects and swaps it in with one assignment, so
+  :class:`~webhook.topology.objects.Topology` objects and swaps it in with one assignment, so
   readers (admission worker threads) never lock and never see a half-applied re-list (the
   informer replays a re-list as separate DELETED/ADDED/MODIFIED events; those replays are
   ignored here because the list already replaced the catalog in one step). A malformed Topology
@@ -77,8 +77,9 @@ from webhook.cluster.api_server import (
     send_until_answered,
 )
 from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
-from webhook.core.topology import TOPOLOGY_API_VERSION, TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 from webhook.errors import SegmentWebhookError
+from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
+from webhook.topology.objects import TOPOLOGY_CRD, TOPOLOGY_KIND, Topology, TopologyError
 
 log = logging.getLogger(__name__)
 
@@ -414,7 +415,7 @@ class TopologyWatch:
 
 
 class LiveTopologyCatalog:
-    """A :class:`~webhook.core.topology.TopologyCatalog` kept current from the cluster by a
+    """A :class:`~webhook.topology.objects.TopologyCatalog` kept current from the cluster by a
     ``kubernetes.informer.SharedInformer`` (see the module docstring for who does what).
 
     Construct with a ``kubernetes.client.ApiClient`` (or use :meth:`from_kubeconfig`), then

@@ -20,12 +20,12 @@ from webhook.controller.cache import AdvisoryCache
 from webhook.controller.events import EventRecorder
 from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
-from webhook.controller.reconcile import TopOwner
 from webhook.controller.runner import Controller
 from webhook.controller.settings import ControllerSettings
-from webhook.core.topology import Topology
+from webhook.gating.reconcile import TopOwner
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.snapshot import Snapshot
+from webhook.planning.snapshot import Snapshot
+from webhook.topology.objects import Topology
 
 __all__ = ["Advisor", "AdvisoryController"]
 

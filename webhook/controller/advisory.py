@@ -15,15 +15,15 @@ Rules:
   ``kueue.x-k8s.io/topology``: admitted, waiting for Kueue's TopologyUngater), or its condition
   ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI: ``Unschedulable``).
 * **A pending gang** (:func:`pending_gangs`): the pods of one gang key
-  (:func:`webhook.controller.decision.gang_key_of`, from the pods' labels) that all exist and are
+  (:func:`webhook.gating.decision.gang_key_of`, from the pods' labels) that all exist and are
   all pending elsewhere. "All exist": as many live pods as their ``segments.dev/gang-size`` (written
   under target ``gate``); pods without it (targets ``kueue``, ``kai``) are counted against the pods
   the owner's expansion makes for the gang (:func:`advise` gives ``None`` while some are missing).
   A gang with a member bound is not pending (a half-bound gang is its scheduler's business).
-* **The verdict** (:func:`advise`): :func:`webhook.placement.whatif.what_if` of the gang's top owner
-  workload as stored, restricted to that gang (:attr:`webhook.placement.whatif.Planner.only`: the
+* **The verdict** (:func:`advise`): :func:`webhook.planning.whatif.what_if` of the gang's top owner
+  workload as stored, restricted to that gang (:attr:`webhook.planning.whatif.Planner.only`: the
   owner's other gangs stay where they run, charged in the snapshot), on the snapshot every bound or
-  pinned pod is charged to; its line is :func:`webhook.placement.whatif.second_opinion` (the one
+  pinned pod is charged to; its line is :func:`webhook.planning.whatif.second_opinion` (the one
   home of the text). "Fits" is said only when the engine placed the gang on that snapshot.
 """
 
@@ -33,18 +33,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.decision import gang_key_of
-from webhook.controller.reconcile import GANG_STATE, EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
-from webhook.core import gating
-from webhook.core.kinds import registry
-from webhook.core.topology import Topology
+from webhook.admission.kinds import registry
+from webhook.gating.decision import gang_key_of
+from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
+from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated, occupied_node, pod_ref
+from webhook.kube.segments_dev import GANG_STATE
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.expand import ExpandError
-from webhook.placement.freeing import Occupant
 from webhook.placement.model import PlacementError
-from webhook.placement.occupancy import is_deleting, is_terminated, occupied_node, pod_ref
-from webhook.placement.snapshot import Snapshot
-from webhook.placement.whatif import DENIED, FITS, NEVER, WAITING, planner_for, second_opinion, what_if
+from webhook.planning.expand import ExpandError
+from webhook.planning.freeing import Occupant
+from webhook.planning.snapshot import Snapshot
+from webhook.planning.whatif import DENIED, FITS, NEVER, WAITING, planner_for, second_opinion, what_if
+from webhook.topology.objects import Topology
 
 __all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "Advice", "advice_documents", "advice_writes", "advise",
            "owner_of_objects", "pending_elsewhere", "pending_gangs", "ref_of"]
@@ -72,7 +72,7 @@ def _gates(pod: Mapping[str, Any]) -> list[str]:
 
 def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
     """True when ``pod`` is pending under another scheduler (module docstring). Never raises."""
-    if is_terminated(pod) or is_deleting(pod) or occupied_node(pod) is not None or gating.is_gated(pod):
+    if is_terminated(pod) or is_deleting(pod) or occupied_node(pod) is not None or is_gated(pod):
         return False
     if any(name in KUEUE_GATES for name in _gates(pod)):
         return True
@@ -87,7 +87,7 @@ def _size(pod: Mapping[str, Any]) -> int | None:
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     strings = {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)} \
         if isinstance(annotations, Mapping) else {}
-    return gating.gang_size(strings, registry.gang_size_keys())
+    return gang_size(strings, registry.gang_size_keys())
 
 
 def pending_gangs(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -113,9 +113,9 @@ def pending_gangs(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[s
 
 @dataclass(frozen=True)
 class Advice:
-    """The second opinion on one pending gang: ``verdict`` (:data:`~webhook.placement.whatif.FITS`,
+    """The second opinion on one pending gang: ``verdict`` (:data:`~webhook.planning.whatif.FITS`,
     ``WAITING``, ``NEVER``, ``DENIED`` or :data:`ERROR`) and ``line``, ``"gang <key>: <text>"`` with
-    the text of :func:`webhook.placement.whatif.second_opinion`."""
+    the text of :func:`webhook.planning.whatif.second_opinion`."""
 
     gang: str
     verdict: str
@@ -130,7 +130,7 @@ def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Ma
     stored; ``snapshot``, the cluster with every bound or pinned pod charged (the gang's own pods,
     pending, are not); ``occupants``: node → pods on it (for the what-if's "free nodes" change);
     ``live_pods``: how many pods of the gang exist (``None``: not checked); ``index_for``: as
-    :func:`webhook.placement.whatif.what_if` (the live controller's copy of its ledger's index). Returns ``None`` when
+    :func:`webhook.planning.whatif.what_if` (the live controller's copy of its ledger's index). Returns ``None`` when
     fewer exist than the owner makes for the gang (not pending under a scheduler: not all created).
     Never raises for bad input: an owner the what-if cannot expand gives :data:`ERROR` with why."""
     try:

@@ -6,9 +6,9 @@ part controller-runtime calls the cache, which every reconcile reads.
   back-off 0.5 s doubling to 30 s, as client-go's reflector). Topologies: the same
   :class:`webhook.cluster.topology_cache.LiveTopologyCatalog` that ``serve`` uses.
 * **The view**, under one lock: each gang's pods (keyed by
-  :func:`webhook.controller.decision.gang_key_of`), the one
+  :func:`webhook.gating.decision.gang_key_of`), the one
   :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
-  :func:`~webhook.placement.occupancy.occupied_node` says; node heartbeats that do not change the
+  :func:`~webhook.kube.pods.occupied_node` says; node heartbeats that do not change the
   engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
   deadline, and each gang's state line and owner (for its siblings' annotation).
 * **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
@@ -34,14 +34,14 @@ from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.advisory import pending_elsewhere
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.controller.podgroups import is_grouped_pod
-from webhook.controller.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
-from webhook.core import gating
-from webhook.core.topology import Topology
-from webhook.placement.occupancy import CapacityLedger, is_terminated, occupied_node
-from webhook.placement.quantity import QuantityError
-from webhook.placement.snapshot import SnapshotError, parse_node, pod_requests_milli
+from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
+from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
+from webhook.kube.nodes import SnapshotError, parse_node
+from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
+from webhook.kube.quantity import QuantityError
+from webhook.placement.occupancy import CapacityLedger
+from webhook.topology.objects import Topology
 
 __all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "AdvisoryCache",
            "ControllerCache"]
@@ -168,7 +168,7 @@ class ControllerCache:
         ref = pod_ref(pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
-        gated = gating.is_gated(pod)
+        gated = is_gated(pod)
         grouping = not gone and key is not None and is_grouped_pod(pod)
         with self.lock:
             if not gone and gated and ref in self._ungated:
@@ -184,7 +184,7 @@ class ControllerCache:
             left = key is not None and self._keep_member(key, ref, None if gone else pod)
             members = self.gangs.get(key) if key is not None else None
             own = [key] if key is not None and members is not None and \
-                (key in self.kinds or any(gating.is_gated(p) for p in members.values())
+                (key in self.kinds or any(is_gated(p) for p in members.values())
                  or (not gone and stranded_pod(pod) is not None)) else []
             waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
             if grouping and key is not None and key not in self.grouped:
@@ -244,7 +244,7 @@ class ControllerCache:
     def gated_gangs(self) -> list[str]:
         """Every gang with a gated pod."""
         with self.lock:
-            return [k for k, pods in self.gangs.items() if any(gating.is_gated(p) for p in pods.values())]
+            return [k for k, pods in self.gangs.items() if any(is_gated(p) for p in pods.values())]
 
     def grouping_gangs(self) -> list[str]:
         """Every gang of target ``workload-api`` whose objects were not made yet (DESIGN.md §9b)."""
@@ -334,7 +334,7 @@ class ControllerCache:
                 return
             members = self.gangs.get(key)
             self._ungated.add(ref)
-            if members is not None and ref in members and gating.is_gated(members[ref]):
+            if members is not None and ref in members and is_gated(members[ref]):
                 members[ref] = updated
                 node = occupied_node(updated)
                 if node is not None:
@@ -344,7 +344,7 @@ class ControllerCache:
 def decide_on_snapshot(key: str, lock: threading.Lock, ledger: CapacityLedger, catalog: Mapping[str, Topology],
                        view_of: Callable[[CapacityLedger], GangView], commit: Callable[[Result], Result],
                        conflict: Callable[[], None]) -> Result:
-    """Run the pure :func:`webhook.controller.reconcile.reconcile` of gang ``key`` on a snapshot of ``ledger``
+    """Run the pure :func:`webhook.gating.reconcile.reconcile` of gang ``key`` on a snapshot of ``ledger``
     taken under ``lock``, with the lock released while the engine decides (kube-scheduler's
     snapshot, then assume); then, under the lock again, ``commit`` the result when the ledger still
     allows it (:meth:`CapacityLedger.still_valid`: no node set change and none of the chosen nodes

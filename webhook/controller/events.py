@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.controller.reconcile import EventSpec
+from webhook.gating.reconcile import EventSpec
 
 __all__ = ["CACHE_ENTRIES", "EventCorrelator", "EventRecorder", "Observation"]
 
@@ -85,7 +85,7 @@ def now_rfc3339() -> str:
 
 
 class EventRecorder:
-    """Write :class:`~webhook.controller.reconcile.EventSpec` s as ``v1`` Events (module docstring).
+    """Write :class:`~webhook.gating.reconcile.EventSpec` s as ``v1`` Events (module docstring).
 
     ``api_client``: a ``kubernetes.client.ApiClient``; ``component``: ``source.component`` and
     ``reportingComponent``; ``instance``: ``reportingInstance`` (this replica); ``reachability``:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.controller.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS
+from webhook.gating.decision import INCOMPLETE, INFEASIBLE, INVALID, NEVER_FITS
 
 __all__ = ["WAITING_KINDS", "Metrics"]
 

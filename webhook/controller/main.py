@@ -4,7 +4,7 @@ The sub-command's flags are declared by the CLI module; this module does the wor
 
 * :func:`run_once` reads ``kubectl get nodes,pods -A -o yaml|json`` dumps (and Topologies: from
   the dump, ``--topology-file``, else the embedded default, as ``place`` does), calls the same
-  :func:`webhook.controller.decision.decide` as the live controller, and prints one YAML document
+  :func:`webhook.gating.decision.decide` as the live controller, and prints one YAML document
   per released pod ``{namespace, name, node, patch}`` and one per gang left gated
   ``{gang, waiting}``. Exit 0 when it ran, 2 on bad input: an unreadable file, or a malformed
   object in a dump (the live controller skips and logs those; the dry run names every one).
@@ -26,20 +26,21 @@ from typing import Any, TextIO
 
 import yaml
 
-from webhook.controller.decision import ParseCache, PassResult, decide
-from webhook.core.gating import GATE
-from webhook.core.topology import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
-from webhook.manifests import ManifestError, load_objects
+from webhook.gating.decision import ParseCache, PassResult, decide
+from webhook.kube.nodes import SnapshotError
+from webhook.kube.segments_dev import GATE
 from webhook.output import write_output
-from webhook.placement.snapshot import SnapshotError, build_snapshot, read_located, snapshot_problems
+from webhook.planning.manifests import ManifestError, load_objects
+from webhook.planning.snapshot import build_snapshot, read_located, snapshot_problems
+from webhook.topology.objects import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
 
 log = logging.getLogger(__name__)
 
 
 def read_workloads(path: str) -> list[tuple[str, Mapping[str, Any]]]:
     """The ``(location, object)`` pairs of the workload file ``path`` (``List`` items flattened;
-    ``location`` is ``document N``), read by :mod:`webhook.manifests` like every other command.
+    ``location`` is ``document N``), read by :mod:`webhook.planning.manifests` like every other command.
     Raises :class:`SnapshotError` naming the file when it cannot be read or parsed."""
     try:
         return load_objects(path)
@@ -67,11 +68,11 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     without a Topology, no Node at all, an empty workload file, a workload that cannot be
     expanded) and :class:`WorkloadDenied` when the webhook denies one. ``notes``: when given, each
     name made from a workload's ``metadata.generateName`` is said there (one line each,
-    :attr:`webhook.placement.expand.Expansion.name_note`).
+    :attr:`webhook.planning.expand.Expansion.name_note`).
 
     Unlike the live controller, which leaves a malformed object out of its pass and logs it (one
     bad object must not stop the placement of every gang), the dry run reads the dump as
-    ``place --cluster`` does (:func:`webhook.placement.snapshot.build_snapshot`): a malformed
+    ``place --cluster`` does (:func:`webhook.planning.snapshot.build_snapshot`): a malformed
     Node, bound Pod or Topology, a node listed twice or two different Topologies of one name is
     bad input, every one named with its file, and nothing is planned on the rest of the cluster.
     """
@@ -92,11 +93,11 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         default_topology = next(iter(topologies))
     catalog = StaticTopologyCatalog(list(topologies.values()))
     if workload_paths:
-        from webhook.core.admission_settings import AdmissionSettings
-        from webhook.placement.expand import ExpandError, expand
+        from webhook.admission.config import AdmissionSettings
+        from webhook.planning.expand import ExpandError, expand
 
         settings = AdmissionSettings(default_topology=default_topology, gate_pods=True)
-        from webhook.core.kinds.trainingruntime import split_runtimes
+        from webhook.admission.kinds.trainingruntime import split_runtimes
 
         workload_files = [(path, read_workloads(path)) for path in workload_paths]
         # as ``place -f``: a TrainJob's runtime may be in any -f file
@@ -131,9 +132,9 @@ def advise_dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] 
     runs per gang). The dumps are read as ``place --cluster`` reads them (bound and pinned pods
     charged); the gangs' owners are the dumps' workload objects and the ``workload_paths``' ones.
     Raises :class:`SnapshotError` on bad input, as :func:`dry_run`."""
+    from webhook.admission.kinds.trainingruntime import split_runtimes
     from webhook.controller.advisory import advice_documents
-    from webhook.core.kinds.trainingruntime import split_runtimes
-    from webhook.placement.freeing import read_occupants
+    from webhook.planning.freeing import read_occupants
 
     located = read_located(snapshot_paths, topology_paths)
     snapshot = build_snapshot(located)

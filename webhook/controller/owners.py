@@ -4,7 +4,7 @@ bullet): the object a user runs ``kubectl describe`` on.
 A pod's controller owner is read, then that object's, until an object has no controller owner or
 its owner cannot be read (403, 404, a kind outside :data:`INTERMEDIATE` and the kind registry). The
 top owner is the highest object of that chain whose kind is one of the registry's workload kinds
-(:data:`webhook.core.kinds.registry.DESCRIPTIONS`: PyTorchJob, LeaderWorkerSet, JobSet, TrainJob,
+(:data:`webhook.admission.kinds.registry.DESCRIPTIONS`: PyTorchJob, LeaderWorkerSet, JobSet, TrainJob,
 RayCluster, RayJob, RayService, MPIJob, DistributedWorkload); the chains the operators build:
 
 * PyTorchJob / MPIJob / RayCluster / DistributedWorkload → Pod;
@@ -27,11 +27,12 @@ from typing import Any
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.admission.kinds import registry
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.controller.reconcile import GANG_STATE, ObjectRef, TopOwner
-from webhook.core.kinds import registry
+from webhook.gating.reconcile import ObjectRef, TopOwner
+from webhook.kube.segments_dev import GANG_STATE
 
 __all__ = ["INTERMEDIATE", "MISSING_TTL_SECONDS", "OWNER_TTL_SECONDS", "OwnerResolver", "controller_owner"]
 

@@ -3,12 +3,12 @@ top owner workload.
 
 * **Release** (KEP-3838): one JSON patch per gated pod. 404 (the pod was deleted while gated) →
   dropped; 409 / 422 / 5xx / connection errors → the pod is read again and, while still gated, the
-  patch is rebuilt for the same node (:func:`webhook.core.gating.release_patch`) and resent, up to
+  patch is rebuilt for the same node (:func:`webhook.gating.release.release_patch`) and resent, up to
   :data:`PATCH_ATTEMPTS` times with back-off.
 * **Stranded pods**: one DELETE per pod with its uid as precondition (never its replacement of the
   same name); 404 (gone) and 409 (another pod of that name now) count as done.
 * **Gang state**: a JSON merge patch of ``metadata.annotations["segments.dev/gang-state"]`` on the
-  owner (:data:`webhook.controller.reconcile.GANG_STATE`); best effort, one warning when refused.
+  owner (:data:`webhook.gating.reconcile.GANG_STATE`); best effort, one warning when refused.
 
 Nothing raises out of a sender.
 """
@@ -26,9 +26,11 @@ from prometheus_client import Counter
 
 from webhook.cluster.api_server import ApiServerReachability, Backoff
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
-from webhook.controller.decision import Release, StrandedPod
-from webhook.controller.reconcile import GANG_STATE, OwnerPatch
-from webhook.core import gating
+from webhook.gating.decision import Release, StrandedPod
+from webhook.gating.reconcile import OwnerPatch
+from webhook.gating.release import release_patch
+from webhook.kube.pods import is_gated
+from webhook.kube.segments_dev import GANG_STATE
 
 __all__ = ["PATCH_ATTEMPTS", "PatchSender", "response_json"]
 
@@ -93,11 +95,11 @@ class PatchSender:
         fresh = self.read_pod(release.namespace, release.name)
         if fresh is None:
             return None
-        if not gating.is_gated(fresh):
+        if not is_gated(fresh):
             log.info("pod %s/%s was released meanwhile; nothing to send", release.namespace, release.name)
             return None
         try:
-            return gating.release_patch(fresh, release.node)
+            return release_patch(fresh, release.node)
         except ValueError as exc:
             log.warning("pod %s/%s: %s; left to the next reconcile", release.namespace, release.name, exc)
             return None

@@ -4,12 +4,12 @@ pods in, the Workload API objects to create out. No I/O: the runner creates them
 
 * **Which gangs.** A pod whose annotation ``segments.dev/target`` is ``workload-api`` (written on
   every template of the gang at workload CREATE by a webhook serving that target,
-  :mod:`webhook.core.targets`) belongs to a gang whose objects this controller creates; its pods
+  :mod:`webhook.admission.targets`) belongs to a gang whose objects this controller creates; its pods
   are never gated, the pod handler points each at its PodGroup at CREATE
-  (:func:`webhook.core.workload_api.group_pod`).
+  (:func:`webhook.admission.workload_api.group_pod`).
 * **When.** Once every pod of the gang exists (``segments.dev/gang-size`` live pods): the child
   PodGroups' ``minCount`` is the count of each segment's pods
-  (:func:`webhook.core.workload_api.gang_shape`, the same function ``place --target workload-api``
+  (:func:`webhook.admission.workload_api.gang_shape`, the same function ``place --target workload-api``
   prints with). kube-scheduler holds a pod whose PodGroup does not exist yet (``PreEnqueue`` of
   k8s.io/kubernetes v1.37.2 ``pkg/scheduler/framework/plugins/gangscheduling``) and looks again when
   a PodGroup or CompositePodGroup is added.
@@ -26,11 +26,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.controller.reconcile import ObjectRef
-from webhook.core.kinds import registry
-from webhook.core.targets import TARGET_KEY, WORKLOAD_API
-from webhook.core.workload_api import gang_shape, pod_maps
-from webhook.placement.occupancy import is_deleting, is_terminated, pod_ref
+from webhook.admission.kinds import registry
+from webhook.admission.targets import WORKLOAD_API
+from webhook.admission.workload_api import gang_shape, pod_maps
+from webhook.gating.reconcile import ObjectRef
+from webhook.kube.pods import is_deleting, is_terminated, pod_ref
+from webhook.kube.segments_dev import TARGET_KEY
 
 __all__ = ["GroupsDecision", "is_grouped_pod", "owner_reference", "reconcile_groups"]
 

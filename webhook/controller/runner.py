@@ -6,7 +6,7 @@ its leader election, event recorder and client.
 The three parts:
 
 * the **cache** (:mod:`webhook.controller.cache`): informers, each gang's pods, the capacity ledger;
-* the **reconcile** (:mod:`webhook.controller.reconcile`): pure, one gang in, a ``Result`` out;
+* the **reconcile** (:mod:`webhook.gating.reconcile`): pure, one gang in, a ``Result`` out;
 * this **runner**: a :class:`~webhook.controller.workqueue.WorkQueue` (client-go's: a key queued
   twice is reconciled once; a key re-added while reconciled is reconciled again after), ``workers``
   threads, the leader election adapter (:mod:`webhook.controller.election`: only the holder
@@ -31,7 +31,7 @@ WARNING line when an outage starts, a reminder each minute, one INFO line when i
 
 **Topology findings** (DESIGN.md §12): queued (key :data:`TOPOLOGY_FINDINGS`) when a Topology
 changes, on leadership and on resync: for every Topology whose levels were not checked yet, one
-warning per :func:`webhook.core.topology_infer.check` finding on the cached nodes.
+warning per :func:`webhook.topology.infer.check` finding on the cached nodes.
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
 from webhook.controller.patches import PATCH_ATTEMPTS, PatchSender
 from webhook.controller.podgroups import reconcile_groups
-from webhook.controller.reconcile import Result, TopOwner, owner_patch
 from webhook.controller.settings import ControllerSettings
 from webhook.controller.workload_objects import CREATED, KEPT, WorkloadObjectWriter
 from webhook.controller.workqueue import ExponentialRateLimiter, ShutDown, WorkQueue
-from webhook.core import topology_infer
+from webhook.gating.reconcile import Result, TopOwner, owner_patch
+from webhook.topology import infer as topology_infer
 
 __all__ = ["COMPONENT", "Controller", "ControllerSettings", "Metrics", "PATCH_ATTEMPTS", "TOPOLOGY_FINDINGS"]
 
@@ -311,7 +311,7 @@ class Controller:
 
     def log_topology_findings(self) -> None:
         """Log the DESIGN.md §12 findings of each known Topology on the cached nodes (one warning
-        line per finding, :func:`webhook.core.topology_infer.check`), once per Topology name and
+        line per finding, :func:`webhook.topology.infer.check`), once per Topology name and
         levels: a Topology's change is checked again, a node's change alone is not."""
         topologies = [self.topologies.get(name) for name in self.topologies.names()]
         live = {(t.name, tuple(t.levels)) for t in topologies if t is not None}
@@ -331,7 +331,7 @@ class Controller:
 
 
 class OwnerStateWriter:
-    """Writes a top owner's :data:`~webhook.controller.reconcile.GANG_STATE`, which holds the line of
+    """Writes a top owner's :data:`~webhook.gating.reconcile.GANG_STATE`, which holds the line of
     every gang of that owner (an LWS's groups, a JobSet's replicatedJobs). The gang's line is
     recorded in ``cache``, and the value built from every line of the owner recorded by then and sent
     (``patches``), under one lock per owner: two workers writing gangs of one owner never send a

@@ -38,7 +38,7 @@ class ControllerSettings:
     its state ("waiting for N more pods") is written (operators create a gang's pods one by one).
     ``stranded_grace``: seconds a released pod may stay ``Unschedulable`` on the node it was pinned to
     before it is deleted, for its controller to create it again and the controller to place it again
-    (DESIGN.md §9; :func:`webhook.controller.decision.decide_stranded`).
+    (DESIGN.md §9; :func:`webhook.gating.decision.decide_stranded`).
     ``advise``: the advisory mode (DESIGN.md §13, :mod:`webhook.controller.advisory`): no gate, no
     binding, no pod patch; a second opinion on each gang another scheduler leaves pending.
     """

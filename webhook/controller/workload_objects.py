@@ -23,10 +23,10 @@ from typing import Any
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
+from webhook.admission.workload_api import same_shape
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.core.workload_api import same_shape
 
 __all__ = ["CREATED", "FAILED", "KEPT", "PLURALS", "STALE", "WorkloadObjectWriter"]
 

@@ -64,13 +64,13 @@ from flask.sessions import NullSession, SessionInterface
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from werkzeug.wsgi import get_content_length
 
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.topology import TopologyCatalog
+from webhook.admission.config import AdmissionSettings
 from webhook.errors import SegmentWebhookError
 from webhook.http import envelope, wsgi_extensions
 from webhook.http.bounds import bounded_review, needs_bounds
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 from webhook.http.options import DEFAULT_READ_TIMEOUT
+from webhook.topology.objects import TopologyCatalog
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -238,11 +238,11 @@ def create_app(
 
     ``catalog``: a ``TopologyCatalog`` (``.synced``, ``.get(name)``, ``.names()``; a live one may
     also have ``.stop()``, called by the server when the worker exits). ``settings``:
-    ``webhook.core.admission_settings.AdmissionSettings``. ``tls_ready``: returns True when the serving
+    ``webhook.admission.config.AdmissionSettings``. ``tls_ready``: returns True when the serving
     certificate is loaded (``CertificateReloader.ready``); None when the app is not served over
     TLS (tests), then readiness depends on the catalog only. ``metrics``: where to count reviews
     (default: the process-wide :func:`webhook.http.metrics.default_metrics`). ``review_fn``:
-    the domain entry point (default ``webhook.core.review.review``, imported here, so that an
+    the domain entry point (default ``webhook.admission.review.review``, imported here, so that an
     install whose review code does not load fails when the app is created, not on the first
     review). ``max_body_bytes``: body limit in bytes (default 3 MiB). ``read_timeout``: seconds
     the rest of an oversized body is drained at most after the 413 (the server's socket timeout).

@@ -11,9 +11,9 @@ heavy review of ``benchmarks/serving_faults.py``), and anyone who may create a p
 Decision (DESIGN.md §5 "Opt-in"; the size alone says nothing about opt-in): such a review is
 answered without a patch and without reading the object further:
 
-* when the object carries a placement key (:data:`webhook.core.keys.OPT_IN_KEYS`) in any of its
+* when the object carries a placement key (:data:`webhook.kube.kai_scheduler.OPT_IN_KEYS`) in any of its
   annotation maps, it is **denied** (rule ``annotations-too-large``,
-  :func:`webhook.core.rules.deny_oversized_annotations`): its pods could never be created, and its
+  :func:`webhook.admission.rules.deny_oversized_annotations`): its pods could never be created, and its
   placement keys are not reviewed, so it must not be stored as if they had been;
 * otherwise it is **allowed**, with one warning naming the field, its size, the limit and the fix
   (:func:`oversized_annotations_warning`): the webhook never denies what did not opt in.
@@ -25,7 +25,7 @@ answered without a patch and without reading the object further:
 The review's log line and metrics count it as ``denied`` (rule ``annotations-too-large``) or
 ``allowed`` with one warning.
 
-Only a body longer than :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
+Only a body longer than :data:`~webhook.admission.rules.ANNOTATIONS_LIMIT_BYTES` can hold such a map (a JSON string is at
 least as long as the UTF-8 bytes it decodes to), so smaller reviews never pay for the check.
 
 **Work bound** (issue 37 item 9; docs/decisions/review-work-bound.md): what the core does
@@ -52,7 +52,7 @@ one walk of ``request.object`` counts (:func:`work_excess`):
 
 ``request.oldObject`` is not counted: an UPDATE that brings a stored object back under the limits
 must pass. The answer for an object over a limit follows the size bound's decision above:
-**denied** (rule ``too-many-items``, :func:`webhook.core.rules.deny_too_much_work`) when it
+**denied** (rule ``too-many-items``, :func:`webhook.admission.rules.deny_too_much_work`) when it
 carries a placement key in an annotation map (found by the same walk), else **allowed**
 unpatched with one warning (:func:`not_reviewed_warning`), never denied. An object over both
 bounds gets the size bound's answer (Kubernetes' own limit), unless it passes 200,000 members. A body with fewer than :data:`MAX_GROUPS` commas
@@ -66,11 +66,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.core import keys
-from webhook.core.admission_decision import Decision
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.admission_types import AdmissionHandler, AdmissionRequest
-from webhook.core.rules import (
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.rules import (
     ANNOTATIONS_LIMIT_BYTES,
     MAX_GROUPS,
     MAX_MEMBERS,
@@ -78,11 +75,11 @@ from webhook.core.rules import (
     deny_oversized_annotations,
     deny_too_much_work,
 )
-from webhook.core.topology import TopologyCatalog
+from webhook.admission.types import AdmissionHandler, AdmissionRequest
+from webhook.admission.verdict import MAX_WARNING_CHARS, Decision
 from webhook.http.envelope import encode_json
-
-#: Longest warning text (DESIGN.md §5).
-MAX_WARNING_CHARS = 120
+from webhook.kube import kai_scheduler
+from webhook.topology.objects import TopologyCatalog
 
 __all__ = ["MAX_GROUPS", "MAX_MEMBERS", "MAX_MEMBERS_IN_ALL", "WorkExcess", "annotation_maps", "annotations_size",
            "bounded_review", "carries_placement_key", "needs_bounds", "not_reviewed_warning", "oversized_annotations",
@@ -145,7 +142,7 @@ def _is_container(value: Any) -> bool:
 
 def oversized_annotations(obj: Any) -> tuple[str, int] | None:
     """The first annotation map of ``obj`` (:func:`annotation_maps`) over
-    :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`: ``(field path, bytes)``, e.g.
+    :data:`~webhook.admission.rules.ANNOTATIONS_LIMIT_BYTES`: ``(field path, bytes)``, e.g.
     ``("spec.template.metadata.annotations", 1388890)``; None when there is none."""
     for path, annotations in annotation_maps(obj):
         size = annotations_size(annotations)
@@ -156,9 +153,9 @@ def oversized_annotations(obj: Any) -> tuple[str, int] | None:
 
 def carries_placement_key(obj: Any) -> bool:
     """True when one of ``obj``'s annotation maps (:func:`annotation_maps`) holds a key of
-    :data:`webhook.core.keys.OPT_IN_KEYS` (DESIGN.md §5 "Opt-in"); a lookup per key and map."""
+    :data:`webhook.kube.kai_scheduler.OPT_IN_KEYS` (DESIGN.md §5 "Opt-in"); a lookup per key and map."""
     for _, annotations in annotation_maps(obj):
-        for key in keys.OPT_IN_KEYS:
+        for key in kai_scheduler.OPT_IN_KEYS:
             if key in annotations:
                 return True
     return False
@@ -191,8 +188,8 @@ class WorkExcess:
     """One work limit an object passes: ``field`` (its path, ``""`` for the whole object),
     ``count`` (members counted), ``limit`` (the limit passed), ``what`` (what was counted:
     ``"entries"`` of a map, ``"items"`` of a list, ``"groups"`` or ``"in all"``, as
-    :data:`webhook.core.rules.WORK_LIMITS` names them) and ``opted_in`` (a key of
-    :data:`webhook.core.keys.OPT_IN_KEYS` was found in a ``metadata.annotations`` map among the
+    :data:`webhook.admission.rules.WORK_LIMITS` names them) and ``opted_in`` (a key of
+    :data:`webhook.kube.kai_scheduler.OPT_IN_KEYS` was found in a ``metadata.annotations`` map among the
     members walked: DESIGN.md §5 "Opt-in")."""
 
     field: str
@@ -267,7 +264,7 @@ def work_excess(obj: Any) -> WorkExcess | None:
             if meta is not None:
                 annotations = meta.get("annotations")
                 if not opted_in and isinstance(annotations, dict):
-                    opted_in = any(key in annotations for key in keys.OPT_IN_KEYS)
+                    opted_in = any(key in annotations for key in kai_scheduler.OPT_IN_KEYS)
                 stack.append((meta, step, "metadata"))  # walked next
         else:
             if size > MAX_MEMBERS and found is None:
@@ -289,7 +286,7 @@ def work_excess(obj: Any) -> WorkExcess | None:
 
 def needs_bounds(body: bytes) -> bool:
     """Whether a review body of these bytes must go through :func:`bounded_review`: longer than
-    :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`, or holding at least :data:`MAX_GROUPS`
+    :data:`~webhook.admission.rules.ANNOTATIONS_LIMIT_BYTES`, or holding at least :data:`MAX_GROUPS`
     commas (a map or list of more members has that many; fewer commas can pass no work limit)."""
     return len(body) > ANNOTATIONS_LIMIT_BYTES or body.count(b",") >= MAX_GROUPS
 
@@ -311,7 +308,7 @@ def bounded_review(review_fn: AdmissionHandler, *, body_bytes: int | None = None
     ``too-many-items``) when the object carries a placement key, else allowed with one warning
     (:func:`oversized_annotations_warning`, :func:`not_reviewed_warning`): module docstring.
     ``body_bytes``: the length of the review's body when known; the size bound is skipped for a
-    body no longer than :data:`~webhook.core.rules.ANNOTATIONS_LIMIT_BYTES`, which cannot pass it."""
+    body no longer than :data:`~webhook.admission.rules.ANNOTATIONS_LIMIT_BYTES`, which cannot pass it."""
     check_sizes = body_bytes is None or body_bytes > ANNOTATIONS_LIMIT_BYTES
 
     def review(request: AdmissionRequest | Mapping[str, Any], catalog: TopologyCatalog, settings: AdmissionSettings, *,

@@ -36,18 +36,13 @@ from typing import Any, cast
 
 import orjson
 
-from webhook.core.admission_settings import AdmissionSettings
-from webhook.core.admission_types import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
-from webhook.core.messages import json_type, quote
-from webhook.core.topology import TopologyCatalog
+from webhook.admission.config import AdmissionSettings
+from webhook.admission.types import AdmissionHandler, AdmissionRequest, AdmissionResponse, AdmissionReviewResponse
+from webhook.admission.verdict import MAX_MESSAGE_CHARS
 from webhook.errors import SegmentWebhookError
-
-ADMISSION_API_VERSION = "admission.k8s.io/v1"
-ADMISSION_KIND = "AdmissionReview"
-#: Operations of an AdmissionReview v1 request (``admission/v1.Operation``).
-OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
-#: Operations that carry ``request.object`` (and, for UPDATE, ``request.oldObject``).
-OBJECT_OPERATIONS = ("CREATE", "UPDATE")
+from webhook.kube.core import ADMISSION_API_VERSION, ADMISSION_KIND, OBJECT_OPERATIONS, OPERATIONS
+from webhook.text.messages import json_type, quote
+from webhook.topology.objects import TopologyCatalog
 
 DECISION_ALLOWED = "allowed"
 DECISION_DENIED = "denied"
@@ -66,8 +61,6 @@ RULE_ANSWER_TOO_LARGE = "answer-too-large"
 #: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
 #: review is denied instead.
 MAX_ANSWER_BYTES = 64 * 1024
-#: Longest ``status.message`` sent, in characters.
-MAX_MESSAGE_CHARS = 3000
 #: Warnings sent at most; more are summed up in one last warning.
 MAX_WARNINGS = 20
 #: Longest accepted ``request.uid`` (kube-apiserver sends a 36-character UUID).
@@ -79,8 +72,8 @@ log = logging.getLogger("segment_webhook.envelope")
 #: ``dict`` first: a decoded object is an exact dict, found without the ``Mapping`` ABC check.
 JSON_OBJECT = (dict, Mapping)
 
-#: The domain entry point the transport calls (``webhook.core.review.review`` unless a test or
-#: benchmark passes another): :class:`webhook.core.admission_types.AdmissionHandler`.
+#: The domain entry point the transport calls (``webhook.admission.review.review`` unless a test or
+#: benchmark passes another): :class:`webhook.admission.types.AdmissionHandler`.
 ReviewFunction = AdmissionHandler
 
 
@@ -209,7 +202,7 @@ def _all_strings(values: list[Any]) -> bool:
 
 def parse_review(body: Any) -> AdmissionRequest:
     """Check a decoded AdmissionReview v1 body and return its ``request`` member (a new dict,
-    checked member by member to be the :class:`~webhook.core.admission_types.AdmissionRequest` below).
+    checked member by member to be the :class:`~webhook.admission.types.AdmissionRequest` below).
 
     Checks (each failure raises :class:`EnvelopeError` naming the field): the body is an object;
     ``request`` is an object with a non-empty string ``uid``; ``apiVersion`` is
@@ -323,7 +316,7 @@ def review_response(
     message: str | None = None,
 ) -> AdmissionReviewResponse:
     """Build an AdmissionReview v1 response document (the one builder of
-    :class:`~webhook.core.admission_types.AdmissionReviewResponse`; cf. controller-runtime's
+    :class:`~webhook.admission.types.AdmissionReviewResponse`; cf. controller-runtime's
     ``Allowed`` / ``Denied`` / ``Patched`` constructors, which all end in one response type).
 
     ``patch`` (RFC 6902 operations) is sent as ``patchType: JSONPatch`` + base64 of its JSON only
@@ -379,7 +372,7 @@ def decode_patch(response_review: Mapping[str, Any]) -> list[Any]:
 
 
 def _default_review() -> ReviewFunction:
-    from webhook.core.review import review
+    from webhook.admission.review import review
 
     return review
 
@@ -397,7 +390,7 @@ def handle(
     ``raw``: the request body (bytes/str of JSON, or an already decoded dict). ``catalog``: a
     ``TopologyCatalog``; ``settings``: ``AdmissionSettings``. ``mutate=False`` (``/validate``)
     runs the same checks and never sends a patch. ``review_fn``: the domain entry point, default
-    ``webhook.core.review.review(request, catalog, settings, mutate=...) -> Decision``.
+    ``webhook.admission.review.review(request, catalog, settings, mutate=...) -> Decision``.
 
     Never raises (see the module docstring for the mapping of failures to answers).
     """

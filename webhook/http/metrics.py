@@ -8,7 +8,7 @@ one archive file per metric type, :func:`archive_dead_worker`, so the directory 
 live worker and two archives, however often workers restart):
 
 * ``segment_webhook_reviews_total{kind,operation,decision}`` counter: one per AdmissionReview.
-  ``kind``: every kind of :data:`webhook.core.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
+  ``kind``: every kind of :data:`webhook.admission.kinds.registry.DESCRIPTIONS`, ``Pod``, or ``other``
   (:data:`KNOWN_KINDS`; bounded, so a client cannot blow up the label set); ``operation``: CREATE | UPDATE | DELETE |
   CONNECT | ``unknown``; ``decision``: ``allowed`` | ``denied`` | ``malformed`` | ``error``.
 * ``segment_webhook_review_duration_seconds`` histogram: time to answer one review, in seconds,
@@ -48,13 +48,13 @@ from typing import Any
 
 import orjson
 
-from webhook.core.kinds import registry
+from webhook.admission.kinds import registry
 from webhook.http.envelope import DECISION_ALLOWED
+from webhook.kube.core import OPERATIONS
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 #: The ``kind`` label values besides ``other``: every kind of the registry, and ``Pod``.
 KNOWN_KINDS: tuple[str, ...] = tuple(d.kind for d in registry.DESCRIPTIONS) + ("Pod",)
-KNOWN_OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 #: Histogram buckets in seconds: a review is sub-millisecond to a few milliseconds.
 DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
@@ -217,7 +217,7 @@ class ReviewMetrics:
         prometheus_client's ``labels()`` validation); label values stay bounded as documented.
         """
         kind = outcome.kind if outcome.kind in KNOWN_KINDS else "other"
-        operation = outcome.operation if outcome.operation in KNOWN_OPERATIONS else "unknown"
+        operation = outcome.operation if outcome.operation in OPERATIONS else "unknown"
         key = (kind, operation, outcome.decision)
         child = self._review_children.get(key)
         if child is None:

@@ -1,6 +1,4 @@
-"""Placement engine (DESIGN.md §8): pure, no flask and no kubernetes imports.
-
-Modules: ``quantity`` (Kubernetes quantities), ``snapshot`` (cluster dumps → free capacity),
-``expand`` (workload → pods through the admission core), ``engine`` (the algorithm). The drawing
-(``svg``) and synthetic snapshots (``gencluster``) are :mod:`webhook.tooling`'s.
-"""
+"""The placement engine alone (DESIGN.md §8): its model, the cluster index, eligibility, demand,
+counting, choosing, assignment, verification, explanation, the shortfall and the capacity ledger
+(:mod:`~webhook.placement.occupancy`). Pure: no flask, no kubernetes import; it knows neither
+admission nor planning (setup.cfg contracts)."""

@@ -14,11 +14,12 @@ from typing import Any, overload
 
 import numpy as np
 
-from webhook.core.keys import HOSTNAME
-from webhook.core.messages import quote
-from webhook.core.topology import Topology
+from webhook.kube.core import HOSTNAME
+from webhook.kube.nodes import Node
 from webhook.placement.eligibility import EligibilityIndex
-from webhook.placement.model import Node, Placement, PlacementError, PodRequest
+from webhook.placement.model import Placement, PlacementError, PodRequest
+from webhook.text.messages import quote
+from webhook.topology.objects import Topology
 
 
 class ClusterIndex:

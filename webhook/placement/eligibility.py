@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from webhook.core.messages import json_type, quote
 from webhook.placement.model import PlacementError, PodRequest
+from webhook.text.messages import json_type, quote
 
 LABEL_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 FIELD_OPERATORS = ("In", "NotIn")

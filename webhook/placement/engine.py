@@ -3,7 +3,7 @@
 Entry point: :func:`place` ``(index, gang) -> Placement``. Inputs: a :class:`ClusterIndex`
 (the snapshot's nodes of one topology, :mod:`webhook.placement.cluster_index`) and a
 :class:`Gang` of :class:`PodRequest` (build one from admitted Pod manifests with
-:func:`webhook.placement.expand.gang_from_pods`).
+:func:`webhook.planning.expand.gang_from_pods`).
 
 Objective, in DESIGN.md §8 order, primary first (``Placement.objective`` holds the keys):
 

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.core.keys import HOSTNAME
 from webhook.errors import SegmentWebhookError
+from webhook.kube.core import HOSTNAME
 
-__all__ = ["HOSTNAME", "Gang", "Node", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
+__all__ = ["HOSTNAME", "Gang", "Placement", "PlacementError", "PodRequest", "SegmentResult"]
 
 
 class PlacementError(SegmentWebhookError, ValueError):
@@ -27,7 +27,7 @@ class PodRequest:
     """One pod to place.
 
     ``key``: ``"<namespace>/<name>"``. ``requests``: integer milli-units per resource, including
-    ``pods: 1000`` (:func:`webhook.placement.snapshot.pod_requests_milli`). ``segment``:
+    ``pods: 1000`` (:func:`webhook.kube.pods.pod_requests_milli`). ``segment``:
     ``(group, index)`` for a segment pod (group is the LWS replica, 0 otherwise), ``None`` for a
     pod outside segments (PyTorchJob Master, LWS leader under LeaderExcluded, any pod of an
     unsegmented workload). ``role``: a short name used in explanations (``master``, ``leader``,
@@ -97,20 +97,3 @@ class Placement:
     exact: bool = True
 
 
-@dataclass
-class Node:
-    """One node of the snapshot.
-
-    ``allocatable`` / ``free``: integer milli-units per resource name (``cpu`` 1 core = 1000,
-    ``memory`` 1 byte = 1000, ``pods`` 1 pod = 1000). ``free`` may be negative (over-committed).
-    ``taints``: the node's ``NoSchedule``/``NoExecute`` taints as ``(key, value, effect)``.
-    """
-
-    name: str
-    labels: dict[str, str]
-    allocatable: dict[str, int]
-    free: dict[str, int]
-    unschedulable: bool = False
-    ready: bool = True
-    taints: tuple[tuple[str, str, str], ...] = ()
-    source: str = ""

@@ -1,6 +1,6 @@
 """Who occupies which node, and the one ledger that charges it (DESIGN.md §8 snapshot, §9 used capacity).
 
-``place --cluster`` (:func:`webhook.placement.snapshot.build_snapshot`), ``controller --once`` and
+``place --cluster`` (:func:`webhook.planning.snapshot.build_snapshot`), ``controller --once`` and
 the live controller all ask this module, so a pod counts the same everywhere:
 
 * :func:`occupied_node` — the node a pod holds capacity on: ``spec.nodeName`` (bound), else, for a
@@ -29,63 +29,18 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
 
-from webhook.core import gating
-from webhook.core.keys import HOSTNAME
-from webhook.core.topology import Topology
+from webhook.kube.nodes import Node
+from webhook.kube.pods import PodRef
 from webhook.placement.cluster_index import ClusterIndex
-from webhook.placement.model import Node
-
-#: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
-TERMINAL_PHASES = ("Succeeded", "Failed")
-
-PodRef = tuple[str, str]
-
-
-def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = obj.get(name)
-    return value if isinstance(value, Mapping) else {}
-
-
-def pod_ref(pod: Mapping[str, Any]) -> PodRef:
-    """``(namespace, name)`` of a pod dict (empty strings when missing)."""
-    meta = _section(pod, "metadata")
-    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
-
-
-def is_terminated(pod: Mapping[str, Any]) -> bool:
-    """True for a pod in phase ``Succeeded`` or ``Failed`` (it holds no capacity)."""
-    return _section(pod, "status").get("phase") in TERMINAL_PHASES
-
-
-def is_deleting(pod: Mapping[str, Any]) -> bool:
-    """True when ``metadata.deletionTimestamp`` is set (the pod still holds its node meanwhile)."""
-    return bool(_section(pod, "metadata").get("deletionTimestamp"))
-
-
-def occupied_node(pod: Mapping[str, Any]) -> str | None:
-    """The node ``pod`` holds capacity on (module docstring): ``spec.nodeName``; else, when the
-    pod is not gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]``; ``None``
-    for a terminated pod, a gated pod and a pod pinned nowhere. Never raises (malformed fields
-    read as absent)."""
-    if is_terminated(pod):
-        return None
-    spec = _section(pod, "spec")
-    node = spec.get("nodeName")
-    if isinstance(node, str) and node:
-        return node
-    if gating.is_gated(pod):
-        return None
-    pinned = _section(spec, "nodeSelector").get(HOSTNAME)
-    return pinned if isinstance(pinned, str) and pinned else None
+from webhook.topology.objects import Topology
 
 
 class CapacityLedger:
     """The one capacity charger (module docstring).
 
     ``nodes``: parsed :class:`Node` objects, uncharged (``free`` = allocatable). Charges are in the
-    milli-units of :func:`webhook.placement.snapshot.pod_requests_milli`. :meth:`index` returns the
+    milli-units of :func:`webhook.kube.pods.pod_requests_milli`. :meth:`index` returns the
     engine's :class:`ClusterIndex` of a topology with every charge applied; the index is kept and
     charged incrementally until the node set changes (:meth:`set_node`, :meth:`remove_node`,
     :meth:`set_nodes`). Not thread-safe: the caller serializes (the live controller holds one lock

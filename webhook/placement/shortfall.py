@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from webhook.core import keys
+from webhook.kube import kai_scheduler
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import Gang, Placement, PlacementError, PodRequest
 
@@ -152,7 +152,7 @@ def _smallest_change(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> s
         # a segment has at least 2 pods (DESIGN.md §5, rule segment-size-too-small): never advise 1
         for smaller in range(min(size - 1, largest), 1, -1):
             if place_on_empty(index, _resegmented(gang, smaller), place).placed:
-                return f"{keys.SEGMENT_SIZE}: {smaller} (was {size}; a {gang.segment_required} domain holds " \
+                return f"{kai_scheduler.SEGMENT_SIZE}: {smaller} (was {size}; a {gang.segment_required} domain holds " \
                        f"at most {largest} such {'pod' if largest == 1 else 'pods'})"
         # no segment size of 2 or more fits a domain of the segment level: a broader segment level
         # ... never broader than the workload's required level (a segment lies within the workload's domain)
@@ -165,7 +165,7 @@ def _smallest_change(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> s
             except PlacementError:
                 continue
             if fits:
-                return f"{keys.SEGMENT_REQUIRED}: {level} (was {gang.segment_required}; a " \
+                return f"{kai_scheduler.SEGMENT_REQUIRED}: {level} (was {gang.segment_required}; a " \
                        f"{gang.segment_required} domain holds at most {largest} such " \
                        f"{'pod' if largest == 1 else 'pods'}, less than a segment of 2)"
     if gang.workload_required:
@@ -178,8 +178,8 @@ def _smallest_change(index: ClusterIndex, gang: Gang, place: PlaceFunction) -> s
             except PlacementError:
                 continue
             if fits:
-                return f"{keys.TOPOLOGY_REQUIRED}: {wl_level} (was {gang.workload_required})" if wl_level else \
-                    f"no {keys.TOPOLOGY_REQUIRED} (was {gang.workload_required})"
+                return f"{kai_scheduler.TOPOLOGY_REQUIRED}: {wl_level} (was {gang.workload_required})" if wl_level else \
+                    f"no {kai_scheduler.TOPOLOGY_REQUIRED} (was {gang.workload_required})"
     return ""
 
 

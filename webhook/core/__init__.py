@@ -1,1 +1,0 @@
-"""Pure domain core: no Flask, no Kubernetes client imports (enforced by tests/test_layout.py)."""
