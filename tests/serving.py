@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import requests
@@ -100,9 +100,9 @@ def running_serve(base: Path, *args: str, ca: str | None = None, env: dict[str, 
             stop(proc)
 
 
-def admission_review(obj, *, uid=None, operation="CREATE", kind=None, user="kubectl-user") -> Mapping[str, object]:
+def admission_review(obj, *, uid=None, operation="CREATE", kind=None, user="kubectl-user") -> dict:
     """An AdmissionReview v1 request body for ``obj``, as kube-apiserver sends it (the project's
     one builder, ``webhook.core.admission.build_review``; ``kind`` overrides ``request.kind``)."""
     from webhook.core.admission import build_review
 
-    return build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default")
+    return dict(build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default"))

@@ -51,7 +51,7 @@ def gpus_per_node(cache: ControllerCache) -> dict[str, int]:
 
 def with_meanwhile(monkeypatch, change):
     """Make ``change(cache, result)`` run after the first decision, as another worker's commit would."""
-    real = cache_module.reconcile
+    real = cache_module.reconcile  # type: ignore[attr-defined]  # the name cache.py calls, patched below
     calls = []
 
     def reconcile(key, view):
@@ -124,7 +124,7 @@ def test_capacity_freed_meanwhile_is_not_missed_by_a_waiting_gang(monkeypatch):
 
 def test_after_the_optimistic_attempts_the_decision_is_made_under_the_lock(monkeypatch):
     cache = make_cache()
-    real = cache_module.reconcile
+    real = cache_module.reconcile  # type: ignore[attr-defined]  # the name cache.py calls, patched below
     held = []
 
     def always_conflicting(key, view):
