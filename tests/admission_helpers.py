@@ -42,13 +42,13 @@ def tp4(replicas=16, size=None):
 def lws(size=5, sub_size=None, worker_ann=None, root_ann=None, policy=None):
     """A LeaderWorkerSet as a user writes it (no leaderTemplate): group ``size``, optional
     ``subGroupPolicy`` (``sub_size``, ``policy``), worker template and root annotations."""
-    lwt = {"size": size, "workerTemplate": {"metadata": {"annotations": dict(worker_ann or {})},
-                                            "spec": {"containers": [{"name": "w", "image": "i"}]}}}
+    lwt: dict = {"size": size, "workerTemplate": {"metadata": {"annotations": dict(worker_ann or {})},
+                                                  "spec": {"containers": [{"name": "w", "image": "i"}]}}}
     if sub_size is not None:
         lwt["subGroupPolicy"] = {"subGroupSize": sub_size}
         if policy:
             lwt["subGroupPolicy"]["subGroupPolicyType"] = policy
-    meta = {"name": "l", "namespace": "default"}
+    meta: dict = {"name": "l", "namespace": "default"}
     if root_ann is not None:
         meta["annotations"] = dict(root_ann)
     return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": meta,

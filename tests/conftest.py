@@ -25,7 +25,7 @@ import copy
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NoReturn
 
 import pytest
 import yaml
@@ -83,9 +83,9 @@ def load_example(name: str) -> Any:
     return copy.deepcopy(_parsed(name))
 
 
-def make_request(obj: Any, operation: str = "CREATE", old: Any = None, user: str = "kubectl-user",
-                 groups: list[str] | tuple[str, ...] = ("system:authenticated",), namespace: str | None = None,
-                 sub_resource: str | None = None) -> dict:
+def make_request(obj: Any, operation: Literal["CREATE", "UPDATE", "DELETE", "CONNECT"] = "CREATE", old: Any = None,
+                 user: str = "kubectl-user", groups: list[str] | tuple[str, ...] = ("system:authenticated",),
+                 namespace: str | None = None, sub_resource: str | None = None) -> dict:
     """An AdmissionReview v1 ``request`` for ``obj`` (``oldObject`` = ``old``): the project's one
     request builder, :func:`webhook.admission.request.build_request`."""
     return dict(build_request(obj, operation=operation, old=old, user=user, groups=groups, namespace=namespace,
@@ -129,7 +129,7 @@ def example_catalog() -> StaticTopologyCatalog:
     return load_topology_files([str(EXAMPLES / "topology.yaml")])
 
 
-def no_kubectl() -> None:
+def no_kubectl() -> NoReturn:
     """Without kubectl the deploy/ renders cannot be checked: a skip on a developer's machine, a
     failure in CI (``CI=true``; .ci/run puts the kubectl it builds on PATH)."""
     message = "kubectl is not installed: cannot render kustomize"

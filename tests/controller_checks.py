@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
+from collections.abc import Sequence
 
 import jsonpatch
 
@@ -101,8 +102,11 @@ def capacity_violations(nodes: list[dict], pods: list[dict]) -> list[str]:
     return problems
 
 
-def shared_label_violations(nodes: list[dict], node_names: list[str], label: str, what: str) -> list[str]:
-    """``[]`` when every node in ``node_names`` carries the same value of ``label``."""
+def shared_label_violations(nodes: list[dict], node_names: Sequence[str | None], label: str, what: str) -> list[str]:
+    """``[]`` when every node in ``node_names`` carries the same value of ``label``; a pod on no node
+    (``None``, as :func:`node_of` answers for it) is a violation."""
+    if None in node_names:
+        return [f"{what} has {node_names.count(None)} pod(s) on no node"]
     labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
-    values = {labels[name].get(label) for name in node_names}
+    values = {labels[name].get(label) for name in node_names if name is not None}
     return [] if len(values) == 1 and None not in values else [f"{what} spans {label}={sorted(map(str, values))}"]

@@ -393,8 +393,10 @@ class KubeApiServer:
 
     # ------------------------------------------------------------------ kube-scheduler stand-in
     def _scheduler(self) -> None:
+        bind_after = self.bind_after
+        assert bind_after is not None  # the stand-in runs only with a delay
         while not self._closed.is_set():
-            time.sleep(self.bind_after)
+            time.sleep(bind_after)
             with self.cond:
                 nodes = {n for (r, _, n) in self.objects if r == "nodes"}
                 todo = [copy.deepcopy(o) for (r, _, _), o in self.objects.items()

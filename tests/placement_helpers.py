@@ -42,10 +42,10 @@ def racks_of_one_gpu_nodes(sizes: dict[str, int], **extra) -> ClusterIndex:
 
 
 def workers(count: int, size: int | None, *, gpus: int = 1, cpu: int = 0, prefix: str = "job-worker",
-            role: str | None = "worker") -> list[PodRequest]:
+            role: str = "worker") -> list[PodRequest]:
     """``count`` identical worker pods ``ns/<prefix>-<i>``, pod ``i`` in segment ``(0, i // size)``
     (none when ``size`` is ``None``), each requesting ``gpus`` GPUs, ``cpu`` milli-CPU when given,
-    and one pod slot."""
+    and one pod slot; ``role`` as :class:`PodRequest` reads it (``""``: none)."""
     requests = {GPU: gpus * 1000, **({"cpu": cpu} if cpu else {}), "pods": 1000}
     return [PodRequest(f"ns/{prefix}-{i}", dict(requests), segment=(0, i // size) if size else None, role=role)
             for i in range(count)]

@@ -105,4 +105,4 @@ def admission_review(obj, *, uid=None, operation="CREATE", kind=None, user="kube
     one builder, ``webhook.admission.request.build_review``; ``kind`` overrides ``request.kind``)."""
     from webhook.admission.request import build_review
 
-    return build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default")
+    return dict(build_review(obj, uid=uid, operation=operation, kind=kind, user=user, namespace="default"))

@@ -59,6 +59,10 @@ class FakeClock:
         return self.now
 
 
+#: the pool urllib3 names in the errors it raises (made, never connected)
+POOL = urllib3.HTTPSConnectionPool("10.0.0.1", 6443)
+
+
 def refused() -> BaseException:
     """The error a request to a closed port raises (urllib3's MaxRetryError, the real chain)."""
     port = closed_port()
@@ -112,7 +116,7 @@ def test_a_tls_failure_is_named_as_tls(tmp_path):
     # a pooled connection the server reset (urllib3 puts the cause among the arguments)
     (urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "Connection reset by peer")),
      "connection reset by peer"),
-    (urllib3.exceptions.ReadTimeoutError(None, "/api/v1/nodes", "Read timed out. (read timeout=30)"), "read timed out"),
+    (urllib3.exceptions.ReadTimeoutError(POOL, "/api/v1/nodes", "Read timed out. (read timeout=30)"), "read timed out"),
     (socket.gaierror(-2, "Name or service not known"), "host name not resolved: name or service not known"),
     # the kubernetes client turns urllib3's SSLError into this (kubernetes/client/rest.py)
     (ApiException(status=0, reason="SSLError\n[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed: "
@@ -162,7 +166,7 @@ def test_one_line_per_outage_a_reminder_a_changed_cause_and_one_line_when_it_ans
     clock.now = 1060.0
     reachability.failed("list pods", error)
     clock.now = 1061.0
-    reachability.failed("list pods", urllib3.exceptions.ReadTimeoutError(None, "/api/v1/pods", "Read timed out."))
+    reachability.failed("list pods", urllib3.exceptions.ReadTimeoutError(POOL, "/api/v1/pods", "Read timed out."))
     clock.now = 1062.0
     reachability.failed("watch nodes", error)  # a cause seen before in this outage: no line
     clock.now = 1075.5
@@ -284,7 +288,8 @@ def test_a_stopped_informer_ends_during_an_outage_without_spinning_or_emptying_i
     lister = DictLister(method, "pods", listed.set, stop, reachability=ApiServerReachability("https://127.0.0.1:1"),
                         backoff=Backoff(initial=0.01, maximum=0.05, jitter=0.0))
     informer = SharedInformer(lister)
-    deleted, errors = [], []
+    deleted: list[object] = []
+    errors: list[object] = []
     informer.add_event_handler(DELETED, deleted.append)
     informer.add_event_handler(ERROR, errors.append)
     caplog.set_level(logging.DEBUG)

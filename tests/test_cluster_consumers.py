@@ -216,7 +216,7 @@ def test_kube_scheduler_binds_every_released_pod_where_the_engine_put_it(consume
         pods_of(kube, namespace)), timeout=240)
     nodes = registered_nodes(kube)
     assert_placed_as_released(pods, nodes)
-    gpus = Counter()
+    gpus: Counter[str] = Counter()
     for pod in pods:
         gpus[pod["spec"]["nodeName"]] += sum(int(c.get("resources", {}).get("limits", {}).get(GPU, 0))
                                              for c in pod["spec"]["containers"])

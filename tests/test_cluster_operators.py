@@ -257,11 +257,11 @@ def pytorchjob(name: str, workers: int, size: int, on_root: bool) -> dict:
     """A PyTorchJob: 1 Master, ``workers`` Workers of 2 GPUs; the segment keys on the root or on
     the Worker template (DESIGN.md §4)."""
     worker: dict = {"spec": {"containers": [gpu_container("pytorch")]}}
-    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
-           "spec": {"pytorchReplicaSpecs": {
-               "Master": {"replicas": 1,
-                          "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}},
-               "Worker": {"replicas": workers, "template": worker}}}}
+    job: dict = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name},
+                 "spec": {"pytorchReplicaSpecs": {
+                     "Master": {"replicas": 1,
+                                "template": {"spec": {"containers": [{"name": "pytorch", "image": "busybox"}]}}},
+                     "Worker": {"replicas": workers, "template": worker}}}}
     if on_root:
         job["metadata"]["annotations"] = keys(size)
     else:
@@ -298,8 +298,8 @@ def test_training_operator_pytorchjob_pods(plane, tmp_path, capsys):
         found = pytorchjob_index(labels)
         expected = master_subgroup if found is None else f"worker-{found[1] // shapes[found[0]][1]}"
         assert labels.get(SUBGROUP) == expected, pod["metadata"]["name"]
-        size = None if found is None else str(shapes[found[0]][1])
-        assert (pod["metadata"].get("annotations") or {}).get(SEGMENT_SIZE) == size, pod["metadata"]["name"]
+        segment_size = None if found is None else str(shapes[found[0]][1])
+        assert (pod["metadata"].get("annotations") or {}).get(SEGMENT_SIZE) == segment_size, pod["metadata"]["name"]
     conditions = {name: pytorchjob_conditions(plane, ns, name) for name in shapes}
     report(capsys, plane, f"training-operator v1.8.1 made {figures['pods']} pods of 2 PyTorchJobs; "
                           f"{figures['segmented']} Workers' labels = review's and i // S; status conditions "
@@ -340,10 +340,10 @@ def jobset(name: str, replicas: int, parallelism: int, size: int, on_root: bool)
     """A JobSet with one replicatedJob ``workers`` of ``replicas`` Indexed Jobs of ``parallelism``
     pods of 2 GPUs; the segment keys on the root or on the pod template (DESIGN.md §3b, §4)."""
     pod_template: dict = {"spec": {"restartPolicy": "Never", "containers": [gpu_container("worker")]}}
-    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
-           "spec": {"replicatedJobs": [{"name": "workers", "replicas": replicas, "template": {"spec": {
-               "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
-               "backoffLimit": 0, "template": pod_template}}}]}}
+    obj: dict = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+                 "spec": {"replicatedJobs": [{"name": "workers", "replicas": replicas, "template": {"spec": {
+                     "parallelism": parallelism, "completions": parallelism, "completionMode": "Indexed",
+                     "backoffLimit": 0, "template": pod_template}}}]}}
     if on_root:
         obj["metadata"]["annotations"] = keys(size)
     else:
@@ -358,6 +358,7 @@ def jobset_index(parallelism: dict[str, int]) -> IndexOf:
         if name not in parallelism:
             return None
         completion = labels.get("batch.kubernetes.io/job-completion-index")
+        assert completion is not None, labels  # the Job controller labels every Indexed Job pod
         group = f"{name}/{labels['jobset.sigs.k8s.io/replicatedjob-name']}"
         return group, int(labels["jobset.sigs.k8s.io/job-index"]) * parallelism[name] + int(completion)
     return index
@@ -394,10 +395,10 @@ def test_jobset_pods(plane, tmp_path, capsys):
 
 def trainjob(name: str, nodes: int, annotations: dict[str, str], spec_annotations: dict[str, str]) -> dict:
     """A TrainJob of the ``torch-distributed`` ClusterTrainingRuntime: ``nodes`` nodes of 2 GPUs."""
-    obj = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-           "metadata": {"name": name, "annotations": annotations},
-           "spec": {"runtimeRef": {"name": "torch-distributed"},
-                    "trainer": {"numNodes": nodes, "resourcesPerNode": {"limits": {GPU: str(GPUS_PER_POD)}}}}}
+    obj: dict = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                 "metadata": {"name": name, "annotations": annotations},
+                 "spec": {"runtimeRef": {"name": "torch-distributed"},
+                          "trainer": {"numNodes": nodes, "resourcesPerNode": {"limits": {GPU: str(GPUS_PER_POD)}}}}}
     if spec_annotations:
         obj["spec"]["annotations"] = spec_annotations
     return obj
@@ -485,12 +486,12 @@ def raycluster(name: str, group: str, replicas: int, hosts: int, size: int, on_r
     """A RayCluster: a head (no GPU) and worker group ``group`` of ``replicas`` × ``hosts`` pods of
     2 GPUs; the segment keys on the root or on the group's template (DESIGN.md §3b, §4)."""
     template: dict = {"spec": {"containers": [gpu_container("ray-worker")]}}
-    obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
-           "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
-                        {"name": "ray-head", "image": "rayproject/ray:2.46.0"}]}}},
-                    "workerGroupSpecs": [{"groupName": group, "replicas": replicas, "minReplicas": replicas,
-                                          "maxReplicas": replicas, "numOfHosts": hosts, "rayStartParams": {},
-                                          "template": template}]}}
+    obj: dict = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
+                 "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                              {"name": "ray-head", "image": "rayproject/ray:2.46.0"}]}}},
+                          "workerGroupSpecs": [{"groupName": group, "replicas": replicas, "minReplicas": replicas,
+                                                "maxReplicas": replicas, "numOfHosts": hosts, "rayStartParams": {},
+                                                "template": template}]}}
     if on_root:
         obj["metadata"]["annotations"] = keys(size)
     else:
@@ -523,8 +524,8 @@ def test_kuberay_raycluster_pods(plane, tmp_path, capsys):
         create(plane.kube, tmp_path, obj)
     expected = sum(1 + replicas * hosts for _, replicas, hosts, _, _ in shapes.values())
     pods = operator_pods(plane, ns, expected)
-    hosts = {f"{name}/{group}": h for name, (group, _r, h, _s, _o) in shapes.items()}
-    figures = check_pods(plane, tmp_path, pods, ray_index(hosts),
+    hosts_of = {f"{name}/{group}": h for name, (group, _r, h, _s, _o) in shapes.items()}
+    figures = check_pods(plane, tmp_path, pods, ray_index(hosts_of),
                          {f"{name}/{group}": (r * h, s) for name, (group, r, h, s, _o) in shapes.items()})
     assert all(SUBGROUP not in pod["metadata"]["labels"] for pod in pods)  # DESIGN.md §3b: never for Ray
     desired = {name: plane.kube.get("raycluster", name, ns).get("status", {}).get("desiredWorkerReplicas")

@@ -62,7 +62,7 @@ def test_rotator_bundle_passes_cert_controllers_checks():
 
 
 def test_webhooks_are_pointed_at_loopback_by_url():
-    docs = [{"kind": "ValidatingWebhookConfiguration",
+    docs: list[dict] = [{"kind": "ValidatingWebhookConfiguration",
              "metadata": {"name": "v", "annotations": {"cert-manager.io/inject-ca-from": "ns/cert"}},
              "webhooks": [{"name": "a", "clientConfig": {"service": {"name": "s", "namespace": "n",
                                                                     "path": "/validate-x"}}}]},

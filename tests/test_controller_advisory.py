@@ -49,22 +49,22 @@ def job(size: int) -> dict:
                                          "resources": {"limits": {GPU: "1"}}}]}}}}}}
 
 
-def worker(i: int, size: int, gates: list[str] | None = ("kueue.x-k8s.io/admission",), **spec) -> dict:
+def worker(i: int, size: int, gates: list[str] | tuple[str, ...] | None = ("kueue.x-k8s.io/admission",), **spec) -> dict:
     """Worker ``i`` of ml/train as the training operator creates it and the webhook stamps it."""
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": f"train-worker-{i}", "namespace": "ml",
-                        "labels": {"training.kubeflow.org/job-name": "train",
-                                   "training.kubeflow.org/replica-type": "worker",
-                                   "training.kubeflow.org/replica-index": str(i),
-                                   "kai.scheduler/segment-index": str(i // size)},
-                        "annotations": {"kai.scheduler/topology": "cluster-topology",
-                                        "kai.scheduler/segment-size": str(size),
-                                        "kai.scheduler/segment-topology-required-placement": RACK},
-                        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train",
-                                             "uid": "uid-train", "controller": True}]},
-           "spec": {"containers": [{"name": "pytorch", "image": "pytorch",
-                                    "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}}}], **spec},
-           "status": {"phase": "Pending"}}
+    pod: dict = {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"name": f"train-worker-{i}", "namespace": "ml",
+                              "labels": {"training.kubeflow.org/job-name": "train",
+                                         "training.kubeflow.org/replica-type": "worker",
+                                         "training.kubeflow.org/replica-index": str(i),
+                                         "kai.scheduler/segment-index": str(i // size)},
+                              "annotations": {"kai.scheduler/topology": "cluster-topology",
+                                              "kai.scheduler/segment-size": str(size),
+                                              "kai.scheduler/segment-topology-required-placement": RACK},
+                              "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "train",
+                                                   "uid": "uid-train", "controller": True}]},
+                 "spec": {"containers": [{"name": "pytorch", "image": "pytorch",
+                                          "resources": {"limits": {GPU: "1"}, "requests": {GPU: "1"}}}], **spec},
+                 "status": {"phase": "Pending"}}
     if gates:
         pod["spec"]["schedulingGates"] = [{"name": g} for g in gates]
     return pod

@@ -12,7 +12,7 @@ import yaml
 from test_controller_decision import cluster, gang_pods, pytorchjob
 from webhook.controller.main import run_once
 
-TOPOLOGY_OBJECT = {
+TOPOLOGY_OBJECT: dict = {
     "apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology", "metadata": {"name": "cluster-topology"},
     "spec": {"levels": [{"nodeLabel": "topology.kubernetes.io/zone"}, {"nodeLabel": "cloud.provider.com/topology-block"},
                         {"nodeLabel": "cloud.provider.com/topology-rack"}, {"nodeLabel": "kubernetes.io/hostname"}]},
@@ -26,9 +26,10 @@ def dump(tmp_path, objects, name="dump.yaml"):
     return str(path)
 
 
-def once(*args, **kwargs):
+def once(snapshot_paths, topology_paths, default_topology, output, workload_paths=(), advise=False):
     out, err = io.StringIO(), io.StringIO()
-    code = run_once(*args, out=out, err=err, **kwargs)
+    code = run_once(snapshot_paths, topology_paths, default_topology, output, workload_paths, out=out, err=err,
+                    advise=advise)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -276,7 +277,7 @@ def test_controller_once_releases_a_gang_of_each_new_kind(tmp_path, kind, gang, 
     docs = list(yaml.safe_load_all(out))
     assert len(docs) == pods and all(list(d) == ["namespace", "name", "node", "patch"] for d in docs)
     segment = {p["metadata"]["name"]: p["metadata"]["labels"]["kai.scheduler/segment-index"] for p in gated}
-    racks = {}
+    racks: dict[str, set[str]] = {}
     for d in docs:
         racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
     assert len(racks) == pods // size and all(len(r) == 1 for r in racks.values())
@@ -292,7 +293,7 @@ def test_controller_once_forms_and_labels_the_segments_of_a_ray_group_without_in
     assert code == 0, err
     docs = list(yaml.safe_load_all(out))
     assert len(docs) == 8
-    labelled = {}
+    labelled: dict[str, set[str]] = {}
     for d in docs:
         (op,) = [op for op in d["patch"] if op["path"].startswith("/metadata")]
         assert op["op"] == "add" and op["path"] == "/metadata/labels/kai.scheduler~1segment-index"
@@ -329,7 +330,7 @@ def test_controller_once_releases_the_trainer_gang_of_a_trainjob(tmp_path):
     docs = list(yaml.safe_load_all(out))
     assert sorted(d["name"] for d in docs) == sorted(f"llama-ft-node-0-{r}" for r in range(16))
     segment = {p["metadata"]["name"]: p["metadata"]["labels"].get("kai.scheduler/segment-index") for p in pods}
-    racks = {}
+    racks: dict[str, set[str]] = {}
     for d in docs:
         racks.setdefault(segment[d["name"]], set()).add(_rack(d["node"]))
     assert sorted(racks) == ["0", "1"] and all(len(r) == 1 for r in racks.values())

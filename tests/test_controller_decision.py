@@ -90,10 +90,10 @@ def test_complete_pytorchjob_gang_is_released_each_segment_in_one_rack():
         members = [node_of(p) for p in workers if p["metadata"]["labels"]["kai.scheduler/segment-index"] == seg]
         assert len(members) == 4
         assert shared_label_violations(nodes, members, RACK, f"segment {seg}") == []
-        racks_of_segments[seg] = {n.rsplit("-n", 1)[0] for n in members}.pop()
+        racks_of_segments[seg] = {n.rsplit("-n", 1)[0] for n in members if n is not None}.pop()
     assert sorted(racks_of_segments.values()) == ["zone-a-r1", "zone-a-r2", "zone-a-r3", "zone-a-r4"]
     # each node holds exactly 2 workers (4 GPUs)
-    per_node = {}
+    per_node: dict[str | None, int] = {}
     for p in workers:
         per_node[node_of(p)] = per_node.get(node_of(p), 0) + 1
     assert sorted(per_node.values()) == [2] * 8

@@ -17,14 +17,14 @@ GATE = [{"name": "segments.dev/placement"}]
 
 
 def pod(name, *, node_name=None, pinned=None, gated=False, phase="Pending", deleting=False, gpus=1):
-    spec = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}
+    spec: dict = {"containers": [{"name": "c", "resources": {"requests": {GPU: str(gpus)}}}]}
     if node_name:
         spec["nodeName"] = node_name
     if pinned:
         spec["nodeSelector"] = {"kubernetes.io/hostname": pinned}
     if gated:
         spec["schedulingGates"] = GATE
-    meta = {"name": name, "namespace": "x"}
+    meta: dict = {"name": name, "namespace": "x"}
     if deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
@@ -54,7 +54,7 @@ def test_place_and_the_controller_charge_the_same_gpus_per_node():
     expected = {"zone-a-r1-n1": 3, "zone-a-r1-n2": 3, "zone-a-r3-n1": 3}  # 4 - 1 where a pod sits
     snapshot = snapshot_from_objects(nodes + pods)
     by_place = {n.name: n.free[GPU] // 1000 for n in snapshot.nodes if n.free[GPU] != n.allocatable[GPU]}
-    skipped = []
+    skipped: list[str] = []
     ledger = ledger_of(nodes, pods, skipped, ParseCache())
     index = ledger.index(None, None)
     by_controller = {name: int(index.free[row, index.col[GPU]]) // 1000 for name, row in index.node_pos.items()

@@ -31,8 +31,8 @@ GANG = "team-a/job-a"
 def make_cache() -> ControllerCache:
     """A cache fed by hand (its informers are never started; nothing is sent to the address)."""
     api = k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9"))
-    cache = ControllerCache(api, None, threading.Event(), lambda keys: None, lambda: None, lambda key: None)  # type: ignore[arg-type]
-    cache.topologies = StaticTopologyCatalog([TOPOLOGY])  # type: ignore[assignment]
+    cache = ControllerCache(api, None, threading.Event(), lambda keys: None, lambda: None, lambda key: None)  # type: ignore[arg-type]  # no reachability: nothing is sent
+    cache.topologies = StaticTopologyCatalog([TOPOLOGY])  # type: ignore[assignment]  # stands in for the live one
     for node in cluster():
         cache.on_node(ADDED, node)
     for pod in gang_pods(pytorchjob(workers=4, gpus_per_worker=2)):
@@ -51,7 +51,7 @@ def gpus_per_node(cache: ControllerCache) -> dict[str, int]:
 
 def with_meanwhile(monkeypatch, change):
     """Make ``change(cache, result)`` run after the first decision, as another worker's commit would."""
-    real = cache_module.reconcile
+    real = cache_module.reconcile  # type: ignore[attr-defined]  # the name cache.py calls, patched below
     calls = []
 
     def reconcile(key, view):
@@ -124,7 +124,7 @@ def test_capacity_freed_meanwhile_is_not_missed_by_a_waiting_gang(monkeypatch):
 
 def test_after_the_optimistic_attempts_the_decision_is_made_under_the_lock(monkeypatch):
     cache = make_cache()
-    real = cache_module.reconcile
+    real = cache_module.reconcile  # type: ignore[attr-defined]  # the name cache.py calls, patched below
     held = []
 
     def always_conflicting(key, view):

@@ -117,6 +117,6 @@ def test_quote_never_falls_back_to_a_python_repr():
 def test_a_request_that_is_not_an_object_is_shown_as_json_not_a_python_type_name():
     from webhook.topology.objects import StaticTopologyCatalog
 
-    d = review([1, 2], StaticTopologyCatalog(()), PLAIN)
+    d = review([1, 2], StaticTopologyCatalog(()), PLAIN)  # type: ignore[arg-type]  # the bad input under test
     assert (d.code, d.message) == (400, "request = [1, 2]: must be an AdmissionReview v1 request object "
                                         "(rule malformed-object); fix: send an AdmissionReview v1 request object at request.")

@@ -18,7 +18,7 @@ def test_pointer_escapes_slash_and_tilde():
 
 
 def test_missing_metadata_is_added_whole():
-    obj = {"spec": {"worker": {"template": {"spec": {}}}}}
+    obj: dict = {"spec": {"worker": {"template": {"spec": {}}}}}
     b = PatchBuilder(obj)
     b.set_entries(TEMPLATE, "annotations", {"kai.scheduler/segment-size": "4"})
     assert b.build() == [{"op": "add", "path": "/spec/worker/template/metadata",
@@ -55,7 +55,7 @@ def test_existing_map_add_replace_and_equal():
 
 
 def test_two_calls_on_the_same_missing_map_extend_one_add():
-    obj = {"metadata": {}}
+    obj: dict = {"metadata": {}}
     b = PatchBuilder(obj)
     b.set_entries((), "labels", {"a": "1"})
     b.set_entries((), "labels", {"b": "2"})
@@ -109,7 +109,7 @@ def test_labels_then_annotations_on_a_template_without_metadata_are_one_add():
     adds of the same path would leave only the second (the label lost)."""
     from webhook.admission.patching import PatchBuilder
 
-    obj = {"spec": {"Master": {"template": {"spec": {}}}}}
+    obj: dict = {"spec": {"Master": {"template": {"spec": {}}}}}
     builder = PatchBuilder(obj)
     builder.set_entries(("spec", "Master", "template"), "labels", {"kai.scheduler/subgroup-name": "master"})
     builder.set_entries(("spec", "Master", "template"), "annotations", {"segments.dev/gang-size": "5"})

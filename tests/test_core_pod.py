@@ -35,7 +35,7 @@ TOPO = "kai.scheduler/topology"
 def pod(labels=None, annotations=None, topology="cluster-topology"):
     """A pod; a pod with annotations carries the topology its template got (DESIGN.md §2), unless
     ``topology`` is None."""
-    meta = {"name": "p-0", "namespace": "team-a"}
+    meta: dict = {"name": "p-0", "namespace": "team-a"}
     if labels is not None:
         meta["labels"] = dict(labels)
     if annotations is not None:

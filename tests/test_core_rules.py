@@ -396,8 +396,8 @@ def test_each_rule_denies_its_example_with_its_message(rule_id):
     catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
     if rule_id == "conflicting-topology":
         catalog = StaticTopologyCatalog(tuple(catalog.get(n) for n in catalog.names()) + (GPU_FABRIC,))
-    obj, old, *settings = TRIGGERS[rule_id]()
-    settings = settings[0] if settings else PLAIN
+    obj, old, *given_settings = TRIGGERS[rule_id]()
+    settings = given_settings[0] if given_settings else PLAIN
     if old is not None:
         created = review(make_request(old), catalog, settings)
         old = jsonpatch.apply_patch(old, created.patch)

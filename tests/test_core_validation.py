@@ -29,20 +29,20 @@ PLATFORM_USER = "system:serviceaccount:runai:workload-controller"
 
 
 def pytorchjob(worker=None, root=None, replicas=16, master=None, suspend=None):
-    worker_tmpl = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    worker_tmpl: dict = {"spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
     if worker is not None:
         worker_tmpl["metadata"] = {"annotations": dict(worker)}
     # The Master template already carries the label the webhook gives it when the job is
     # segmented (tested in test_core_examples.py), so these tests see only the Worker's patch.
-    master_tmpl = {"metadata": {"labels": {"kai.scheduler/subgroup-name": "master"}},
-                   "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
+    master_tmpl: dict = {"metadata": {"labels": {"kai.scheduler/subgroup-name": "master"}},
+                         "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:latest"}]}}
     if master is not None:
         master_tmpl["metadata"]["annotations"] = dict(master)
-    obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-           "metadata": {"name": "job", "namespace": "team-a"},
-           "spec": {"pytorchReplicaSpecs": {
-               "Master": {"replicas": 1, "template": master_tmpl},
-               "Worker": {"replicas": replicas, "template": worker_tmpl}}}}
+    obj: dict = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                 "metadata": {"name": "job", "namespace": "team-a"},
+                 "spec": {"pytorchReplicaSpecs": {
+                     "Master": {"replicas": 1, "template": master_tmpl},
+                     "Worker": {"replicas": replicas, "template": worker_tmpl}}}}
     if root is not None:
         obj["metadata"]["annotations"] = dict(root)
     if suspend is not None:
@@ -51,11 +51,11 @@ def pytorchjob(worker=None, root=None, replicas=16, master=None, suspend=None):
 
 
 def lws(worker=None, root=None, size=5, sub_size=None, policy=None, leader=None, leader_template=True):
-    obj = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-           "metadata": {"name": "lws", "namespace": "team-a"},
-           "spec": {"replicas": 1, "leaderWorkerTemplate": {
-               "size": size,
-               "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}}
+    obj: dict = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                 "metadata": {"name": "lws", "namespace": "team-a"},
+                 "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                     "size": size,
+                     "workerTemplate": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}}}
     lwt = obj["spec"]["leaderWorkerTemplate"]
     if worker is not None:
         lwt["workerTemplate"]["metadata"] = {"annotations": dict(worker)}
@@ -75,10 +75,10 @@ def lws(worker=None, root=None, size=5, sub_size=None, policy=None, leader=None,
 
 
 def native(workers=32, per_segment=8, framework="PyTorch", worker=None, root=None):
-    obj = {"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload",
-           "metadata": {"name": "dw", "namespace": "team-a"},
-           "spec": {"framework": framework, "workers": workers,
-                    "worker": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}}
+    obj: dict = {"apiVersion": "segments.dev/v1alpha1", "kind": "DistributedWorkload",
+                 "metadata": {"name": "dw", "namespace": "team-a"},
+                 "spec": {"framework": framework, "workers": workers,
+                          "worker": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}}
     if per_segment is not None:
         obj["spec"]["workersPerSegment"] = per_segment
     if worker is not None:

@@ -31,13 +31,14 @@ def manifest(name: str) -> dict:
     return yaml.safe_load((MANIFESTS / name).read_text(encoding="utf-8"))
 
 
-def pytorchjob(workers: int = 16, root: dict | None = None, master: dict | None = None, drop=(), **worker) -> dict:
-    """The README's ``pytorchjob-tp4.yaml`` with Worker annotations ``worker`` (``drop``: removed)."""
+def pytorchjob(workers: int = 16, root: dict | None = None, master: dict | None = None, drop=(),
+               worker: dict[str, str] | None = None) -> dict:
+    """The README's ``pytorchjob-tp4.yaml`` with Worker annotations ``worker`` added (``drop``: removed)."""
     obj = load_example("pytorchjob-tp4.yaml")
     specs = obj["spec"]["pytorchReplicaSpecs"]
     specs["Worker"]["replicas"] = workers
     annotations = specs["Worker"]["template"]["metadata"]["annotations"]
-    annotations.update(worker)
+    annotations.update(worker or {})
     for key in drop:
         del annotations[key]
     if root:
@@ -53,7 +54,7 @@ def master_only() -> dict:
     return obj
 
 
-def native(root: dict | None = None, **worker) -> dict:
+def native(root: dict | None = None, worker: dict[str, str] | None = None) -> dict:
     obj = load_example("distributedworkload-native.yaml")
     if root is not None:
         obj["metadata"]["annotations"] = dict(root)
@@ -63,7 +64,7 @@ def native(root: dict | None = None, **worker) -> dict:
 
 
 def lws(size: int = 5, sub_group: dict | None = None, leader: dict | None = None, root: dict | None = None,
-        startup: str | None = None, **worker) -> dict:
+        startup: str | None = None, worker: dict[str, str] | None = None) -> dict:
     """The README's ``lws-segmented.yaml`` (``sub_group``: the subGroupPolicy, ``{}`` removes it)."""
     obj = load_example("lws-segmented.yaml")
     lwt = obj["spec"]["leaderWorkerTemplate"]
@@ -73,7 +74,7 @@ def lws(size: int = 5, sub_group: dict | None = None, leader: dict | None = None
             lwt["subGroupPolicy"] = sub_group
         else:
             del lwt["subGroupPolicy"]
-    lwt["workerTemplate"]["metadata"]["annotations"].update(worker)
+    lwt["workerTemplate"]["metadata"]["annotations"].update(worker or {})
     if leader is not None:
         lwt["leaderTemplate"]["metadata"] = {"annotations": dict(leader)}
     if root is not None:
@@ -102,7 +103,7 @@ def trainjob_without_nodes() -> dict:
 
 
 def pod(labels: dict, annotations: dict, node_name: str | None = None) -> dict:
-    spec = {"containers": [{"name": "c", "image": "i"}]}
+    spec: dict = {"containers": [{"name": "c", "image": "i"}]}
     if node_name:
         spec["nodeName"] = node_name
     return {"apiVersion": "v1", "kind": "Pod",
@@ -149,7 +150,7 @@ def _kueue_ray() -> dict:
 
 #: warning id → (object, settings, catalog) and the text the user reads.
 EXAMPLES = {
-    "workload-key-on-template": (lambda: (pytorchjob(**{WL_REQ: ZONE}), PLAIN, CATALOG),
+    "workload-key-on-template": (lambda: (pytorchjob(worker={WL_REQ: ZONE}), PLAIN, CATALOG),
                                  "kai.scheduler/topology-required-placement on the worker template is ignored; "
                                  "set it in metadata.annotations"),
     "segment-levels-without-size": (lambda: (pytorchjob(drop=[SIZE]), PLAIN, CATALOG),
@@ -161,9 +162,9 @@ EXAMPLES = {
                            "PyTorchJob has no worker template: kai.scheduler/segment-size ignored"),
     "partial-last-segment": (lambda: (pytorchjob(workers=10), PLAIN, CATALOG),
                              "10 Worker replicas / segment size 4: last segment has 2 pods"),
-    "segment-size-not-canonical": (lambda: (pytorchjob(**{SIZE: "04"}), PLAIN, CATALOG),
+    "segment-size-not-canonical": (lambda: (pytorchjob(worker={SIZE: "04"}), PLAIN, CATALOG),
                                    'kai.scheduler/segment-size="04" written as "4"'),
-    "segment-size-disagrees-with-spec": (lambda: (native(**{SIZE: "4"}), PLAIN, CATALOG),
+    "segment-size-disagrees-with-spec": (lambda: (native(worker={SIZE: "4"}), PLAIN, CATALOG),
                                          'kai.scheduler/segment-size="4" disagrees with workersPerSegment=8; '
                                          "overwritten"),
     # DESIGN.md §4.5: KAI d5bc503 has no pod-grouper plugin for segments.dev (hub/hub.go)
@@ -174,15 +175,15 @@ EXAMPLES = {
                                                 CATALOG),
                                        "workload required level cloud.provider.com/topology-block on worker group "
                                        "gpu: KAI enforces it on the whole group"),
-    "root-key-ignored-spec-wins": (lambda: (native(root={SIZE: "2"}, **{SIZE: "4"}), PLAIN, CATALOG),
+    "root-key-ignored-spec-wins": (lambda: (native(root={SIZE: "2"}, worker={SIZE: "4"}), PLAIN, CATALOG),
                                    'root kai.scheduler/segment-size="2" ignored: workersPerSegment=8 wins'),
     "root-key-overridden": (lambda: (pytorchjob(root={SIZE: "8"}), PLAIN, CATALOG),
                             'root kai.scheduler/segment-size="8" overridden by template'),
     "topology-not-loaded": (lambda: (pytorchjob(), PLAIN, UNSYNCED),
                             'topology "cluster-topology" not loaded yet; levels not checked'),
-    "unknown-kai-key": (lambda: (pytorchjob(**{"kai.scheduler/gang-timeout": "5m"}), PLAIN, CATALOG),
+    "unknown-kai-key": (lambda: (pytorchjob(worker={"kai.scheduler/gang-timeout": "5m"}), PLAIN, CATALOG),
                         "unknown key kai.scheduler/gang-timeout ignored: KAI does not read it"),
-    "more-unknown-kai-keys": (lambda: (pytorchjob(**{f"kai.scheduler/x{i}": "1" for i in range(5)}), PLAIN, CATALOG),
+    "more-unknown-kai-keys": (lambda: (pytorchjob(worker={f"kai.scheduler/x{i}": "1" for i in range(5)}), PLAIN, CATALOG),
                               f"2 more unknown kai.scheduler/ keys in {WORKER_ANN} ignored"),
     "segment-key-on-unsegmented-template": (lambda: (pytorchjob(master={SIZE: "4"}), PLAIN, CATALOG),
                                             "kai.scheduler/segment-size on the Master template ignored "
@@ -197,13 +198,13 @@ EXAMPLES = {
     "automatic-topology-not-loaded": (lambda: (native(root={TOPO: "cluster-topology"}), PLAIN, UNSYNCED),
                                       'automatic segment placement skipped: topology "cluster-topology" not '
                                       "loaded yet"),
-    "lws-partial-group": (lambda: (lws(sub_group={}, **{SIZE: "3"}), PLAIN, CATALOG),
+    "lws-partial-group": (lambda: (lws(sub_group={}, worker={SIZE: "3"}), PLAIN, CATALOG),
                           "size 5 / segment size 3: last segment has 2 pods"),
-    "lws-subgroup-size-set": (lambda: (lws(**{SIZE: "4"}), PLAIN, CATALOG),
+    "lws-subgroup-size-set": (lambda: (lws(worker={SIZE: "4"}), PLAIN, CATALOG),
                               "subGroupSize 2 set to 4 (kai.scheduler/segment-size wins)"),
-    "lws-root-size-set": (lambda: (lws(size=8, root={SIZE: "2"}, **{SIZE: "4"}), PLAIN, CATALOG),
+    "lws-root-size-set": (lambda: (lws(size=8, root={SIZE: "2"}, worker={SIZE: "4"}), PLAIN, CATALOG),
                           'root kai.scheduler/segment-size="2" set to "4" (workerTemplate wins)'),
-    "lws-leader-policy-replaced": (lambda: (lws(**{POLICY: "LeaderExcluded"}), PLAIN, CATALOG),
+    "lws-leader-policy-replaced": (lambda: (lws(worker={POLICY: "LeaderExcluded"}), PLAIN, CATALOG),
                                    'kai.scheduler/segment-leader-policy="LeaderExcluded" replaced by '
                                    "subGroupPolicyType LeaderWorker"),
     "lws-leader-template-key-unsegmented": (lambda: (lws(sub_group={}, leader={SEG_REQ: RACK}), PLAIN, CATALOG),
@@ -332,7 +333,7 @@ def test_each_warning_is_what_a_review_of_its_example_says(warning_id):
 
 
 def test_a_warning_longer_than_120_characters_is_clipped_by_the_decision():
-    obj = pytorchjob(**{f"kai.scheduler/x{i}": "1" for i in range(5)})
+    obj = pytorchjob(worker={f"kai.scheduler/x{i}": "1" for i in range(5)})
     obj["spec"]["pytorchReplicaSpecs"]["Worker-" + "w" * 60] = obj["spec"]["pytorchReplicaSpecs"].pop("Worker")
     decision = review(make_request(obj), CATALOG, PLAIN)
     long = [w for w in decision.warnings if w.startswith("2 more unknown")]
@@ -347,7 +348,7 @@ def test_the_default_topology_of_the_missing_default_example_is_unknown_to_the_c
 def test_a_misspelled_segment_size_is_denied_without_saying_no_size_is_set():
     """The misspelled-key denial names the key; "segment placement ignored: no
     kai.scheduler/segment-size is set" beside it would contradict it (new-user trial)."""
-    obj = pytorchjob(drop=[SIZE], **{"kai.scheduler/segmnet-size": "4"})
+    obj = pytorchjob(drop=[SIZE], worker={"kai.scheduler/segmnet-size": "4"})
     decision = review(make_request(obj), CATALOG, PLAIN)
     assert not decision.allowed and [v.rule for v in decision.violations] == ["misspelled-key"]
     assert "segment placement ignored: no kai.scheduler/segment-size is set" not in decision.warnings

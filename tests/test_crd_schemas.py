@@ -30,7 +30,7 @@ def to_json_schema(node):
         return [to_json_schema(n) for n in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict = {}
     for key, value in node.items():
         if key.startswith("x-kubernetes-") or key in ("description", "nullable"):
             continue
@@ -153,7 +153,7 @@ def test_every_test_manifest_of_a_crd_kind_validates_against_its_crd():
     assert ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime") in schemas
     checked, failures = [], []
     for where, obj in _manifest_objects():
-        schema = schemas.get((obj.get("apiVersion"), obj.get("kind")))
+        schema = schemas.get((obj.get("apiVersion", ""), obj.get("kind", "")))
         if schema is None:
             continue
         checked.append(where)

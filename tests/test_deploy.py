@@ -79,6 +79,7 @@ needs_kubectl = pytest.mark.skipif(KUBECTL is None and os.environ.get("CI") != "
 
 
 def kustomize(path: Path) -> list[dict]:
+    assert KUBECTL is not None, "kubectl is not installed: cannot render kustomize (CI must have it: .ci/run builds it)"
     out = subprocess.run([KUBECTL, "kustomize", str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"kubectl kustomize {path} failed: {out.stderr}"
     return [d for d in yaml.safe_load_all(out.stdout) if d]
@@ -421,7 +422,7 @@ def workload_condition(base, name: str) -> str:
 
 
 def pytorchjob(root: dict | None = None, worker: dict | None = None, **metadata) -> dict:
-    worker_template = {"spec": {"containers": [{"name": "c"}]}}
+    worker_template: dict = {"spec": {"containers": [{"name": "c"}]}}
     if worker is not None:
         worker_template["metadata"] = {"annotations": worker}
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",

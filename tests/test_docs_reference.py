@@ -16,6 +16,7 @@ REGENERATE = "python3 hack/gen_reference.py"
 
 def _generator():
     spec = importlib.util.spec_from_file_location("gen_reference", REPO / "hack" / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

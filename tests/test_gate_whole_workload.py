@@ -204,7 +204,7 @@ def test_controller_once_keeps_the_segments_of_each_replicated_job_apart(tmp_pat
     docs = _once(tmp_path, cluster, obj)
     releases = [d for d in docs if "node" in d]
     assert len(releases) == 12, docs
-    racks = {}
+    racks: dict[tuple[str, str], set[str]] = {}
     for d in releases:  # pod names <jobset>-<rjob>-<job>-<c>: job j of 4 pods is segment j
         rjob, job = d["name"].split("-")[1:3]
         racks.setdefault((rjob, job), set()).add(labels[d["node"]][RACK])

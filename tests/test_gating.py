@@ -25,7 +25,7 @@ def admitted(obj, catalog, settings=GATING, operation="CREATE", user="kubectl-us
     return d, jsonpatch.JsonPatch(d.patch).apply(obj, in_place=False)
 
 
-def annotations(template):
+def template_annotations(template):
     return template.get("metadata", {}).get("annotations", {})
 
 
@@ -36,16 +36,16 @@ def test_pytorchjob_create_writes_gang_facts_on_master_and_worker_templates(exam
                 "segments.dev/topology": "cluster-topology",
                 "segments.dev/topology-required-placement": "topology.kubernetes.io/zone"}
     for rtype in ("Master", "Worker"):
-        got = {k: v for k, v in annotations(specs[rtype]["template"]).items() if k.startswith("segments.dev/")}
+        got = {k: v for k, v in template_annotations(specs[rtype]["template"]).items() if k.startswith("segments.dev/")}
         assert got == expected, rtype
     # the workload-level kai key stays on the root only
-    assert WL_REQ not in annotations(specs["Worker"]["template"])
+    assert WL_REQ not in template_annotations(specs["Worker"]["template"])
 
 
 def test_without_gate_pods_nothing_is_written(example_catalog):
     _, job = admitted(load_example("pytorchjob-zone-and-rack.yaml"), example_catalog, settings=PLAIN)
     for rtype in ("Master", "Worker"):
-        assert SIZE_KEY not in annotations(job["spec"]["pytorchReplicaSpecs"][rtype]["template"])
+        assert SIZE_KEY not in template_annotations(job["spec"]["pytorchReplicaSpecs"][rtype]["template"])
 
 
 def test_update_writes_no_gang_facts(example_catalog):
@@ -56,19 +56,19 @@ def test_update_writes_no_gang_facts(example_catalog):
 def test_lws_gang_is_one_group_of_size_pods(example_catalog):
     _, lws = admitted(load_example("lws-segmented.yaml"), example_catalog)
     lwt = lws["spec"]["leaderWorkerTemplate"]
-    assert annotations(lwt["workerTemplate"])[SIZE_KEY] == "5"
-    assert annotations(lwt["leaderTemplate"])[SIZE_KEY] == "5"
+    assert template_annotations(lwt["workerTemplate"])[SIZE_KEY] == "5"
+    assert template_annotations(lwt["leaderTemplate"])[SIZE_KEY] == "5"
 
 
 def test_native_gang_is_workers_plus_master(example_catalog):
     obj = load_example("distributedworkload-native.yaml")  # names no topology: the default's
     settings = AdmissionSettings(gate_pods=True, default_topology="cluster-topology")
     _, native = admitted(obj, example_catalog, settings=settings)
-    assert annotations(native["spec"]["worker"]["template"])[SIZE_KEY] == "32"
+    assert template_annotations(native["spec"]["worker"]["template"])[SIZE_KEY] == "32"
     obj["spec"]["master"] = {"template": {"spec": {"containers": [{"name": "m", "image": "i"}]}}}
     _, native = admitted(obj, example_catalog, settings=settings)
-    assert annotations(native["spec"]["worker"]["template"])[SIZE_KEY] == "33"
-    assert annotations(native["spec"]["master"]["template"])[SIZE_KEY] == "33"
+    assert template_annotations(native["spec"]["worker"]["template"])[SIZE_KEY] == "33"
+    assert template_annotations(native["spec"]["master"]["template"])[SIZE_KEY] == "33"
 
 
 def test_unsegmented_workload_without_placement_keys_is_not_a_gang(example_catalog):
@@ -227,11 +227,11 @@ def test_a_master_replicas_outside_int32_makes_no_gang(example_catalog, masters)
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = masters
     _, patched = admitted(job, example_catalog)
     for rtype in ("Master", "Worker"):
-        assert SIZE_KEY not in annotations(patched["spec"]["pytorchReplicaSpecs"][rtype]["template"])
+        assert SIZE_KEY not in template_annotations(patched["spec"]["pytorchReplicaSpecs"][rtype]["template"])
 
 
 def test_the_largest_int32_master_replicas_still_makes_a_gang(example_catalog):
     job = load_example("pytorchjob-zone-and-rack.yaml")
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2**31 - 1
     _, patched = admitted(job, example_catalog)
-    assert annotations(patched["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])[SIZE_KEY] == str(2**31 - 1 + 16)
+    assert template_annotations(patched["spec"]["pytorchReplicaSpecs"]["Worker"]["template"])[SIZE_KEY] == str(2**31 - 1 + 16)

@@ -277,8 +277,8 @@ def test_every_serve_setting_is_a_chart_value(helm):
     SEGMENT_WEBHOOK_* variable in the container's env) or by the pod (SET_BY_THE_POD)."""
     from webhook.cli import build_parser
 
-    serve = next(action for action in build_parser()._subparsers._group_actions[0].choices.items()
-                 if action[0] == "serve")[1]
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    serve = commands.choices["serve"]
     # the flags serve lists (a removed one, --threads, is kept hidden only to explain its removal)
     flags = {option for action in serve._actions for option in action.option_strings
              if option.startswith("--") and action.help != argparse.SUPPRESS}

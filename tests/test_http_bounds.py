@@ -8,6 +8,8 @@ The limits are the README's: message well under 4 KiB, answer <= 64 KiB, the fir
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -57,13 +59,14 @@ def post(review_fn=None, body=None):
 def test_50000_integer_annotations_are_denied_by_the_core_with_a_bounded_answer_counting_every_violation():
     """The core's answer (``envelope.handle``, as ``segment-webhook review`` runs it); over HTTP the
     same review is answered from its size alone (below)."""
-    annotations = dict(WORKER_ANNOTATIONS)
+    annotations: dict[str, object] = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
     outcome = envelope.handle(json.dumps(pytorchjob_review(annotations)).encode(), default_catalog(),
                               AdmissionSettings())
     assert outcome.http_status == 200
     assert len(json.dumps(outcome.body, separators=(",", ":"))) <= 64 * KIB
-    answer = outcome.body["response"]
+    body: Mapping[str, Any] = outcome.body  # an AdmissionReview (http_status 200)
+    answer = body["response"]
     assert answer["uid"] == "uid-50k" and answer["allowed"] is False
     assert answer["status"]["code"] == 400
     message = answer["status"]["message"]
@@ -138,9 +141,10 @@ def test_malformed_review_echoing_a_huge_value_is_clipped():
     review = pytorchjob_review(dict(WORKER_ANNOTATIONS))
     review["apiVersion"] = "v" * 1_000_000
     outcome = envelope.handle(json.dumps(review), default_catalog(), AdmissionSettings())
-    assert outcome.body["response"]["status"]["code"] == 400
-    assert len(json.dumps(outcome.body)) <= 64 * KIB
-    assert outcome.body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is ")
+    body: Mapping[str, Any] = outcome.body  # an AdmissionReview: the uid is readable
+    assert body["response"]["status"]["code"] == 400
+    assert len(json.dumps(body)) <= 64 * KIB
+    assert body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is ")
 
 
 # ------------------------------------------------------------------ answered from its size alone (docs/operations.md "Serving")
@@ -177,7 +181,7 @@ OVERSIZED_DENIAL = (
 def test_an_opted_in_50000_annotation_review_is_denied_from_its_size_alone():
     """It carries placement keys (DESIGN.md §5 "Opt-in"): its pods could never be created and its
     keys are not reviewed, so it is denied, not stored as if they had been (new-user trial)."""
-    annotations = dict(WORKER_ANNOTATIONS)
+    annotations: dict[str, object] = dict(WORKER_ANNOTATIONS)
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})  # integers: not strings
     recorder = Recorder()
     answer = post(recorder, pytorchjob_review(annotations)).get_json()["response"]
@@ -200,7 +204,7 @@ def test_a_placement_key_on_the_root_opts_the_oversized_template_in():
 def test_an_oversized_review_without_a_placement_key_is_allowed_unpatched_with_a_warning():
     """Not opted in (no key of DESIGN.md §2 anywhere; a kai.scheduler/ key that is not one does not
     opt in either): never denied, answered from its size alone."""
-    annotations = {f"example.com/a{i}": i for i in range(50_000)}
+    annotations: dict[str, object] = {f"example.com/a{i}": i for i in range(50_000)}
     annotations["kai.scheduler/queue"] = "team-a"
     recorder = Recorder()
     answer = post(recorder, pytorchjob_review(annotations)).get_json()["response"]

@@ -155,7 +155,7 @@ def test_log_review_to_a_closed_stream_does_not_raise(tmp_path, monkeypatch):
     try:
         stream = open(tmp_path / "review.log", "w")
         metrics.configure_review_log(stream)
-        reported = []
+        reported: list = []  # the LogRecords, with the review the handler was given as an extra field
         monkeypatch.setattr(logger.handlers[0], "handleError", reported.append)
         stream.close()
         metrics.log_review(SAMPLE, 0.001)

@@ -13,6 +13,7 @@ from conftest import selects_slow
 
 @pytest.mark.skipif("HYPOTHESIS_PROFILE" in os.environ, reason="a profile named by HYPOTHESIS_PROFILE")
 def test_the_default_run_draws_the_same_inputs_every_time():
+    assert settings.default is not None
     assert settings.default.derandomize is True
     assert settings.default.database is None
 

@@ -245,7 +245,7 @@ def test_oracle_pytorchjob_segments_are_worker_leaves_with_the_template_levels()
 def test_oracle_ray_level_without_template_topology_is_an_error_and_jobset_reads_the_job_template():
     ray = {"kind": "RayCluster", "metadata": {"annotations": {TOPO: "t"}},
            "spec": {"headGroupSpec": {"template": {"metadata": {"annotations": {PREF: RACK}}}}, "workerGroupSpecs": []}}
-    assert "headGroupSpec" in kai_oracle.derive(ray, []).error
+    assert "headGroupSpec" in (kai_oracle.derive(ray, []).error or "")
     jobset = {"kind": "JobSet", "metadata": {"annotations": {TOPO: "t"}},
               "spec": {"replicatedJobs": [{"name": "w", "replicas": 2, "template": {"metadata": {"annotations": {
                   REQ: RACK}}}}]}}

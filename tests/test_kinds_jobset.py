@@ -193,7 +193,7 @@ def test_gate_mode_gang_is_one_replicated_job_and_the_controller_releases_it():
     assert result.waiting == [] and [p.gang for p in result.placed] == ["team-a/llm/workers"]
     assert len(result.releases) == 16
     node_of = {r.name: r.node for r in result.releases}
-    racks = {}
+    racks: dict[str, set[str]] = {}
     for p in exp.pods:
         seg = p["metadata"]["labels"].get("kai.scheduler/segment-index")
         if seg is not None:

@@ -188,7 +188,7 @@ def test_controller_releases_the_mpijob_gang_each_segment_in_one_rack(as_worker,
     assert result.waiting == [] and [p.gang for p in result.placed] == ["team-a/nccl-tests"]
     assert len(result.releases) == 16  # the segmented pods; a launcher that is not a worker is not gated
     node_of = {r.name: r.node for r in result.releases}
-    by_segment = {}
+    by_segment: dict[str, set[str]] = {}
     for p in exp.pods:
         seg = p["metadata"]["labels"].get("kai.scheduler/segment-index")
         if seg is not None:

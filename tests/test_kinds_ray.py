@@ -164,7 +164,7 @@ def nodes(racks=3, per_rack=4):
 
 def racks_of_segments(pods, releases, index_of):
     node_of = {r.name: r.node for r in releases}
-    out = {}
+    out: dict[object, set[str]] = {}
     for p in pods:
         out.setdefault(index_of(p), set()).add(node_of[p["metadata"]["name"]].split("-")[0])
     return out

@@ -25,7 +25,7 @@ def forbidden_imports(source: str) -> list[str]:
     """Top-level package names in FORBIDDEN that ``source`` imports: ``import x``, ``from x
     import y`` (absolute), and ``importlib.import_module("x")`` / ``__import__("x")`` with a
     literal name."""
-    found = []
+    found: list[str] = []
     for node in ast.walk(ast.parse(source)):
         names: list[str] = []
         if isinstance(node, ast.Import):

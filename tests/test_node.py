@@ -51,7 +51,7 @@ def test_the_node_is_ready_and_runs_a_pod_to_completion(node_cluster, kubectl, w
     assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.20")
     assert {a["type"]: a["address"] for a in node["status"]["addresses"]}["InternalIP"] == state["gateway"]
     subnet = ipaddress.ip_network(state["subnet"])
-    assert subnet.subnet_of(ipaddress.ip_network("10.244.0.0/16"))
+    assert isinstance(subnet, ipaddress.IPv4Network) and subnet.subnet_of(ipaddress.IPv4Network("10.244.0.0/16"))
 
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "runs-to-completion", "namespace": "default"},
            "spec": {"restartPolicy": "Never", "containers": [{

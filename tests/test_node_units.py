@@ -60,7 +60,7 @@ def test_the_bridge_name_fits_a_linux_interface_name(tmp_path):
 
 
 def test_pods_get_no_route_off_their_subnet_and_the_host_is_not_rewritten(tmp_path):
-    config = node.cni_config("swn01234567", ipaddress.ip_network("10.244.3.0/24"), tmp_path)
+    config = node.cni_config("swn01234567", ipaddress.IPv4Network("10.244.3.0/24"), tmp_path)
     [plugin] = config["plugins"]
     # no gateway role (the plugin would turn on IP forwarding and give pods a default route),
     # no masquerade (iptables), no routes but the subnet's own
@@ -96,15 +96,22 @@ def test_pods_reach_the_apiserver_through_the_relay():
                                                  "KUBERNETES_SERVICE_PORT": "6443"}
 
 
+def read_member(archive: tarfile.TarFile, name: str) -> bytes:
+    """The bytes of regular file ``name`` in ``archive``."""
+    member = archive.extractfile(name)
+    assert member is not None, f"{name} is not a regular file"
+    return member.read()
+
+
 def test_the_pause_image_archive(tmp_path):
     binary = tmp_path / "pause"
     binary.write_bytes(b"\x7fELF fake")
     archive = tmp_path / "pause.tar"
     node.write_image_archive(binary, "/pause", "localhost/segment-webhook-pause:1", archive)
     with tarfile.open(archive) as outer:
-        manifest = json.loads(outer.extractfile("manifest.json").read())
+        manifest = json.loads(read_member(outer, "manifest.json"))
         assert manifest[0]["RepoTags"] == ["localhost/segment-webhook-pause:1"]
-        config = json.loads(outer.extractfile(manifest[0]["Config"]).read())
+        config = json.loads(read_member(outer, manifest[0]["Config"]))
         assert config["config"]["Entrypoint"] == ["/pause"]
         layer = tarfile.open(fileobj=outer.extractfile("layer.tar"))
         [member] = layer.getmembers()

@@ -23,13 +23,13 @@ def cluster(gpus_per_rack: dict[str, list[int]]):
 def test_unknown_level_is_an_error_listing_levels():
     idx = cluster({"r-000": [8]})
     with pytest.raises(PlacementError, match="not a level of topology cluster-topology; levels: .*topology-rack"):
-        place(idx, Gang(workers(2, 2, gpus=4, prefix="w", role=None), segment_required="example.com/row"))
+        place(idx, Gang(workers(2, 2, gpus=4, prefix="w", role=""), segment_required="example.com/row"))
 
 
 def test_workload_preferred_rack_escalates_to_block():
     # no rack has 16 GPUs free for 4 pods of 4 GPUs; block b00 has 8 + 8 = 16
     idx = cluster({"r-000": [8, 0], "r-001": [8, 0], "r-010": [4, 4], "r-011": [4, 0]})
-    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=None), workload_preferred=RACK, segment_preferred=RACK))
+    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=""), workload_preferred=RACK, segment_preferred=RACK))
     assert res.placed
     assert (res.workload_level, res.workload_domain) == (BLOCK, "b00")
     # workload at depth 2 (block); both segments within one rack; the workload uses 2 racks (packing 1)
@@ -40,10 +40,10 @@ def test_workload_preferred_rack_escalates_to_block():
 
 def test_workload_required_zone_not_broken():
     idx = cluster({"r-000": [8], "r-100": [8, 8]})
-    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=None), workload_required=ZONE))
+    res = place(idx, Gang(workers(4, 2, gpus=4, prefix="w", role=""), workload_required=ZONE))
     assert res.placed and (res.workload_level, res.workload_domain) == (RACK, "r-100")  # deepest shared
     assert set(res.assignments.values()) == {"n-100-0", "n-100-1"}
-    res = place(idx, Gang(workers(6, 2, gpus=4, prefix="w", role=None), workload_required=ZONE))
+    res = place(idx, Gang(workers(6, 2, gpus=4, prefix="w", role=""), workload_required=ZONE))
     assert not res.placed
     assert res.reason == ("workload level topology.kubernetes.io/zone: 2 domain(s), 0 with room for the whole "
                           "demand; the best (z1) holds 2 of 3 segments of 2 pods at segment level "
@@ -54,7 +54,7 @@ def test_workload_required_zone_not_broken():
 def test_heterogeneous_segment_stays_in_required_rack():
     idx = cluster({"r-000": [8, 2], "r-001": [8, 8]})
     leader = PodRequest("ns/leader", {GPU: 6000, "pods": 1000}, segment=(0, 0))
-    pods = [leader] + workers(4, 2, gpus=4, prefix="w", role=None)  # segment 0 = leader + w-0 + w-1, segment 1 = w-2, w-3
+    pods = [leader] + workers(4, 2, gpus=4, prefix="w", role="")  # segment 0 = leader + w-0 + w-1, segment 1 = w-2, w-3
     res = place(idx, Gang(pods, segment_required=RACK))
     assert res.placed
     racks = {s.index: {res.assignments[p][2:5] for p in s.pods} for s in res.segments}
@@ -76,7 +76,7 @@ def test_overcommitted_resource_not_requested_does_not_block():
     idx = cluster({"r-000": [8, 8]})
     first = idx.nodes[0]
     idx.free[0, idx.col["cpu"]] = -500  # bound pods over-commit cpu on n-000-0
-    res = place(idx, Gang([PodRequest("ns/master", {GPU: 8000, "pods": 1000})] + workers(2, 2, gpus=4, prefix="w", role=None)))
+    res = place(idx, Gang([PodRequest("ns/master", {GPU: 8000, "pods": 1000})] + workers(2, 2, gpus=4, prefix="w", role="")))
     assert res.placed
     assert res.assignments["ns/master"] == first.name  # asks no cpu: the over-commit does not matter
     res = place(idx, Gang([PodRequest("ns/m", {"cpu": 1000, "pods": 1000})]))
@@ -127,7 +127,7 @@ def test_failed_placement_svg_holds_its_whole_reason():
     reason = "workload level cloud.provider.com/topology-rack: 101 domain(s), 0 with room for the whole demand; " * 4
     svg = render(cluster({"r-000": [8]}), Placement(placed=False, reason=reason), title="PyTorchJob j")
     root = ET.fromstring(svg)
-    width = int(root.get("width"))
+    width = int(root.get("width", ""))
     texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text and t.text != "PyTorchJob j"]
     assert " ".join(texts) == ("not placed: " + reason).strip()
     assert len(texts) == 5

@@ -14,6 +14,7 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "placement.py"
 @pytest.fixture(scope="module")
 def bench():
     spec = importlib.util.spec_from_file_location("placement_bench", BENCH)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -30,7 +31,7 @@ def bench():
 def test_kind_families_have_their_kinds_segments_and_are_placed(bench, family, first, segments):
     gang = bench.kind_gang(family, 16)
     assert [p.key for p in gang.pods[:2]] == first
-    counts = {}
+    counts: dict[int, int] = {}
     for p in gang.pods:
         counts[p.segment[1]] = counts.get(p.segment[1], 0) + 1
     assert counts == segments

@@ -65,9 +65,9 @@ def test_pod_requests_bad_quantity_names_field():
 
 
 def _node(name, **extra):
-    obj = {"kind": "Node", "metadata": {"name": name, "labels": {ZONE: "z", BLOCK: "b", RACK: "r", HOST: name}},
-           "spec": {}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "4", "pods": "10"},
-                                  "conditions": [{"type": "Ready", "status": "True"}]}}
+    obj: dict = {"kind": "Node", "metadata": {"name": name, "labels": {ZONE: "z", BLOCK: "b", RACK: "r", HOST: name}},
+                 "spec": {}, "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "nvidia.com/gpu": "4", "pods": "10"},
+                                        "conditions": [{"type": "Ready", "status": "True"}]}}
     for k, v in extra.items():
         obj[k].update(v)
     return obj
@@ -151,7 +151,8 @@ def test_candidates_exclude_unschedulable_notready_tainted_and_unlabelled():
     res = place(index, Gang([PodRequest(f"x/p{i}", {"pods": 1000, "cpu": 1000}, tolerations=(tol,)) for i in range(24)]))
     assert sorted(set(res.assignments.values())) == ["a-ok", "d-tainted", "e-prefer"]
     res = place(index, Gang([PodRequest(f"x/p{i}", {"pods": 1000, "cpu": 1000}) for i in range(17)]))
-    assert not res.placed and "holds 16 of 17 pods" in res.reason and "binding resource: cpu" in res.reason
+    assert not res.placed and res.reason is not None
+    assert "holds 16 of 17 pods" in res.reason and "binding resource: cpu" in res.reason
 
 
 def test_bound_pods_far_over_allocatable_stay_in_int64():
@@ -375,7 +376,7 @@ KUBECTL_NODE = {
                "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
                "images": [{"names": ["registry.example.com/trainer:1"], "sizeBytes": 123}],
                "nodeInfo": {"kubeletVersion": "v1.29.0"}}}
-KUBECTL_POD = {
+KUBECTL_POD: dict = {
     "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "t"},
     "spec": {"nodeName": "gpu-1", "containers": [
         {"name": "a", "resources": {"requests": {"cpu": "16", "memory": "200Gi"}, "limits": {"nvidia.com/gpu": "2"}}},
@@ -413,11 +414,11 @@ def test_pod_requests_fast_path_agrees_with_the_exact_rule():
     from webhook.kube.pods import pod_requests, pod_requests_milli
     from webhook.kube.quantity import to_milli
 
-    specs = [KUBECTL_POD["spec"],
-             {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}}]},
-             {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1n"}}}]},  # not whole milli: exact rule
-             {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]},
-             {"containers": [{"name": "a", "resources": {"requests": {"cpu": 2}}}]}]
+    specs: list[dict] = [KUBECTL_POD["spec"],
+                         {"containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "250m"}}}]},
+                         {"containers": [{"name": "a", "resources": {"requests": {"cpu": "1n"}}}]},  # not whole milli: exact rule
+                         {"containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "2"}}}]},
+                         {"containers": [{"name": "a", "resources": {"requests": {"cpu": 2}}}]}]
     expected = [{"cpu": 16_500, "memory": 200 * 2**30 * 1000, "nvidia.com/gpu": 2000, "pods": 1000},
                 {"cpu": 250, "memory": 2**30 * 1000, "pods": 1000},
                 {"cpu": 1, "pods": 1000},

@@ -106,9 +106,10 @@ OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 
 def random_affinity(rng: random.Random, names: list[str]):
-    terms = []
+    terms: list[tuple] = []
     for _ in range(rng.choice([1, 1, 2])):
-        exprs, fields = [], []
+        exprs: list[tuple] = []
+        fields: list[tuple] = []
         for _ in range(rng.choice([1, 1, 2])):
             op = rng.choice(OPS + ("field",))
             if op == "field":
@@ -124,7 +125,9 @@ def random_affinity(rng: random.Random, names: list[str]):
 
 
 def random_constraints(rng, names):
-    sel, aff, tol = (), None, ()
+    sel: tuple = ()
+    aff = None
+    tol: tuple = ()
     r = rng.random()
     if r < 0.15:
         sel = (("pool", rng.choice(["cpu", "gpu"])),)
@@ -138,7 +141,7 @@ def random_constraints(rng, names):
 
 def make_instance(rng: random.Random) -> dict:
     levels = (ZONE, BLOCK, RACK, HOST) if rng.random() < 0.5 else (ZONE, BLOCK, RACK)
-    nodes = []
+    nodes: list = []
     for z in range(rng.randint(1, 2)):
         for b in range(rng.randint(1, 3)):
             for r in range(rng.randint(1, 3)):
@@ -307,16 +310,16 @@ def solve(inst: dict):
         options = []
         for j, n in enumerate(nodes):
             if eligible(n, p):
-                x[i, j] = m.NewBoolVar(f"x{i}_{j}")
+                x[i, j] = m.new_bool_var(f"x{i}_{j}")
                 options.append(x[i, j])
         if not options:
             return "infeasible", None
-        m.AddExactlyOne(options)
+        m.add_exactly_one(options)
     for j, n in enumerate(nodes):
         for r in (GPU, CPU, MEM, "pods"):
             terms = [(p.requests.get(r, 0), x[i, j]) for i, p in enumerate(pods) if (i, j) in x and p.requests.get(r, 0)]
             if terms:
-                m.Add(sum(q * v for q, v in terms) <= max(n.free[r], 0))
+                m.add(sum(q * v for q, v in terms) <= max(n.free[r], 0))
 
     def domains(depth):
         ids: dict[tuple, int] = {}
@@ -324,11 +327,11 @@ def solve(inst: dict):
 
     def used_domains(depth, members, tag):
         dom = domains(depth)
-        u = [m.NewBoolVar(f"{tag}_{k}") for k in range(max(dom) + 1)]
+        u = [m.new_bool_var(f"{tag}_{k}") for k in range(max(dom) + 1)]
         for i in members:
             for j in range(len(nodes)):
                 if (i, j) in x:
-                    m.AddImplication(x[i, j], u[dom[j]])
+                    m.add_implication(x[i, j], u[dom[j]])
         return u
 
     everyone = list(range(len(pods)))
@@ -336,10 +339,10 @@ def solve(inst: dict):
     for d in range(max(wr, 1), wp + 1):
         u = used_domains(d, everyone, f"w{d}")
         if d <= wr:
-            m.Add(sum(u) == 1)
+            m.add(sum(u) == 1)
         else:
-            meet = m.NewBoolVar(f"wm{d}")
-            m.Add(sum(u) <= 1).OnlyEnforceIf(meet)
+            meet = m.new_bool_var(f"wm{d}")
+            m.add(sum(u) <= 1).only_enforce_if(meet)
             wmeet.append(meet)
     key_of = {p.key: i for i, p in enumerate(pods)}
     segs = [[key_of[k] for k in keys] for keys in segments_of(inst).values()]
@@ -349,10 +352,10 @@ def solve(inst: dict):
         for d in range(max(sr, 1), sp + 1):
             u = used_domains(d, members, f"s{g}_{d}")
             if d <= sr:
-                m.Add(sum(u) == 1)
+                m.add(sum(u) == 1)
             else:
-                meet = m.NewBoolVar(f"sm{g}_{d}")
-                m.Add(sum(u) <= 1).OnlyEnforceIf(meet)
+                meet = m.new_bool_var(f"sm{g}_{d}")
+                m.add(sum(u) <= 1).only_enforce_if(meet)
                 smeet.setdefault(d, []).append(meet)
             if d == sp and sp > sr:
                 spack_terms.append(sum(u) - 1)
@@ -371,19 +374,19 @@ def solve(inst: dict):
             objective += sum(smeet[d]) * weight
         weight *= G + 1
     objective += sum(wmeet) * weight
-    m.Maximize(objective)
+    m.maximize(objective)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 10.0
     solver.parameters.random_seed = 7
-    status = solver.Solve(m)
+    status = solver.solve(m)
     if status == cp_model.INFEASIBLE:
         return "infeasible", None
     if status != cp_model.OPTIMAL:
         return "unknown", None
     assign = {}
     for (i, j), v in x.items():
-        if solver.Value(v):
+        if solver.value(v):
             assign[pods[i].key] = nodes[j].name
     return "optimal", assign
 
@@ -394,7 +397,7 @@ def run_instances(count: int, seed: int) -> None:
     stats = {"instances": 0, "feasible": 0, "infeasible": 0, "unknown": 0, "optimal": 0, "missed_feasible": 0, "nontrivial": 0,
                  "inexact": 0}
     families: dict[str, int] = {}
-    misses = []
+    misses: list[tuple] = []
     for k in range(count):
         inst = make_instance(rng)
         families[inst["family"]] = families.get(inst["family"], 0) + 1

@@ -40,18 +40,18 @@ def cpsat_segments(nodes: list[Node], size: int, request: dict[str, int]) -> int
     """Most segments of ``size`` pods (each pod ``request``) on ``nodes``, segments may share nodes."""
     model = cp_model.CpModel()
     upper = sum(n.free[GPU] // request[GPU] for n in nodes) // size + 1
-    x = [[model.NewIntVar(0, size, f"x{s}_{i}") for i in range(len(nodes))] for s in range(upper)]
-    z = [model.NewBoolVar(f"z{s}") for s in range(upper)]
+    x = [[model.new_int_var(0, size, f"x{s}_{i}") for i in range(len(nodes))] for s in range(upper)]
+    z = [model.new_bool_var(f"z{s}") for s in range(upper)]
     for s in range(upper):
-        model.Add(sum(x[s]) == size * z[s])
+        model.add(sum(x[s]) == size * z[s])
     for i, n in enumerate(nodes):
         for resource, amount in request.items():
-            model.Add(sum(x[s][i] for s in range(upper)) * amount <= n.free[resource])
-    model.Maximize(sum(z))
+            model.add(sum(x[s][i] for s in range(upper)) * amount <= n.free[resource])
+    model.maximize(sum(z))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
-    assert solver.Solve(model) == cp_model.OPTIMAL
-    return int(solver.ObjectiveValue())
+    assert solver.solve(model) == cp_model.OPTIMAL
+    return int(solver.objective_value)
 
 
 def cpsat_gangs(nodes: list[Node], pods: int, size: int, request: dict[str, int]) -> int:
@@ -60,26 +60,26 @@ def cpsat_gangs(nodes: list[Node], pods: int, size: int, request: dict[str, int]
     sizes = [size] * (pods // size) + ([pods % size] if pods % size else [])
     upper = sum(n.free[GPU] // request[GPU] for n in nodes) // pods + 1
     model = cp_model.CpModel()
-    g = [model.NewBoolVar(f"g{k}") for k in range(upper)]
-    load = [[] for _ in nodes]
+    g = [model.new_bool_var(f"g{k}") for k in range(upper)]
+    load: list[list[cp_model.IntVar]] = [[] for _ in nodes]
     for k in range(upper):
         for j, seg in enumerate(sizes):
-            y = [model.NewBoolVar(f"y{k}_{j}_{r}") for r in racks]
-            model.Add(sum(y) == g[k])
+            y = [model.new_bool_var(f"y{k}_{j}_{r}") for r in racks]
+            model.add(sum(y) == g[k])
             for i, n in enumerate(nodes):
-                x = model.NewIntVar(0, seg, f"x{k}_{j}_{i}")
-                model.Add(x <= seg * y[racks.index(n.labels[RACK])])
+                x = model.new_int_var(0, seg, f"x{k}_{j}_{i}")
+                model.add(x <= seg * y[racks.index(n.labels[RACK])])
                 load[i].append(x)
-            model.Add(sum(load[i][-1] for i in range(len(nodes))) == seg * g[k])
+            model.add(sum(load[i][-1] for i in range(len(nodes))) == seg * g[k])
     for i, n in enumerate(nodes):
         for resource, amount in request.items():
-            model.Add(sum(load[i]) * amount <= n.free[resource])
-    model.Maximize(sum(g))
+            model.add(sum(load[i]) * amount <= n.free[resource])
+    model.maximize(sum(g))
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.max_time_in_seconds = 30
-    assert solver.Solve(model) == cp_model.OPTIMAL
-    return int(solver.ObjectiveValue())
+    assert solver.solve(model) == cp_model.OPTIMAL
+    return int(solver.objective_value)
 
 
 @pytest.mark.parametrize("case", range(40))

@@ -79,7 +79,7 @@ def test_volcano_hypernodes_validate_against_volcanos_crd(cluster, hypernode_sch
         assert DNS_SUBDOMAIN.match(hn["metadata"]["name"]) and len(hn["metadata"]["name"]) <= 63
         for member in hn["spec"]["members"]:
             assert all(cel_holds(rule, member["selector"]) for rule in selector_rules)
-    tiers = {}
+    tiers: dict[int, list[dict]] = {}
     for hn in hypernodes:
         tiers.setdefault(hn["spec"]["tier"], []).append(hn)
     assert {tier: len(v) for tier, v in tiers.items()} == {1: 8, 2: 4, 3: 2}  # racks, blocks, zones

@@ -152,14 +152,14 @@ def test_a_leaderworkerset_gets_fewer_replicas(ten_of_sixteen_busy, tmp_path, ca
     """8 groups of 8 one-GPU pods (segments of 4 at rack) on 48 free GPUs: 6 groups fit; freeing
     2 nodes (16 GPUs) fits all 8."""
     path, _ = ten_of_sixteen_busy
-    lws = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
-           "spec": {"replicas": 8, "leaderWorkerTemplate": {
-               "size": 8, "subGroupPolicy": {"subGroupSize": 4, "subGroupPolicyType": "LeaderWorker"},
-               "leaderTemplate": {"spec": {"containers": [{"name": "l", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
-               "workerTemplate": {"metadata": {"annotations": {
-                   "kai.scheduler/topology": "cluster-topology",
-                   "kai.scheduler/segment-topology-required-placement": RACK}},
-                   "spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}}
+    lws: dict = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
+                 "spec": {"replicas": 8, "leaderWorkerTemplate": {
+                     "size": 8, "subGroupPolicy": {"subGroupSize": 4, "subGroupPolicyType": "LeaderWorker"},
+                     "leaderTemplate": {"spec": {"containers": [{"name": "l", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}},
+                     "workerTemplate": {"metadata": {"annotations": {
+                         "kai.scheduler/topology": "cluster-topology",
+                         "kai.scheduler/segment-topology-required-placement": RACK}},
+                         "spec": {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}}
     code, doc = what_if(tmp_path, capsys, lws, path)
     assert code == 1 and doc["verdict"] == "waiting-for-capacity"
     kinds = [(c["change"]["kind"], c["change"]["from"], c["change"]["to"]) for c in doc["changes"]]

@@ -67,8 +67,8 @@ def good_annotations(draw):
     return ann
 
 
-annotations = st.one_of(good_annotations(), good_annotations(), good_annotations(),
-                        st.dictionaries(st.sampled_from(KEYS), annotation_value, max_size=5), json_values)
+annotation_maps = st.one_of(good_annotations(), good_annotations(), good_annotations(),
+                            st.dictionaries(st.sampled_from(KEYS), annotation_value, max_size=5), json_values)
 replicas = st.one_of(st.integers(1, 33), st.integers(1, 33), st.integers(-2, 40), st.none(), st.sampled_from(["4", "x"]))
 
 
@@ -77,7 +77,7 @@ def template(ann):
 
 
 @st.composite
-def pytorchjobs(draw, annotations=annotations, replicas=replicas):
+def pytorchjobs(draw, annotations=annotation_maps, replicas=replicas):
     specs = {"Worker": {"replicas": draw(replicas), "template": template(draw(annotations))}}
     if draw(st.booleans()):
         specs["Master"] = {"replicas": 1, "template": template(draw(annotations))}
@@ -89,7 +89,7 @@ def pytorchjobs(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
-def lws(draw, annotations=annotations, replicas=replicas):
+def lws(draw, annotations=annotation_maps, replicas=replicas):
     lwt = {"size": draw(replicas), "workerTemplate": template(draw(annotations))}
     if draw(st.booleans()):
         lwt["leaderTemplate"] = template(draw(annotations))
@@ -101,7 +101,7 @@ def lws(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
-def native(draw, annotations=annotations, replicas=replicas, frameworks=("PyTorch", "MPI", "JAX", 3)):
+def native(draw, annotations=annotation_maps, replicas=replicas, frameworks=("PyTorch", "MPI", "JAX", 3)):
     spec = {"framework": draw(st.sampled_from(frameworks)), "workers": draw(replicas),
             "worker": {"template": template(draw(annotations))}}
     if draw(st.booleans()):
@@ -111,7 +111,7 @@ def native(draw, annotations=annotations, replicas=replicas, frameworks=("PyTorc
 
 
 @st.composite
-def mpijobs(draw, annotations=annotations, replicas=replicas):
+def mpijobs(draw, annotations=annotation_maps, replicas=replicas):
     specs = {"Worker": {"replicas": draw(replicas), "template": template(draw(annotations))}}
     if draw(st.booleans()):
         specs["Launcher"] = {"replicas": 1, "template": template(draw(annotations))}
@@ -123,7 +123,7 @@ def mpijobs(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
-def jobsets(draw, annotations=annotations, replicas=replicas):
+def jobsets(draw, annotations=annotation_maps, replicas=replicas):
     rjobs = [{"name": draw(st.sampled_from(["workers", "driver", 3])), "replicas": draw(replicas),
               "template": {"metadata": {"annotations": draw(annotations)},
                            "spec": {"parallelism": draw(replicas), "template": template(draw(annotations))}}}
@@ -133,7 +133,7 @@ def jobsets(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
-def rayclusters(draw, annotations=annotations, replicas=replicas):
+def rayclusters(draw, annotations=annotation_maps, replicas=replicas):
     groups = [{"groupName": draw(st.sampled_from(["gpu", "cpu", 3])), "replicas": draw(replicas),
                "numOfHosts": draw(st.one_of(st.sampled_from([1, 2, 4]), replicas)), "template": template(draw(annotations))}
               for _ in range(draw(st.integers(0, 2)))]
@@ -145,7 +145,7 @@ def rayclusters(draw, annotations=annotations, replicas=replicas):
 
 
 @st.composite
-def trainjobs(draw, annotations=annotations, replicas=replicas):
+def trainjobs(draw, annotations=annotation_maps, replicas=replicas):
     spec = {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": draw(replicas)}}
     if draw(st.booleans()):
         spec["runtimePatches"] = draw(st.sampled_from([[], [{"manager": "other"}], "x"]))
@@ -202,8 +202,8 @@ def seedlike(draw):
     kind = draw(st.sampled_from(["PyTorchJob", "LeaderWorkerSet", "DistributedWorkload"]))
     n = draw(st.integers(4, 32))
     if kind == "PyTorchJob":
-        spec = {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template({})},
-                                        "Worker": {"replicas": n, "template": template(seg)}}}
+        spec: dict = {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template({})},
+                                              "Worker": {"replicas": n, "template": template(seg)}}}
         api = "kubeflow.org/v1"
     elif kind == "LeaderWorkerSet":
         policy = draw(st.sampled_from(["LeaderWorker", "LeaderExcluded"]))
@@ -501,7 +501,7 @@ def test_huge_digit_strings_anywhere_get_a_well_formed_answer(client, key, where
     the webhook reads, on the workload root, the Worker template and a pod: never a 5xx and never
     an internal error (status.code 500) inside the AdmissionReview."""
     if where == "pod":
-        obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        obj: dict = {"apiVersion": "v1", "kind": "Pod", "metadata": {
             "name": "p", "labels": {"training.kubeflow.org/replica-type": "worker",
                                     "training.kubeflow.org/replica-index": digits[:63]},
             "annotations": {key: digits, "leaderworkerset.sigs.k8s.io/size": digits}}}

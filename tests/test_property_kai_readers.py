@@ -192,6 +192,7 @@ def lost_constraints(obj: dict) -> list[str]:
     assert not exp.denied, exp.message
     warnings = list(decision.warnings) + [text for _, _, text in exp.notes]
     admitted = exp.workload
+    assert admitted is not None  # an admitted workload is expanded
     jobset = None
     if obj["kind"] == "TrainJob":
         built = trainingruntime.jobset_for(admitted, RUNTIME)

@@ -103,8 +103,9 @@ def kai_leaf_subgroup(lws: dict, worker_index: int) -> tuple[int | None, str] | 
     """
     lwt = lws["spec"]["leaderWorkerTemplate"]
     group, size = lwt["size"], kai_segment_size(lws)
+    assert size is not None, "asked only about a segmented LeaderWorkerSet"
     policy = (lwt.get("subGroupPolicy") or {}).get("subGroupPolicyType", LW)
-    if size == "error" or size <= 1 or size > group or (policy == LE and (group - 1) % size != 0):
+    if isinstance(size, str) or size <= 1 or size > group or (policy == LE and (group - 1) % size != 0):
         return "error"
     if worker_index == 0:
         return (None if policy == LE else 0, "leader")
@@ -413,7 +414,7 @@ def test_new_kinds_without_kai_keys_are_never_denied_patched_or_warned(data):
 @given(data=st.data(), spelled=misspelling(), where=st.sampled_from(["root", "worker", "other"]))
 def test_new_kinds_deny_a_misspelled_placement_key_anywhere(data, spelled, where):
     wrong, meant = spelled
-    maps = {"root": {}, "worker": {}, "other": {}}
+    maps: dict[str, dict[str, str]] = {"root": {}, "worker": {}, "other": {}}
     if data.draw(st.booleans()):  # with or without valid keys beside it
         maps["worker"].update({TOPO: "cluster-topology", SIZE: "2"})
     maps[where][wrong] = "cloud.provider.com/topology-rack"

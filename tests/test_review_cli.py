@@ -286,6 +286,7 @@ def test_review_piped_into_head_stops_quietly(tmp_path):
     path = write(tmp_path, "list.yaml", {"apiVersion": "v1", "kind": "List", "items": items})
     proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "review", "-f", path],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None  # both are pipes
     first = proc.stdout.readline()
     proc.stdout.close()  # what `| head -1` does
     err = proc.stderr.read().decode()
@@ -385,6 +386,7 @@ def test_review_yaml_piped_into_head_exits_141(tmp_path, unbuffered):
         env["PYTHONUNBUFFERED"] = unbuffered
     proc = subprocess.Popen([sys.executable, "-m", "webhook.cli", "review", "-f", path, "-o", "yaml"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None  # both are pipes
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
@@ -419,6 +421,8 @@ def test_write_output_keeps_writing_after_a_short_write():
     from webhook.cli.output import write_output
 
     class ShortWrites(io.RawIOBase):
+        name = "short-writes"  # what a text layer reads of the file it wraps
+
         def __init__(self):
             self.data = bytearray()
 
@@ -430,17 +434,10 @@ def test_write_output_keeps_writing_after_a_short_write():
             self.data += taken
             return len(taken)
 
-    class TextOverRaw:  # what sys.stdout is under PYTHONUNBUFFERED=1: a text layer over a raw file
-        encoding = "utf-8"
-
-        def __init__(self, raw):
-            self.buffer = raw
-
-        def flush(self):
-            pass
-
     raw = ShortWrites()
-    assert write_output("kind: Pod\nname: é\n", "review", TextOverRaw(raw)) == 0
+    # what sys.stdout is under PYTHONUNBUFFERED=1: a text layer written through to a raw file
+    text_over_raw = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)
+    assert write_output("kind: Pod\nname: é\n", "review", text_over_raw) == 0
     assert raw.data.decode() == "kind: Pod\nname: é\n"
 
 

@@ -126,7 +126,7 @@ def test_bad_values_exit_2_naming_the_flag(tmp_path, monkeypatch, capsys, argv, 
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     try:
-        code = main(["serve", "--cert-dir", str(tmp_path / "c"), *argv])
+        code: int | str | None = main(["serve", "--cert-dir", str(tmp_path / "c"), *argv])
     except SystemExit as exc:  # argparse rejects a bad command-line value itself
         code = exc.code
     assert code == 2

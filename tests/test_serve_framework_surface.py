@@ -183,7 +183,8 @@ def _framework_references(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            chain, base = [], node
+            chain: list[str] = []
+            base: ast.expr = node
             while isinstance(base, ast.Attribute):
                 chain.append(base.attr)
                 base = base.value

@@ -194,7 +194,9 @@ def _handshake(port: int, ca: str, version: ssl.TLSVersion) -> str:
     ctx.set_ciphers("ALL:@SECLEVEL=0")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
         with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
-            return tls.version()
+            negotiated = tls.version()
+            assert negotiated is not None  # set once the handshake is done
+            return negotiated
 
 
 def test_tls_1_2_is_accepted(server):

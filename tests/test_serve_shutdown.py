@@ -73,7 +73,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(slow_server):
     srv = slow_server
     session = requests.Session()  # a keep-alive connection, used before and during the shutdown
     assert session.get(srv["url"] + "/fast", verify=srv["ca"], timeout=10).text == "fast"
-    result = {}
+    result: dict[str, object] = {}
 
     def slow():
         try:

@@ -11,6 +11,7 @@ catalog's ``stop()`` exactly once.
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -50,7 +51,7 @@ class LoadedApp:
 def loaded_worker(app, monkeypatch):
     """A WebhookWorker (not started: no sockets, no fork) that has run ``load_wsgi`` on ``app``."""
     monkeypatch.setattr(gc, "freeze", lambda: None)  # load_wsgi freezes the collector: not in the test process
-    worker = object.__new__(worker_class(10.0))
+    worker: Any = object.__new__(worker_class(10.0))  # gunicorn has no types
     worker.app = LoadedApp(app)
     worker.load_wsgi()
     return worker
@@ -77,7 +78,7 @@ def test_a_failing_stop_is_logged_not_raised(monkeypatch, caplog):
     def fail() -> None:
         raise RuntimeError("watch already gone")
 
-    catalog.stop = fail
+    monkeypatch.setattr(catalog, "stop", fail)
     app = create_app(catalog, AdmissionSettings(), metrics=ReviewMetrics(CollectorRegistry()))
     _worker_exit(None, loaded_worker(app, monkeypatch))
     assert "stopping the topology catalog failed" in caplog.text

@@ -46,7 +46,7 @@ def test_kueue_objects_for_the_nodes_of_a_dump(tmp_path):
     dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [
         node("n0", "r0", "b0"), node("n1", "r1", "b0"), topology]}))
     recorder = Recorder()
-    assert local_cluster.kueue_queues(recorder, dump) == ["t"]
+    assert local_cluster.kueue_queues(recorder, dump) == ["t"]  # type: ignore[arg-type]  # a recorder stands in for LocalCluster
     assert recorder.applied == [
         {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "t"},
          "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},
@@ -104,7 +104,7 @@ def test_kueue_objects_for_gen_clusters_nodes_without_a_topology(tmp_path):
     dump = tmp_path / "nodes.yaml"
     dump.write_text(yaml.safe_dump(doc))
     recorder = InferringRecorder()
-    assert local_cluster.kueue_queues(recorder, dump) == ["cluster-topology"]
+    assert local_cluster.kueue_queues(recorder, dump) == ["cluster-topology"]  # type: ignore[arg-type]  # a recorder stands in for LocalCluster
     assert recorder.applied[0] == {
         "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "cluster-topology"},
         "spec": {"levels": [{"nodeLabel": "cloud.provider.com/topology-block"},

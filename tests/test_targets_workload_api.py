@@ -253,6 +253,7 @@ def test_the_live_controller_creates_the_objects_and_keeps_an_existing_one(caplo
         assert all(o["metadata"]["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
                                                          "name": "llama", "uid": job["metadata"]["uid"]}] for o in made)
         kept = server.get("podgroups", "team-a", "llama-segment-1")
+        assert kept is not None
         assert kept["spec"]["schedulingPolicy"] == {"gang": {"minCount": 9}}
         assert any("podgroup-kept: PodGroup team-a/llama-segment-1" in r.getMessage() for r in caplog.records)
         assert not any(p["spec"].get("schedulingGates") for p in server.list("pods"))

@@ -26,8 +26,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes import client as k8s_client
 
-from webhook.cluster.api_server import client_retries
-from webhook.cluster.topology_cache import Backoff, LiveTopologyCatalog, TopologyCacheError
+from webhook.cluster.api_server import Backoff, client_retries
+from webhook.cluster.topology_cache import LiveTopologyCatalog, TopologyCacheError
 
 PATH = "/apis/kai.scheduler/v1alpha1/topologies"
 WAIT = 10.0  # upper bound of every wait, seconds; normally reached in milliseconds

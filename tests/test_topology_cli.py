@@ -361,6 +361,7 @@ def test_controller_logs_topology_findings_once_per_topology_change(caplog):
             ctl.log_topology_findings()
         assert len(lines()) == 1  # not again while the Topology is unchanged
         changed = server.get("topologies", None, "wrong-order")
+        assert changed is not None
         changed["spec"]["levels"] = [{"nodeLabel": ZONE}, {"nodeLabel": "example.com/missing"}, {"nodeLabel": HOST}]
         server.update("topologies", changed, check_rv=False)
         eventually(lambda: any("dropped-nodes: Topology wrong-order" in line for line in lines()), "checked again")
@@ -478,7 +479,7 @@ def test_check_bad_selector_exits_2(tmp_path, capsys, selector, message):
     dump = mixed_cluster(tmp_path)
     topo = write(tmp_path, "topology.yaml", topology(EKS_LEVELS))
     try:
-        code = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
+        code: int | str | None = main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", selector])
     except SystemExit as exc:
         code = exc.code
     assert code == 2 and message in capsys.readouterr().err

@@ -36,6 +36,12 @@ def kinds(findings) -> list[str]:
     return sorted(f.kind for f in findings)
 
 
+def relabeled(node: NodeLabels, changes: dict[str, str | None]) -> NodeLabels:
+    """``node`` with its labels changed: a key set to a value, or removed where ``changes`` has None."""
+    labels = {**node.labels, **changes}
+    return NodeLabels(node.name, {k: v for k, v in labels.items() if v is not None})
+
+
 # ------------------------------------------------------------------ each provider family's order
 
 PRESET_LEVELS = {
@@ -148,8 +154,8 @@ def test_eks_layer_3_means_different_things_by_instance_type_one_topology_each()
 
 def test_label_on_only_some_nodes_of_one_hardware_is_reported_not_a_level():
     nodes = preset_nodes("nebius", zones=1, blocks=2, racks=4, nodes=2)
-    for node in nodes[:3]:  # tier-0 on 3 of 16 nodes of the same hardware
-        node.labels["topology.nebius.com/tier-0"] = f"t0-{node.name}"
+    for i, node in enumerate(nodes[:3]):  # tier-0 on 3 of 16 nodes of the same hardware
+        nodes[i] = relabeled(node, {"topology.nebius.com/tier-0": f"t0-{node.name}"})
     result = infer(nodes)
     assert [list(t.levels) for t in result.topologies] == [[
         "topology.nebius.com/gpu-cluster-id", "topology.nebius.com/tier-2", "topology.nebius.com/tier-1", HOST]]
@@ -213,9 +219,9 @@ def test_two_keys_that_only_conflict_with_each_other_are_both_left_out_never_ord
 
 def test_placeholder_values_count_as_missing_and_the_nodes_are_named_dropped():
     nodes = preset_nodes("eks", zones=1, blocks=2, racks=4, nodes=2)
-    nodes[0].labels[L3] = "no-imds-data"
-    nodes[5].labels[L3] = "Unknown"
-    del nodes[9].labels[L2]
+    nodes[0] = relabeled(nodes[0], {L3: "no-imds-data"})
+    nodes[5] = relabeled(nodes[5], {L3: "Unknown"})
+    nodes[9] = relabeled(nodes[9], {L2: None})
     result = infer(nodes)
     assert [list(t.levels) for t in result.topologies] == [[L1, L2, L3, HOST]]
     placeholders = sorted((f.level, f.values, f.nodes) for f in result.findings if f.kind == "placeholder-value")
@@ -270,8 +276,8 @@ def test_check_hostname_not_last():
 
 def test_check_values_under_two_parents():
     nodes = default_nodes()
-    for node in nodes:  # rack-00-01-0 → "rack-0": racks of different blocks share a value
-        node.labels[RACK] = "rack-" + node.labels[RACK][-1]
+    # rack-00-01-0 → "rack-0": racks of different blocks share a value
+    nodes = [relabeled(node, {RACK: "rack-" + node.labels[RACK][-1]}) for node in nodes]
     findings = [f for f in check(CLEAN, nodes) if f.kind == "values-under-two-parents"]
     assert [(f.level, f.values) for f in findings] == [(RACK, ("rack-0", "rack-1"))]
     assert len(findings[0].nodes) == 16
@@ -281,8 +287,7 @@ def test_check_values_under_two_parents():
 
 def test_check_duplicate_level():
     nodes = default_nodes()
-    for node in nodes:
-        node.labels["example.com/block"] = node.labels[BLOCK].upper()
+    nodes = [relabeled(node, {"example.com/block": node.labels[BLOCK].upper()}) for node in nodes]
     findings = check([ZONE, BLOCK, "example.com/block", RACK, HOST], nodes)
     assert [(f.kind, f.values) for f in findings] == [("duplicate-level", (BLOCK, "example.com/block"))]
 
@@ -294,8 +299,8 @@ def test_check_single_domain_level():
 
 def test_check_placeholder_values_and_dropped_nodes():
     nodes = default_nodes()
-    nodes[3].labels[RACK] = "none"
-    del nodes[7].labels[BLOCK]
+    nodes[3] = relabeled(nodes[3], {RACK: "none"})
+    nodes[7] = relabeled(nodes[7], {BLOCK: None})
     findings = check(CLEAN, nodes)
     assert [(f.kind, f.level, f.values, f.nodes) for f in findings] == [
         ("placeholder-value", RACK, ("none",), ("node-0-0-1-1",)),
@@ -335,7 +340,7 @@ def label_trees(draw):
     keys = [f"example.com/{n}" for n in names]
     aliased = draw(st.lists(st.booleans(), min_size=depth, max_size=depth))
     nodes = []
-    paths = [()]
+    paths: list[tuple[int, ...]] = [()]
     for width in branching:
         paths = [p + (i,) for p in paths for i in range(width)]
     for leaf in paths:
@@ -357,11 +362,11 @@ def label_trees(draw):
         position = leaf_at * leaf_size + draw(st.integers(0, leaf_size - 1))
         key = draw(st.sampled_from(keys))
         if kind == "missing":
-            del nodes[position].labels[key]
+            nodes[position] = relabeled(nodes[position], {key: None})
             problems[nodes[position].name] = (key, None)
         else:
             value = draw(st.sampled_from(PLACEHOLDERS))
-            nodes[position].labels[key] = value
+            nodes[position] = relabeled(nodes[position], {key: value})
             problems[nodes[position].name] = (key, value)
     order = draw(st.permutations(range(len(nodes))))
     return keys, aliased, [nodes[i] for i in order], problems

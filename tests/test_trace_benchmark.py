@@ -153,7 +153,7 @@ def greedy_fixture():
 
 def test_a_gang_pending_on_free_capacity_past_the_grace_is_a_greedy_miss():
     snapshots, job = greedy_fixture()
-    samples = [(10.0, {}), (11.0, {}), (13.5, {})]  # pending, nothing on the nodes
+    samples: list[tuple[float, dict]] = [(10.0, {}), (11.0, {}), (13.5, {})]  # pending, nothing on the nodes
     missed, scope = bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=3.0, budget=60)
     assert missed == {"g": 1.0} and scope == "all 3 snapshots"  # found at 10.0, 1.0 s after creation
 
@@ -173,7 +173,7 @@ def test_no_greedy_miss_when_the_gang_is_placed_in_time_or_does_not_fit():
 
 
 # ------------------------------------------------------------------------------- hack/kwok.py
-GENERAL_POD_COMPLETE = {
+GENERAL_POD_COMPLETE: dict = {
     # the shape of KWOK v0.8.0 kustomize/stage/pod/general/pod-complete.yaml (template shortened)
     "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-complete"},
     "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
