@@ -406,7 +406,9 @@ def test_readyz_says_the_catalog_answers_from_its_last_list_during_an_outage():
     class Live(StaticTopologyCatalog):
         reachability = ApiServerReachability("https://10.244.0.1:6443")
 
-    catalog = Live([default_catalog().get("cluster-topology")])
+    topology = default_catalog().get("cluster-topology")
+    assert topology is not None
+    catalog = Live([topology])
     client, _ = make_app(stub(Decision(kind="x")), catalog=catalog)
     assert client.get("/readyz").get_json() == {"ready": True, "topologiesSynced": True, "certificateLoaded": True}
     catalog.reachability.failed("watch topologies", ConnectionRefusedError(111, "Connection refused"))

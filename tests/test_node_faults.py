@@ -137,12 +137,19 @@ def quantity(text: str) -> float:
     return float(text)
 
 
+def lease_spec(kubectl) -> dict:
+    """The controller's Lease's spec (the test fails when the Lease cannot be read)."""
+    found = lease(kubectl)
+    assert found is not None, "the controller's Lease cannot be read"
+    return found["spec"]
+
+
 def over_booked(kubectl) -> dict[str, dict[str, float]]:
     """Nodes where the requests of the bound, unfinished pods pass allocatable: node -> resource ->
     requested (requests, or limits where a container states only those, as kube-apiserver defaults)."""
     nodes = {n["metadata"]["name"]: n["status"]["allocatable"]
              for n in json.loads(kubectl.ok("get", "nodes", "-o", "json"))["items"]}
-    used: dict[str, Counter] = defaultdict(Counter)
+    used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for pod in json.loads(kubectl.ok("get", "pods", "-A", "-o", "json"))["items"]:
         node = pod["spec"].get("nodeName")
         if not node or pod["status"].get("phase") in ("Succeeded", "Failed"):
@@ -246,7 +253,7 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     before_ready = {p["metadata"]["name"]: next(c["lastTransitionTime"] for c in p["status"]["conditions"]
                                                 if c["type"] == "Ready") for p in webhooks}
     restarts = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in webhooks + controllers}
-    lease_before = lease(kubectl)["spec"]
+    lease_before = lease_spec(kubectl)
     lease_before_text, pods_before = lease_text(kubectl), wide(kubectl)
 
     names = [f"gang-a{index}" for index in range(4)]
@@ -277,7 +284,7 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
         placed_after = time.monotonic() - ready_at
         time.sleep(3)
 
-    lease_after = lease(kubectl)["spec"]
+    lease_after = lease_spec(kubectl)
     now_webhooks = {p["metadata"]["name"]: p for p in node_support.pods(kubectl, "admission-webhook")}
     now_controllers = {p["metadata"]["name"]: p for p in node_support.pods(kubectl, "controller")}
     after_ready = {name: next(c for c in p["status"]["conditions"] if c["type"] == "Ready")
@@ -374,7 +381,7 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
     namespace, work = "fault-leader", installed["work"]
     kubectl.ok("create", "namespace", namespace)
     controllers = {p["metadata"]["name"]: p for p in node_support.pods(kubectl, "controller")}
-    spec = lease(kubectl)["spec"]
+    spec = lease_spec(kubectl)
     leader = spec["holderIdentity"]
     assert leader in controllers and len(controllers) == 2, wide(kubectl)
     standby = next(name for name in controllers if name != leader)
