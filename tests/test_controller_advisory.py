@@ -17,7 +17,14 @@ import sys
 import pytest
 import yaml
 
-from webhook.controller.advisory import advice_documents, pending_elsewhere, pending_gangs
+from webhook.controller.advisory import (
+    advice_documents,
+    kueue_pending_since,
+    kueue_workload_pending,
+    kueue_workload_word,
+    pending_elsewhere,
+    pending_gangs,
+)
 from webhook.placement.freeing import read_occupants
 from webhook.placement.snapshot import snapshot_from_objects
 
@@ -268,3 +275,103 @@ def test_live_advisory_controller_writes_the_event_and_the_annotation_and_patche
         if ctl is not None:
             ctl.stop()
         server.close()
+
+
+# ----------------------------------------------------------------------------- Kueue's pending Workloads
+def suspended_job() -> dict:
+    """Job ml/train (4 pods of 1 GPU, segments of 2 in a rack, no gang level) as stored under target
+    kueue: the webhook's slice annotations on the template, suspended by Kueue, no pod."""
+    template_annotations = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-size": "2",
+                            "kai.scheduler/segment-topology-required-placement": RACK,
+                            "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+                            "kueue.x-k8s.io/podset-slice-size": "2", "segments.dev/target": "kueue"}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-job",
+                         "labels": {"kueue.x-k8s.io/queue-name": "user-queue", "segments.dev/target": "kueue"},
+                         "annotations": {"kai.scheduler/topology": "cluster-topology"}},
+            "spec": {"suspend": True, "completionMode": "Indexed", "completions": 4, "parallelism": 4,
+                     "template": {"metadata": {"annotations": template_annotations},
+                                  "spec": {"restartPolicy": "Never", "containers": [
+                                      {"name": "w", "image": "i", "resources": {"limits": {GPU: "1"}}}]}}}}
+
+
+#: Kueue's word when TAS finds no room (kueue v0.17 pkg/scheduler/flavorassigner/flavorassigner.go
+#: "couldn't assign flavors to pod set", pkg/cache/scheduler/tas_flavor_snapshot.go "allows to fit only").
+KUEUE_SAYS = ("couldn't assign flavors to pod set main: topology \"cluster-topology\" allows to fit only "
+              "1 out of 2 slice(s)")
+
+
+def kueue_workload(status: dict | None = None, **spec) -> dict:
+    """The kueue.x-k8s.io/v1beta2 Workload Kueue's Job integration makes for ``suspended_job()``
+    (apis/kueue/v1beta2/workload_types.go: one PodSet ``main`` of count 4, its template the Job's,
+    the topologyRequest built from the slice annotations), pending by default."""
+    job_ = suspended_job()
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "job-train-3f2a1", "namespace": "ml", "creationTimestamp": "2026-12-07T07:00:00Z",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                                              "uid": "uid-job", "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"active": True, "queueName": "user-queue", "priority": 0, "podSets": [
+                {"name": "main", "count": 4, "template": job_["spec"]["template"],
+                 "topologyRequest": {"podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                                     "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 2}}], **spec},
+            "status": status if status is not None else {"conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_SAYS,
+                 "lastTransitionTime": "2026-12-07T07:00:01Z"}]}}
+
+
+ADMITTED = {"admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [{"name": "main", "count": 4}]},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+                           {"type": "Admitted", "status": "True", "reason": "Admitted"}]}
+
+
+@pytest.mark.parametrize("workload, pending", [
+    (kueue_workload(), True),  # QuotaReserved False: Kueue's "couldn't assign flavors"
+    (kueue_workload({}), True),  # just created: no condition yet
+    (kueue_workload(ADMITTED), False),
+    (kueue_workload({"conditions": [{"type": "QuotaReserved", "status": "True"}]}), False),  # admission checks
+    (kueue_workload({"conditions": [{"type": "Finished", "status": "True"}]}), False),
+    (kueue_workload(active=False), False),  # deactivated
+    (kueue_workload() | {"apiVersion": "scheduling.k8s.io/v1alpha2"}, False),  # the Workload API's kind
+])
+def test_kueue_workload_pending(workload, pending):
+    assert kueue_workload_pending(workload) is pending
+
+
+def test_kueue_pending_since_and_word():
+    assert kueue_pending_since(kueue_workload()) == "2026-12-07T07:00:01Z"
+    assert kueue_pending_since(kueue_workload({})) == "2026-12-07T07:00:00Z"
+    assert kueue_workload_word(kueue_workload()) == KUEUE_SAYS
+    assert kueue_workload_word(kueue_workload({})) == ""
+
+
+def test_a_pending_kueue_workload_gets_the_second_opinion_on_its_job():
+    """No pod exists (Kueue keeps the Job suspended): the gang is the Job's, as place expands it.
+    n-r0-0 busy: r1 and r2 each hold a segment of 2, so it fits now although Kueue says 1 of 2."""
+    extra = [busy("b0", "n-r0-0")]
+    docs = advice_documents([], [kueue_workload(), suspended_job()], snapshot_from_objects(NODES + extra), {})
+    line = ("gang ml/train: fits now on free capacity: "
+            "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+            "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+    assert docs == [{"gang": "ml/train", "owner": "Job ml/train", "verdict": "fits",
+                     "event": {"type": "Warning", "reason": "SecondOpinionFitsNow", "message": line},
+                     "annotation": {"segments.dev/gang-state": line},
+                     "kueue": {"workload": "ml/job-train-3f2a1", "says": KUEUE_SAYS}}]
+
+
+def test_a_pending_kueue_workload_waiting_and_admitted():
+    """n-r0-0 and n-r1-0 busy: only r2 holds a segment: waiting (never "fits"); admitted: no advice."""
+    extra = [busy("b0", "n-r0-0"), busy("b1", "n-r1-0")]
+    snapshot = snapshot_from_objects(NODES + extra)
+    [doc] = advice_documents([], [kueue_workload(), suspended_job()], snapshot, {})
+    assert (doc["verdict"], doc["event"]["message"]) == ("waiting-for-capacity", (
+        "gang ml/train: waiting for capacity: nvidia.com/gpu in cloud.provider.com/topology-rack r2 "
+        "(room for 2 of 4 pods like ml/train-0 there now; it fits when those nodes are free)"))
+    assert advice_documents([], [kueue_workload(ADMITTED), suspended_job()], snapshot, {}) == []
+
+
+def test_a_pending_kueue_workload_without_its_owner_says_so():
+    [doc] = advice_documents([], [kueue_workload()], snapshot_from_objects(NODES), {})
+    assert doc == {"gang": None, "owner": None, "verdict": "error",
+                   "kueue": {"workload": "ml/job-train-3f2a1", "says": KUEUE_SAYS},
+                   "message": "Kueue Workload ml/job-train-3f2a1: its owner is not in the input; dump it with the "
+                              "Workloads (kubectl get nodes,pods,workloads,<kind> -A -o yaml) or add it with -f"}

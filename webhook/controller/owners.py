@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.controller.reconcile import GANG_STATE, ObjectRef, TopOwner
+from webhook.controller.reconcile import GANG_STATE, ObjectRef, TopOwner, controller_owner
 from webhook.core.kinds import registry
 
 __all__ = ["INTERMEDIATE", "MISSING_TTL_SECONDS", "OWNER_TTL_SECONDS", "OwnerResolver", "controller_owner"]
@@ -46,15 +46,6 @@ INTERMEDIATE: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "pods", ("apps/v1", "StatefulSet"): "statefulsets", ("batch/v1", "Job"): "jobs"}
 #: Longest chain followed (LWS's is the longest: 4 owners above a worker pod).
 MAX_DEPTH = 6
-
-
-def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``ownerReferences`` entry of ``obj`` with ``controller: true``, ``None`` when none."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs if isinstance(refs, list) else []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
-            return ref
-    return None
 
 
 def _workload_resource(api_version: str, kind: str) -> str | None:
