@@ -27,9 +27,12 @@ Rules:
   home of the text). "Fits" is said only when the engine placed the gang on that snapshot.
 * **Kueue's pending Workloads** (:func:`kueue_workload_pending`): under Kueue a Job, JobSet,
   PyTorchJob... stays suspended, without pods, until its ``workloads.kueue.x-k8s.io`` is admitted,
-  so its gang is read from the Workload instead of pods: a Workload not admitted (no
-  ``status.admission``; condition ``QuotaReserved`` not ``True``), not finished, not deactivated
-  (``spec.active: false``) and not being deleted. Its gangs are those of its owner (the
+  so its gang is read from the Workload instead of pods: a Workload Kueue tried and did not admit
+  (no ``status.admission``; condition ``QuotaReserved`` ``False``, which Kueue's scheduler sets with
+  its reason when it cannot admit, ``pkg/scheduler/scheduler.go``: "couldn't assign flavors ...
+  allows to fit only N out of M"), not finished, not deactivated (``spec.active: false``) and not
+  being deleted. A Workload Kueue has not tried yet (no such condition) gets no opinion: most are
+  admitted within milliseconds, and an opinion on each would be noise. Its gangs are those of its owner (the
   ``ownerReferences`` entry with ``controller: true``, climbed to the top owner) as ``place``
   expands the owner as stored (one home: :func:`advise` on each gang, with no live-pod count);
   Kueue's podSets are the owner's replicas and carry nothing the owner does not (kueue
@@ -148,8 +151,8 @@ def is_kueue_workload(obj: Mapping[str, Any]) -> bool:
 
 
 def kueue_workload_pending(workload: Mapping[str, Any]) -> bool:
-    """True when Kueue's ``workload`` waits for admission (module docstring): no
-    ``status.admission``, condition ``QuotaReserved`` not ``True``, neither ``Finished`` nor
+    """True when Kueue tried ``workload`` and did not admit it (module docstring): no
+    ``status.admission``, condition ``QuotaReserved`` ``False``, neither ``Finished`` nor
     ``Admitted`` ``True``, ``spec.active`` not ``false``, not being deleted. kueue v0.17
     ``apis/kueue/v1beta2/workload_types.go`` (``WorkloadQuotaReserved``, ``WorkloadAdmitted``,
     ``WorkloadFinished``; ``spec.active``). Never raises."""
@@ -162,13 +165,15 @@ def kueue_workload_pending(workload: Mapping[str, Any]) -> bool:
     if isinstance(status, Mapping) and status.get("admission"):
         return False
     conditions = _conditions(workload)
-    return not any(conditions.get(kind, {}).get("status") == "True" for kind in ("QuotaReserved", "Admitted", "Finished"))
+    if any(conditions.get(kind, {}).get("status") == "True" for kind in ("Admitted", "Finished")):
+        return False
+    return conditions.get("QuotaReserved", {}).get("status") == "False"
 
 
 def kueue_pending_since(workload: Mapping[str, Any]) -> str:
-    """When ``workload`` became pending (RFC 3339): the ``lastTransitionTime`` of its
-    ``QuotaReserved=False`` condition (set at creation and again at eviction), else its
-    ``creationTimestamp``; ``""`` when neither is there."""
+    """When ``workload`` became pending (RFC 3339, seconds): the ``lastTransitionTime`` of its
+    ``QuotaReserved=False`` condition (Kueue's first "cannot admit", and again after an eviction),
+    else its ``creationTimestamp``; ``""`` when neither is there."""
     reserved = _conditions(workload).get("QuotaReserved", {})
     if reserved.get("status") == "False" and reserved.get("lastTransitionTime"):
         return str(reserved["lastTransitionTime"])
