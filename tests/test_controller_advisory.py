@@ -93,7 +93,7 @@ def advice(size: int, extra: list[dict], pods: list[dict] | None = None) -> list
 # ----------------------------------------------------------------------------- which pods are pending elsewhere
 @pytest.mark.parametrize("pod, pending", [
     (worker(0, 2), True),  # Kueue: not admitted
-    (worker(0, 2, ["kueue.x-k8s.io/topology"]), True),  # Kueue TAS: admitted, not ungated yet
+    (worker(0, 2, ["kueue.x-k8s.io/topology"]), False),  # Kueue TAS: admitted, its ungater releases it
     (worker(0, 2, None, nodeName=None) | {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}, True),  # kube-scheduler, KAI
     (worker(0, 2, None), False),  # not reported unschedulable yet: no other scheduler holds it
@@ -326,7 +326,7 @@ ADMITTED = {"admission": {"clusterQueue": "cluster-queue", "podSetAssignments": 
 
 @pytest.mark.parametrize("workload, pending", [
     (kueue_workload(), True),  # QuotaReserved False: Kueue's "couldn't assign flavors"
-    (kueue_workload({}), True),  # just created: no condition yet
+    (kueue_workload({}), False),  # Kueue has not tried it yet: most are admitted within milliseconds
     (kueue_workload(ADMITTED), False),
     (kueue_workload({"conditions": [{"type": "QuotaReserved", "status": "True"}]}), False),  # admission checks
     (kueue_workload({"conditions": [{"type": "Finished", "status": "True"}]}), False),

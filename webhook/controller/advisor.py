@@ -81,6 +81,7 @@ class Advisor:
         if key not in advisory.pending_gangs(members):
             with self._cache.lock:
                 self._cache.advised.pop(key, None)
+                self._cache.verdicts.pop(key, None)
             return
         first = self._cache.first_pod(key)
         owner = self._owners.top_owner(first) if first is not None else None
@@ -94,15 +95,25 @@ class Advisor:
         self._metrics.passes.inc()
         if advice is None:
             return
+        self._write(advice, owner)
+
+    def _write(self, advice: advisory.Advice, owner: TopOwner) -> None:
+        """Write ``advice`` on ``owner`` when its line changed: the annotation then, the Event only
+        when the verdict changed too (one Event per verdict: "fits now" with other nodes named as
+        the capacity moves is not a new Event; the annotation shows the latest line)."""
         with self._cache.lock:
-            if self._cache.advised.get(key) == advice.line:
+            if self._cache.advised.get(advice.gang) == advice.line:
                 return
-            self._cache.advised[key] = advice.line
-            siblings = {g: line for g, (ref, line) in self._cache.states.items() if g != key and ref == owner.ref}
+            new_verdict = self._cache.verdicts.get(advice.gang) != advice.verdict
+            self._cache.advised[advice.gang] = advice.line
+            self._cache.verdicts[advice.gang] = advice.verdict
+            siblings = {g: line for g, (ref, line) in self._cache.states.items()
+                        if g != advice.gang and ref == owner.ref}
         event, _ = advisory.advice_writes(advice, owner, siblings)
         log.info("%s", advice.line)
-        self._events.record(event)
-        self._owner_states.write(key, owner, advice.line)
+        if new_verdict:
+            self._events.record(event)
+        self._owner_states.write(advice.gang, owner, advice.line)
 
     def advise_kueue(self, key: str, workload: Mapping[str, Any]) -> None:
         """The second opinion on every gang of the pending Kueue Workload queued as ``key``
@@ -122,15 +133,7 @@ class Advisor:
                 if key not in self._cache.kueue_pending:  # admitted meanwhile: its opinion is moot
                     return
                 self._cache.kueue_gangs[advice.gang] = key
-                if self._cache.advised.get(advice.gang) == advice.line:
-                    continue
-                self._cache.advised[advice.gang] = advice.line
-                siblings = {g: line for g, (ref, line) in self._cache.states.items()
-                            if g != advice.gang and ref == owner.ref}
-            event, _ = advisory.advice_writes(advice, owner, siblings)
-            log.info("Kueue Workload %s: %s", key[len(KUEUE_KEY):], advice.line)
-            self._events.record(event)
-            self._owner_states.write(advice.gang, owner, advice.line)
+            self._write(advice, owner)
 
 
 class AdvisoryController(Controller):

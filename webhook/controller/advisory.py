@@ -11,9 +11,11 @@ Rules:
 * **Pending elsewhere** (:func:`pending_elsewhere`): a live pod (not terminated, not being deleted)
   that holds no node (no ``spec.nodeName``, not pinned by ``nodeSelector[kubernetes.io/hostname]``),
   is not held by this webhook's own gate (``segments.dev/placement``: the gating controller's), and
-  is held by another scheduler: a Kueue scheduling gate (``kueue.x-k8s.io/admission``: not admitted;
-  ``kueue.x-k8s.io/topology``: admitted, waiting for Kueue's TopologyUngater), or its condition
-  ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI: ``Unschedulable``).
+  is held by another scheduler: Kueue's admission gate (``kueue.x-k8s.io/admission``: not admitted),
+  or its condition ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI:
+  ``Unschedulable``). Kueue's TAS gate (``kueue.x-k8s.io/topology``) is not "pending": Kueue
+  admitted the gang with a topology assignment and its TopologyUngater releases the pods within
+  moments (beside a live Kueue, counting it gave every admitted gang a "fits now" Event, issue 36).
 * **A pending gang** (:func:`pending_gangs`): the pods of one gang key
   (:func:`webhook.controller.decision.gang_key_of`, from the pods' labels) that all exist and are
   all pending elsewhere. "All exist": as many live pods as their ``segments.dev/gang-size`` (written
@@ -71,9 +73,10 @@ __all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_GROUP", "KUEUE_WORKL
            "kueue_pending_since", "kueue_workload_pending", "kueue_workload_word", "owner_of_objects",
            "pending_elsewhere", "pending_gangs", "ref_of"]
 
-#: Kueue's scheduling gates: not admitted yet (pod group integration), admitted and waiting for its
-#: TopologyUngater (TAS). kubernetes-sigs/kueue ``pkg/controller/constants``.
-KUEUE_GATES = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
+#: Kueue's scheduling gate of a pod not admitted yet (pod group integration); its TAS gate
+#: ``kueue.x-k8s.io/topology`` (admitted, waiting for the TopologyUngater) is not one.
+#: kubernetes-sigs/kueue ``pkg/controller/constants``.
+KUEUE_GATES = ("kueue.x-k8s.io/admission",)
 #: Kueue's API group and the Workload version read (v1beta2: the storage version of kueue v0.17,
 #: ``apis/kueue/v1beta2/workload_types.go``, ``+kubebuilder:storageversion``).
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -349,6 +349,7 @@ class AdvisoryCache(ControllerCache):
         super().__init__(api_client, *args, **kwargs)
         self._api_client = api_client
         self.advised: dict[str, str] = {}
+        self.verdicts: dict[str, str] = {}  # gang -> the verdict of its last Event
         self.kueue_pending: dict[str, Mapping[str, Any]] = {}
         self.kueue_gangs: dict[str, str] = {}
         self._kueue_informer: SharedInformer | None = None
@@ -411,6 +412,7 @@ class AdvisoryCache(ControllerCache):
                 for gang in [g for g, k in self.kueue_gangs.items() if k == key]:
                     del self.kueue_gangs[gang]
                     self.advised.pop(gang, None)
+                    self.verdicts.pop(gang, None)
                     if gang not in self.gangs:
                         self.states.pop(gang, None)
         if pending:
@@ -445,4 +447,5 @@ class AdvisoryCache(ControllerCache):
         gone = super()._keep_member(key, ref, pod)
         if gone:
             self.advised.pop(key, None)
+            self.verdicts.pop(key, None)
         return gone
