@@ -804,6 +804,12 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
                         pending_since[job.name] = at
         result.advisory = advisory_figures(jobs, advisory, pending_since, result.misses, ready, samples, snapshots,
                                            bound_at)
+        with advisory.lock:
+            fitted = [job for _, job, reason, _ in sorted(advisory.events) if reason == FITS_REASON]
+        shown = next((j for j in fitted if j in result.misses), fitted[0] if fitted else None)
+        if shown is not None:  # one advised owner as `kubectl describe` shows it (its Events)
+            result.advisory["describe"] = cluster.kubectl("describe", "job", shown, "-n", NAMESPACE,
+                                                          check=False).stdout
     if errors:
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 
@@ -885,6 +891,9 @@ def table(results: list[Result], time_scale: float) -> str:
                         f"{a['events']} Events ({a['late']} 'fits' after the gang bound); "
                         f"advisor CPU/gang {r.cpu_per_gang('advisor'):.3f} s")
             rows.extend(f"  false fits: {item}" for item in a["false_fits"][:5])
+            if a.get("describe"):
+                rows.append(f"  kubectl describe of an advised Job ({r.target}):")
+                rows.extend(f"    {line}" for line in a["describe"].rstrip().splitlines())
             if a["unnamed"]:
                 rows.append(f"  misses not named: {', '.join(a['unnamed'][:10])}")
         for label, items in (("never placed", [f"{k}: {v or 'UNEXPLAINED (fits at the end; the target says nothing)'}"

@@ -97,6 +97,9 @@ def advice(size: int, extra: list[dict], pods: list[dict] | None = None) -> list
     (worker(0, 2, None, nodeName=None) | {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}, True),  # kube-scheduler, KAI
     (worker(0, 2, None), False),  # not reported unschedulable yet: no other scheduler holds it
+    # Kueue's TAS gate as kube-scheduler reports it: the gate's owner decides (live Kueue, issue 36)
+    (worker(0, 2, ["kueue.x-k8s.io/topology"]) | {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}, False),
     (worker(0, 2, ["segments.dev/placement"]), False),  # our own gate: the gating controller's gang
     (worker(0, 2, None, nodeName="n-r0-0"), False),  # bound
     (worker(0, 2, None, nodeSelector={"kubernetes.io/hostname": "n-r0-0"}), False),  # pinned (released)

@@ -12,8 +12,9 @@ Rules:
   that holds no node (no ``spec.nodeName``, not pinned by ``nodeSelector[kubernetes.io/hostname]``),
   is not held by this webhook's own gate (``segments.dev/placement``: the gating controller's), and
   is held by another scheduler: Kueue's admission gate (``kueue.x-k8s.io/admission``: not admitted),
-  or its condition ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI:
-  ``Unschedulable``). Kueue's TAS gate (``kueue.x-k8s.io/topology``) is not "pending": Kueue
+  or its condition ``PodScheduled`` is ``False`` for another reason than ``SchedulingGated``
+  (kube-scheduler with the Workload API, KAI: ``Unschedulable``; a gated pod's condition only
+  repeats its gate). Kueue's TAS gate (``kueue.x-k8s.io/topology``) is not "pending": Kueue
   admitted the gang with a topology assignment and its TopologyUngater releases the pods within
   moments (beside a live Kueue, counting it gave every admitted gang a "fits now" Event, issue 36).
 * **A pending gang** (:func:`pending_gangs`): the pods of one gang key
@@ -77,6 +78,9 @@ __all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_GROUP", "KUEUE_WORKL
 #: ``kueue.x-k8s.io/topology`` (admitted, waiting for the TopologyUngater) is not one.
 #: kubernetes-sigs/kueue ``pkg/controller/constants``.
 KUEUE_GATES = ("kueue.x-k8s.io/admission",)
+#: kube-scheduler's ``PodScheduled=False`` reason for a pod that still has a scheduling gate: the
+#: gate's owner decides, not kube-scheduler (k8s.io/api core/v1 ``PodReasonSchedulingGated``).
+SCHEDULING_GATED = "SchedulingGated"
 #: Kueue's API group and the Workload version read (v1beta2: the storage version of kueue v0.17,
 #: ``apis/kueue/v1beta2/workload_types.go``, ``+kubebuilder:storageversion``).
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -108,7 +112,7 @@ def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     return any(isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "False"
-               for c in (conditions if isinstance(conditions, list) else []))
+               and c.get("reason") != SCHEDULING_GATED for c in (conditions if isinstance(conditions, list) else []))
 
 
 def _size(pod: Mapping[str, Any]) -> int | None:
