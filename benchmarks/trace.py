@@ -576,17 +576,35 @@ class AdvisoryWatch:
 FITS_REASON = "SecondOpinionFitsNow"
 
 
+def bound_at_moment(at: float, times: Mapping[str, PodTimes], pods: Mapping[str, Mapping[str, Any]]
+                    ) -> dict[str, Mapping[str, Any]]:
+    """The pods that held a node at monotonic time ``at`` as the watch timed them (bound at or
+    before it, not finished by then), each as a running pod on its node: the cluster's occupancy at
+    that moment, between two samples."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, pod in pods.items():
+        t = times.get(name)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if t is None or t.bound is None or not node or t.bound > at or (t.finished is not None and t.finished <= at):
+            continue
+        out[name] = {**pod, "status": {"phase": "Running"}}
+    return out
+
+
 def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, pending_since: Mapping[str, float],
                      misses: Mapping[str, float], ready: Mapping[str, float], samples: list[tuple[float, dict]],
-                     snapshots: Snapshots, bound_at: Mapping[str, float]) -> dict[str, Any]:
+                     snapshots: Snapshots, bound_at: Mapping[str, float], times: Mapping[str, PodTimes],
+                     pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """The advisory controller's figures (module docstring, ``--advise``): ``named``: the greedy
     misses with a "fits now" Event before the gang's first pod was bound; ``to_event``: seconds
     from each advised gang becoming pending (``pending_since``) to its first Event after that;
     ``to_name``: per named miss, seconds from the later of pending and the snapshot where the
     benchmark first found its placement (``ready`` + ``misses``) to its "fits now" Event (0 when
     the Event came first: snapshots are ``--sample`` s apart); ``false_fits``: "fits now" Events
-    on a gang with no pod bound that neither sampled snapshot around the Event places (each a
-    sentence); ``late``: "fits now" Events received after a pod of the gang was bound."""
+    on a gang with no pod bound that ``place`` finds no placement for on the occupancy at the
+    moment the Event was seen (:func:`bound_at_moment`), nor on the sampled snapshot before it or
+    after it (the controller decided a little before its Event arrived; capacity moves in between),
+    each a sentence; ``late``: "fits now" Events received after a pod of the gang was bound."""
     by_name = {j.name: j for j in jobs}
     with watch.lock:
         events = sorted(watch.events)
@@ -595,7 +613,7 @@ def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, pending_since: 
     false_fits: list[str] = []
     late = 0
     moments = [moment for moment, _ in samples]
-    for at, job, reason, message in events:
+    for number, (at, job, reason, message) in enumerate(events):
         since = pending_since.get(job)
         if since is not None and at >= since:
             first_event.setdefault(job, at)
@@ -607,7 +625,8 @@ def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, pending_since: 
         fits_at.setdefault(job, at)
         index = max(0, next((i for i, m in enumerate(moments) if m > at), len(moments)) - 1)
         around = [i for i in (index, index + 1) if i < len(samples)]
-        if around and not any(fits(by_name[job], snapshots.at(i, samples[i][1])) for i in around):
+        if not fits(by_name[job], snapshots.at(-2 - number, bound_at_moment(at, times, pods))) and \
+                not any(fits(by_name[job], snapshots.at(i, samples[i][1])) for i in around):
             false_fits.append(f"{job} at +{at - moments[0]:.1f} s: {message[:160]}")
     named = {job: at for job, at in fits_at.items() if job in misses}
     to_name = [max(0.0, at - max(pending_since.get(job, ready.get(job, at)), ready.get(job, at) + misses[job]))
@@ -803,7 +822,7 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
                     if bound_at.get(job.name, float("inf")) > at:
                         pending_since[job.name] = at
         result.advisory = advisory_figures(jobs, advisory, pending_since, result.misses, ready, samples, snapshots,
-                                           bound_at)
+                                           bound_at, times, latest)
         with advisory.lock:
             fitted = [job for _, job, reason, _ in sorted(advisory.events) if reason == FITS_REASON]
         shown = next((j for j in fitted if j in result.misses), fitted[0] if fitted else None)
