@@ -102,24 +102,17 @@ class ControllerCache:
 
     def _add_informer(self, name: str, method: Callable[..., Any],
                       handle: Callable[[str, Mapping[str, Any]], None], counted: bool = True) -> SharedInformer:
-        """An informer of ``name`` listed and watched by ``method`` whose events go to ``handle``.
-        ``counted``: one of :attr:`informers` (added before :meth:`start`; :attr:`synced` waits
-        for its first list); else the caller starts and stops it."""
-        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
-                          reset_after=BACKOFF_RESET_SECONDS)
-        informer = SharedInformer(DictLister(method, name, self._mark_listed(name) if counted else lambda: None,
+        """An informer of ``name`` (``method`` lists and watches) whose events go to ``handle``;
+        ``counted``: in :attr:`informers`, so :attr:`synced` waits for it (else the caller runs it)."""
+        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
+        informer = SharedInformer(DictLister(method, name, (lambda: self._listed.add(name)) if counted else (lambda: None),
                                              self._stop, reachability=self._reachability, backoff=backoff))
-        if counted:
-            self.informers[name] = informer
+        self.informers.update({name: informer} if counted else {})
         for event in (ADDED, MODIFIED, DELETED):
             informer.add_event_handler(event, self._handler(handle, event, backoff))
         informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
         informer.add_event_handler(ERROR, self._on_error(name, backoff))
         return informer
-
-    def _mark_listed(self, name: str) -> Callable[[], None]:
-        """The list function's "listed once" callback of the ``name`` informer."""
-        return lambda: self._listed.add(name)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
