@@ -77,6 +77,10 @@ class Advisor:
             if workload is not None:
                 self.advise_kueue(key, workload)
                 return
+        with self._cache.lock:
+            kueue_gang = key in self._cache.kueue_gangs
+        if kueue_gang:  # its pending Kueue Workload advises it (queued with it), until admitted
+            return
         members = self._cache.members(key)
         if key not in advisory.pending_gangs(members):
             with self._cache.lock:
@@ -97,10 +101,11 @@ class Advisor:
             return
         self._write(advice, owner)
 
-    def _write(self, advice: advisory.Advice, owner: TopOwner) -> None:
+    def _write(self, advice: advisory.Advice, owner: TopOwner, kueue: str | None = None) -> None:
         """Write ``advice`` on ``owner`` when its line changed: the annotation then, the Event only
         when the verdict changed too (one Event per verdict: "fits now" with other nodes named as
-        the capacity moves is not a new Event; the annotation shows the latest line)."""
+        the capacity moves is not a new Event; the annotation shows the latest line). ``kueue``:
+        the pending Kueue Workload advised (``namespace/name``), named in the log line."""
         with self._cache.lock:
             if self._cache.advised.get(advice.gang) == advice.line:
                 return
@@ -110,7 +115,7 @@ class Advisor:
             siblings = {g: line for g, (ref, line) in self._cache.states.items()
                         if g != advice.gang and ref == owner.ref}
         event, _ = advisory.advice_writes(advice, owner, siblings)
-        log.info("%s", advice.line)
+        log.info("%s%s", "" if kueue is None else f"Kueue Workload {kueue}: ", advice.line)
         if new_verdict:
             self._events.record(event)
         self._owner_states.write(advice.gang, owner, advice.line)
@@ -133,7 +138,7 @@ class Advisor:
                 if key not in self._cache.kueue_pending:  # admitted meanwhile: its opinion is moot
                     return
                 self._cache.kueue_gangs[advice.gang] = key
-            self._write(advice, owner)
+            self._write(advice, owner, key[len(KUEUE_KEY):])
 
 
 class AdvisoryController(Controller):
