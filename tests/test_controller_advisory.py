@@ -378,3 +378,89 @@ def test_a_pending_kueue_workload_without_its_owner_says_so():
                    "kueue": {"workload": "ml/job-train-3f2a1", "says": KUEUE_SAYS},
                    "message": "Kueue Workload ml/job-train-3f2a1: its owner is not in the input; dump it with the "
                               "Workloads (kubectl get nodes,pods,workloads,<kind> -A -o yaml) or add it with -f"}
+
+
+# ----------------------------------------------------------------------------- the live step on a Kueue Workload
+class Recorded:
+    """The advisor's writers, recorded: Events and owner annotation lines."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self.lines: list[str] = []
+
+    def record(self, event) -> None:
+        self.events.append(event)
+
+    def write(self, key, owner, line) -> None:
+        self.lines.append(line)
+
+
+def kueue_advisor(extra: list[dict]):
+    """An Advisor on an AdvisoryCache fed by hand (no API server): NODES and ``extra`` pods charged,
+    the Job of ``suspended_job()`` as every Workload's top owner, the embedded cluster-topology."""
+    import threading
+
+    from kubernetes import client as k8s_client
+
+    from webhook.cluster.api_server import ApiServerReachability
+    from webhook.controller.advisor import Advisor
+    from webhook.controller.cache import AdvisoryCache
+    from webhook.controller.gang_metrics import Metrics
+    from webhook.controller.reconcile import TopOwner
+    from webhook.controller.settings import ControllerSettings
+    from webhook.core.topology import Topology
+    from webhook.placement.snapshot import Snapshot
+
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    queued: list[str] = []
+    cache = AdvisoryCache(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host), threading.Event(),
+                          queued.extend, lambda: None, lambda key: None)
+    for n in NODES:
+        cache.on_node("ADDED", n)
+    for p in extra:
+        cache.on_pod("ADDED", p)
+    owner = TopOwner(advisory_ref(suspended_job()), "jobs", suspended_job(), None)
+
+    class Owners:
+        def top_owner(self, obj):
+            return owner
+
+    written = Recorded()
+    advisor = Advisor(cache, Owners(), written, written,  # type: ignore[arg-type]
+                      ControllerSettings(identity="t", lease_namespace="ns", advise=True), Metrics())
+    topology = Topology("cluster-topology", ("topology.kubernetes.io/zone", "cloud.provider.com/topology-block", RACK,
+                                             "kubernetes.io/hostname"))
+    advisor.snapshot = lambda: Snapshot(topologies=[topology])  # type: ignore[method-assign]
+    return advisor, cache, queued, written
+
+
+def advisory_ref(obj):
+    from webhook.controller.advisory import ref_of
+
+    return ref_of(obj)
+
+
+def test_live_a_pending_kueue_workload_gets_one_event_however_often_it_is_queued():
+    """The Workload is queued as ``kueue/ml/job-train-3f2a1``; its gang ml/train fits (n-r0-0 busy).
+    One Event and one line. A pod landing on a node queues the advised gang key and the Workload
+    again: nothing new is written (issue 36: the pod step used to clear the gang's verdict, and
+    the next pass wrote another Event). Admitted, the Workload is forgotten."""
+    advisor, cache, queued, written = kueue_advisor([busy("b0", "n-r0-0")])
+    cache.on_workload("ADDED", kueue_workload())
+    assert queued[-1] == "kueue/ml/job-train-3f2a1"
+    advisor.advise("kueue/ml/job-train-3f2a1")
+    line = ("gang ml/train: fits now on free capacity: "
+            "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+            "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+    assert [(e.reason, e.message) for e in written.events] == [("SecondOpinionFitsNow", line)]
+    assert written.lines == [line]
+    queued.clear()
+    cache.on_pod("ADDED", busy("b9", "n-r0-0") | {"metadata": {"name": "b9", "namespace": "other"}})
+    assert sorted(queued) == ["kueue/ml/job-train-3f2a1", "ml/train"]
+    for key in queued:
+        advisor.advise(key)
+    advisor.advise("kueue/ml/job-train-3f2a1")
+    assert len(written.events) == 1 and written.lines == [line]
+    cache.on_workload("MODIFIED", kueue_workload(ADMITTED))
+    assert cache.kueue_pending == {} and cache.kueue_gangs == {} and "ml/train" not in cache.advised
