@@ -103,6 +103,8 @@ RUN_LABEL = schedulers.RUN_LABEL
 RUN_VALUE = "trace"
 NAMESPACE = schedulers.NAMESPACE
 TOPOLOGY_NAME = "cluster-topology"
+#: The targets ``--advise`` runs the advisory controller beside (another scheduler places their gangs).
+ADVISED_TARGETS = ("kueue", "workload-api")
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,33 @@ class PodTimes:
     bound: float | None = None
     running: float | None = None
     finished: float | None = None
+    unschedulable: float | None = None  # first seen PodScheduled=False
+
+
+def stream(cluster: local_cluster.LocalCluster, path: str, kind: str, observe, stopping: threading.Event,
+           ready: threading.Event) -> None:
+    """Watch ``path`` on the cluster's apiserver until ``stopping`` is set: ``observe(type, object)``
+    for each ADDED / MODIFIED / DELETED event of ``kind``; ``ready`` set once a watch is open. A
+    dropped watch is opened again (its ADDED events repeat: observers are idempotent)."""
+    context = ssl.create_default_context(cafile=str(cluster.dir / "pki" / "ca.crt"))
+    while not stopping.is_set():
+        connection = http.client.HTTPSConnection("127.0.0.1", cluster.state["ports"]["kube-apiserver"],
+                                                 context=context, timeout=3600)
+        try:
+            connection.request("GET", path, headers={"Authorization": f"Bearer {cluster.state['admin_token']}"})
+            response = connection.getresponse()
+            ready.set()
+            while not stopping.is_set():
+                line = response.readline()
+                if not line:
+                    break
+                event = json.loads(line)
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and event["object"].get("kind") == kind:
+                    observe(event["type"], event["object"])
+        except (OSError, http.client.HTTPException, ValueError):
+            time.sleep(0.5)
+        finally:
+            connection.close()
 
 
 class TraceWatch(threading.Thread):
@@ -335,6 +364,10 @@ class TraceWatch(threading.Thread):
             self.latest[name] = pod
             self.occupancy.update(pod)
             phase = (pod.get("status") or {}).get("phase")
+            if times.unschedulable is None and any(
+                    c.get("type") == "PodScheduled" and c.get("status") == "False"
+                    for c in (pod.get("status") or {}).get("conditions") or []):
+                times.unschedulable = now
             if times.bound is None and (pod.get("spec") or {}).get("nodeName"):
                 times.bound = self.last_change = now
             if times.running is None and phase == "Running":
@@ -343,26 +376,8 @@ class TraceWatch(threading.Thread):
                 times.finished = self.last_change = now
 
     def run(self) -> None:
-        context = ssl.create_default_context(cafile=str(self.cluster.dir / "pki" / "ca.crt"))
         path = f"/api/v1/namespaces/{NAMESPACE}/pods?watch=1&labelSelector={RUN_LABEL}%3D{RUN_VALUE}"
-        while not self.stopping.is_set():
-            connection = http.client.HTTPSConnection("127.0.0.1", self.cluster.state["ports"]["kube-apiserver"],
-                                                     context=context, timeout=3600)
-            try:
-                connection.request("GET", path, headers={"Authorization": f"Bearer {self.cluster.state['admin_token']}"})
-                response = connection.getresponse()
-                self.ready.set()
-                while not self.stopping.is_set():
-                    line = response.readline()
-                    if not line:
-                        break
-                    event = json.loads(line)
-                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED") and event["object"].get("kind") == "Pod":
-                        self.observe(event["type"], event["object"])
-            except (OSError, http.client.HTTPException, ValueError):
-                time.sleep(0.5)  # a dropped watch: watch again (its ADDED events are idempotent here)
-            finally:
-                connection.close()
+        stream(self.cluster, path, "Pod", self.observe, self.stopping, self.ready)
 
     def start_sampling(self) -> None:
         def loop() -> None:
@@ -484,6 +499,144 @@ def greedy_misses(jobs: list[TraceJob], ready: Mapping[str, float], samples: lis
     return missed, f"all {len(samples)} snapshots"
 
 
+# ------------------------------------------------------------------------------- the advisory controller
+#: The component name of ``segment-webhook controller --advise`` (``--advise``).
+ADVISOR = "segment-webhook-advisor"
+ADVISORY_OVERLAY = REPO / "deploy" / "overlays" / "advisory"
+ADVISORY_RBAC = ("Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+def start_advisor(cluster: local_cluster.LocalCluster) -> None:
+    """``segment-webhook controller --advise`` beside the target, as deploy/overlays/advisory runs
+    it: that overlay's controller RBAC applied (its ServiceAccount, ClusterRole with Kueue's
+    ``workloads`` get/list/watch, Lease Role), a token of its ServiceAccount, the Deployment's args
+    plus ``--kubeconfig`` and a loopback ``--metrics-port``; waits for ``/metrics``. Raises
+    ClusterError when it does not start."""
+    docs = [d for d in local_cluster.yaml.safe_load_all(cluster.kubectl("kustomize", str(ADVISORY_OVERLAY)).stdout) if d]
+    cluster.apply([d for d in docs if d["kind"] in ADVISORY_RBAC
+                   and (d["kind"] == "Namespace" or d["metadata"]["name"].startswith("segment-webhook-controller"))])
+    deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "segment-webhook-controller")
+    pod = deployment["spec"]["template"]["spec"]
+    namespace = deployment["metadata"]["namespace"]
+    token = cluster.kubectl("create", "token", pod["serviceAccountName"], "-n", namespace, "--duration", "24h").stdout.strip()
+    (cluster.dir / "advisor").mkdir(parents=True, exist_ok=True)
+    kubeconfig = cluster.dir / "advisor" / "kubeconfig"
+    local_cluster.write_kubeconfig(kubeconfig, f"https://127.0.0.1:{cluster.state['ports']['kube-apiserver']}",
+                                   cluster.dir / "pki" / "ca.crt", pod["serviceAccountName"], token)
+    port = local_cluster.free_port()
+    args = local_cluster.replace_flags(pod["containers"][0]["args"], {"--metrics-port": str(port)})
+    env = dict(os.environ, PYTHONPATH=str(REPO), POD_NAME=ADVISOR, POD_NAMESPACE=namespace)
+    process = cluster.start(ADVISOR, [sys.executable, "-m", "webhook.cli", *args, "--kubeconfig", str(kubeconfig)],
+                            env=env)
+    cluster.wait_until(ADVISOR, process, lambda: local_cluster._http_ok(port, "/metrics"), "serving /metrics")
+
+
+class AdvisoryWatch:
+    """What the advisory controller wrote and when (monotonic times): ``events``, one
+    ``(time, job, reason, message)`` per SecondOpinion* Event on a trace Job as seen (ADDED, or
+    MODIFIED with a higher ``count``); ``pending_since``: job -> when its Kueue Workload was first
+    seen pending (:func:`webhook.controller.advisory.kueue_workload_pending`)."""
+
+    def __init__(self, cluster: local_cluster.LocalCluster, kueue: bool):
+        self.events: list[tuple[float, str, str, str]] = []
+        self.pending_since: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        watches = [(f"/api/v1/namespaces/{NAMESPACE}/events?watch=1", "Event", self.on_event)]
+        if kueue:
+            watches.append((f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads?watch=1", "Workload",
+                            self.on_workload))
+        self.ready = [threading.Event() for _ in watches]
+        for (path, kind, observe), ready in zip(watches, self.ready):
+            threading.Thread(target=stream, args=(cluster, path, kind, observe, self.stopping, ready),
+                             daemon=True).start()
+
+    def on_event(self, kind: str, event: Mapping[str, Any]) -> None:
+        involved = event.get("involvedObject") or {}
+        reason = str(event.get("reason") or "")
+        if kind == "DELETED" or not reason.startswith("SecondOpinion") or involved.get("kind") != "Job":
+            return
+        name, count = event["metadata"]["name"], int(event.get("count") or 1)
+        with self.lock:
+            if self._counts.get(name, 0) >= count:
+                return
+            self._counts[name] = count
+            self.events.append((time.monotonic(), str(involved.get("name")), reason, str(event.get("message") or "")))
+
+    def on_workload(self, kind: str, workload: Mapping[str, Any]) -> None:
+        from webhook.controller.advisory import kueue_workload_pending
+
+        owners = [r for r in (workload["metadata"].get("ownerReferences") or []) if r.get("controller")]
+        if kind != "DELETED" and owners and kueue_workload_pending(workload):
+            with self.lock:
+                self.pending_since.setdefault(str(owners[0]["name"]), time.monotonic())
+
+
+FITS_REASON = "SecondOpinionFitsNow"
+
+
+def bound_at_moment(at: float, times: Mapping[str, PodTimes], pods: Mapping[str, Mapping[str, Any]]
+                    ) -> dict[str, Mapping[str, Any]]:
+    """The pods that held a node at monotonic time ``at`` as the watch timed them (bound at or
+    before it, not finished by then), each as a running pod on its node: the cluster's occupancy at
+    that moment, between two samples."""
+    out: dict[str, Mapping[str, Any]] = {}
+    for name, pod in pods.items():
+        t = times.get(name)
+        node = (pod.get("spec") or {}).get("nodeName")
+        if t is None or t.bound is None or not node or t.bound > at or (t.finished is not None and t.finished <= at):
+            continue
+        out[name] = {**pod, "status": {"phase": "Running"}}
+    return out
+
+
+def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, pending_since: Mapping[str, float],
+                     misses: Mapping[str, float], ready: Mapping[str, float], samples: list[tuple[float, dict]],
+                     snapshots: Snapshots, bound_at: Mapping[str, float], times: Mapping[str, PodTimes],
+                     pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The advisory controller's figures (module docstring, ``--advise``): ``named``: the greedy
+    misses with a "fits now" Event before the gang's first pod was bound; ``to_event``: seconds
+    from each advised gang becoming pending (``pending_since``) to its first Event after that;
+    ``to_name``: per named miss, seconds from the later of pending and the snapshot where the
+    benchmark first found its placement (``ready`` + ``misses``) to its "fits now" Event (0 when
+    the Event came first: snapshots are ``--sample`` s apart); ``false_fits``: "fits now" Events
+    on a gang with no pod bound that ``place`` finds no placement for on the occupancy at the
+    moment the Event was seen (:func:`bound_at_moment`), nor on the sampled snapshot before it or
+    after it (the controller decided a little before its Event arrived; capacity moves in between),
+    each a sentence; ``late``: "fits now" Events received after a pod of the gang was bound."""
+    by_name = {j.name: j for j in jobs}
+    with watch.lock:
+        events = sorted(watch.events)
+    first_event: dict[str, float] = {}
+    fits_at: dict[str, float] = {}
+    false_fits: list[str] = []
+    late = 0
+    moments = [moment for moment, _ in samples]
+    for number, (at, job, reason, message) in enumerate(events):
+        since = pending_since.get(job)
+        if since is not None and at >= since:
+            first_event.setdefault(job, at)
+        if reason != FITS_REASON or job not in by_name:
+            continue
+        if job in bound_at and bound_at[job] <= at:
+            late += 1
+            continue
+        fits_at.setdefault(job, at)
+        index = max(0, next((i for i, m in enumerate(moments) if m > at), len(moments)) - 1)
+        around = [i for i in (index, index + 1) if i < len(samples)]
+        if not fits(by_name[job], snapshots.at(-2 - number, bound_at_moment(at, times, pods))) and \
+                not any(fits(by_name[job], snapshots.at(i, samples[i][1])) for i in around):
+            false_fits.append(f"{job} at +{at - moments[0]:.1f} s: {message[:160]}")
+    named = {job: at for job, at in fits_at.items() if job in misses}
+    to_name = [max(0.0, at - max(pending_since.get(job, ready.get(job, at)), ready.get(job, at) + misses[job]))
+               for job, at in named.items()]
+    return {"found": len(misses), "named": len(named), "advised": len(first_event),
+            "to_event": [first_event[j] - pending_since[j] for j in first_event], "to_name": to_name,
+            "false_fits": false_fits, "late": late, "events": len(events),
+            "unnamed": sorted(set(misses) - set(named))}
+
+
 # ------------------------------------------------------------------------------- one target
 @dataclass
 class Result:
@@ -507,6 +660,7 @@ class Result:
     register_seconds: float = float("nan")
     ended: str = ""
     error: str = ""
+    advisory: dict[str, Any] = field(default_factory=dict)
 
     @property
     def explained(self) -> int:
@@ -583,6 +737,13 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
     watch.ready.wait(30)
     roles = {"webhook": ["segment-webhook"], "controller": controller_components(target, cluster),
              "kube-scheduler": ["kube-scheduler"], "kwok": [kwok.COMPONENT]}
+    advising = ADVISOR in cluster.state.get("components", [])
+    advisory = None
+    if advising:
+        roles["advisor"] = [ADVISOR]
+        advisory = AdvisoryWatch(cluster, kueue=target == "kueue")
+        for ready in advisory.ready:
+            ready.wait(30)
     cpu_before = {role: sum(cpu_seconds(cluster, c) for c in names) for role, names in roles.items()}
     submitted: dict[str, float] = {}
     errors: list[str] = []
@@ -644,8 +805,30 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         else:
             result.never_placed[job.name] = explain(job, final, pods_of.get(job.name, []), api)
     result.split_required, result.split_preferred = splits(jobs, list(latest.values()), node_labels)
-    result.misses, result.miss_scope = greedy_misses(jobs, in_hand(target, jobs, submitted, times, latest), samples,
-                                                     snapshots, args.grace, args.miss_budget)
+    ready = in_hand(target, jobs, submitted, times, latest)
+    result.misses, result.miss_scope = greedy_misses(jobs, ready, samples, snapshots, args.grace, args.miss_budget)
+    if advisory is not None:
+        advisory.stopping.set()
+        bound_at = {job: min(b) for job, pods in pods_of.items()
+                    if (b := [times[p["metadata"]["name"]].bound for p in pods if times[p["metadata"]["name"]].bound])}
+        if target == "kueue":
+            pending_since = dict(advisory.pending_since)
+        else:  # every pod of the gang reported unschedulable by kube-scheduler, none bound before
+            pending_since = {}
+            for job in jobs:
+                marks = [times[p["metadata"]["name"]].unschedulable for p in pods_of.get(job.name, [])]
+                if len(marks) >= job.pods and all(m is not None for m in marks):
+                    at = max(m for m in marks if m is not None)
+                    if bound_at.get(job.name, float("inf")) > at:
+                        pending_since[job.name] = at
+        result.advisory = advisory_figures(jobs, advisory, pending_since, result.misses, ready, samples, snapshots,
+                                           bound_at, times, latest)
+        with advisory.lock:
+            fitted = [job for _, job, reason, _ in sorted(advisory.events) if reason == FITS_REASON]
+        shown = next((j for j in fitted if j in result.misses), fitted[0] if fitted else None)
+        if shown is not None:  # one advised owner as `kubectl describe` shows it (its Events)
+            result.advisory["describe"] = cluster.kubectl("describe", "job", shown, "-n", NAMESPACE,
+                                                          check=False).stdout
     if errors:
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 
@@ -671,6 +854,8 @@ def run_target(target: str, jobs: list[TraceJob], dump: Path, work: Path, args: 
         result.register_seconds = time.monotonic() - registering
         if target == "kueue":
             local_cluster.kueue_queues(cluster, dump)
+        if args.advise and target in ADVISED_TARGETS:
+            start_advisor(cluster)
         time.sleep(5)  # the controllers' informers (ours, Kueue's) learn the nodes and queues
         measure(target, cluster, jobs, objects, args, result)
     except (local_cluster.ClusterError, OSError) as error:
@@ -715,6 +900,21 @@ def table(results: list[Result], time_scale: float) -> str:
         rows.append(f"{r.target}: up {r.up_seconds:.1f} s, {r.register_seconds:.1f} s to register the KWOK nodes; "
                     f"ended: {r.ended or '-'}; greedy misses over {r.miss_scope or '-'}"
                     + (f"; error: {r.error}" if r.error else ""))
+        if r.advisory:
+            a = r.advisory
+            rows.append(f"  advisory (controller --advise): greedy misses named {a['named']} of {a['found']} found; "
+                        f"first Event after pending p50 {percentile(a['to_event'], 0.5):.2f} s, "
+                        f"p99 {percentile(a['to_event'], 0.99):.2f} s over {a['advised']} gangs; misses named "
+                        f"p50 {percentile(a['to_name'], 0.5):.2f} s, p99 {percentile(a['to_name'], 0.99):.2f} s "
+                        f"after the placement was found; 'fits' that did not fit: {len(a['false_fits'])}; "
+                        f"{a['events']} Events ({a['late']} 'fits' after the gang bound); "
+                        f"advisor CPU/gang {r.cpu_per_gang('advisor'):.3f} s")
+            rows.extend(f"  false fits: {item}" for item in a["false_fits"][:5])
+            if a.get("describe"):
+                rows.append(f"  kubectl describe of an advised Job ({r.target}):")
+                rows.extend(f"    {line}" for line in a["describe"].rstrip().splitlines())
+            if a["unnamed"]:
+                rows.append(f"  misses not named: {', '.join(a['unnamed'][:10])}")
         for label, items in (("never placed", [f"{k}: {v or 'UNEXPLAINED (fits at the end; the target says nothing)'}"
                                                for k, v in r.never_placed.items()]),
                              ("split (required)", r.split_required), ("over-booked", list(r.over_booked.values())),
@@ -792,6 +992,9 @@ def parser() -> argparse.ArgumentParser:
                                                             "before its pending gang counts as a greedy miss")
     p.add_argument("--miss-budget", type=float, default=600, help="seconds of engine work the greedy-miss count may "
                                                                   "take per target")
+    p.add_argument("--advise", action="store_true",
+                   help="run `segment-webhook controller --advise` (deploy/overlays/advisory) beside the "
+                        + " and ".join(ADVISED_TARGETS) + " targets and report the greedy misses it names")
     p.add_argument("--work", type=Path, help="keep the dump and each control plane's logs here "
                                              "(default: a temporary directory, removed)")
     return p

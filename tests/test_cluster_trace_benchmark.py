@@ -1,9 +1,10 @@
 """The trace benchmark, CI size (marker ``cluster``; benchmarks/trace.py, issue 36 part 2): 128 KWOK
 nodes (1 zone, 2 blocks, 4 racks of 16 nodes of 8 GPUs), the default seeded trace of 16 gangs (4 to
 32 pods, arriving over 12 s, running 3 to 12 s) through ``gate``, ``kueue`` and ``workload-api`` in
-turn, each on its own control plane with KWOK. The issue's invariants are asserted for every
-target: 0 required segments or gangs split across domains, 0 nodes over-booked, every gang placed
-or explained; the figures are printed, not asserted."""
+turn, each on its own control plane with KWOK, and ``controller --advise`` beside kueue and
+workload-api (``--advise``). The issue's invariants are asserted for every target: 0 required
+segments or gangs split across domains, 0 nodes over-booked, every gang placed or explained; and
+0 "fits now" Events on a gang that did not fit; the figures are printed, not asserted."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_the_default_trace_keeps_every_invariant_under_each_target(tmp_path, cap
                                                and local_cluster.upstream_binary("kueue").is_file()
                                                and local_cluster.upstream_binary("kwok").is_file()):
         pytest.skip("trace benchmark: binaries not built (hack/local-cluster.sh build)")
-    args = bench.parser().parse_args(["--timeout", "120", "--idle", "45"])
+    args = bench.parser().parse_args(["--timeout", "120", "--idle", "45", "--advise"])
     cluster, shape = bench.Cluster(), bench.TraceShape()
     assert (cluster.node_count, shape.jobs) == (128, 16)
     with capsys.disabled():
@@ -45,3 +46,9 @@ def test_the_default_trace_keeps_every_invariant_under_each_target(tmp_path, cap
         assert result.over_booked == {}, (result.target, result.over_booked)
         assert result.placed >= 1, (result.target, result.ended)
         assert result.placed + result.explained == 16, (result.target, result.never_placed)
+    # the advisory controller beside kueue and workload-api (--advise): it never calls "fits" a gang
+    # that does not fit, and names no more misses than the benchmark found
+    for result in results[1:]:
+        assert result.advisory["false_fits"] == [], (result.target, result.advisory["false_fits"])
+        assert result.advisory["named"] <= result.advisory["found"], (result.target, result.advisory)
+    assert results[0].advisory == {}  # gate: no other scheduler to advise on

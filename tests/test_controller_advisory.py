@@ -17,7 +17,14 @@ import sys
 import pytest
 import yaml
 
-from webhook.controller.advisory import advice_documents, pending_elsewhere, pending_gangs
+from webhook.controller.advisory import (
+    advice_documents,
+    kueue_pending_since,
+    kueue_workload_pending,
+    kueue_workload_word,
+    pending_elsewhere,
+    pending_gangs,
+)
 from webhook.planning.freeing import read_occupants
 from webhook.planning.snapshot import snapshot_from_objects
 
@@ -86,10 +93,13 @@ def advice(size: int, extra: list[dict], pods: list[dict] | None = None) -> list
 # ----------------------------------------------------------------------------- which pods are pending elsewhere
 @pytest.mark.parametrize("pod, pending", [
     (worker(0, 2), True),  # Kueue: not admitted
-    (worker(0, 2, ["kueue.x-k8s.io/topology"]), True),  # Kueue TAS: admitted, not ungated yet
+    (worker(0, 2, ["kueue.x-k8s.io/topology"]), False),  # Kueue TAS: admitted, its ungater releases it
     (worker(0, 2, None, nodeName=None) | {"status": {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}, True),  # kube-scheduler, KAI
     (worker(0, 2, None), False),  # not reported unschedulable yet: no other scheduler holds it
+    # Kueue's TAS gate as kube-scheduler reports it: the gate's owner decides (live Kueue, issue 36)
+    (worker(0, 2, ["kueue.x-k8s.io/topology"]) | {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "SchedulingGated"}]}}, False),
     (worker(0, 2, ["segments.dev/placement"]), False),  # our own gate: the gating controller's gang
     (worker(0, 2, None, nodeName="n-r0-0"), False),  # bound
     (worker(0, 2, None, nodeSelector={"kubernetes.io/hostname": "n-r0-0"}), False),  # pinned (released)
@@ -268,3 +278,189 @@ def test_live_advisory_controller_writes_the_event_and_the_annotation_and_patche
         if ctl is not None:
             ctl.stop()
         server.close()
+
+
+# ----------------------------------------------------------------------------- Kueue's pending Workloads
+def suspended_job() -> dict:
+    """Job ml/train (4 pods of 1 GPU, segments of 2 in a rack, no gang level) as stored under target
+    kueue: the webhook's slice annotations on the template, suspended by Kueue, no pod."""
+    template_annotations = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-size": "2",
+                            "kai.scheduler/segment-topology-required-placement": RACK,
+                            "kueue.x-k8s.io/podset-slice-required-topology": RACK,
+                            "kueue.x-k8s.io/podset-slice-size": "2", "segments.dev/target": "kueue"}
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-job",
+                         "labels": {"kueue.x-k8s.io/queue-name": "user-queue", "segments.dev/target": "kueue"},
+                         "annotations": {"kai.scheduler/topology": "cluster-topology"}},
+            "spec": {"suspend": True, "completionMode": "Indexed", "completions": 4, "parallelism": 4,
+                     "template": {"metadata": {"annotations": template_annotations},
+                                  "spec": {"restartPolicy": "Never", "containers": [
+                                      {"name": "w", "image": "i", "resources": {"limits": {GPU: "1"}}}]}}}}
+
+
+#: Kueue's word when TAS finds no room (kueue v0.17 pkg/scheduler/flavorassigner/flavorassigner.go
+#: "couldn't assign flavors to pod set", pkg/cache/scheduler/tas_flavor_snapshot.go "allows to fit only").
+KUEUE_SAYS = ("couldn't assign flavors to pod set main: topology \"cluster-topology\" allows to fit only "
+              "1 out of 2 slice(s)")
+
+
+def kueue_workload(status: dict | None = None, **spec) -> dict:
+    """The kueue.x-k8s.io/v1beta2 Workload Kueue's Job integration makes for ``suspended_job()``
+    (apis/kueue/v1beta2/workload_types.go: one PodSet ``main`` of count 4, its template the Job's,
+    the topologyRequest built from the slice annotations), pending by default."""
+    job_ = suspended_job()
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "job-train-3f2a1", "namespace": "ml", "creationTimestamp": "2026-12-07T07:00:00Z",
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train",
+                                              "uid": "uid-job", "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"active": True, "queueName": "user-queue", "priority": 0, "podSets": [
+                {"name": "main", "count": 4, "template": job_["spec"]["template"],
+                 "topologyRequest": {"podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                                     "podSetSliceRequiredTopology": RACK, "podSetSliceSize": 2}}], **spec},
+            "status": status if status is not None else {"conditions": [
+                {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": KUEUE_SAYS,
+                 "lastTransitionTime": "2026-12-07T07:00:01Z"}]}}
+
+
+ADMITTED = {"admission": {"clusterQueue": "cluster-queue", "podSetAssignments": [{"name": "main", "count": 4}]},
+            "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"},
+                           {"type": "Admitted", "status": "True", "reason": "Admitted"}]}
+
+
+@pytest.mark.parametrize("workload, pending", [
+    (kueue_workload(), True),  # QuotaReserved False: Kueue's "couldn't assign flavors"
+    (kueue_workload({}), False),  # Kueue has not tried it yet: most are admitted within milliseconds
+    (kueue_workload(ADMITTED), False),
+    (kueue_workload({"conditions": [{"type": "QuotaReserved", "status": "True"}]}), False),  # admission checks
+    (kueue_workload({"conditions": [{"type": "Finished", "status": "True"}]}), False),
+    (kueue_workload(active=False), False),  # deactivated
+    (kueue_workload() | {"apiVersion": "scheduling.k8s.io/v1alpha2"}, False),  # the Workload API's kind
+])
+def test_kueue_workload_pending(workload, pending):
+    assert kueue_workload_pending(workload) is pending
+
+
+def test_kueue_pending_since_and_word():
+    assert kueue_pending_since(kueue_workload()) == "2026-12-07T07:00:01Z"
+    assert kueue_pending_since(kueue_workload({})) == "2026-12-07T07:00:00Z"
+    assert kueue_workload_word(kueue_workload()) == KUEUE_SAYS
+    assert kueue_workload_word(kueue_workload({})) == ""
+
+
+def test_a_pending_kueue_workload_gets_the_second_opinion_on_its_job():
+    """No pod exists (Kueue keeps the Job suspended): the gang is the Job's, as place expands it.
+    n-r0-0 busy: r1 and r2 each hold a segment of 2, so it fits now although Kueue says 1 of 2."""
+    extra = [busy("b0", "n-r0-0")]
+    docs = advice_documents([], [kueue_workload(), suspended_job()], snapshot_from_objects(NODES + extra), {})
+    line = ("gang ml/train: fits now on free capacity: "
+            "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+            "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+    assert docs == [{"gang": "ml/train", "owner": "Job ml/train", "verdict": "fits",
+                     "event": {"type": "Warning", "reason": "SecondOpinionFitsNow", "message": line},
+                     "annotation": {"segments.dev/gang-state": line},
+                     "kueue": {"workload": "ml/job-train-3f2a1", "says": KUEUE_SAYS}}]
+
+
+def test_a_pending_kueue_workload_waiting_and_admitted():
+    """n-r0-0 and n-r1-0 busy: only r2 holds a segment: waiting (never "fits"); admitted: no advice."""
+    extra = [busy("b0", "n-r0-0"), busy("b1", "n-r1-0")]
+    snapshot = snapshot_from_objects(NODES + extra)
+    [doc] = advice_documents([], [kueue_workload(), suspended_job()], snapshot, {})
+    assert (doc["verdict"], doc["event"]["message"]) == ("waiting-for-capacity", (
+        "gang ml/train: waiting for capacity: nvidia.com/gpu in cloud.provider.com/topology-rack r2 "
+        "(room for 2 of 4 pods like ml/train-0 there now; it fits when those nodes are free)"))
+    assert advice_documents([], [kueue_workload(ADMITTED), suspended_job()], snapshot, {}) == []
+
+
+def test_a_pending_kueue_workload_without_its_owner_says_so():
+    [doc] = advice_documents([], [kueue_workload()], snapshot_from_objects(NODES), {})
+    assert doc == {"gang": None, "owner": None, "verdict": "error",
+                   "kueue": {"workload": "ml/job-train-3f2a1", "says": KUEUE_SAYS},
+                   "message": "Kueue Workload ml/job-train-3f2a1: its owner is not in the input; dump it with the "
+                              "Workloads (kubectl get nodes,pods,workloads,<kind> -A -o yaml) or add it with -f"}
+
+
+# ----------------------------------------------------------------------------- the live step on a Kueue Workload
+class Recorded:
+    """The advisor's writers, recorded: Events and owner annotation lines."""
+
+    def __init__(self) -> None:
+        self.events: list = []
+        self.lines: list[str] = []
+
+    def record(self, event) -> None:
+        self.events.append(event)
+
+    def write(self, key, owner, line) -> None:
+        self.lines.append(line)
+
+
+def kueue_advisor(extra: list[dict]):
+    """An Advisor on an AdvisoryCache fed by hand (no API server): NODES and ``extra`` pods charged,
+    the Job of ``suspended_job()`` as every Workload's top owner, the embedded cluster-topology."""
+    import threading
+
+    from kubernetes import client as k8s_client
+
+    from webhook.cluster.api_server import ApiServerReachability
+    from webhook.controller.advisor import Advisor
+    from webhook.controller.cache import AdvisoryCache
+    from webhook.controller.gang_metrics import Metrics
+    from webhook.controller.settings import ControllerSettings
+    from webhook.gating.reconcile import TopOwner
+    from webhook.planning.snapshot import Snapshot
+    from webhook.topology.objects import Topology
+
+    cfg = k8s_client.Configuration()
+    cfg.host = "https://127.0.0.1:1"
+    queued: list[str] = []
+    cache = AdvisoryCache(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host), threading.Event(),
+                          queued.extend, lambda: None, lambda key: None)
+    for n in NODES:
+        cache.on_node("ADDED", n)
+    for p in extra:
+        cache.on_pod("ADDED", p)
+    owner = TopOwner(advisory_ref(suspended_job()), "jobs", suspended_job(), None)
+
+    class Owners:
+        def top_owner(self, obj):
+            return owner
+
+    written = Recorded()
+    advisor = Advisor(cache, Owners(), written, written,  # type: ignore[arg-type]
+                      ControllerSettings(identity="t", lease_namespace="ns", advise=True), Metrics())
+    topology = Topology("cluster-topology", ("topology.kubernetes.io/zone", "cloud.provider.com/topology-block", RACK,
+                                             "kubernetes.io/hostname"))
+    advisor.snapshot = lambda: Snapshot(topologies=[topology])  # type: ignore[method-assign]
+    return advisor, cache, queued, written
+
+
+def advisory_ref(obj):
+    from webhook.controller.advisory import ref_of
+
+    return ref_of(obj)
+
+
+def test_live_a_pending_kueue_workload_gets_one_event_however_often_it_is_queued():
+    """The Workload is queued as ``kueue/ml/job-train-3f2a1``; its gang ml/train fits (n-r0-0 busy).
+    One Event and one line. A pod landing on a node queues the advised gang key and the Workload
+    again: nothing new is written (issue 36: the pod step used to clear the gang's verdict, and
+    the next pass wrote another Event). Admitted, the Workload is forgotten."""
+    advisor, cache, queued, written = kueue_advisor([busy("b0", "n-r0-0")])
+    cache.on_workload("ADDED", kueue_workload())
+    assert queued[-1] == "kueue/ml/job-train-3f2a1"
+    advisor.advise("kueue/ml/job-train-3f2a1")
+    line = ("gang ml/train: fits now on free capacity: "
+            "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+            "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+    assert [(e.reason, e.message) for e in written.events] == [("SecondOpinionFitsNow", line)]
+    assert written.lines == [line]
+    queued.clear()
+    cache.on_pod("ADDED", busy("b9", "n-r0-0") | {"metadata": {"name": "b9", "namespace": "other"}})
+    assert sorted(queued) == ["kueue/ml/job-train-3f2a1", "ml/train"]
+    for key in queued:
+        advisor.advise(key)
+    advisor.advise("kueue/ml/job-train-3f2a1")
+    assert len(written.events) == 1 and written.lines == [line]
+    cache.on_workload("MODIFIED", kueue_workload(ADMITTED))
+    assert cache.kueue_pending == {} and cache.kueue_gangs == {} and "ml/train" not in cache.advised

@@ -212,6 +212,20 @@ def test_controller_enabled_renders_the_with_controller_overlay(helm, kubectl):
     assert_same_objects(helm_docs, kustomize(kubectl, DEPLOY / "overlays" / "with-controller"))
 
 
+def test_controller_advise_renders_the_advisory_overlay(helm, kubectl):
+    """controller.advise (DESIGN.md §13, issue 36): the controller runs --advise, the webhook gates no
+    pod, the controller may read Kueue's Workloads: the same objects as deploy/overlays/advisory."""
+    helm_docs = without_helm_additions(helm.template("--set", "controller.enabled=true", "--set", "controller.advise=true"))
+    assert_same_objects(helm_docs, kustomize(kubectl, DEPLOY / "overlays" / "advisory"))
+    role = next(d for d in helm_docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "segment-webhook-controller")
+    assert role["rules"][-1] == {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"],
+                                 "verbs": ["get", "list", "watch"]}
+    controller = next(d for d in helm_docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "segment-webhook-controller")
+    assert controller["spec"]["template"]["spec"]["containers"][0]["args"][-1] == "--advise"
+    webhook = next(d for d in helm_docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "segment-webhook")
+    assert "SEGMENT_WEBHOOK_GATE_PODS" not in [e["name"] for e in webhook["spec"]["template"]["spec"]["containers"][0]["env"]]
+
+
 def test_self_signed_renders_the_self_signed_overlay_with_the_same_files(helm, kubectl, tmp_path):
     copy = tmp_path / "deploy"
     shutil.copytree(DEPLOY, copy, ignore=shutil.ignore_patterns("*.crt", "*.key", "helm"))

@@ -218,7 +218,7 @@ def test_libyaml_nesting_limit_error_becomes_nested_too_deeply(monkeypatch):
     def limit(*_args, **_kwargs):
         raise yaml.scanner.ScannerError("while increasing flow level", None,
                                         "exceeded maximum nesting depth", None)
-    monkeypatch.setattr(yaml, "load_all", limit)  # the module webhook.manifests reads with
+    monkeypatch.setattr(yaml, "load_all", limit)  # the module webhook.planning.manifests reads with
     with pytest.raises(ManifestError) as caught:
         manifests.parse_documents("kind: Pod\n", "deep.yaml")
     assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"

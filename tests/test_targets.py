@@ -138,6 +138,54 @@ def test_user_kueue_annotation_that_agrees_is_kept():
     assert d.allowed, d.message
 
 
+K_UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
+
+
+def kueue_started(stored: dict, gate: bool = True) -> dict:
+    """``stored`` (a suspended Job as admitted under target kueue) as Kueue's job reconciler sends it
+    when it starts the job after admitting its Workload with a topology assignment whose PodSet asked
+    for slices only: kueue v0.17 ``pkg/podset/podset.go`` ``FromAssignment`` merges the annotation
+    ``podset-unconstrained-topology: "true"``, the ``kueue.x-k8s.io/topology`` scheduling gate and the
+    flavor's node labels into the template, and ``spec.suspend`` becomes false."""
+    import copy
+
+    started = copy.deepcopy(stored)
+    template = started["spec"]["template"]
+    template["metadata"]["annotations"][K_UNCONSTRAINED] = "true"
+    template["spec"]["nodeSelector"] = {"node-group": "gpu"}
+    if gate:
+        template["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/topology"}]
+    started["spec"]["suspend"] = False
+    return started
+
+
+def test_kueue_starting_an_admitted_slice_only_job_is_allowed():
+    """Issue 36: the trace's 3 Jobs with a segment level and no gang level were admitted by Kueue
+    and never started: the webhook denied Kueue's own UPDATE (rule target-cannot-express) and the
+    Job stayed suspended. The webhook writes only the slice keys for them (no PodSet level)."""
+    obj = job(wl_req=None)
+    obj["spec"]["suspend"] = True
+    created = run(obj)
+    assert created.allowed, created.message
+    stored = jsonpatch.apply_patch(obj, created.patch)
+    assert {k: v for k, v in stored["spec"]["template"]["metadata"]["annotations"].items()
+            if k.startswith("kueue.x-k8s.io/")} == {K_SLICE: RACK, K_SIZE: "4"}
+    started = kueue_started(stored)
+    d = run(started, operation="UPDATE", old=stored, user="system:serviceaccount:kueue-system:kueue-controller-manager")
+    assert d.allowed, d.message
+    assert K_UNCONSTRAINED in template_annotations(started, d, "spec", "template")
+    # without Kueue's gate it is a user's key, and it still disagrees: Kueue would read the PodSet
+    # level as the lowest one, below the slices, and never admit
+    user = run(kueue_started(stored, gate=False), operation="UPDATE", old=stored)
+    assert [v.rule for v in user.violations] == ["target-cannot-express"]
+    assert f"annotations[{K_UNCONSTRAINED}] = \"true\"" in user.message
+    # with a gang level the webhook writes podset-required-topology: Kueue injects nothing, and
+    # the key, if there, disagrees
+    levelled = jsonpatch.apply_patch(job(), run(job()).patch)
+    assert [v.rule for v in run(kueue_started(levelled), operation="UPDATE", old=levelled).violations] == [
+        "target-cannot-express"]
+
+
 def test_unknown_target_label_is_denied_and_gate_needs_gate_pods():
     d = run(job(labels={TARGET: "volcano"}))
     assert [v.rule for v in d.violations] == ["target-unknown"]

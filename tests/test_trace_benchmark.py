@@ -172,6 +172,33 @@ def test_no_greedy_miss_when_the_gang_is_placed_in_time_or_does_not_fit():
     assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=2.0, budget=60)[0] == {"g": 7.5}
 
 
+class FakeAdvisoryWatch:
+    def __init__(self, events):
+        import threading
+
+        self.events, self.lock = events, threading.Lock()
+
+
+def test_advisory_figures_name_misses_time_them_and_catch_a_fits_that_did_not_fit():
+    """--advise: gang g (pending from 10.0, its placement found at 10.0: a greedy miss) gets "fits
+    now" at 10.4: named, 0.4 s after. Gang h gets "fits now" at 12.0 while x-0 holds node n0 (bound
+    at 11.0): h, 4 whole nodes of a 4-node rack, does not fit then, nor in the samples around: a
+    false "fits". A "fits" received after the gang's first pod was bound is late, not judged."""
+    snapshots, g = greedy_fixture()
+    h = bench.TraceJob("h", 0, 4, 8, 2, RACK, True, 5)
+    busy = {"x-0": pod("x", 0, "n0")}
+    samples = [(10.0, {}), (11.5, busy), (12.5, busy)]
+    fits, says = bench.FITS_REASON, "gang default/{}: fits now on free capacity: ..."
+    watch = FakeAdvisoryWatch([(10.4, "g", fits, says.format("g")), (12.0, "h", fits, says.format("h")),
+                               (13.0, "g", fits, says.format("g"))])
+    figures = bench.advisory_figures([g, h], watch, {"g": 10.0}, {"g": 1.0}, {"g": 9.0}, samples, snapshots,
+                                     {"g": 12.8}, {"x-0": bench.PodTimes(11.0, bound=11.0)}, busy)
+    assert figures["to_event"] == [pytest.approx(0.4)] and figures["to_name"] == [pytest.approx(0.4)]
+    assert {k: figures[k] for k in ("found", "named", "advised", "late", "events", "unnamed", "false_fits")} == {
+        "found": 1, "named": 1, "advised": 1, "late": 1, "events": 3, "unnamed": [],
+        "false_fits": ["h at +2.0 s: gang default/h: fits now on free capacity: ..."]}
+
+
 # ------------------------------------------------------------------------------- hack/kwok.py
 GENERAL_POD_COMPLETE: dict = {
     # the shape of KWOK v0.8.0 kustomize/stage/pod/general/pod-complete.yaml (template shortened)

@@ -43,7 +43,14 @@ from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
 from webhook.admission.workload_plan import Plan
 from webhook.kube import kai_scheduler
-from webhook.kube.kueue import KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_SLICE_REQUIRED, KUEUE_SLICE_SIZE, KUEUE_TAS_KEYS
+from webhook.kube.kueue import (
+    KUEUE_PREFERRED,
+    KUEUE_REQUIRED,
+    KUEUE_SLICE_REQUIRED,
+    KUEUE_SLICE_SIZE,
+    KUEUE_TAS_KEYS,
+    KUEUE_UNCONSTRAINED,
+)
 from webhook.kube.segments_dev import TARGET_KEY
 from webhook.text.messages import key_field, plural, quote
 
@@ -248,7 +255,9 @@ def kueue_entries(kind: str, obj: Mapping[str, Any], unit: Plan, name: str | Non
                                    f"choose {other_targets(settings)} for this kind")
     if not wanted or where is None:
         return []
-    _check_user_kueue_keys(where.field, where.values, wanted, decision, _users_own_podset_level(unit, where.values, wanted))
+    kept = _users_own_podset_level(unit, where.values, wanted) or _kueues_own_unconstrained(obj, where.container,
+                                                                                             where.values, wanted)
+    _check_user_kueue_keys(where.field, where.values, wanted, decision, kept)
     _kueue_other_podsets(kind, unit, required or preferred, decision)
     return [(where.container, "annotations", {**wanted, TARGET_KEY: KUEUE})]
 
@@ -363,12 +372,50 @@ def _users_own_podset_level(unit: Plan, values: Mapping[str, str], wanted: Mappi
     return keys_written[0]
 
 
+#: The scheduling gate Kueue adds to a PodSet's template when it starts a job it admitted with a
+#: topology assignment (kueue v0.17 ``apis/kueue/v1beta2/topology_types.go`` TopologySchedulingGate).
+KUEUE_TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+
+
+def _template_at(obj: Mapping[str, Any], container: Sequence[str]) -> Mapping[str, Any]:
+    """The object at JSON Pointer parts ``container`` of ``obj`` (a PodTemplateSpec), ``{}`` when absent."""
+    node: Any = obj
+    for part in container:
+        if isinstance(node, Mapping):
+            node = node.get(part)
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return {}
+    return node if isinstance(node, Mapping) else {}
+
+
+def _kueues_own_unconstrained(obj: Mapping[str, Any], container: Sequence[str], values: Mapping[str, str],
+                              wanted: Mapping[str, str]) -> str | None:
+    """``podset-unconstrained-topology`` when Kueue itself wrote it: when Kueue starts a job it
+    admitted with a topology assignment whose PodSet asked for slices only (no required, preferred or
+    unconstrained level: the segment keys give no workload level, so the webhook wrote none), it
+    writes ``"true"`` on the template together with its ``kueue.x-k8s.io/topology`` scheduling gate
+    (kueue v0.17 ``pkg/podset/podset.go`` ``FromAssignment``: "for implicit TAS we inject the
+    unconstrained topology"), and Kueue itself reads a slice-only request as unconstrained
+    (``pkg/cache/scheduler/tas_flavor_snapshot.go`` ``isSliceTopologyOnlyRequest``). Denying that
+    UPDATE left the admitted job suspended forever (issue 36: the trace's 3 gangs without a gang
+    level). Written by a user at CREATE (no gate), the key still disagrees: Kueue would then read
+    the PodSet's level as the lowest one, below the slices, and never admit. ``None`` otherwise."""
+    if KUEUE_REQUIRED in wanted or KUEUE_PREFERRED in wanted or values.get(KUEUE_UNCONSTRAINED) != "true":
+        return None
+    spec = _template_at(obj, container).get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    names = {g.get("name") for g in gates if isinstance(g, Mapping)} if isinstance(gates, list) else set()
+    return KUEUE_UNCONSTRAINED if KUEUE_TOPOLOGY_GATE in names else None
+
+
 def _check_user_kueue_keys(field: str, values: Mapping[str, str], wanted: Mapping[str, str],
                            decision: Decision, kept: str | None = None) -> None:
     """A Kueue TAS annotation the user wrote on the template must say what the webhook writes
     (DESIGN.md §4.5: never overwritten, never silently doubled; Kueue also reads a present key
     whatever its value, so ``"false"`` counts). ``kept``: the user's own PodSet-level key that
-    :func:`_users_own_podset_level` keeps."""
+    :func:`_users_own_podset_level` keeps, or Kueue's own :func:`_kueues_own_unconstrained`."""
     for key in KUEUE_TAS_KEYS:
         if key != kept and key in values and values[key] != wanted.get(key):
             fix = f"remove it (the webhook writes {key}={wanted[key]})" if key in wanted else \

@@ -5,7 +5,8 @@ only: no pod is patched or deleted (RBAC: no pod ``patch``/``delete``).
 
 The verdict is :func:`webhook.controller.advisory.advise` (pure; ``controller --once --advise`` runs
 it on a dump). This module is its adapter on the runner's parts: the cache (pods, capacity ledger,
-Topologies), the owner reader, the event recorder and the owner annotation writer;
+Topologies, Kueue's pending Workloads), the owner reader, the event recorder and the owner
+annotation writer;
 :class:`AdvisoryController` is the runner's :class:`~webhook.controller.runner.Controller` whose
 reconcile of a gang is this step (the informers, work queue, Lease and metrics are the same).
 """
@@ -13,10 +14,11 @@ reconcile of a gang is this step (the informers, work queue, Lease and metrics a
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from webhook.controller import advisory
-from webhook.controller.cache import AdvisoryCache
+from webhook.controller.cache import KUEUE_KEY, AdvisoryCache
 from webhook.controller.events import EventRecorder
 from webhook.controller.gang_metrics import Metrics
 from webhook.controller.owners import OwnerResolver
@@ -47,10 +49,11 @@ class Advisor:
         self._owner_states, self._settings, self._metrics = owner_states, settings, metrics
 
     def pending_gangs(self) -> list[str]:
-        """Every gang with a pod pending under another scheduler (queued on leadership and resync)."""
+        """Every gang with a pod pending under another scheduler and every pending Kueue Workload
+        (queued on leadership and resync)."""
         with self._cache.lock:
             return [k for k, pods in self._cache.gangs.items()
-                    if any(advisory.pending_elsewhere(p) for p in pods.values())]
+                    if any(advisory.pending_elsewhere(p) for p in pods.values())] + list(self._cache.kueue_pending)
 
     def snapshot(self) -> Snapshot:
         """The known Topologies (the what-if's catalog); the nodes come from :meth:`index_for`."""
@@ -68,10 +71,21 @@ class Advisor:
         """When gang ``key`` is pending under another scheduler, its second opinion on the cache's
         snapshot, written (one Event, the owner's annotation) when it changed. A gang whose top
         owner cannot be read gets none (the what-if needs the workload): logged."""
+        if key.startswith(KUEUE_KEY):
+            with self._cache.lock:
+                workload = self._cache.kueue_pending.get(key)
+            if workload is not None:
+                self.advise_kueue(key, workload)
+                return
+        with self._cache.lock:
+            kueue_gang = key in self._cache.kueue_gangs
+        if kueue_gang:  # its pending Kueue Workload advises it (queued with it), until admitted
+            return
         members = self._cache.members(key)
         if key not in advisory.pending_gangs(members):
             with self._cache.lock:
                 self._cache.advised.pop(key, None)
+                self._cache.verdicts.pop(key, None)
             return
         first = self._cache.first_pod(key)
         owner = self._owners.top_owner(first) if first is not None else None
@@ -85,15 +99,46 @@ class Advisor:
         self._metrics.passes.inc()
         if advice is None:
             return
+        self._write(advice, owner)
+
+    def _write(self, advice: advisory.Advice, owner: TopOwner, kueue: str | None = None) -> None:
+        """Write ``advice`` on ``owner`` when its line changed: the annotation then, the Event only
+        when the verdict changed too (one Event per verdict: "fits now" with other nodes named as
+        the capacity moves is not a new Event; the annotation shows the latest line). ``kueue``:
+        the pending Kueue Workload advised (``namespace/name``), named in the log line."""
         with self._cache.lock:
-            if self._cache.advised.get(key) == advice.line:
+            if self._cache.advised.get(advice.gang) == advice.line:
                 return
-            self._cache.advised[key] = advice.line
-            siblings = {g: line for g, (ref, line) in self._cache.states.items() if g != key and ref == owner.ref}
+            new_verdict = self._cache.verdicts.get(advice.gang) != advice.verdict
+            self._cache.advised[advice.gang] = advice.line
+            self._cache.verdicts[advice.gang] = advice.verdict
+            siblings = {g: line for g, (ref, line) in self._cache.states.items()
+                        if g != advice.gang and ref == owner.ref}
         event, _ = advisory.advice_writes(advice, owner, siblings)
-        log.info("%s", advice.line)
-        self._events.record(event)
-        self._owner_states.write(key, owner, advice.line)
+        log.info("%s%s", "" if kueue is None else f"Kueue Workload {kueue}: ", advice.line)
+        if new_verdict:
+            self._events.record(event)
+        self._owner_states.write(advice.gang, owner, advice.line)
+
+    def advise_kueue(self, key: str, workload: Mapping[str, Any]) -> None:
+        """The second opinion on every gang of the pending Kueue Workload queued as ``key``
+        (:func:`webhook.controller.advisory.advise_owner` on its top owner, which has no pod yet),
+        each written (one Event, the owner's annotation) when its line changed. A Workload whose
+        top owner cannot be read gets none (logged)."""
+        owner = self._owners.top_owner(workload)
+        if owner is None:
+            log.info("Kueue Workload %s is pending, but its top owner workload cannot be read: no second opinion",
+                     key[len(KUEUE_KEY):])
+            return
+        advices = advisory.advise_owner(owner.obj, self.snapshot(), {}, self._settings.default_topology,
+                                        index_for=self.index_for)
+        self._metrics.passes.inc()
+        for advice in advices:
+            with self._cache.lock:
+                if key not in self._cache.kueue_pending:  # admitted meanwhile: its opinion is moot
+                    return
+                self._cache.kueue_gangs[advice.gang] = key
+            self._write(advice, owner, key[len(KUEUE_KEY):])
 
 
 class AdvisoryController(Controller):

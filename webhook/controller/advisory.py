@@ -11,9 +11,12 @@ Rules:
 * **Pending elsewhere** (:func:`pending_elsewhere`): a live pod (not terminated, not being deleted)
   that holds no node (no ``spec.nodeName``, not pinned by ``nodeSelector[kubernetes.io/hostname]``),
   is not held by this webhook's own gate (``segments.dev/placement``: the gating controller's), and
-  is held by another scheduler: a Kueue scheduling gate (``kueue.x-k8s.io/admission``: not admitted;
-  ``kueue.x-k8s.io/topology``: admitted, waiting for Kueue's TopologyUngater), or its condition
-  ``PodScheduled`` is ``False`` (kube-scheduler with the Workload API, KAI: ``Unschedulable``).
+  is held by another scheduler: Kueue's admission gate (``kueue.x-k8s.io/admission``: not admitted),
+  or its condition ``PodScheduled`` is ``False`` for another reason than ``SchedulingGated``
+  (kube-scheduler with the Workload API, KAI: ``Unschedulable``; a gated pod's condition only
+  repeats its gate). Kueue's TAS gate (``kueue.x-k8s.io/topology``) is not "pending": Kueue
+  admitted the gang with a topology assignment and its TopologyUngater releases the pods within
+  moments (beside a live Kueue, counting it gave every admitted gang a "fits now" Event, issue 36).
 * **A pending gang** (:func:`pending_gangs`): the pods of one gang key
   (:func:`webhook.gating.decision.gang_key_of`, from the pods' labels) that all exist and are
   all pending elsewhere. "All exist": as many live pods as their ``segments.dev/gang-size`` (written
@@ -25,6 +28,18 @@ Rules:
   owner's other gangs stay where they run, charged in the snapshot), on the snapshot every bound or
   pinned pod is charged to; its line is :func:`webhook.planning.whatif.second_opinion` (the one
   home of the text). "Fits" is said only when the engine placed the gang on that snapshot.
+* **Kueue's pending Workloads** (:func:`kueue_workload_pending`): under Kueue a Job, JobSet,
+  PyTorchJob... stays suspended, without pods, until its ``workloads.kueue.x-k8s.io`` is admitted,
+  so its gang is read from the Workload instead of pods: a Workload Kueue tried and did not admit
+  (no ``status.admission``; condition ``QuotaReserved`` ``False``, which Kueue's scheduler sets with
+  its reason when it cannot admit, ``pkg/scheduler/scheduler.go``: "couldn't assign flavors ...
+  allows to fit only N out of M"), not finished, not deactivated (``spec.active: false``) and not
+  being deleted. A Workload Kueue has not tried yet (no such condition) gets no opinion: most are
+  admitted within milliseconds, and an opinion on each would be noise. Its gangs are those of its owner (the
+  ``ownerReferences`` entry with ``controller: true``, climbed to the top owner) as ``place``
+  expands the owner as stored (one home: :func:`advise` on each gang, with no live-pod count);
+  Kueue's podSets are the owner's replicas and carry nothing the owner does not (kueue
+  ``pkg/controller/jobframework``: the podSets are built from the job's pod templates).
 """
 
 from __future__ import annotations
@@ -35,7 +50,8 @@ from typing import Any
 
 from webhook.admission.kinds import registry
 from webhook.gating.decision import gang_key_of
-from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, owner_patch
+from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, controller_owner, owner_patch
+from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated, occupied_node, pod_ref
 from webhook.kube.segments_dev import GANG_STATE
 from webhook.placement.cluster_index import ClusterIndex
@@ -46,12 +62,21 @@ from webhook.planning.snapshot import Snapshot
 from webhook.planning.whatif import DENIED, FITS, NEVER, WAITING, planner_for, second_opinion, what_if
 from webhook.topology.objects import Topology
 
-__all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "Advice", "advice_documents", "advice_writes", "advise",
-           "owner_of_objects", "pending_elsewhere", "pending_gangs", "ref_of"]
+__all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_GROUP", "KUEUE_WORKLOAD_VERSION", "Advice",
+           "advice_documents", "advice_writes", "advise", "advise_owner", "is_kueue_workload",
+           "kueue_pending_since", "kueue_workload_pending", "kueue_workload_word", "owner_of_objects",
+           "pending_elsewhere", "pending_gangs", "ref_of"]
 
-#: Kueue's scheduling gates: not admitted yet (pod group integration), admitted and waiting for its
-#: TopologyUngater (TAS). kubernetes-sigs/kueue ``pkg/controller/constants``.
-KUEUE_GATES = ("kueue.x-k8s.io/admission", "kueue.x-k8s.io/topology")
+#: Kueue's scheduling gate of a pod not admitted yet (pod group integration); its TAS gate
+#: ``kueue.x-k8s.io/topology`` (admitted, waiting for the TopologyUngater) is not one.
+#: kubernetes-sigs/kueue ``pkg/controller/constants``.
+KUEUE_GATES = ("kueue.x-k8s.io/admission",)
+#: kube-scheduler's ``PodScheduled=False`` reason for a pod that still has a scheduling gate: the
+#: gate's owner decides, not kube-scheduler (k8s.io/api core/v1 ``PodReasonSchedulingGated``).
+SCHEDULING_GATED = "SchedulingGated"
+#: The Workload version read (v1beta2: the storage version of kueue v0.17,
+#: ``apis/kueue/v1beta2/workload_types.go``, ``+kubebuilder:storageversion``).
+KUEUE_WORKLOAD_VERSION = "v1beta2"
 #: The verdict of a gang whose second opinion could not be formed (owner not expandable).
 ERROR = "error"
 #: Event reason and type per verdict.
@@ -79,7 +104,7 @@ def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status")
     conditions = status.get("conditions") if isinstance(status, Mapping) else None
     return any(isinstance(c, Mapping) and c.get("type") == "PodScheduled" and c.get("status") == "False"
-               for c in (conditions if isinstance(conditions, list) else []))
+               and c.get("reason") != SCHEDULING_GATED for c in (conditions if isinstance(conditions, list) else []))
 
 
 def _size(pod: Mapping[str, Any]) -> int | None:
@@ -109,6 +134,62 @@ def pending_gangs(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[s
         if all(map(pending_elsewhere, members)):
             out[key] = members
     return out
+
+
+def _conditions(obj: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return {str(c.get("type")): c for c in (conditions if isinstance(conditions, list) else [])
+            if isinstance(c, Mapping)}
+
+
+def is_kueue_workload(obj: Mapping[str, Any]) -> bool:
+    """True for a ``kueue.x-k8s.io`` ``Workload`` (any version; not the Workload API's
+    ``scheduling.k8s.io`` Workload of the same kind)."""
+    return obj.get("kind") == "Workload" and str(obj.get("apiVersion") or "").startswith(KUEUE_GROUP + "/")
+
+
+def kueue_workload_pending(workload: Mapping[str, Any]) -> bool:
+    """True when Kueue tried ``workload`` and did not admit it (module docstring): no
+    ``status.admission``, condition ``QuotaReserved`` ``False``, neither ``Finished`` nor
+    ``Admitted`` ``True``, ``spec.active`` not ``false``, not being deleted. kueue v0.17
+    ``apis/kueue/v1beta2/workload_types.go`` (``WorkloadQuotaReserved``, ``WorkloadAdmitted``,
+    ``WorkloadFinished``; ``spec.active``). Never raises."""
+    if not is_kueue_workload(workload) or is_deleting(workload):
+        return False
+    spec = workload.get("spec")
+    if isinstance(spec, Mapping) and spec.get("active") is False:
+        return False
+    status = workload.get("status")
+    if isinstance(status, Mapping) and status.get("admission"):
+        return False
+    conditions = _conditions(workload)
+    if any(conditions.get(kind, {}).get("status") == "True" for kind in ("Admitted", "Finished")):
+        return False
+    return conditions.get("QuotaReserved", {}).get("status") == "False"
+
+
+def kueue_pending_since(workload: Mapping[str, Any]) -> str:
+    """When ``workload`` became pending (RFC 3339, seconds): the ``lastTransitionTime`` of its
+    ``QuotaReserved=False`` condition (Kueue's first "cannot admit", and again after an eviction),
+    else its ``creationTimestamp``; ``""`` when neither is there."""
+    reserved = _conditions(workload).get("QuotaReserved", {})
+    if reserved.get("status") == "False" and reserved.get("lastTransitionTime"):
+        return str(reserved["lastTransitionTime"])
+    meta = workload.get("metadata")
+    return str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
+
+
+def kueue_workload_word(workload: Mapping[str, Any]) -> str:
+    """Kueue's own word on a pending ``workload``: the message of its ``QuotaReserved=False`` (or
+    ``Pending``) condition, e.g. ``couldn't assign flavors to pod set main: topology "t" allows to
+    fit only 2 out of 16 pod(s)``; ``""`` when it says none."""
+    conditions = _conditions(workload)
+    for kind in ("QuotaReserved", "Pending"):
+        condition = conditions.get(kind, {})
+        if condition.get("status") == ("False" if kind == "QuotaReserved" else "True") and condition.get("message"):
+            return str(condition["message"])
+    return ""
 
 
 @dataclass(frozen=True)
@@ -142,6 +223,28 @@ def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Ma
     if live_pods is not None and result.verdict != DENIED and live_pods < len(result.pods):
         return None
     return Advice(key, result.verdict, f"gang {key}: {second_opinion(result)}")
+
+
+def advise_owner(owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
+                 default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
+                 index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> list[Advice]:
+    """The second opinion on every gang of ``owner`` (a top owner workload as stored whose Kueue
+    Workload is pending: no pod of it exists, so no live-pod count), by gang key; one
+    :data:`ERROR` advice keyed by the owner's ``namespace/name`` when it cannot be expanded.
+    Arguments as :func:`advise`. Never raises for bad input."""
+    try:
+        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
+        keys = sorted({key for key in map(gang_key_of, planner.expand(dict(owner)).pods) if key is not None})
+    except (ExpandError, PlacementError) as exc:
+        ref = ref_of(owner)
+        return [Advice(f"{ref.namespace}/{ref.name}", ERROR, f"{ref.kind} {ref.namespace}/{ref.name}: "
+                                                              f"no second opinion: {exc}")]
+    out = []
+    for key in keys:
+        advice = advise(key, owner, snapshot, occupants, default_topology, runtimes, None, index_for)
+        if advice is not None:
+            out.append(advice)
+    return out
 
 
 def advice_writes(advice: Advice, owner: TopOwner, siblings: Mapping[str, str]) -> tuple[EventSpec, OwnerPatch | None]:
@@ -182,14 +285,38 @@ def _gangs_of(workload: Mapping[str, Any], snapshot: Snapshot, default_topology:
     return {key for key in map(gang_key_of, exp.pods) if key is not None}
 
 
+def _dump_top_owner(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> TopOwner | None:
+    """The top owner of ``obj`` among ``workloads`` (a dump's objects): its controller owner,
+    climbed while the owner has one of its own in the dump, by ``(kind, namespace, name)``;
+    ``None`` when its first owner is not there or is no registry kind."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    namespace = str((meta or {}).get("namespace") or "")
+    by_name = {(str(w.get("kind") or ""), namespace, str((w.get("metadata") or {}).get("name") or "")): w
+               for w in workloads if str((w.get("metadata") or {}).get("namespace") or "") == namespace}
+    found: TopOwner | None = None
+    current = controller_owner(obj)
+    for _ in range(8):
+        if current is None:
+            break
+        stored = by_name.get((str(current.get("kind")), namespace, str(current.get("name"))))
+        if stored is None:
+            break
+        found = owner_of_objects(stored) or found
+        current = controller_owner(stored)
+    return found
+
+
 def advice_documents(pods: Sequence[Mapping[str, Any]], workloads: Sequence[Mapping[str, Any]], snapshot: Snapshot,
                      occupants: Mapping[str, list[Occupant]], default_topology: str | None = None,
                      runtimes: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """``controller --once --advise``: what the advisory controller would write for every pending
-    gang of ``pods`` (:func:`pending_gangs`), one document each, by gang key: ``{gang, owner
+    gang of ``pods`` (:func:`pending_gangs`), then for every gang of each pending Kueue Workload of
+    ``workloads`` (:func:`kueue_workload_pending`), one document each, by gang key: ``{gang, owner
     ("Kind namespace/name"), verdict, event: {type, reason, message}, annotation}`` (the owner's
-    ``segments.dev/gang-state`` after it; ``None`` when it says that already). The owner is the
-    workload of ``workloads`` (the dump's, ``-f``'s) whose pods carry the gang key; a gang without
+    ``segments.dev/gang-state`` after it; ``None`` when it says that already); a Kueue Workload's
+    documents also hold ``kueue: {workload ("namespace/name"), says (Kueue's own word:
+    :func:`kueue_workload_word`)}``. The owner is the workload of ``workloads`` (the dump's,
+    ``-f``'s) whose pods carry the gang key, or the Kueue Workload's top owner there; a gang without
     one gets ``{gang, owner: None, verdict: "error", message}`` (the live controller reads the owner
     from the API server)."""
     pending = pending_gangs(pods)
@@ -202,6 +329,17 @@ def advice_documents(pods: Sequence[Mapping[str, Any]], workloads: Sequence[Mapp
             owners.setdefault(key, owner)
     docs: list[dict[str, Any]] = []
     lines: dict[tuple[str, str, str], dict[str, str]] = {}  # owner (kind, ns, name) -> gang -> line
+
+    def document(advice: Advice, found: TopOwner) -> dict[str, Any]:
+        where = (found.ref.kind, found.ref.namespace, found.ref.name)
+        siblings = lines.setdefault(where, {})
+        event, patch = advice_writes(advice, found, siblings)
+        siblings[advice.gang] = advice.line
+        return {"gang": advice.gang, "owner": f"{found.ref.kind} {found.ref.namespace}/{found.ref.name}",
+                "verdict": advice.verdict,
+                "event": {"type": event.type, "reason": event.reason, "message": event.message},
+                "annotation": {GANG_STATE: patch.value} if patch is not None else None}
+
     for key in pending:
         found = owners.get(key)
         if found is None:
@@ -210,14 +348,21 @@ def advice_documents(pods: Sequence[Mapping[str, Any]], workloads: Sequence[Mapp
                                     "(kubectl get nodes,pods,<kind> -A -o yaml) or add it with -f"})
             continue
         advice = advise(key, found.obj, snapshot, occupants, default_topology, runtimes, len(pending[key]))
-        if advice is None:
+        if advice is not None:
+            docs.append(document(advice, found))
+    for queued in workloads:
+        if not kueue_workload_pending(queued):
             continue
-        where = (found.ref.kind, found.ref.namespace, found.ref.name)
-        siblings = lines.setdefault(where, {})
-        event, patch = advice_writes(advice, found, siblings)
-        siblings[key] = advice.line
-        docs.append({"gang": key, "owner": f"{found.ref.kind} {found.ref.namespace}/{found.ref.name}",
-                     "verdict": advice.verdict,
-                     "event": {"type": event.type, "reason": event.reason, "message": event.message},
-                     "annotation": {GANG_STATE: patch.value} if patch is not None else None})
+        ref = ref_of(queued)
+        kueue = {"workload": f"{ref.namespace}/{ref.name}", "says": kueue_workload_word(queued)}
+        top = _dump_top_owner(queued, workloads)
+        if top is None:
+            docs.append({"gang": None, "owner": None, "verdict": ERROR, "kueue": kueue,
+                         "message": f"Kueue Workload {ref.namespace}/{ref.name}: its owner is not in the input; "
+                                    "dump it with the Workloads (kubectl get nodes,pods,workloads,<kind> -A -o yaml) "
+                                    "or add it with -f"})
+            continue
+        for advice in advise_owner(top.obj, snapshot, occupants, default_topology, runtimes):
+            if advice.gang not in pending:
+                docs.append(document(advice, top) | {"kueue": kueue})
     return docs

@@ -25,15 +25,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import Any
 
 from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import ApiServerReachability, Backoff
-from webhook.cluster.informers import DictLister
+from webhook.cluster.api_server import ApiServerReachability, Backoff, send_until_answered
+from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
-from webhook.controller.advisory import pending_elsewhere
+from webhook.controller.advisory import KUEUE_GROUP, KUEUE_WORKLOAD_VERSION, kueue_workload_pending, pending_elsewhere
 from webhook.controller.podgroups import is_grouped_pod
 from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
@@ -43,7 +45,7 @@ from webhook.kube.quantity import QuantityError
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
-__all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "AdvisoryCache",
+__all__ = ["BACKOFF_RESET_SECONDS", "INFORMER_BACKOFF_INITIAL", "INFORMER_BACKOFF_MAX", "KUEUE_KEY", "AdvisoryCache",
            "ControllerCache"]
 
 log = logging.getLogger(__name__)
@@ -70,47 +72,6 @@ def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
 
-def pod_and_node_informers(api_client: k8s_client.ApiClient, stop: threading.Event, reachability: ApiServerReachability,
-                           handlers: Mapping[str, Callable[[str, Mapping[str, Any]], None]],
-                           listed: Callable[[str], Callable[[], None]]) -> dict[str, SharedInformer]:
-    """The ``pods`` and ``nodes`` informers (not started), each with its own back-off: ADDED,
-    MODIFIED and DELETED go to ``handlers[name](event, obj)`` (dict objects only, none after
-    ``stop``), ``listed(name)`` is the list function's "listed once" callback, and a broken watch
-    waits its back-off on the informer's thread (delaying its reconnect): a watch that broke for
-    want of a connection goes to the outage log, another error to one warning; after ``stop``
-    (whose socket shutdown ends the watch with such an error) nothing is logged."""
-    core = k8s_client.CoreV1Api(api_client)
-    methods: dict[str, Callable[..., Any]] = {"pods": core.list_pod_for_all_namespaces, "nodes": core.list_node}
-    informers: dict[str, SharedInformer] = {}
-
-    def on_event(handle: Callable[[str, Mapping[str, Any]], None], event: str, backoff: Backoff) -> Callable[[Any], None]:
-        def call(obj: Any) -> None:
-            backoff.reset()
-            if isinstance(obj, Mapping) and not stop.is_set():
-                handle(event, obj)
-        return call
-
-    def on_error(name: str, backoff: Backoff) -> Callable[[Any], None]:
-        def handle(error: Any) -> None:
-            if stop.is_set():
-                return
-            delay = backoff.next_delay()
-            if not (isinstance(error, BaseException) and reachability.failed(f"watch {name}", error)):
-                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
-            stop.wait(delay)
-        return handle
-
-    for name, method in methods.items():
-        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
-        informer = SharedInformer(DictLister(method, name, listed(name), stop, reachability=reachability, backoff=backoff))
-        informers[name] = informer
-        for event in (ADDED, MODIFIED, DELETED):
-            informer.add_event_handler(event, on_event(handlers[name], event, backoff))
-        informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
-        informer.add_event_handler(ERROR, on_error(name, backoff))
-    return informers
-
-
 class ControllerCache:
     """The cache (module docstring). ``api_client``: a configured ``kubernetes.client.ApiClient``;
     ``reachability``: the process's outage log; ``stop``: set when the process stops;
@@ -121,8 +82,10 @@ class ControllerCache:
     def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability, stop: threading.Event,
                  enqueue: Callable[[Iterable[str]], None], topologies_changed: Callable[[], None],
                  gang_gone: Callable[[str], None]) -> None:
+        self._stop = stop
         self._enqueue = enqueue
         self._gang_gone = gang_gone
+        self._reachability = reachability
         self.lock = threading.Lock()  # everything below
         self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
         self.ledger = CapacityLedger()
@@ -137,12 +100,24 @@ class ControllerCache:
         self._listed: set[str] = set()
         self.topologies = LiveTopologyCatalog(api_client, reachability=reachability)
         self.topologies.add_listener(topologies_changed)
-        self.informers = pod_and_node_informers(api_client, stop, reachability,
-                                                {"pods": self.on_pod, "nodes": self.on_node}, self._mark_listed)
+        core = k8s_client.CoreV1Api(api_client)
+        self.informers: dict[str, SharedInformer] = {}
+        self._add_informer("pods", core.list_pod_for_all_namespaces, self.on_pod)
+        self._add_informer("nodes", core.list_node, self.on_node)
 
-    def _mark_listed(self, name: str) -> Callable[[], None]:
-        """The list function's "listed once" callback of the ``name`` informer."""
-        return lambda: self._listed.add(name)
+    def _add_informer(self, name: str, method: Callable[..., Any],
+                      handle: Callable[[str, Mapping[str, Any]], None], counted: bool = True) -> SharedInformer:
+        """An informer of ``name`` (``method`` lists and watches) whose events go to ``handle``;
+        ``counted``: in :attr:`informers`, so :attr:`synced` waits for it (else the caller runs it)."""
+        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
+        informer = SharedInformer(DictLister(method, name, (lambda: self._listed.add(name)) if counted else (lambda: None),
+                                             self._stop, reachability=self._reachability, backoff=backoff))
+        self.informers.update({name: informer} if counted else {})
+        for event in (ADDED, MODIFIED, DELETED):
+            informer.add_event_handler(event, self._handler(handle, event, backoff))
+        informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
+        informer.add_event_handler(ERROR, self._on_error(name, backoff))
+        return informer
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -163,6 +138,27 @@ class ControllerCache:
         return len(self._listed) == len(self.informers) and self.topologies.synced
 
     # ------------------------------------------------------------------ informer callbacks
+    def _handler(self, handle: Callable[[str, Mapping[str, Any]], None], event: str,
+                 backoff: Backoff) -> Callable[[Any], None]:
+        def on_event(obj: Any) -> None:
+            backoff.reset()
+            if isinstance(obj, Mapping) and not self._stop.is_set():
+                handle(event, obj)
+        return on_event
+
+    def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
+        """The informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A watch
+        that broke for want of a connection goes to the outage log; after the process stopped
+        (whose socket shutdown ends the watch with such an error) nothing is logged."""
+        def handle(error: Any) -> None:
+            if self._stop.is_set():
+                return
+            delay = backoff.next_delay()
+            if not (isinstance(error, BaseException) and self._reachability.failed(f"watch {name}", error)):
+                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
+            self._stop.wait(delay)
+        return handle
+
     def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
         """Keep the gang's pods and the ledger current; queue what this change may unblock."""
         ref = pod_ref(pod)
@@ -373,33 +369,125 @@ def decide_on_snapshot(key: str, lock: threading.Lock, ledger: CapacityLedger, c
     raise AssertionError("unreachable: the last attempt decides under the lock")
 
 
+#: The work-queue key prefix of a pending Kueue Workload (``kueue/<namespace>/<name>``); gang keys
+#: start with a namespace, which cannot hold a ``/``, so no gang key is ``kueue/...`` of 3 parts
+#: unless it is an LWS group of namespace ``kueue``: the prefix is checked on the Workload table too.
+KUEUE_KEY = "kueue/"
+
+
 class AdvisoryCache(ControllerCache):
     """The cache of the advisory mode (``controller --advise``, :mod:`webhook.controller.advisor`):
     the same informers, gangs and ledger, and also: a pod pending under another scheduler
     (:func:`webhook.controller.advisory.pending_elsewhere`) queues its gang; a pod that leaves,
     lands on or is pinned to a node, and a node change, queue every gang with a second opinion
-    (``advised``: gang key → the line last written), whose opinion may change with the capacity."""
+    (``advised``: gang key → the line last written) and every pending Kueue Workload, whose opinion
+    may change with the capacity. When the API server serves Kueue's ``workloads`` (kueue.x-k8s.io
+    v1beta2, asked once at :meth:`start`), a Workload informer too: a Workload Kueue did not admit
+    (:func:`webhook.controller.advisory.kueue_workload_pending`) is kept in ``kueue_pending``
+    (queue key ``kueue/<namespace>/<name>`` → the Workload) and queued; admitted, finished or
+    deleted, it is dropped. ``kueue_gangs``: gang key → queue key of the Workload advised for it."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, api_client: k8s_client.ApiClient, *args: Any, **kwargs: Any) -> None:
+        super().__init__(api_client, *args, **kwargs)
+        self._api_client = api_client
         self.advised: dict[str, str] = {}
+        self.verdicts: dict[str, str] = {}  # gang -> the verdict of its last Event
+        self.kueue_pending: dict[str, Mapping[str, Any]] = {}
+        self.kueue_gangs: dict[str, str] = {}
+        self._kueue_informer: SharedInformer | None = None
+
+    def start(self) -> None:
+        """Start everything, and a thread that asks once whether the API server serves Kueue's
+        Workloads and then starts their informer (not part of :attr:`synced`: pods are advised
+        without it)."""
+        super().start()
+        threading.Thread(target=self._watch_kueue_workloads, name="kueue-workloads", daemon=True).start()
+
+    def stop(self) -> None:
+        super().stop()
+        if self._kueue_informer is not None:
+            self._kueue_informer.stop()
+
+    def _watch_kueue_workloads(self) -> None:
+        """Discovery of kueue.x-k8s.io/v1beta2 (retried while the server cannot be reached); when
+        it lists ``workloads``, their informer is started; a 404 or no such resource is logged."""
+        custom = k8s_client.CustomObjectsApi(self._api_client)
+        backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX,
+                          reset_after=BACKOFF_RESET_SECONDS)
+        served = False
+        try:
+            found = send_until_answered(
+                lambda: custom.get_api_resources(KUEUE_GROUP, KUEUE_WORKLOAD_VERSION,
+                                                 _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)),
+                f"discover {KUEUE_GROUP}/{KUEUE_WORKLOAD_VERSION}", self._reachability, backoff, self._stop)
+            served = any(getattr(r, "name", None) == "workloads" for r in getattr(found, "resources", None) or [])
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("discovery of %s/%s: HTTP %s; Kueue Workloads are not advised", KUEUE_GROUP,
+                            KUEUE_WORKLOAD_VERSION, exc.status)
+                return
+        if self._stop.is_set():
+            return
+        if not served:
+            log.info("the API server serves no %s/%s workloads: Kueue Workloads are not advised (pods only)",
+                     KUEUE_GROUP, KUEUE_WORKLOAD_VERSION)
+            return
+        informer = self._add_informer("workloads", partial(custom.list_cluster_custom_object, KUEUE_GROUP,
+                                                           KUEUE_WORKLOAD_VERSION, "workloads"),
+                                      self.on_workload, counted=False)
+        with self.lock:
+            self._kueue_informer = informer
+        if not self._stop.is_set():
+            informer.start()
+            log.info("advising Kueue Workloads (%s/%s) that Kueue did not admit", KUEUE_GROUP, KUEUE_WORKLOAD_VERSION)
+
+    def on_workload(self, event: str, workload: Mapping[str, Any]) -> None:
+        """Keep ``kueue_pending`` current and queue a Workload that is (still) pending."""
+        meta = workload.get("metadata") if isinstance(workload.get("metadata"), Mapping) else {}
+        key = f"{KUEUE_KEY}{(meta or {}).get('namespace') or ''}/{(meta or {}).get('name') or ''}"
+        pending = event != DELETED and kueue_workload_pending(workload)
+        with self.lock:
+            if pending:
+                self.kueue_pending[key] = workload
+            else:
+                self.kueue_pending.pop(key, None)
+                for gang in [g for g, k in self.kueue_gangs.items() if k == key]:
+                    del self.kueue_gangs[gang]
+                    self.advised.pop(gang, None)
+                    self.verdicts.pop(gang, None)
+                    if gang not in self.gangs:
+                        self.states.pop(gang, None)
+        if pending:
+            self._enqueue([key])
+
+    def kueue_keys(self) -> list[str]:
+        """The queue keys of every pending Kueue Workload."""
+        with self.lock:
+            return list(self.kueue_pending)
 
     def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
         super().on_pod(event, pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
         with self.lock:
-            moved = list(self.advised) if gone or occupied_node(pod) is not None else []
+            moved = list(self.advised) + list(self.kueue_pending) if gone or occupied_node(pod) is not None else []
         self._enqueue(([key] if key is not None and not gone and pending_elsewhere(pod) else []) + moved)
 
     def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
         super().on_node(event, obj)
         with self.lock:
-            advised = list(self.advised)
+            advised = list(self.advised) + list(self.kueue_pending)
         self._enqueue(advised)
+
+    def record_state(self, key: str, owner: ObjectRef | None, line: str) -> None:
+        """As :meth:`ControllerCache.record_state`, also for a gang of a pending Kueue Workload (no pod)."""
+        with self.lock:
+            if key in self.gangs or key in self.kueue_gangs:
+                self.states[key] = (owner, line)
 
     def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
         gone = super()._keep_member(key, ref, pod)
         if gone:
             self.advised.pop(key, None)
+            self.verdicts.pop(key, None)
         return gone

@@ -31,7 +31,7 @@ from webhook.admission.kinds import registry
 from webhook.cluster.api_server import ApiServerReachability
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
 from webhook.controller.patches import response_json
-from webhook.gating.reconcile import ObjectRef, TopOwner
+from webhook.gating.reconcile import ObjectRef, TopOwner, controller_owner
 from webhook.kube.segments_dev import GANG_STATE
 
 __all__ = ["INTERMEDIATE", "MISSING_TTL_SECONDS", "OWNER_TTL_SECONDS", "OwnerResolver", "controller_owner"]
@@ -47,15 +47,6 @@ INTERMEDIATE: dict[tuple[str, str], str] = {
     ("v1", "Pod"): "pods", ("apps/v1", "StatefulSet"): "statefulsets", ("batch/v1", "Job"): "jobs"}
 #: Longest chain followed (LWS's is the longest: 4 owners above a worker pod).
 MAX_DEPTH = 6
-
-
-def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``ownerReferences`` entry of ``obj`` with ``controller: true``, ``None`` when none."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs if isinstance(refs, list) else []:
-        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
-            return ref
-    return None
 
 
 def _workload_resource(api_version: str, kind: str) -> str | None:

@@ -130,7 +130,7 @@ class PatchSender:
         try:
             response: Any = self._core.delete_namespaced_pod(pod.name, pod.namespace, body=options,
                                                              _preload_content=False, _request_timeout=_TIMEOUT)
-            response.release_conn()
+            response_json(response)  # read the answer: a connection handed back unread garbles the next one
             self._reachability.answered(where)
             log.info("deleted stranded pod %s/%s (pinned to %s) for its controller to create again",
                      pod.namespace, pod.name, pod.node)
@@ -157,7 +157,7 @@ class PatchSender:
             response: Any = self._custom.patch_namespaced_custom_object(
                 group, version, target.namespace, patch.resource, target.name, body, _preload_content=False,
                 _content_type="application/merge-patch+json", _request_timeout=_TIMEOUT)
-            response.release_conn()
+            response_json(response)  # read the answer: a connection handed back unread garbles the next one
             self._reachability.answered(where)
             return True
         except ApiException as exc:

@@ -62,7 +62,7 @@ from webhook.kube.segments_dev import GANG_STATE
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
-__all__ = ["EVENT_REASONS", "GANG_STATE", "RELEASED", "EventSpec", "GangView", "ObjectRef", "OwnerPatch",
+__all__ = ["EVENT_REASONS", "GANG_STATE", "RELEASED", "EventSpec", "GangView", "ObjectRef", "OwnerPatch", "controller_owner",
            "Result", "TopOwner", "expected_pod_names", "expected_pods", "missing_pod_names", "owner_annotation",
            "owner_patch", "reconcile"]
 
@@ -365,3 +365,12 @@ def _strings(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ``ownerReferences`` entry of ``obj`` with ``controller: true``, ``None`` when none."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    for ref in refs if isinstance(refs, list) else []:
+        if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
+            return ref
+    return None
