@@ -72,6 +72,32 @@ def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
 
+def event_handler(handle: Callable[[str, Mapping[str, Any]], None], event: str, backoff: Backoff,
+                  stop: threading.Event) -> Callable[[Any], None]:
+    """An informer's handler of ``event``: resets ``backoff`` and passes a dict object to
+    ``handle(event, obj)``, none once ``stop`` is set."""
+    def on_event(obj: Any) -> None:
+        backoff.reset()
+        if isinstance(obj, Mapping) and not stop.is_set():
+            handle(event, obj)
+    return on_event
+
+
+def error_handler(name: str, backoff: Backoff, stop: threading.Event,
+                  reachability: ApiServerReachability) -> Callable[[Any], None]:
+    """The ``name`` informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A
+    watch that broke for want of a connection goes to the outage log (``reachability``); after
+    ``stop`` (whose socket shutdown ends the watch with such an error) nothing is logged."""
+    def handle(error: Any) -> None:
+        if stop.is_set():
+            return
+        delay = backoff.next_delay()
+        if not (isinstance(error, BaseException) and reachability.failed(f"watch {name}", error)):
+            log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
+        stop.wait(delay)
+    return handle
+
+
 class ControllerCache:
     """The cache (module docstring). ``api_client``: a configured ``kubernetes.client.ApiClient``;
     ``reachability``: the process's outage log; ``stop``: set when the process stops;
@@ -114,9 +140,9 @@ class ControllerCache:
                                              self._stop, reachability=self._reachability, backoff=backoff))
         self.informers.update({name: informer} if counted else {})
         for event in (ADDED, MODIFIED, DELETED):
-            informer.add_event_handler(event, self._handler(handle, event, backoff))
+            informer.add_event_handler(event, event_handler(handle, event, backoff, self._stop))
         informer.add_event_handler(BOOKMARK, lambda _obj, b=backoff: b.reset())
-        informer.add_event_handler(ERROR, self._on_error(name, backoff))
+        informer.add_event_handler(ERROR, error_handler(name, backoff, self._stop, self._reachability))
         return informer
 
     # ------------------------------------------------------------------ lifecycle
@@ -138,26 +164,6 @@ class ControllerCache:
         return len(self._listed) == len(self.informers) and self.topologies.synced
 
     # ------------------------------------------------------------------ informer callbacks
-    def _handler(self, handle: Callable[[str, Mapping[str, Any]], None], event: str,
-                 backoff: Backoff) -> Callable[[Any], None]:
-        def on_event(obj: Any) -> None:
-            backoff.reset()
-            if isinstance(obj, Mapping) and not self._stop.is_set():
-                handle(event, obj)
-        return on_event
-
-    def _on_error(self, name: str, backoff: Backoff) -> Callable[[Any], None]:
-        """The informer's ``ERROR`` handler (its thread: the wait delays its reconnect). A watch
-        that broke for want of a connection goes to the outage log; after the process stopped
-        (whose socket shutdown ends the watch with such an error) nothing is logged."""
-        def handle(error: Any) -> None:
-            if self._stop.is_set():
-                return
-            delay = backoff.next_delay()
-            if not (isinstance(error, BaseException) and self._reachability.failed(f"watch {name}", error)):
-                log.warning("%s informer: %s; watching again in %.2fs", name, error, delay)
-            self._stop.wait(delay)
-        return handle
 
     def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
         """Keep the gang's pods and the ledger current; queue what this change may unblock."""
