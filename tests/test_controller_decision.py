@@ -358,3 +358,15 @@ def test_workload_larger_than_its_required_domain_names_the_narrowest_broader_le
     assert waiting.kind == NEVER_FITS
     assert waiting.change == ("kai.scheduler/topology-required-placement: cloud.provider.com/topology-block "
                               "(was cloud.provider.com/topology-rack)")
+
+
+def test_a_lower_case_worker_replica_type_is_expanded_as_admission_reads_it():
+    # pytorchjob-tp4.yaml: Master + 16 Workers; written `worker:` it is the same job to admission
+    # (kinds/_workload.replica_key), so place/what-if/controller --once must expand 17 pods, not 1
+    job = load_example("pytorchjob-tp4.yaml")
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    specs["worker"] = specs.pop("Worker")
+    exp = expand(job, StaticTopologyCatalog([TOPOLOGY]), AdmissionSettings())
+    assert not exp.denied, exp.message
+    names = [p["metadata"]["name"] for p in exp.pods]
+    assert len(names) == 17 and names[0] == "pytorch-tp4-master-0" and names[-1] == "pytorch-tp4-worker-15"

@@ -194,3 +194,14 @@ def test_controller_releases_the_mpijob_gang_each_segment_in_one_rack(as_worker,
         if seg is not None:
             by_segment.setdefault(seg, set()).add(node_of[p["metadata"]["name"]].split("-")[0])
     assert sorted(by_segment) == ["0", "1", "2", "3"] and all(len(racks) == 1 for racks in by_segment.values())
+
+
+def test_a_lower_case_worker_replica_type_is_expanded_as_admission_reads_it():
+    # admission reads replica types case-insensitively (kinds/_workload.replica_key); the expansion
+    # must too, or place/what-if/controller --once lose the workers (new-user trial, issue 38)
+    job = mpijob(workers=3)
+    specs = job["spec"]["mpiReplicaSpecs"]
+    specs["worker"] = specs.pop("Worker")
+    exp = expand(job, CATALOG, AdmissionSettings())
+    assert [p["metadata"]["name"] for p in exp.pods] == [
+        "nccl-tests-launcher", "nccl-tests-worker-0", "nccl-tests-worker-1", "nccl-tests-worker-2"]

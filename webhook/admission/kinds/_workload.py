@@ -425,3 +425,13 @@ def warn_ignored_segment_keys(template: AnnotationMap | None, why: str, decision
     for key in kai_scheduler.SEGMENT_KEYS:
         if key in template.values:
             say(decision, "segment-key-on-unsegmented-template", key=key, template=why)
+
+
+def replica_key(specs: Mapping[str, Any], name: str) -> str | None:
+    """The key of replica type ``name`` in a training-operator ``*ReplicaSpecs`` map (exact first,
+    then case-insensitive, as admission reads it: ``worker`` is the Worker replica type); ``None``
+    when there is none. Admission and the pod expansion (``place``, ``controller --once``) both
+    read replica types through this, so they never disagree on which pods a job has."""
+    if name in specs:
+        return name
+    return next((k for k in specs if isinstance(k, str) and k.lower() == name.lower()), None)

@@ -23,7 +23,13 @@ from typing import Any
 
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.constraints import resolve
-from webhook.admission.kinds._workload import CREATE, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.admission.kinds._workload import (
+    CREATE,
+    UpdateContext,
+    replica_key,
+    review_workload,
+    warn_ignored_segment_keys,
+)
 from webhook.admission.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -53,13 +59,6 @@ VERSION = "v2beta1"
 SPECS = "mpiReplicaSpecs"
 OPERATOR = "mpi-operator"
 ROLE_LAUNCHER, ROLE_WORKER = "launcher", "worker"
-
-
-def _replica_key(specs: Mapping[str, Any], name: str) -> str | None:
-    """The key of replica type ``name`` (exact first, then case-insensitive)."""
-    if name in specs:
-        return name
-    return next((k for k in specs if isinstance(k, str) and k.lower() == name.lower()), None)
 
 
 def _replica(specs: Mapping[str, Any], rkey: str, default: int,
@@ -105,12 +104,12 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     worker: AnnotationMap | None = None
     launcher: AnnotationMap | None = None
     workers: int | None = 0
-    wkey = _replica_key(specs, "Worker")
+    wkey = replica_key(specs, "Worker")
     if wkey is not None:
         worker, workers = _replica(specs, wkey, 0, decision)
         if worker is None:
             return None
-    lkey = _replica_key(specs, "Launcher")
+    lkey = replica_key(specs, "Launcher")
     if lkey is not None:
         launcher, _ = _replica(specs, lkey, 1, decision)
         if launcher is None:
@@ -209,15 +208,16 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
     base = {kubeflow_org.KF_OPERATOR_NAME: OPERATOR, kubeflow_org.KF_JOB_NAME: name}
     fields = []
     for rtype, default in (("Launcher", 1), ("Worker", 0)):
-        if rtype not in specs:
+        key = replica_key(specs, rtype)  # as admission reads it: "worker" is the Worker type
+        if key is None:
             continue
-        rs = specs[rtype]
+        rs = specs[key]
         if not isinstance(rs, Mapping):
-            raise ShapeError(f"spec.{SPECS}.{rtype}: expected an object")
-        fields.append(f"spec.{SPECS}.{rtype}.replicas")
+            raise ShapeError(f"spec.{SPECS}.{key}: expected an object")
+        fields.append(f"spec.{SPECS}.{key}.replicas")
         count = replicas(rs.get("replicas"), fields[-1], default)
         cap(count, fields[-1])
-        path = f"spec.{SPECS}.{rtype}.template"
+        path = f"spec.{SPECS}.{key}.template"
         tmpl = pod_template(rs.get("template"), path)
         for i in range(count):
             if rtype == "Launcher":

@@ -14,7 +14,13 @@ from typing import Any
 from webhook.admission import automatic
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.constraints import resolve
-from webhook.admission.kinds._workload import CREATE, UpdateContext, review_workload, warn_ignored_segment_keys
+from webhook.admission.kinds._workload import (
+    CREATE,
+    UpdateContext,
+    replica_key,
+    review_workload,
+    warn_ignored_segment_keys,
+)
 from webhook.admission.kinds.description import (
     ControllerPod,
     KindDescription,
@@ -41,16 +47,6 @@ from webhook.topology.objects import TopologyCatalog
 KIND = "PyTorchJob"
 GROUP = "kubeflow.org"
 SPECS = "pytorchReplicaSpecs"
-
-
-def _replica_key(specs: Mapping[str, Any], name: str) -> str | None:
-    """The key of replica type ``name`` (exact first, then case-insensitive)."""
-    if name in specs:
-        return name
-    for key in specs:
-        if isinstance(key, str) and key.lower() == name.lower():
-            return key
-    return None
 
 
 def _template_annotations(specs: Mapping[str, Any], rkey: str, decision: Decision, *,
@@ -83,12 +79,12 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
     worker = None
     master = None
     replicas = None
-    wkey = _replica_key(specs, "Worker")
+    wkey = replica_key(specs, "Worker")
     if wkey is not None:
         worker, replicas = _template_annotations(specs, wkey, decision, worker=True)
         if worker is None:
             return None
-    mkey = _replica_key(specs, "Master")
+    mkey = replica_key(specs, "Master")
     if mkey is not None:
         master, _ = _template_annotations(specs, mkey, decision, worker=False)
         if master is None:
@@ -231,14 +227,15 @@ def controller_pods(obj: Mapping[str, Any], cap: PodCap) -> list[ControllerPod]:
         raise ShapeError(f"spec.{SPECS}: missing or not an object")
     parts, fields = [], []
     for rtype in ("Master", "Worker"):
-        if rtype in specs:
-            rs = specs[rtype]
+        key = replica_key(specs, rtype)  # as admission reads it: "worker" is the Worker type
+        if key is not None:
+            rs = specs[key]
             if not isinstance(rs, Mapping):
-                raise ShapeError(f"spec.{SPECS}.{rtype}: expected an object")
-            fields.append(f"spec.{SPECS}.{rtype}.replicas")
+                raise ShapeError(f"spec.{SPECS}.{key}: expected an object")
+            fields.append(f"spec.{SPECS}.{key}.replicas")
             count = replicas(rs.get("replicas"), fields[-1])
             cap(count, fields[-1])  # before the template is copied
-            path = f"spec.{SPECS}.{rtype}.template"
+            path = f"spec.{SPECS}.{key}.template"
             parts.append((rtype.lower(), count, pod_template(rs.get("template"), path), path))
     return training_operator_pods(obj, parts, fields, "pytorchjob-controller", cap)
 
