@@ -355,3 +355,17 @@ def test_a_misspelled_segment_size_is_denied_without_saying_no_size_is_set():
     # without the misspelling the warning is given (its registered example, above)
     decision = review(make_request(pytorchjob(drop=[SIZE])), CATALOG, PLAIN)
     assert "segment placement ignored: no kai.scheduler/segment-size is set" in decision.warnings
+
+
+def test_segment_keys_on_a_replica_type_that_is_not_worker_are_said_to_be_ignored():
+    # pytorchjob-tp4.yaml with its Worker replica type written "Workers": nothing is segmented, and
+    # the two segment keys on it are named (new-user trial, issue 38: it was admitted in silence)
+    job = load_example("pytorchjob-tp4.yaml")
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    specs["Workers"] = specs.pop("Worker")
+    decision = review(make_request(job), CATALOG, AdmissionSettings())
+    assert decision.allowed
+    assert decision.warnings == [
+        "kai.scheduler/segment-size on replica type Workers (not Worker) ignored (never segmented)",
+        "kai.scheduler/segment-topology-required-placement on replica type Workers (not Worker) ignored (never segmented)",
+    ]

@@ -108,6 +108,8 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             other, _ = _template_annotations(specs, rkey, Decision(kind=KIND), worker=False)
             if other is not None:
                 others.append(other)
+                # a replica type the webhook does not segment (e.g. "Workers"): its segment keys say so
+                warn_ignored_segment_keys(other, f"replica type {rkey} (not Worker)", decision)
     masters = specs[mkey].get("replicas", 1) if mkey is not None else 0  # gang size, §9
     # An int32 like every replicas field (the CRD's schema, checked by kube-apiserver after
     # admission); anything else (a string, 123456789012345694) makes no gang to gate.
