@@ -181,7 +181,7 @@ REGISTER_WORKERS = 16
 def wait_seconds(nodes: int) -> float:
     """Seconds :func:`register_nodes` waits for ``nodes`` nodes to be Ready, then untainted: 2 min
     plus 0.125 s a node (KWOK made 5,000 nodes Ready about 4 a second under load average 11 with
-    its default Stage plays; 10 min 45 s at 5,000 nodes)."""
+    its default Stage plays; 12 min 25 s at 5,000 nodes)."""
     return 120 + nodes / 8
 
 

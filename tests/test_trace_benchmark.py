@@ -258,3 +258,17 @@ def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_
     assert bench.in_hand("kueue", jobs, submitted, times, pods) == {"g": 1.0, "h": 2.0}
     assert bench.in_hand("gate", jobs, submitted, times, pods) == {"g": 4.5}  # h has 1 of its 2 pods
     assert bench.in_hand("workload-api", jobs, submitted, times, pods) == {"g": 4.5}
+
+
+def test_the_pod_watch_resumes_from_the_last_version_and_lists_again_after_410():
+    watch = bench.TraceWatch(None, [node("n1", "r1")], sample=1.0)  # type: ignore[arg-type]  # no cluster: run() unused
+    base = "/api/v1/namespaces/default/pods?watch=1&allowWatchBookmarks=true&labelSelector=bench.segments.dev/run%3Dtrace"
+    assert watch.watch_path() == base  # the first watch: every pod as ADDED
+    added = pod("g", 0, "n1")
+    added["metadata"]["resourceVersion"] = "120"
+    watch.handle({"type": "ADDED", "object": added})
+    assert watch.times["g-0"].bound is not None and watch.watch_path() == base + "&resourceVersion=120"
+    watch.handle({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "135"}}})
+    assert watch.watch_path() == base + "&resourceVersion=135" and set(watch.latest) == {"g-0"}
+    watch.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    assert watch.watch_path() == base
