@@ -12,7 +12,9 @@ IP), ``--node-ip 127.0.0.1``, a wider pod ``cidr`` (its /24 holds 254 pod IPs, a
 back only when a pod is deleted, so a trace of thousands of finished pods would exhaust it) and
 ``enableCRDs: [Stage]`` (the Metric, Exec, Logs, ... CRDs it also lists serve ``kubectl`` features
 no test here uses, and Metric turns on a pod cache), a longer node Lease renewed by more
-workers (:data:`NODE_LEASE_SECONDS`, :data:`NODE_LEASE_PARALLELISM`) and its log at WARN.
+workers (:data:`NODE_LEASE_SECONDS`, :data:`NODE_LEASE_PARALLELISM`), more Stage plays at once
+(:data:`NODE_PLAY_PARALLELISM`, :data:`POD_PLAY_PARALLELISM`) and its log at WARN;
+kube-controller-manager gets longer node graces (:func:`controller_manager_args`).
 
 It manages the nodes that carry ``kwok.x-k8s.io/node: fake`` (the annotation selector of its
 ``kwok.yaml``), renews their Leases and plays the
@@ -50,15 +52,36 @@ STAGE_FILES = ("node/fast/node-initialize.yaml", "node/heartbeat-with-lease/node
 #: Pod IPs KWOK hands out (a string on the pod: nothing routes them).
 POD_CIDR = "10.128.0.0/10"
 COMPONENT = "kwok-controller"
-#: The Lease duration KWOK gives its nodes; it renews every quarter of it (pkg/kwok/controllers,
-#: v0.8.0), as a kubelet does. Its ConfigMap's 40 s (renewals every 10 s) would be 500 requests a
-#: second at 5,000 nodes on a 2-CPU machine; 240 s renews every 60 s, within the 120 s
-#: ``--node-monitor-grace-period`` local_cluster gives kube-controller-manager.
-NODE_LEASE_SECONDS = 240
-#: Lease renewals KWOK sends at once (its ConfigMap: 4). With 4, a 1,024-node trace under load
-#: average 20 renewed about 5 Leases a second (each PUT slow on the loaded apiserver), some Leases
-#: went 3.6 min unrenewed, and the node lifecycle controller marked 259 nodes NotReady.
-NODE_LEASE_PARALLELISM = 16
+#: The Lease duration KWOK gives its nodes; it renews every quarter of it (``renewInterval``,
+#: pkg/kwok/controllers/controller.go, v0.8.0), as a kubelet does. Its ConfigMap's 40 s (renewals
+#: every 10 s) would be 500 requests a second at 5,000 nodes on a 2-CPU machine shared with other
+#: work; 1,200 s renews every 300 s (17 a second at 5,000 nodes), within the
+#: :data:`NODE_MONITOR_GRACE_SECONDS` kube-controller-manager gets when KWOK runs.
+NODE_LEASE_SECONDS = 1200
+#: Lease syncs KWOK runs at once (its ConfigMap: 4). KWOK manages a node (plays its Stages: Ready)
+#: only once it has created the node's Lease, so this also paces registration: with 4, a 1,024-node
+#: trace under load average 20 renewed about 5 Leases a second and the node lifecycle controller
+#: marked 259 nodes NotReady; with 16, 5,000 nodes at load average 11 got Ready about 4 a second.
+NODE_LEASE_PARALLELISM = 64
+#: Node and pod Stage plays KWOK runs at once (its ConfigMap: 4 each): each play is one status
+#: PATCH; with 4, a 1,024-pod hero gang waits for 256 round trips before its last pod is Running.
+NODE_PLAY_PARALLELISM = 32
+POD_PLAY_PARALLELISM = 32
+#: kube-controller-manager's ``--node-monitor-grace-period`` and ``--node-startup-grace-period``
+#: when KWOK runs (:func:`controller_manager_args`): a Lease renewed every 300 s
+#: (:data:`NODE_LEASE_SECONDS`) needs more than the 120 s ``local_cluster`` gives otherwise, and a
+#: node KWOK has not yet made Ready is marked ``NodeStatusNeverUpdated`` (Ready Unknown, tainted
+#: unreachable) after the default 60 s of startup grace: at 5,000 nodes under load average 11,
+#: 792 of 4,212 created nodes were, KWOK's first Stage play still queued.
+NODE_MONITOR_GRACE_SECONDS = 900
+
+
+def controller_manager_args() -> dict[str, str]:
+    """kube-controller-manager flags (flag -> value) for a control plane KWOK runs on: the node
+    lifecycle controller's graces of :data:`NODE_MONITOR_GRACE_SECONDS`, so that a KWOK node is
+    neither marked NotReady between two Lease renewals nor before KWOK first made it Ready."""
+    grace = f"{NODE_MONITOR_GRACE_SECONDS}s"
+    return {"--node-monitor-grace-period": grace, "--node-startup-grace-period": grace}
 
 
 def _local_cluster():
@@ -104,7 +127,8 @@ def configuration(kwok_yaml: str, server_port: int) -> dict[str, Any]:
     options = config.setdefault("options", {})
     options.update(serverAddress=f"127.0.0.1:{server_port}", nodePort=server_port, cidr=POD_CIDR,
                    enableCRDs=["Stage"], nodeIP="127.0.0.1", nodeLeaseDurationSeconds=NODE_LEASE_SECONDS,
-                   nodeLeaseParallelism=NODE_LEASE_PARALLELISM)
+                   nodeLeaseParallelism=NODE_LEASE_PARALLELISM, nodePlayStageParallelism=NODE_PLAY_PARALLELISM,
+                   podPlayStageParallelism=POD_PLAY_PARALLELISM)
     return dict(config)
 
 
@@ -135,55 +159,74 @@ def start(cluster: LocalCluster) -> None:
 
 def node_body(node: dict[str, Any]) -> dict[str, Any]:
     """The Node created for dump node ``node``: its name, labels (plus :data:`KWOK_LABEL`), taints
-    and ``unschedulable``, with :data:`MANAGED_ANNOTATION` so KWOK manages it."""
+    and ``unschedulable``, with :data:`MANAGED_ANNOTATION` so KWOK manages it, and its status'
+    ``capacity`` and ``allocatable`` from the dump (capacity = allocatable when it has none; the
+    apiserver keeps a Node's status on create, so one request registers it). Nothing is added:
+    KWOK's node-initialize Stage keeps what it finds, and no kubelet checks a pod's ephemeral
+    storage."""
     metadata = node["metadata"]
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or {}
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": metadata["name"], "labels": {**(metadata.get("labels") or {}), KWOK_LABEL[0]: KWOK_LABEL[1]},
                          "annotations": {MANAGED_ANNOTATION[0]: MANAGED_ANNOTATION[1]}},
-            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")}}
+            "spec": {k: v for k, v in (node.get("spec") or {}).items() if k in ("taints", "unschedulable")},
+            "status": {"capacity": status.get("capacity") or allocatable, "allocatable": allocatable}}
+
+
+#: Clients registering nodes at once (one keep-alive connection each).
+REGISTER_WORKERS = 16
+
+
+def wait_seconds(nodes: int) -> float:
+    """Seconds :func:`register_nodes` waits for ``nodes`` nodes to be Ready, then untainted: 2 min
+    plus 0.125 s a node (KWOK made 5,000 nodes Ready about 4 a second under load average 11 with
+    its default Stage plays; 12 min 25 s at 5,000 nodes)."""
+    return 120 + nodes / 8
+
+
+def poll_seconds(nodes: int) -> float:
+    """Seconds between two lists of all Nodes while waiting: 1 s up to 1,000 nodes, 1 s more for
+    each further 1,000 (each list of 5,000 Nodes is about 15 MB of JSON to a busy apiserver)."""
+    return float(max(1, -(-nodes // 1000)))
 
 
 def register_nodes(cluster: LocalCluster, dump: Path) -> int:
-    """Create the Nodes of ``dump`` as KWOK nodes (:func:`node_body`), their status' ``capacity``
-    and ``allocatable`` set from the dump (capacity = allocatable when it has none; nothing is
-    added: KWOK's node-initialize Stage keeps what it finds, and no kubelet checks a pod's
-    ephemeral storage), 8 clients in batches of ``local_cluster.NODE_BATCH``; KWOK makes them
-    Ready and renews their Leases. Waits until each is Ready and kube-controller-manager has
-    lifted the ``not-ready`` taint admission adds at create. Returns the number of Nodes.
-    Raises ClusterError when KWOK is not running, the dump has no Node or the nodes stay unready."""
+    """Create the Nodes of ``dump`` as KWOK nodes (:func:`node_body`, one POST each), with
+    :data:`REGISTER_WORKERS` clients in batches of ``local_cluster.NODE_BATCH``; KWOK makes them
+    Ready and renews their Leases. Waits (:func:`wait_seconds`) until each is Ready and
+    kube-controller-manager has lifted the ``not-ready`` taint admission adds at create. Returns
+    the number of Nodes. Raises ClusterError when KWOK is not running, the dump has no Node or
+    the nodes stay unready."""
     lc = _local_cluster()
     if COMPONENT not in cluster.state.get("components", []):
         raise lc.ClusterError(f"nodes: KWOK is not running in {cluster.dir} (`up {cluster.dir} --with kwok`)")
     nodes = [obj for obj in lc.read_objects(dump) if obj.get("kind") == "Node"]
     if not nodes:
         raise lc.ClusterError(f"nodes: {dump} holds no Node")
-    api = lc.ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=8)
+    api = lc.ApiClient(cluster.state["ports"]["kube-apiserver"], cluster.state["admin_token"], workers=REGISTER_WORKERS)
 
     def register(node: dict[str, Any]) -> None:
         api.request("POST", "/api/v1/nodes", node_body(node), expect=(201, 409))
-        status = node.get("status") or {}
-        allocatable = status.get("allocatable") or {}
-        api.request("PATCH", f"/api/v1/nodes/{node['metadata']['name']}/status",
-                    {"status": {"capacity": status.get("capacity") or allocatable, "allocatable": allocatable}},
-                    content_type="application/strategic-merge-patch+json")
 
     for start_at in range(0, len(nodes), lc.NODE_BATCH):
         api.map(register, nodes[start_at:start_at + lc.NODE_BATCH])
     names = [n["metadata"]["name"] for n in nodes]
     cluster.state["kwok_nodes"] = sorted(set(cluster.state.get("kwok_nodes", [])) | set(names))
     cluster.save()
-    wait_ready(cluster, api, set(names), timeout=120 + len(nodes) / 20)
+    wait_ready(cluster, api, set(names), timeout=wait_seconds(len(nodes)), poll=poll_seconds(len(nodes)))
     cluster.wait_for_node_taints(api, {n["metadata"]["name"]: (n.get("spec") or {}).get("taints") or [] for n in nodes},
-                                 timeout=120 + len(nodes) / 20)
+                                 timeout=wait_seconds(len(nodes)), poll=poll_seconds(len(nodes)))
     return len(nodes)
 
 
-def wait_ready(cluster: LocalCluster, api: ApiClient, names: set[str], timeout: float) -> None:
-    """Wait until every node of ``names`` has Ready=True (KWOK's node-initialize Stage). Raises
-    ClusterError naming how many are not, with the tail of KWOK's log."""
+def wait_ready(cluster: LocalCluster, api: ApiClient, names: set[str], timeout: float, poll: float = 1.0) -> None:
+    """Wait until every node of ``names`` has Ready=True (KWOK's node-initialize Stage), listing
+    the Nodes every ``poll`` s. Raises ClusterError naming how many are not, with the tail of
+    KWOK's log."""
     deadline = time.monotonic() + timeout
     while True:
-        listed = api.request("GET", "/api/v1/nodes")["items"]
+        listed = api.request("GET", "/api/v1/nodes?resourceVersion=0")["items"]
         ready = {n["metadata"]["name"] for n in listed
                  if any(c.get("type") == "Ready" and c.get("status") == "True"
                         for c in (n.get("status") or {}).get("conditions") or [])}
@@ -194,7 +237,7 @@ def wait_ready(cluster: LocalCluster, api: ApiClient, names: set[str], timeout: 
             raise _local_cluster().ClusterError(
                 f"nodes: {len(missing)} KWOK nodes not Ready after {timeout:g} s (e.g. {sorted(missing)[:5]}):\n"
                 f"{cluster.log_tail(COMPONENT)}")
-        time.sleep(1)
+        time.sleep(poll)
 
 
 def describe(cluster: LocalCluster) -> str:

@@ -514,7 +514,7 @@ class LocalCluster:
                 # lift the not-ready taints, and a Python heartbeat renewing 4,096 Leases on
                 # 2 CPUs needs more than the default 50 s of grace under load
                 "--kube-api-qps", "200", "--kube-api-burst", "400",
-                "--node-monitor-grace-period", "120s",
+                *node_grace_args(self.state),
                 "--cluster-name", "local",
             ]),
             ("kube-scheduler", []),
@@ -799,17 +799,19 @@ class LocalCluster:
         partial.write_text(json.dumps(names) + "\n")
         partial.rename(self.dir / "nodes.json")
 
-    def wait_for_node_taints(self, api: ApiClient, taints: dict[str, list], timeout: float = 120) -> None:
+    def wait_for_node_taints(self, api: ApiClient, taints: dict[str, list], timeout: float = 120,
+                             poll: float = 1.0) -> None:
         """Wait until every node of ``taints`` carries exactly its dump's taints: the apiserver's
         TaintNodesByCondition admission adds ``node.kubernetes.io/not-ready:NoSchedule`` at
         create, and kube-controller-manager's node lifecycle controller removes it once it has seen
-        the node Ready. Raises ClusterError naming the nodes still tainted after ``timeout``."""
+        the node Ready; lists the Nodes (from the apiserver's cache) every ``poll`` s. Raises
+        ClusterError naming the nodes still tainted after ``timeout``."""
         def key(taint: dict) -> tuple:
             return taint.get("key"), taint.get("value"), taint.get("effect")
 
         deadline = time.monotonic() + timeout
         while True:
-            listed = api.request("GET", "/api/v1/nodes")["items"]
+            listed = api.request("GET", "/api/v1/nodes?resourceVersion=0")["items"]
             extra = {n["metadata"]["name"]: [key(t) for t in n["spec"].get("taints") or []
                                              if key(t) not in {key(d) for d in taints[n["metadata"]["name"]]}]
                      for n in listed if n["metadata"]["name"] in taints}
@@ -820,7 +822,7 @@ class LocalCluster:
                 sample = dict(list(extra.items())[:5])
                 raise ClusterError(f"nodes: {len(extra)} nodes still carry taints the dump does not after {timeout} s "
                                    f"(e.g. {sample}):\n{self.log_tail('kube-controller-manager')}")
-            time.sleep(1)
+            time.sleep(poll)
 
     def register_nodes(self, dump: Path) -> int:
         """Create the Nodes of ``dump`` (a ``kubectl get nodes -o yaml`` List or a
@@ -1029,6 +1031,17 @@ def start_apiserver(cluster: LocalCluster) -> float:
 #: (scheduling.k8s.io/v1beta1 Workload and PodGroup; v1alpha3 CompositePodGroup).
 WORKLOAD_API_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
 WORKLOAD_API_RUNTIME_CONFIG = "scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"
+
+
+def node_grace_args(state: dict) -> list[str]:
+    """kube-controller-manager's node lifecycle graces for the control plane ``state`` describes:
+    ``--node-monitor-grace-period 120s`` (``node-heartbeat`` renews a 40 s Lease every 20 s from
+    Python; the default 50 s is too short under load), or KWOK's when ``up`` starts KWOK
+    (``state["upstream"]`` holds ``kwok``; ``hack/kwok.py``'s ``controller_manager_args``)."""
+    graces = {"--node-monitor-grace-period": "120s"}
+    if "kwok" in state.get("upstream", ()):
+        graces = _kwok().controller_manager_args()
+    return [word for flag_value in graces.items() for word in flag_value]
 
 
 def workload_api_args(component: str, state: dict) -> list[str]:
@@ -1452,7 +1465,7 @@ def up(directory: Path, webhook: bool, gate_pods: bool, controller: bool = False
     if target is None and workload_api and (webhook or controller):
         target = "workload-api"
     cluster.state = {"ports": {}, "components": [], "bin": str(build()), "workload_api": workload_api,
-                     "target": target}
+                     "target": target, "upstream": list(upstream)}
     cluster.save()
     try:
         started = time.monotonic()

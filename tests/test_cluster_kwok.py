@@ -89,7 +89,7 @@ def test_kwok_nodes_are_ready_and_run_a_pod_for_its_annotated_duration(cluster, 
         assert not node["spec"].get("taints")  # the not-ready taint lifted by the node lifecycle controller
         lease = api.request("GET", f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}")
         # KWOK holds every node's Lease under its own identity, for the duration hack/kwok.py gives it
-        assert lease["spec"]["leaseDurationSeconds"] == 240 and lease["spec"]["renewTime"]
+        assert lease["spec"]["leaseDurationSeconds"] == 1200 and lease["spec"]["renewTime"]
         assert lease["metadata"]["ownerReferences"][0]["name"] == name
 
     seen: dict[str, float] = {}

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
 
 import kwok  # noqa: E402  (hack/kwok.py)
+import local_cluster  # noqa: E402  (hack/local_cluster.py)
 
 # benchmarks/trace.py shares its name with the standard library's `trace`: load it by path
 _spec = importlib.util.spec_from_file_location("trace_benchmark", REPO / "benchmarks" / "trace.py")
@@ -233,7 +234,27 @@ def test_kwok_configuration_keeps_the_server_on_loopback():
     assert config["options"] == {"nodePort": 41234, "cidr": "10.128.0.0/10",
                                  "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
                                  "enableCRDs": ["Stage"], "serverAddress": "127.0.0.1:41234", "nodeIP": "127.0.0.1",
-                                 "nodeLeaseDurationSeconds": 240, "nodeLeaseParallelism": 16}
+                                 "nodeLeaseDurationSeconds": 1200, "nodeLeaseParallelism": 64,
+                                 "nodePlayStageParallelism": 32, "podPlayStageParallelism": 32}
+
+
+def test_kwok_runs_with_node_graces_longer_than_a_lease_renewal():
+    # KWOK renews every quarter of the Lease (1,200 s / 4 = 300 s): the grace must exceed that
+    assert kwok.controller_manager_args() == {"--node-monitor-grace-period": "900s",
+                                              "--node-startup-grace-period": "900s"}
+    assert local_cluster.node_grace_args({"upstream": ["lws", "kwok"]}) == [
+        "--node-monitor-grace-period", "900s", "--node-startup-grace-period", "900s"]
+    assert local_cluster.node_grace_args({"upstream": ["lws"]}) == ["--node-monitor-grace-period", "120s"]
+    assert local_cluster.node_grace_args({}) == ["--node-monitor-grace-period", "120s"]  # a state from before
+
+
+def test_registration_waits_and_polls_in_proportion_to_the_nodes():
+    assert kwok.wait_seconds(128) == 136.0
+    assert kwok.wait_seconds(5000) == 745.0
+    assert kwok.poll_seconds(128) == 1.0
+    assert kwok.poll_seconds(1000) == 1.0
+    assert kwok.poll_seconds(1001) == 2.0
+    assert kwok.poll_seconds(5000) == 5.0
 
 
 def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
@@ -242,7 +263,18 @@ def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
     assert body == {"apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": "n1", "labels": {RACK: "r1", "type": "kwok"},
                                  "annotations": {"kwok.x-k8s.io/node": "fake"}},
-                    "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}}
+                    "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+                    "status": {"capacity": {}, "allocatable": {}}}
+
+
+def test_a_kwok_node_is_created_with_the_dumps_capacity_and_allocatable():
+    status = {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
+    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status})["status"] == {
+        "capacity": {"nvidia.com/gpu": "8", "cpu": "96"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
+    status = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
+              "conditions": [{"type": "Ready", "status": "True"}]}
+    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status})["status"] == {
+        "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"}}  # KWOK makes it Ready
 
 
 def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_the_others():
@@ -253,3 +285,17 @@ def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_
     assert bench.in_hand("kueue", jobs, submitted, times, pods) == {"g": 1.0, "h": 2.0}
     assert bench.in_hand("gate", jobs, submitted, times, pods) == {"g": 4.5}  # h has 1 of its 2 pods
     assert bench.in_hand("workload-api", jobs, submitted, times, pods) == {"g": 4.5}
+
+
+def test_the_pod_watch_resumes_from_the_last_version_and_lists_again_after_410():
+    watch = bench.TraceWatch(None, [node("n1", "r1")], sample=1.0)  # type: ignore[arg-type]  # no cluster: run() unused
+    base = "/api/v1/namespaces/default/pods?watch=1&allowWatchBookmarks=true&labelSelector=bench.segments.dev/run%3Dtrace"
+    assert watch.watch_path() == base  # the first watch: every pod as ADDED
+    added = pod("g", 0, "n1")
+    added["metadata"]["resourceVersion"] = "120"
+    watch.handle({"type": "ADDED", "object": added})
+    assert watch.times["g-0"].bound is not None and watch.watch_path() == base + "&resourceVersion=120"
+    watch.handle({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "135"}}})
+    assert watch.watch_path() == base + "&resourceVersion=135" and set(watch.latest) == {"g-0"}
+    watch.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    assert watch.watch_path() == base
