@@ -271,9 +271,9 @@ def test_a_kwok_node_is_created_with_the_dumps_capacity_and_allocatable():
     status = {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
     assert kwok.node_body({"metadata": {"name": "n1"}, "status": status})["status"] == {
         "capacity": {"nvidia.com/gpu": "8", "cpu": "96"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
-    status = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
-              "conditions": [{"type": "Ready", "status": "True"}]}
-    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status})["status"] == {
+    status_with_conditions: dict[str, object] = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
+                                                 "conditions": [{"type": "Ready", "status": "True"}]}
+    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status_with_conditions})["status"] == {
         "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"}}  # KWOK makes it Ready
 
 
@@ -288,7 +288,7 @@ def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_
 
 
 def test_the_pod_watch_resumes_from_the_last_version_and_lists_again_after_410():
-    watch = bench.TraceWatch(None, [node("n1", "r1")], sample=1.0)  # type: ignore[arg-type]  # no cluster: run() unused
+    watch = bench.TraceWatch(None, [node("n1", "r1")], sample=1.0)  # no cluster: run() unused
     base = "/api/v1/namespaces/default/pods?watch=1&allowWatchBookmarks=true&labelSelector=bench.segments.dev/run%3Dtrace"
     assert watch.watch_path() == base  # the first watch: every pod as ADDED
     added = pod("g", 0, "n1")
