@@ -45,11 +45,13 @@ def ci() -> bool:
     return os.environ.get("CI") == "true"
 
 
-@pytest.fixture(scope="module")
-def node_cluster(tmp_path_factory):
-    """``up DIR --kubelet`` (no --webhook: the chart installs it); stopped at the end."""
-    if not ci() and not (local_cluster.built() and local_cluster.upstream_binary("kubelet").is_file()):
-        pytest.skip("node suite: kubelet or control plane not built (hack/local-cluster.sh build)")
+def start_node_cluster(tmp_path_factory, name: str, upstream: tuple[str, ...] = ()) -> local_cluster.LocalCluster:
+    """``up DIR --kubelet [--with UPSTREAM]`` (no --webhook: the chart installs it) for a module's
+    fixture, in a fresh directory named ``name``; skipped (failed in CI) when a program is not built
+    or a Debian tool is missing; its ``up`` seconds in ``state["test_up_seconds"]``."""
+    needed = ("kubelet", *upstream)
+    if not ci() and not (local_cluster.built() and all(local_cluster.upstream_binary(n).is_file() for n in needed)):
+        pytest.skip(f"node suite: {', '.join(needed)} or the control plane not built (hack/local-cluster.sh build)")
     missing = [tool for tool in ("containerd", "ctr", "runc", "podman") if shutil.which(tool) is None]
     if missing:
         message = f"node suite: {', '.join(missing)} not installed (apt-get install -y containerd runc " \
@@ -57,13 +59,20 @@ def node_cluster(tmp_path_factory):
         if ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
-    directory = tmp_path_factory.mktemp("node") / "cluster"
+    directory = tmp_path_factory.mktemp(name) / "cluster"
     started = time.monotonic()
     try:
-        cluster = local_cluster.up(directory, webhook=False, gate_pods=False, kubelet=True)
+        cluster = local_cluster.up(directory, webhook=False, gate_pods=False, kubelet=True, upstream=upstream)
     except local_cluster.ClusterError as error:
-        pytest.fail(f"up --kubelet failed: {error}", pytrace=False)
+        pytest.fail(f"up --kubelet{' --with ' + ','.join(upstream) if upstream else ''} failed: {error}", pytrace=False)
     cluster.state["test_up_seconds"] = round(time.monotonic() - started, 1)
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def node_cluster(tmp_path_factory):
+    """``up DIR --kubelet``; stopped at the end."""
+    cluster = start_node_cluster(tmp_path_factory, "node")
     yield cluster
     cluster.stop_all()
 

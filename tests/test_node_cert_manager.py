@@ -19,8 +19,6 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-import os
-import shutil
 import socket
 import ssl
 import sys
@@ -35,10 +33,16 @@ sys.path.insert(0, str(REPO / "hack"))
 
 import cert_manager  # noqa: E402  (hack/cert_manager.py)
 import image as image_tool  # noqa: E402  (hack/image.py)
-import local_cluster  # noqa: E402  (hack/local_cluster.py)
 import node as node_tool  # noqa: E402  (hack/node.py)
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, Kubectl, review, wait_for, write_manifest  # noqa: E402
-from node_support import CHART, DENIED_RULE, NAMESPACE, SHARED_CRDS, Load  # noqa: E402
+from node_support import (  # noqa: E402
+    CHART,
+    DENIED_RULE,
+    NAMESPACE,
+    SHARED_CRDS,
+    Load,
+    start_node_cluster,
+)
 from node_support import helm as _helm  # noqa: E402
 from test_core_rules import MESSAGES, TRIGGERS  # noqa: E402
 from test_node import TOPOLOGY_FILE, _webhook_pods  # noqa: E402
@@ -53,30 +57,10 @@ CA_CERTIFICATE = "segment-webhook-ca"
 RENEW_REASON = "ManuallyTriggered"
 
 
-def _ci() -> bool:
-    return os.environ.get("CI") == "true"
-
-
 @pytest.fixture(scope="module")
 def cm_cluster(tmp_path_factory):
     """``up DIR --kubelet --with cert-manager``; stopped at the end."""
-    needed = [local_cluster.upstream_binary(name) for name in ("kubelet", "cert-manager")]
-    if not _ci() and not (local_cluster.built() and all(path.is_file() for path in needed)):
-        pytest.skip("node suite: kubelet, cert-manager or control plane not built (hack/local-cluster.sh build)")
-    missing = [tool for tool in ("containerd", "ctr", "runc", "podman") if shutil.which(tool) is None]
-    if missing:
-        message = f"node suite: {', '.join(missing)} not installed (apt-get install -y containerd runc " \
-                  "containernetworking-plugins podman)"
-        if _ci():
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    directory = tmp_path_factory.mktemp("node-cm") / "cluster"
-    started = time.monotonic()
-    try:
-        cluster = local_cluster.up(directory, webhook=False, gate_pods=False, kubelet=True, upstream=("cert-manager",))
-    except local_cluster.ClusterError as error:
-        pytest.fail(f"up --kubelet --with cert-manager failed: {error}", pytrace=False)
-    cluster.state["test_up_seconds"] = round(time.monotonic() - started, 1)
+    cluster = start_node_cluster(tmp_path_factory, "node-cm", ("cert-manager",))
     yield cluster
     cluster.stop_all()
 
