@@ -33,6 +33,7 @@ import pytest
 import node_support
 from cluster_support import EXAMPLES, wait_for, write_manifest
 from node_support import LEASE_DURATION, NAMESPACE, Load, container_log, helm_install, lease, local_cluster
+from webhook.controller.election import BACKOFF_MAX as ELECTION_BACKOFF_MAX
 
 pytestmark = pytest.mark.node
 
@@ -354,11 +355,15 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     assert good_refused == [] and refused_after == [] and denials_lost == [] and other == []
     assert load.counts["admitted"] > 0 and load.counts["denied"] > 0
     # the controller's Lease: held again by one of its pods (the same: acquireTime kept; the other:
-    # acquired after the restart), renewed within the lease duration of /readyz
+    # acquired after the restart). An outage longer than the renew deadline ends the leader's term;
+    # each pod's election then retries with its back-off (at most election.BACKOFF_MAX while the
+    # server was away), and a pod that is not the holder waits until the Lease it read has stood
+    # still for a lease duration: renewed within those two of /readyz (runs: 1.8, 3.5 and 4.8 s when
+    # the leader kept it; 20.7 s when the standby took it)
     assert lease_after["holderIdentity"] in now_controllers
     assert (lease_after["acquireTime"] == lease_before["acquireTime"]) == (lease_after["holderIdentity"]
                                                                            == lease_before["holderIdentity"])
-    assert lease_back < LEASE_DURATION
+    assert lease_back < LEASE_DURATION + ELECTION_BACKOFF_MAX
     # every gang released once, every pod bound where released, no node over-booked
     assert {name: dict(codes) for name, codes in patches.items()} == {
         p["metadata"]["name"]: {200: 1} for p in bound}
