@@ -400,9 +400,11 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
     deleted_at = time.time()
     kubectl.ok("delete", "pod", leader, "-n", NAMESPACE, "--wait=false")
     refused = create_pods(kubectl, work, gang_pods["gang-b1"][3:] + gang_pods["gang-b2"])
-    taken = wait_for("the standby holds the Lease", lambda: (
-        lambda s: s if s.get("holderIdentity") == standby else None)((lease(kubectl) or {}).get("spec") or {}),
-        timeout=60, interval=0.2)
+    # the standby takes it; or, when the standby's election is still in the back-off an earlier
+    # outage left (test above; at most election.BACKOFF_MAX), the Deployment's replacement pod may
+    taken = wait_for("another controller pod holds the Lease", lambda: (
+        lambda s: s if s.get("holderIdentity") not in (None, leader) else None)((lease(kubectl) or {}).get("spec") or {}),
+        timeout=90, interval=0.2)
     takeover = parse_time(taken["acquireTime"]) - deleted_at
     try:
         bound = wait_for("all 15 gang pods bound", lambda: all_bound(kubectl, namespace, 15), timeout=180)
@@ -418,7 +420,8 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
     events = gang_released_events(kubectl, namespace)
     over = over_booked(kubectl)
     table = {
-        "takeover s (acquireTime - delete)": round(takeover, 1), "all pods bound s after the delete": round(placed_after, 1),
+        "takeover s (acquireTime - delete)": round(takeover, 1), "taken by": taken["holderIdentity"],
+        "standby": standby, "all pods bound s after the delete": round(placed_after, 1),
         "gang pods created after the delete": 7, "refused": len(refused),
         "accepted release patches per pod": sorted(Counter(c.get(200, 0) for c in patches.values()).items()),
         "refused release patches": sum(n for c in patches.values() for code, n in c.items() if code != 200),
@@ -429,8 +432,12 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
               f"Lease before:\n{lease_before_text}Lease after:\n{lease_text(kubectl)}"
               f"pods before:\n{pods_before}pods after:\n{wide(kubectl)}refused: {refused}")
     assert refused == []
-    assert taken["holderIdentity"] == standby and parse_time(taken["acquireTime"]) > deleted_at
-    assert takeover < LEASE_DURATION, f"takeover {takeover:.1f} s: the deleted leader did not give its Lease up"
+    assert parse_time(taken["acquireTime"]) > deleted_at
+    if taken["holderIdentity"] == standby:
+        assert takeover < LEASE_DURATION, f"takeover {takeover:.1f} s: the deleted leader did not give its Lease up"
+    else:  # the replacement pod, while the standby's election backed off
+        assert taken["holderIdentity"] in {p["metadata"]["name"] for p in node_support.pods(kubectl, "controller")}
+        assert takeover < LEASE_DURATION + ELECTION_BACKOFF_MAX, f"takeover {takeover:.1f} s by {taken['holderIdentity']}"
     assert {name: dict(codes) for name, codes in patches.items()} == {
         p["metadata"]["name"]: {200: 1} for p in bound}
     assert events == dict.fromkeys(names, 1)
