@@ -82,16 +82,21 @@ def kubectl(node_cluster) -> Kubectl:
     return Kubectl(node_cluster)
 
 
-@pytest.fixture(scope="module")
-def webhook_image(node_cluster) -> str:
-    """The image ``hack/image.sh build`` makes (built when podman lacks it), imported into the node;
-    ``SEGMENT_WEBHOOK_NODE_IMAGE`` names another tag of podman's storage instead (a build of a
-    work tree beside the shared tag)."""
+def import_webhook_image(cluster: local_cluster.LocalCluster) -> str:
+    """The image ``hack/image.sh build`` makes (built when podman lacks it), imported into the
+    cluster's node; ``SEGMENT_WEBHOOK_NODE_IMAGE`` names another tag of podman's storage instead (a
+    build of a work tree beside the shared tag). Returns the tag."""
     tag = os.environ.get("SEGMENT_WEBHOOK_NODE_IMAGE") or image_tool.image_tag()
     if not image_tool.podman_has_image(tag):
         image_tool.build()
-    node_tool.import_podman_image(Path(node_cluster.state["node"]["dir"]), tag)
+    node_tool.import_podman_image(Path(cluster.state["node"]["dir"]), tag)
     return tag
+
+
+@pytest.fixture(scope="module")
+def webhook_image(node_cluster) -> str:
+    """:func:`import_webhook_image` into the module's node."""
+    return import_webhook_image(node_cluster)
 
 
 def helm(node_cluster, *args: str) -> subprocess.CompletedProcess[str]:

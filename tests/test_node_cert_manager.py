@@ -32,7 +32,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "hack"))
 
 import cert_manager  # noqa: E402  (hack/cert_manager.py)
-import image as image_tool  # noqa: E402  (hack/image.py)
 import node as node_tool  # noqa: E402  (hack/node.py)
 from cluster_support import ADMIN_FLAGS, DEPLOY_FLAGS, Kubectl, review, wait_for, write_manifest  # noqa: E402
 from node_support import (  # noqa: E402
@@ -41,6 +40,7 @@ from node_support import (  # noqa: E402
     NAMESPACE,
     SHARED_CRDS,
     Load,
+    import_webhook_image,
     start_node_cluster,
 )
 from node_support import helm as _helm  # noqa: E402
@@ -74,10 +74,7 @@ def kubectl(cm_cluster) -> Kubectl:
 def installed(cm_cluster, kubectl) -> float:
     """``helm install --wait`` of the chart in its default certificate mode (cert-manager) with the
     locally built image; returns its seconds."""
-    tag = image_tool.image_tag()
-    if not image_tool.podman_has_image(tag):
-        image_tool.build()
-    node_tool.import_podman_image(Path(cm_cluster.state["node"]["dir"]), tag)
+    tag = import_webhook_image(cm_cluster)
     for crd in sorted(SHARED_CRDS.glob("*.yaml")):
         kubectl.ok("apply", "--server-side", "-f", str(crd))
     cm_cluster.wait_for_crds()

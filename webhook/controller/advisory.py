@@ -62,7 +62,7 @@ from webhook.planning.snapshot import Snapshot
 from webhook.planning.whatif import DENIED, FITS, NEVER, WAITING, planner_for, second_opinion, what_if
 from webhook.topology.objects import Topology
 
-__all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_GROUP", "KUEUE_WORKLOAD_VERSION", "Advice",
+__all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_WORKLOAD_VERSION", "Advice",
            "advice_documents", "advice_writes", "advise", "advise_owner", "is_kueue_workload",
            "kueue_pending_since", "kueue_workload_pending", "kueue_workload_word", "owner_of_objects",
            "pending_elsewhere", "pending_gangs", "ref_of"]

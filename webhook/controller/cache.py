@@ -35,10 +35,11 @@ from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, Share
 from webhook.cluster.api_server import ApiServerReachability, Backoff, send_until_answered
 from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
-from webhook.controller.advisory import KUEUE_GROUP, KUEUE_WORKLOAD_VERSION, kueue_workload_pending, pending_elsewhere
+from webhook.controller.advisory import KUEUE_WORKLOAD_VERSION, kueue_workload_pending, pending_elsewhere
 from webhook.controller.podgroups import is_grouped_pod
 from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
+from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.nodes import SnapshotError, parse_node
 from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
 from webhook.kube.quantity import QuantityError
