@@ -200,6 +200,11 @@ MESSAGES = {
         'om the workload\'s labels, so this choice would be ignored (rule target-as-annotation); fix: move it t'
         'o metadata.labels["segments.dev/target"].'
     ),
+    'target-key-misspelled': (
+        'metadata.labels["segments.dev/targte"] = "kueue": not a key this webhook reads but close to segments'
+        '.dev/target, so this target choice would be ignored (rule target-key-misspelled); fix: rename the ke'
+        'y to metadata.labels["segments.dev/target"].'
+    ),
     'target-cannot-express': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
         "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever on Kueue before v0."
@@ -239,6 +244,12 @@ def tp4(**worker_annotations):
 def _target_annotation():
     obj = tp4()
     obj["metadata"].setdefault("annotations", {})["segments.dev/target"] = "kueue"
+    return obj
+
+
+def _misspelled_target():
+    obj = tp4()
+    obj["metadata"].setdefault("labels", {})["segments.dev/targte"] = "kueue"
     return obj
 
 
@@ -314,6 +325,7 @@ TRIGGERS = {
     "trainjob-spec-annotation-differs": lambda: (_trainjob_spec_size("8"), None),
     "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
     "target-as-annotation": lambda: (_target_annotation(), None),
+    "target-key-misspelled": lambda: (_misspelled_target(), None),
     "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
     "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),
@@ -530,3 +542,26 @@ def test_placement_keys_written_only_as_labels_are_denied_not_left_out_as_not_op
         ("placement-key-as-label", f'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["{key}"]')
         for key in (TOPO, SIZE, SEG_REQ)]
     assert decision.code == 403 and decision.patch in (None, [])
+
+
+def test_a_misspelled_target_key_on_a_workload_that_did_not_opt_in_is_not_denied():
+    # no segment key anywhere: the webhook never reads a target for it, so nothing is lost and the
+    # object must pass untouched (never deny an object that did not opt in)
+    obj = load_example("pytorchjob-tp4.yaml")
+    del obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    obj["metadata"].pop("annotations", None)
+    obj["metadata"]["labels"] = {"segments.dev/targte": "kueue"}
+    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+                      PLAIN)
+    assert decision.violations == []
+    assert decision.patch in (None, [])
+
+
+@pytest.mark.parametrize("key", ["segments.dev/target", "segments.dev/trainer-job", "segments.dev/topology",
+                                 "example.com/target"])
+def test_keys_that_are_not_target_misspellings_are_not_denied(key):
+    obj = tp4()
+    obj["metadata"].setdefault("labels", {})[key] = "kai"
+    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+                      PLAIN)
+    assert [v.rule for v in decision.violations] == []

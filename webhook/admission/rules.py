@@ -512,6 +512,26 @@ def check_target_not_annotation(decision: Decision, annotations: Mapping[str, An
     return False
 
 
+@rule("target-key-misspelled", "DESIGN.md §9b",
+      "a root label or annotation key within edit distance 3 of segments.dev/target")
+def check_target_key_spelling(decision: Decision, map_field: str, keys: Mapping[str, Any], target_key: str) -> bool:
+    """Deny each key of one root map (``map_field``: ``metadata.labels`` or ``metadata.annotations``)
+    that misspells ``target_key`` (``segments.dev/target``, edit distance 1 to
+    :data:`MISSPELLING_DISTANCE`): the workload's target choice would be ignored silently and the
+    webhook's default target used instead, as a misspelled placement key would vanish (DESIGN.md
+    §4.5, §5). Returns True when no key misspells it."""
+    ok = True
+    for key, value in keys.items():
+        if not isinstance(key, str) or abs(len(key) - len(target_key)) > MISSPELLING_DISTANCE:
+            continue
+        if 0 < Levenshtein.distance(key, target_key, score_cutoff=MISSPELLING_DISTANCE) <= MISSPELLING_DISTANCE:
+            violate(decision, "target-key-misspelled", key_field(map_field, key), value,
+                    f"not a key this webhook reads but close to {target_key}, so this target choice would be "
+                    "ignored", f"rename the key to {key_field('metadata.labels', target_key)}")
+            ok = False
+    return ok
+
+
 @rule("target-cannot-express", "DESIGN.md §9b",
       "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
 def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,

@@ -37,7 +37,12 @@ from typing import Any, NamedTuple
 
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.resolution import Resolution
-from webhook.admission.rules import check_target_known, check_target_not_annotation, deny_target_cannot_express
+from webhook.admission.rules import (
+    check_target_key_spelling,
+    check_target_known,
+    check_target_not_annotation,
+    deny_target_cannot_express,
+)
 from webhook.admission.segments import divisors, lws_segment
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
@@ -94,12 +99,18 @@ def chosen_target(obj: Mapping[str, Any], settings: AdmissionSettings, decision:
     """The target of workload ``obj``: its ``metadata.labels["segments.dev/target"]``, else
     :func:`default_target`. Returns ``None`` after recording a ``target-unknown`` denial when the
     label names no target :func:`served_targets` lists, or a ``target-as-annotation`` denial when
-    the root carries the key as an annotation (a choice that would be ignored)."""
+    the root carries the key as an annotation (a choice that would be ignored), or a
+    ``target-key-misspelled`` denial when a root label or annotation key misspells it."""
     # run on every workload review: None is tested by identity, dict before the Mapping ABC
     meta = obj.get("metadata")
     if meta is None or not isinstance(meta, (dict, Mapping)):
         meta = {}
     labels, annotations = meta.get("labels"), meta.get("annotations")
+    spelled = [check_target_key_spelling(decision, field, keys, TARGET_KEY)
+               for field, keys in (("metadata.labels", labels), ("metadata.annotations", annotations))
+               if keys is not None and isinstance(keys, (dict, Mapping))]
+    if not all(spelled):
+        return None
     if (annotations is not None and isinstance(annotations, (dict, Mapping))
             and not check_target_not_annotation(decision, annotations, TARGET_KEY)):
         return None
