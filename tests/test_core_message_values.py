@@ -120,3 +120,31 @@ def test_a_request_that_is_not_an_object_is_shown_as_json_not_a_python_type_name
     d = review([1, 2], StaticTopologyCatalog(()), PLAIN)  # type: ignore[arg-type]  # the bad input under test
     assert (d.code, d.message) == (400, "request = [1, 2]: must be an AdmissionReview v1 request object "
                                         "(rule malformed-object); fix: send an AdmissionReview v1 request object at request.")
+
+
+# ------------------------------------------------------------------ invisible characters are shown
+
+def test_a_zero_width_space_in_a_misspelled_key_is_shown_escaped(example_catalog):
+    # "segment\u200b-size" reads as "segment-size" on a terminal: the message must show the
+    # character that makes it another key, as a JSON escape (the key is one edit from the real one)
+    obj = tp4()
+    ann = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    ann["kai.scheduler/segment\u200b-size"] = ann.pop("kai.scheduler/segment-size")
+    d = run(obj, example_catalog)
+    assert d.message == (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment\\u200b-size"]'
+        ' = "4": not a key KAI reads but close to kai.scheduler/segment-size, so this constraint would be'
+        " lost (rule misspelled-key); fix: rename the key to kai.scheduler/segment-size.")
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("cluster\u200b-topology", '"cluster\\u200b-topology"'),   # zero-width space
+    ("cluster\u202e-topology", '"cluster\\u202e-topology"'),   # right-to-left override
+    ("cluster\u00a0topology", '"cluster\\u00a0topology"'),     # no-break space
+    ("\ufeffcluster-topology", '"\\ufeffcluster-topology"'),   # byte-order mark
+    ("clúster-topology", '"clúster-topology"'),                # visible non-ASCII stays readable
+])
+def test_invisible_characters_of_a_value_are_escaped_and_visible_ones_kept(value, shown):
+    from webhook.text.messages import quote
+
+    assert quote(value) == shown

@@ -11,6 +11,7 @@ import base64
 import heapq
 import json
 import math
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -138,10 +139,33 @@ def _bounded(value: Any, limit: int) -> str:
 
 
 def _json_text(leaf: Any, limit: int) -> str:
-    """A JSON scalar as JSON text (a long string cut first: only ``limit`` characters are shown)."""
+    """A JSON scalar as JSON text (a long string cut first: only ``limit`` characters are shown),
+    its invisible characters escaped (:func:`visible`)."""
     if isinstance(leaf, str) and len(leaf) > limit:
         leaf = leaf[: limit + 1]
-    return json.dumps(leaf, ensure_ascii=False)
+    return visible(json.dumps(leaf, ensure_ascii=False))
+
+
+#: Unicode categories a terminal shows as nothing or as plain space: format characters (zero-width
+#: space U+200B, joiners, the byte-order mark U+FEFF, bidirectional overrides such as U+202E),
+#: controls, private-use, unassigned, line and paragraph separators, and spaces other than U+0020.
+_INVISIBLE = frozenset({"Cf", "Cc", "Co", "Cn", "Cs", "Zl", "Zp", "Zs"})
+
+
+def visible(text: str) -> str:
+    """``text`` with every character a reader cannot see written as a JSON escape (``\\u200b``,
+    ``\\U0001f3f4`` style above U+FFFF as ``\\ud83c\\udff4``), so that ``"segment\\u200b-size"``
+    in a message does not read as ``segment-size``. Plain ASCII text is returned as it is."""
+    if text.isascii():
+        return text
+    out = []
+    for ch in text:
+        if ch != " " and unicodedata.category(ch) in _INVISIBLE:
+            out.append(json.dumps(ch))  # "\uXXXX" (a surrogate pair above U+FFFF), quotes stripped below
+            out[-1] = out[-1][1:-1]
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def json_type(value: Any) -> str:
@@ -178,7 +202,11 @@ def key_text(key: Any) -> str:
 
 def key_field(map_field: str, key: str) -> str:
     """Field path of one map entry: ``key_field("metadata.annotations", "a/b")`` →
-    ``metadata.annotations["a/b"]``."""
+    ``metadata.annotations["a/b"]``; a key's non-ASCII characters are written as JSON escapes
+    (a label or annotation key is ASCII in Kubernetes, so ``kai.scheduler/segment\\u2010size``
+    with a Unicode hyphen, or a zero-width space, is shown for what it is)."""
+    if not key.isascii():
+        key = json.dumps(key)[1:-1]
     return f'{map_field}["{key}"]'
 
 
