@@ -483,3 +483,25 @@ def test_check_bad_selector_exits_2(tmp_path, capsys, selector, message):
     except SystemExit as exc:
         code = exc.code
     assert code == 2 and message in capsys.readouterr().err
+
+
+def test_check_topology_checks_only_the_named_topology(tmp_path, capsys):
+    # a file infer wrote for two hardware groups: each Topology is meant for its own nodes, so the
+    # CPU pool's Topology (zone and host only) must not be held against the p5 nodes' layers, nor
+    # the p5 Topology against the CPU nodes (which lack its layer keys: dropped-nodes)
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "two.yaml", [topology(EKS_LEVELS, name="eks-p5"), topology([ZONE, HOST], name="eks-m5")])
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--topology", "eks-p5",
+                 "--selector", ",".join(EKS_LEVELS)]) == 0
+    assert capsys.readouterr().out == "0 findings for Topology eks-p5 on 32 nodes\n"
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--topology", "eks-p5"]) == 1
+    assert "dropped-nodes: Topology eks-p5: level topology.k8s.aws/network-node-layer-1: 4 nodes of 36" \
+        in capsys.readouterr().out
+
+
+def test_check_topology_naming_no_topology_of_the_file_exits_2(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "two.yaml", [topology(EKS_LEVELS, name="eks-p5"), topology([ZONE, HOST], name="eks-m5")])
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--topology", "eks-p4"]) == 2
+    assert (f"--topology eks-p4: {topo} holds no Topology of that name (it holds eks-p5, eks-m5); fix: name one of "
+            "them, or leave --topology out to check them all") in capsys.readouterr().err

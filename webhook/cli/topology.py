@@ -14,7 +14,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -24,6 +24,7 @@ from webhook.cli.output import write_output
 from webhook.cli.topology_inputs import InputError, collector_paused, list_cluster_nodes, read_nodes, read_topologies
 from webhook.kube.core import is_valid_label_key
 from webhook.topology import infer as topology_infer
+from webhook.topology.objects import Topology
 
 
 def label_key(text: str) -> str:
@@ -72,6 +73,9 @@ def register(subparsers: Any) -> None:
                        help="check only the nodes whose labels match, as kubectl's -l: comma-separated key=value, "
                             "key!=value, key, !key, key in (a,b), key notin (a,b) (e.g. "
                             "node.kubernetes.io/instance-type=p5.48xlarge, or the levels `topology infer` names)")
+    check.add_argument("--topology", metavar="NAME",
+                       help="check only the Topology of this name in TOPOLOGY (a file `topology infer` wrote may "
+                            "hold one Topology per hardware group, each meant for its own nodes)")
     check.set_defaults(func=run_check)
     from webhook.cli.topology_export import add_export_parser
 
@@ -176,11 +180,24 @@ def run_infer(args: argparse.Namespace) -> int:
     return written
 
 
+def _named(topologies: Sequence[Topology], name: str, filename: str) -> list[Topology]:
+    """The Topology called ``name`` among ``topologies`` (read from ``filename``), as a one-item
+    list. Raises :class:`InputError` naming the names there are when none is called so."""
+    chosen = [topo for topo in topologies if topo.name == name]
+    if not chosen:
+        names = ", ".join(topo.name for topo in topologies)
+        raise InputError(f"--topology {name}: {filename} holds no Topology of that name (it holds {names}); "
+                         "fix: name one of them, or leave --topology out to check them all")
+    return chosen
+
+
 def run_check(args: argparse.Namespace) -> int:
     """``topology check``: exit 0 clean, 1 any finding, 2 bad input."""
     with collector_paused():
         try:
             topologies = read_topologies(args.filename)
+            if args.topology is not None:
+                topologies = _named(topologies, args.topology, args.filename)
             nodes = read_nodes(args.nodes)
             if args.selector:
                 read = len(nodes)

@@ -1000,7 +1000,7 @@ def render_report(result: InferResult) -> str:
         lines.append(f"  inferred from {hw}; {topo.kept:,} nodes carry every level")
         if topo.kept < result.nodes:  # check the Topology on the nodes it holds, not on the others
             lines.append(f"  check it on them: segment-webhook topology check -f TOPOLOGY --nodes NODES "
-                         f"--selector '{','.join(topo.levels)}'")
+                         f"--topology {topo.name} --selector '{','.join(topo.levels)}'")
         width = max([len(s.key) for s in topo.stats] + [5])
         lines.append(f"  {'LEVEL':<{width}}  DOMAINS  NODES PER DOMAIN (min/median/max)  ALIASES")
         for stat in topo.stats:
