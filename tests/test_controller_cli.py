@@ -132,8 +132,8 @@ def test_dry_run_on_a_dump_with_malformed_objects_exits_2_naming_every_one(tmp_p
     assert err == (
         "segment-webhook controller: error: 3 problems in the input (a truncated or hand-edited dump? dump it again "
         "with `kubectl get nodes,pods -A -o yaml`):\n"
-        f'  {path}: document 9: Node "zone-a-r1-n2" is listed twice (also at {path}: document 2); node names are '
-        "unique in a cluster; fix: keep one of them\n"
+        f'  {path}: document 1.items[8]: Node "zone-a-r1-n2" is listed twice (also at {path}: document 1.items[1]); '
+        "node names are unique in a cluster; fix: keep one of them\n"
         f'  {path}: Node "bad": status.allocatable[cpu]: "NaN" is not a Kubernetes quantity (examples: "500m", "2", '
         '"64Gi", "1e3"); fix: write a number with an optional suffix (m, k, M, G, Ki, Mi, Gi, Ti) and no spaces\n'
         f"  {path}: Pod team-a/p: spec is missing\n")
@@ -210,8 +210,8 @@ def test_two_topologies_of_one_name_are_bad_input(tmp_path):
     path = dump(tmp_path, cluster() + [TOPOLOGY_OBJECT, other])
     code, out, err = once([path], [], None, "yaml")
     assert (code, out) == (2, "")
-    assert err == (f'segment-webhook controller: error: {path}: document 10: Topology "cluster-topology" is defined '
-                   f"twice with different levels or aliases (also at {path}: document 9: topology.kubernetes.io/zone, "
+    assert err == (f'segment-webhook controller: error: {path}: document 1.items[9]: Topology "cluster-topology" is '
+                   f"defined twice with different levels or aliases (also at {path}: document 1.items[8]: topology.kubernetes.io/zone, "
                    "cloud.provider.com/topology-block, cloud.provider.com/topology-rack, kubernetes.io/hostname; here: "
                    "kubernetes.io/hostname); fix: keep one of them or rename one\n")
 

@@ -1011,9 +1011,11 @@ def test_lws_scaled_below_its_segment_size(example_catalog, policy, new_size, fi
     ("apiVersion: kai.scheduler/v1\nkind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/b}]}\n",
      'Topology apiVersion "kai.scheduler/v1" is not one KAI serves; fix: apiVersion: kai.scheduler/v1alpha1'),
     ("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: null}]}\n",
-     'Topology "t": spec.levels[0].nodeLabel null is not a valid label key'),
+     'Topology "t": spec.levels[0].nodeLabel null is not a valid label key; fix: write the node label key of this '
+     'level, e.g. topology.kubernetes.io/zone (an optional DNS prefix and /, then a name of at most 63 characters)'),
     ("kind: Topology\nmetadata: {name: t}\nspec: {levels: [{nodeLabel: a.io/b}, {nodeLabel: a.io/b}]}\n",
-     'Topology "t": spec.levels[1].nodeLabel "a.io/b" is listed twice'),
+     'Topology "t": spec.levels[1].nodeLabel "a.io/b" is listed twice (also spec.levels[0]); fix: list each node '
+     'label once, from the broadest level to the narrowest: remove one of them'),
     ("- 1\n- 2\n", "expected a Kubernetes object, got [1, 2]"),
 ])
 def test_topology_errors_show_values_as_json(text, message):

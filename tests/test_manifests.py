@@ -16,7 +16,7 @@ def test_json_is_detected_by_its_first_character_and_kept_as_one_document():
     text = '\n  {"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}]}'
     docs = manifests.parse_documents(text, "nodes.json")
     assert docs == [{"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}]}]
-    assert list(manifests.flatten(docs, "nodes.json")) == [("document 1", {"kind": "Node", "metadata": {"name": "n1"}})]
+    assert list(manifests.flatten(docs, "nodes.json")) == [("document 1.items[0]", {"kind": "Node", "metadata": {"name": "n1"}})]
 
 
 def test_yaml_flow_mapping_starting_with_a_brace_is_read_as_yaml():
@@ -293,11 +293,11 @@ def test_items_of_a_typed_list_without_kind_get_the_lists_item_kind(kind, item_k
     docs = [{"apiVersion": "v1", "kind": kind, "items": [{"metadata": {"name": "a"}},
                                                          {"kind": "Other", "metadata": {"name": "b"}}]}]
     assert list(manifests.flatten(docs, "list.json")) == [
-        ("document 1", {"kind": item_kind, "metadata": {"name": "a"}}),
-        ("document 2", {"kind": "Other", "metadata": {"name": "b"}})]
+        ("document 1.items[0]", {"kind": item_kind, "metadata": {"name": "a"}}),
+        ("document 1.items[1]", {"kind": "Other", "metadata": {"name": "b"}})]
     with pytest.raises(ManifestError) as caught:  # a plain List names no kind for its items
         list(manifests.flatten([{"kind": "List", "items": [{"metadata": {}}]}], "list.json"))
-    assert str(caught.value) == "list.json: document 1: object has no kind"
+    assert str(caught.value) == "list.json: document 1.items[0]: object has no kind"
 
 
 @pytest.mark.parametrize("value, text, type_name", [

@@ -198,7 +198,9 @@ NOT_AN_OBJECT_FIX = "; fix: give Kubernetes objects, each a mapping with apiVers
 
 def _bad_cluster(tmp_path, what):
     if what == "directory":
-        return tmp_path, f"{tmp_path}: cannot read: Is a directory"
+        return tmp_path, (f"{tmp_path}: cannot read: Is a directory; fix: give one file (or - for stdin), e.g. cat "
+                          f"{tmp_path}/*.yaml | segment-webhook ... -f - (a directory is not read as kubectl -f DIR "
+                          "reads it)")
     path = tmp_path / "c.yaml"
     if what == "binary":
         path.write_bytes(b"\x7fELF\x02\x01\x01\x00\xff\xfe")

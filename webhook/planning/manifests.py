@@ -108,6 +108,10 @@ def read_text(path: str) -> str:
         else:
             with open(path, "rb") as fh:
                 data = fh.read()
+    except IsADirectoryError:
+        raise ManifestError(path, "cannot read: Is a directory; fix: give one file (or - for stdin), e.g. "
+                                  f"cat {path.rstrip('/')}/*.yaml | segment-webhook ... -f - (a directory is not read "
+                                  "as kubectl -f DIR reads it)") from None
     except OSError as exc:
         raise ManifestError(path, f"cannot read: {exc.strerror}") from None
     try:
@@ -358,7 +362,7 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
     documents skipped. Items of a typed list without a ``kind`` of their own (the raw API's
     ``NodeList``, ``PodList``, ``TopologyList`` carry none) get the list's item kind (``Node``,
     ``Pod``, ``Topology``); ``item_kind`` is that kind while flattening a list's items.
-    ``location`` is ``document N`` (1-based). Raises :class:`ManifestError` naming ``source``
+    ``location`` is ``document N`` (1-based), and ``document N.items[i]`` for an item of a list. Raises :class:`ManifestError` naming ``source``
     and the location when a document is not a mapping, ``items`` is not an array, or an object
     has no ``kind``."""
     for i, doc in enumerate(documents):
@@ -377,7 +381,7 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
                 continue
             if not isinstance(items, list):
                 raise ManifestError(source, f"{here}: items must be an array of objects, got {json_type(items)}")
-            yield from flatten(items, source, f"{here}." if where else "", _list_item_kind(doc.get("kind")))
+            yield from flatten(items, source, f"{here}.", _list_item_kind(doc.get("kind")))
             continue
         if "kind" not in doc:
             if item_kind is None:

@@ -127,9 +127,13 @@ class Topology:
                                     f"have ({', '.join(LEVEL_FIELDS)}); fix: {_level_fields_fix(unknown, 'nodeLabel' in entry)}")
             label = entry.get("nodeLabel")
             if not is_valid_label_key(label):
-                raise TopologyError(f"{at}.nodeLabel {quote(label)} is not a valid label key")
+                raise TopologyError(f"{at}.nodeLabel {quote(label)} is not a valid label key; fix: write the node "
+                                    "label key of this level, e.g. topology.kubernetes.io/zone (an optional DNS "
+                                    "prefix and /, then a name of at most 63 characters)")
             if label in levels:
-                raise TopologyError(f"{at}.nodeLabel {quote(label)} is listed twice")
+                raise TopologyError(f"{at}.nodeLabel {quote(label)} is listed twice (also spec.levels"
+                                    f"[{levels.index(label)}]); fix: list each node label once, from the broadest "
+                                    "level to the narrowest: remove one of them")
             levels.append(label)
             if "alias" in entry:
                 alias = entry.get("alias")
