@@ -10,7 +10,7 @@ Sources: :data:`webhook.admission.rules.RULES`, :data:`webhook.admission.warning
 argument parser (:func:`webhook.cli.build_parser`), the key constants of
 :mod:`webhook.kube` (one module per API group) and the ``segments.dev/`` constants of the package. The output depends
 only on the code: ``SEGMENT_WEBHOOK_*`` variables are cleared before the parser is built.
-``tests/test_docs_reference.py`` runs :func:`render_all` and compares.
+``tests/unit/project/test_docs_reference.py`` runs :func:`render_all` and compares.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ for topology-aware scheduling. Every denial goes through :func:`violate`, so eve
 the house format of :mod:`webhook.text.messages`: the field path, the value, the rule id and the
 fix.
 
-``tests/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
+``tests/unit/admission/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
 the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md from :data:`RULES`.
 """
 

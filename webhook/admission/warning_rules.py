@@ -10,7 +10,7 @@ and the ONE ``template`` of its text (:meth:`str.format` fields). A warning is g
 their warnings as strings), both of which raise ``KeyError`` for an id that is not registered.
 
 ``hack/gen_reference.py`` writes docs/reference/warnings.md from :data:`WARNINGS`;
-``tests/test_core_warnings.py`` gives each by a real review.
+``tests/unit/admission/test_core_warnings.py`` gives each by a real review.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ one walk of ``request.object`` counts (:func:`work_excess`):
   ``env``, ...). Kubernetes limits the bytes of one object's annotations (256 KiB,
   apimachinery ``TotalAnnotationSizeLimitB``) and of a request (3 MiB, kube-apiserver
   ``MaxRequestBodyBytes``), not counts; the 21 manifests of ``../shared/examples`` and
-  ``tests/manifests`` have at most 8 entries in a map and 4 items in a list;
+  ``tests/data/manifests`` have at most 8 entries in a map and 4 items in a list;
 * :data:`MAX_GROUPS` (256): the members of one map or list that are maps carrying a ``template``
   (a workload's groups: ``spec.replicatedJobs``, ``spec.workerGroupSpecs``, replica specs). The
   core's patch grows with the square of the groups (on this project's 2-CPU machine a JobSet of

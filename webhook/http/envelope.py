@@ -155,7 +155,7 @@ def decode_json(raw: bytes | str) -> Any:
     deeper than json's recursion allows (more than :data:`_MOST_ORJSON_BRACKETS` brackets); and
     anything orjson refuses (invalid JSON, a lone surrogate escape, ``1e400``, ...) is decoded
     again by :mod:`json`, whose answer (a value, or the error below) is the one given.
-    ``tests/test_http_decode.py`` checks the two against each other.
+    ``tests/unit/http/test_http_decode.py`` checks the two against each other.
 
     Raises :class:`EnvelopeError` (``field="body"``) for anything that is not JSON, including
     nesting too deep for the decoder.
@@ -295,7 +295,7 @@ def patch_json(patch: list[Any]) -> bytes:
     surrogates and keys that are not strings: all of those go to :mod:`json`). A float, which no
     patch of the webhook's own carries, is spelled the shortest way that reads back as the same
     number (``1e16`` for json's ``1e+16``): kube-apiserver decodes the same patch.
-    ``tests/test_http_decode.py`` checks the two encoders against each other.
+    ``tests/unit/http/test_http_decode.py`` checks the two encoders against each other.
     """
     try:
         encoded = orjson.dumps(patch)
@@ -324,7 +324,7 @@ def review_response(
     reason, message}`` is sent on denial (``allowed`` False); ``code`` defaults to 403, ``reason``
     is its Kubernetes StatusReason (:data:`STATUS_REASONS`): kube-apiserver passes it on, and
     kubectl prints ``Error from server (Forbidden): …`` only when the status has one (without,
-    ``Error from server: …``; seen on the real apiserver, tests/test_cluster_admission.py).
+    ``Error from server: …``; seen on the real apiserver, tests/cluster/test_cluster_admission.py).
     """
     response: AdmissionResponse = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:

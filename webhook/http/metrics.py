@@ -88,7 +88,7 @@ def prepare_multiprocess_dir() -> tuple[str, bool]:
         created = True
     # prometheus_client chooses its value storage (the multiprocess files) when it is first
     # imported, from this variable: ``serve`` calls this before anything imports it
-    # (tests/test_http_metrics.py checks that in a fresh process). Imported here, in the master, with the directory set: gunicorn's child_exit hook
+    # (tests/unit/http/test_http_metrics.py checks that in a fresh process). Imported here, in the master, with the directory set: gunicorn's child_exit hook
     # (mark_process_dead) runs in a SIGCHLD handler, and a first import there can be interrupted
     # by the next worker's SIGCHLD, which then imports the half-imported package (an ImportError
     # that made serve exit 1 on SIGTERM in one CI run).
