@@ -1523,7 +1523,7 @@ def main(argv: list[str]) -> int:
                                 + WORKLOAD_API_RUNTIME_CONFIG + ")")
     up_parser.add_argument("--kubelet", "--node", dest="kubelet", action="store_true",
                            help="also run one node: a real kubelet with containerd, runc and the CNI bridge plugin, "
-                                "pods in network namespaces on a bridge of this run (hack/node.py, docs/cluster.md)")
+                                "pods in network namespaces on a bridge of this run (hack/node.py, docs/tasks/cluster.md)")
     up_parser.add_argument("--target", choices=("kai", "kueue", "workload-api", "gate"), default=None,
                            help="serve --target (default: workload-api with --workload-api and the webhook, else "
                                 "serve's default)")

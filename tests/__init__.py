@@ -1,4 +1,4 @@
-"""The test suite (docs/development.md "Tests"): ``unit/<package>`` (in-process, by the package or
+"""The test suite (docs/tasks/development.md "Tests"): ``unit/<package>`` (in-process, by the package or
 folder a test is about), ``process`` (tests that start real processes: ``serve``, gunicorn, the
 benchmarks' servers, the container image), ``cluster`` (the local control plane and the real node:
 markers ``cluster`` and ``node``); ``support`` holds the shared helpers, ``data`` the manifests and

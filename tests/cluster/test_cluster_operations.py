@@ -189,7 +189,7 @@ def test_serve_runs_with_the_service_account_of_deploy(cluster, kubectl):
 
 
 def test_with_the_webhook_down_only_opted_in_objects_are_blocked(cluster, kubectl, topology, tmp_path, capsys):
-    """failurePolicy Fail with matchConditions (docs/operations.md "Failure policy"), with serve stopped."""
+    """failurePolicy Fail with matchConditions (docs/tasks/operations.md "Failure policy"), with serve stopped."""
     kubectl("create", "namespace", "outage")
     tp4 = load_example("pytorchjob-tp4.yaml")
     tp4["metadata"]["namespace"] = "outage"

@@ -185,7 +185,7 @@ def test_a_rollout_restart_loses_no_review(node_cluster, kubectl, capsys):
 
 
 def test_a_killed_webhook_pod_is_what_the_failure_policy_says(node_cluster, kubectl, capsys):
-    """Issue 35 item 3: SIGKILL of one webhook container's process under load. docs/operations.md:
+    """Issue 35 item 3: SIGKILL of one webhook container's process under load. docs/tasks/operations.md:
     failurePolicy Fail, two replicas; what kube-apiserver could not deliver is a refused create,
     never an admitted bad one. Counts are printed; a lost denial fails the test."""
     node_dir = Path(node_cluster.state["node"]["dir"])

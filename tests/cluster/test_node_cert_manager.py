@@ -254,7 +254,7 @@ def _webhook_pod_logs(cm_cluster) -> list[Path]:
 
 def test_a_certificate_renewal_under_load_fails_no_handshake(cm_cluster, kubectl, installed, capsys):
     """Issue 35 item 3: cert-manager renews the serving certificate during the load; the pods
-    reload it from the mounted Secret (docs/operations.md) and serve the new one; nothing fails."""
+    reload it from the mounted Secret (docs/tasks/operations.md) and serve the new one; nothing fails."""
     before = _secret(kubectl, SERVING_SECRET)
     old_serial = x509.load_pem_x509_certificate(before["tls.crt"]).serial_number
     assert set(_served_serials(kubectl, before["ca.crt"]).values()) == {old_serial}

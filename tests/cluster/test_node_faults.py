@@ -245,7 +245,7 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     """Issue 35 item 3: kube-apiserver stopped for 30 s and started again (``stop-apiserver`` /
     ``start-apiserver``: same flags, port and etcd) with two gangs released before, two gangs
     waiting incomplete across the outage (completed right after it), and a load of server-side
-    dry-run creates, good and bad, all along. Expected (DESIGN.md §9, §10, docs/operations.md):
+    dry-run creates, good and bad, all along. Expected (DESIGN.md §9, §10, docs/tasks/operations.md):
     the webhook pods stay Ready (no restart, Ready condition unchanged, every /readyz 200: the
     Topology catalog keeps what it listed), each worker's catalog logs the outage once and its end
     once; after the restart no good create is refused and no denial is lost; one controller pod

@@ -1,4 +1,4 @@
-"""The container image, built and run on this machine (``hack/image.sh``, docs/image-and-helm.md).
+"""The container image, built and run on this machine (``hack/image.sh``, docs/tasks/image-and-helm.md).
 
 Marker ``image`` (``.ci/run`` runs ``-m image`` once): ``hack/image.sh build`` makes a base from
 Debian's packages with mmdebstrap and builds the Dockerfile on it with podman; the tests read the

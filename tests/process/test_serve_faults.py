@@ -1,4 +1,4 @@
-"""Idle connections, SIGTERM and CPU-heavy reviews (docs/operations.md "Serving"), on a real server (``webhook.http.server.run`` with
+"""Idle connections, SIGTERM and CPU-heavy reviews (docs/tasks/operations.md "Serving"), on a real server (``webhook.http.server.run`` with
 the settings ``serve`` uses, around a small WSGI app; no test-only hook in the product code):
 
 * idle connections beyond the idle limit do not keep a new connection from being answered;

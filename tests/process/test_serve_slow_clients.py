@@ -1,4 +1,4 @@
-"""Go-style and slow clients against a real `segment-webhook serve` (docs/operations.md "Serving"):
+"""Go-style and slow clients against a real `segment-webhook serve` (docs/tasks/operations.md "Serving"):
 idle connections left after the TLS handshake and clients that send their headers a byte at a
 time must not stop the server; their request head and body get one deadline (--read-timeout),
 however the bytes trickle in; malformed chunked bodies get 400 or a closed connection, never 5xx.

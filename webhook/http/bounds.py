@@ -5,7 +5,7 @@ kube-apiserver rejects an object whose ``metadata.annotations`` total more than 
 values, in bytes: apimachinery's ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``), in
 validation, after mutating admission; the same check refuses a pod whose annotations pass it, so a
 workload whose pod template carries that much never gets a pod. Reading such a review costs the
-domain core CPU time in proportion to the annotations (docs/operations.md "Serving" gives the figures of the
+domain core CPU time in proportion to the annotations (docs/tasks/operations.md "Serving" gives the figures of the
 heavy review of ``benchmarks/serving_faults.py``), and anyone who may create a pod can send it.
 
 Decision (DESIGN.md §5 "Opt-in"; the size alone says nothing about opt-in): such a review is

@@ -56,7 +56,7 @@ RULE_INTERNAL = "internal-error"
 #: Rule identifier for an allowed review whose patch would make the answer too large.
 RULE_ANSWER_TOO_LARGE = "answer-too-large"
 
-#: Largest AdmissionReview answer, in bytes of JSON (docs/admission.md "Every rejection a user can meet": the
+#: Largest AdmissionReview answer, in bytes of JSON (docs/concepts/admission.md "Every rejection a user can meet": the
 #: answer is bounded whatever the object). ``status.message`` is bounded by the core (``Decision.message``) and clipped
 #: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
 #: review is denied instead.
@@ -149,7 +149,7 @@ def decode_json(raw: bytes | str) -> Any:
     """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
 
     The result is exactly :mod:`json`'s (with ``NaN``, ``Infinity`` and ``-Infinity`` refused).
-    A body of bytes is decoded by :mod:`orjson` (faster: docs/benchmarks.md "Work per review, counted") when that cannot
+    A body of bytes is decoded by :mod:`orjson` (faster: docs/tasks/benchmarks.md "Work per review, counted") when that cannot
     differ: orjson reads an integer beyond 64 bits as a float where :mod:`json` keeps it exact,
     so a body with a run of 19 or more digits goes to :mod:`json`, as does a body that could nest
     deeper than json's recursion allows (more than :data:`_MOST_ORJSON_BRACKETS` brackets); and
@@ -288,7 +288,7 @@ def patch_json(patch: list[Any]) -> bytes:
     """The JSON text of a JSONPatch, as sent (base64) in ``response.patch``: compact, ASCII, the
     bytes of ``encode_json(patch).encode()``.
 
-    Encoded by :mod:`orjson` (cheaper than :mod:`json`: docs/benchmarks.md "Work per review, counted"); its
+    Encoded by :mod:`orjson` (cheaper than :mod:`json`: docs/tasks/benchmarks.md "Work per review, counted"); its
     text is :mod:`json`'s byte for byte when it is ASCII and holds no float (orjson writes other
     characters as UTF-8 where json escapes them, and DEL (0x7f) raw where json writes ``\\u007f``;
     it refuses integers beyond 64 bits, lone

@@ -355,7 +355,7 @@ class ReviewLineHandler(logging.StreamHandler[Any]):
     descriptor (stderr under ``serve``), writes each formatted line with ``os.write`` (repeated
     until all of it is written), encoded as the stream encodes text: the same bytes as the stream's
     ``write`` and ``flush`` (which the stdlib handler calls for every record), out at once, in
-    fewer instructions (docs/benchmarks.md). Filters, the handler's lock and ``handleError`` are
+    fewer instructions (docs/tasks/benchmarks.md). Filters, the handler's lock and ``handleError`` are
     the stdlib's. A stream without a descriptor (a ``StringIO``) is written as the stdlib does."""
 
     def __init__(self, stream: Any) -> None:

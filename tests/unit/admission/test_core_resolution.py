@@ -1,4 +1,4 @@
-"""The resolution of one workload is built once and never changed (docs/ARCHITECTURE.md, "The flow
+"""The resolution of one workload is built once and never changed (docs/concepts/ARCHITECTURE.md, "The flow
 of one review").
 
 A kind reads its object into one immutable ``SegmentInputs`` (a size stated by a spec field is one

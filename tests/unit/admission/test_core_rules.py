@@ -27,7 +27,7 @@ ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
 
 
 #: rule id → the message its example (:data:`TRIGGERS`) is denied with: the whole answer of
-#: ``segment-webhook review``, written out (docs/admission.md shows the same table).
+#: ``segment-webhook review``, written out (docs/concepts/admission.md shows the same table).
 MESSAGES = {
     'segment-size-not-integer': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "4x": '
@@ -283,7 +283,7 @@ def _huge():
 
 GPU_FABRIC = Topology("gpu-fabric", (RACK, "kubernetes.io/hostname"))
 
-#: rule id → (object, operation, stored object); docs/admission.md's example column says the same.
+#: rule id → (object, operation, stored object); docs/concepts/admission.md's example column says the same.
 TRIGGERS = {
     "malformed-object": lambda: (_replicas_string(), None),
     "segment-size-not-integer": lambda: (tp4(**{SIZE: "4x"}), None),
@@ -440,7 +440,7 @@ def _registered(text: str) -> list[str]:
     return matches
 
 
-#: Warning texts the user guides show (docs/admission.md, docs/kinds/*.md), each from a real review:
+#: Warning texts the user guides show (docs/concepts/admission.md, docs/concepts/kinds/*.md), each from a real review:
 #: every one is an instance of a registered template.
 SHOWN_WARNINGS = (
     '10 Worker replicas / segment size 4: last segment has 2 pods',

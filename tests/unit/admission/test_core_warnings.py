@@ -288,7 +288,7 @@ EXAMPLES = {
                                 "leaderworkerset.sigs.k8s.io/name + group-index)"),
     "podgroup-name-kept": (lambda: (_grouped_pod("theirs"), WORKLOAD_API, CATALOG),
                            'spec.schedulingGroup.podGroupName "theirs" kept; its segment\'s PodGroup is "job-segment-0"'),
-    # DESIGN.md §9, docs/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
+    # DESIGN.md §9, docs/concepts/kai-readers.md "Gate mode": a root workload level gangs a JobSet / Ray cluster whole
     "gate-head-not-gated": (lambda: (ray_root_level(), GATING, CATALOG),
                             "--gate-pods does not gate the Ray head: cloud.provider.com/topology-block binds the worker "
                             "groups only"),

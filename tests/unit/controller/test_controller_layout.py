@@ -1,4 +1,4 @@
-"""The controller's shape (docs/controller.md): controller-runtime's three parts in modules of
+"""The controller's shape (docs/concepts/controller.md): controller-runtime's three parts in modules of
 their own, no class over 250 lines and no function over 80 (the house rules), and no import of the
 command line (``cli/`` sits above ``controller/``: an arrow may not run up)."""
 

@@ -203,7 +203,7 @@ def test_every_overlay_is_checked():
 @needs_kubectl
 @pytest.mark.parametrize("overlay", ["base"] + OVERLAYS)
 def test_every_render_carries_the_rollout_settings(overlay, tmp_path):
-    """docs/operations.md "Rollouts": a 15 s preStop pause (longer than endpoint propagation), a 60 s grace
+    """docs/tasks/operations.md "Rollouts": a 15 s preStop pause (longer than endpoint propagation), a 60 s grace
     period (pause + gunicorn's 30 s drain), and the webhook's own PriorityClass."""
     docs = kustomize(DEPLOY / "base") if overlay == "base" else render_overlay(overlay, tmp_path)
     pod = one(docs, "Deployment", SERVICE)["spec"]["template"]["spec"]
@@ -311,7 +311,7 @@ def test_container_command_and_env_are_accepted_by_the_cli(base):
     assert ours <= known, f"unknown variables: {sorted(ours - known)}"
     env = {e["name"]: e["value"] for e in container["env"]}
     flags.apply_env(args, env)  # raises UsageError for a bad value
-    assert args.workers == 2 and args.threads is None  # serve --threads was removed (docs/operations.md "Running the webhook")
+    assert args.workers == 2 and args.threads is None  # serve --threads was removed (docs/tasks/operations.md "Running the webhook")
 
 
 @needs_kubectl

@@ -27,7 +27,7 @@ LOCK = ROOT / "requirements.lock"
 BUILD_IN = ROOT / "requirements-build.in"
 #: The image's virtual environment (Dockerfile): what the lock is installed into.
 VENV_PYTHON = "/opt/segment-webhook/bin/python"
-#: The command that made requirements.lock (docs/operations.md "Image").
+#: The command that made requirements.lock (docs/tasks/operations.md "Image").
 LOCK_COMMAND = ("uv pip compile setup.cfg requirements-build.in --python-version 3.11 --python-platform linux "
                 "--generate-hashes --output-file requirements.lock")
 

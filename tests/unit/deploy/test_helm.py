@@ -346,7 +346,7 @@ def test_bad_serve_settings_are_refused_naming_the_field(helm):
         alone = helm.run("template", RELEASE, str(CHART), "--set", f"webhook.target={target}", check=False)
         assert alone.returncode == 1
         assert (f'webhook.target: "{target}" needs the gang controller (rule: under target {target} the controller '
-                f"makes what releases the pods, docs/targets.md); fix: --set controller.enabled=true, or another "
+                f"makes what releases the pods, docs/concepts/targets.md); fix: --set controller.enabled=true, or another "
                 f"webhook.target") in alone.stderr
 
 

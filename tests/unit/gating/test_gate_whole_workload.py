@@ -1,5 +1,5 @@
 """Gate mode honours a root workload level of a JobSet / TrainJob / Ray cluster over the whole object
-(DESIGN.md §4.5, §9; docs/kai-readers.md "Gate mode"): KAI d5bc503 makes one PodGroup of the whole
+(DESIGN.md §4.5, §9; docs/concepts/kai-readers.md "Gate mode"): KAI d5bc503 makes one PodGroup of the whole
 object (``plugins/jobset/jobset_grouper.go``, ``plugins/ray/ray_grouper.go``), so the gate gangs it
 as one: ``segments.dev/gang-scope: workload``, ``segments.dev/gang-size`` = the pods of all groups,
 gang key ``<namespace>/<name>/*``."""

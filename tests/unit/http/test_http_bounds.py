@@ -1,4 +1,4 @@
-"""Bounded answers (docs/admission.md "Every rejection a user can meet"): a review with 50,000 violations
+"""Bounded answers (docs/concepts/admission.md "Every rejection a user can meet"): a review with 50,000 violations
 gets a message under 4 KiB, not a 14.5 MB denial. ``Decision.message`` lists at most 20 violations in full and counts every violation by
 rule; warnings and the uid are bounded; the whole AdmissionReview answer is at most 64 KiB.
 
@@ -147,7 +147,7 @@ def test_malformed_review_echoing_a_huge_value_is_clipped():
     assert body["response"]["status"]["message"].startswith("malformed AdmissionReview: apiVersion is ")
 
 
-# ------------------------------------------------------------------ answered from its size alone (docs/operations.md "Serving")
+# ------------------------------------------------------------------ answered from its size alone (docs/tasks/operations.md "Serving")
 # kube-apiserver: the annotations of one object total at most 256 KiB = 262,144 bytes of keys and
 # values (k8s.io/apimachinery ValidateAnnotationsSize: TotalAnnotationSizeLimitB = 256 * (1 << 10);
 # "if totalSize > TotalAnnotationSizeLimitB" → Too long).

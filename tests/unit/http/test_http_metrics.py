@@ -74,7 +74,7 @@ def test_every_reviewed_kind_is_its_own_label_value(monkeypatch):
     assert sorted(metrics.KNOWN_KINDS) == sorted(REVIEWED_KINDS)
 
 
-# ------------------------------------------------------------------ the review log line (docs/operations.md "Metrics and logs")
+# ------------------------------------------------------------------ the review log line (docs/tasks/operations.md "Metrics and logs")
 
 #: 2026-12-01 21:06:00.1235 UTC as seconds since the epoch (the README example's day).
 CREATED = datetime.datetime(2026, 12, 1, 21, 6, 0, 123500, tzinfo=datetime.timezone.utc).timestamp()

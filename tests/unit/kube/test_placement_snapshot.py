@@ -1,4 +1,4 @@
-"""Quantities, pod requests and cluster snapshot input (DESIGN.md §8 "Input"; docs/placement.md "Snapshot rules")."""
+"""Quantities, pod requests and cluster snapshot input (DESIGN.md §8 "Input"; docs/concepts/placement.md "Snapshot rules")."""
 
 from __future__ import annotations
 

@@ -222,7 +222,7 @@ spec:
 def test_topology_infer_on_gen_cluster_default_output_gives_its_topology(tmp_path, capsys, kind, api):
     """Before: zone > hostname only on the default output (block and rack were no candidates), and
     "no Topology: no node carries a topology label that makes a level" with one zone (whose zone
-    level has one domain, so it is left out, docs/topology.md). The nodes only, without
+    level has one domain, so it is left out, docs/concepts/topology.md). The nodes only, without
     gen-cluster's Topology, as `local-cluster.sh nodes` under Kueue reads a dump."""
     one_zone = GEN_CLUSTER_TOPOLOGY.replace("  - nodeLabel: topology.kubernetes.io/zone\n", "")
     for zones, expected in (("2", GEN_CLUSTER_TOPOLOGY), ("1", one_zone)):

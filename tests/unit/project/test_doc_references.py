@@ -10,6 +10,10 @@ that had moved to docs/, one of them in a user-facing error):
 * prose, ``README "Title"`` or ``docs/file.md "Title"`` (optionally ``README's``, ``section``): the
   title is a heading of that file, or the start of one followed by ``:`` or `` (``.
 
+Every link to a file of the repository (anchor or not) and every path written out as
+``docs/...`` or ``tests/...`` names a file that exists (issue 38 item 5: the tests and the docs
+moved into folders; a reference left at an old path fails here).
+
 Files quoting other repositories' paths (the upstream sample corpus, upstream CRDs) are not read.
 """
 
@@ -35,6 +39,10 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".tpl", ".txt", ".cfg", ".json"}
 LINK = re.compile(r"\]\(([\w./-]*\.md)?#([\w-]+)\)")
 PROSE = re.compile(r"\b(README(?:\.md)?|docs/[\w/-]+\.md)(?:'s)?[,:]? (?:section )?\"([^\"\n]{2,100})\"")
 HEADING = re.compile(r"#{1,6}\s+(.*?)\s*#*\s*$")
+#: A link to a file, anchor or not: ``[text](path)`` or ``[text](path#anchor)``.
+FILE_LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+#: A path of the repository written out in code or prose: ``docs/tasks/operations.md``, ``tests/support/serving.py``.
+NAMED_PATH = re.compile(r"(?<![\w/.-])((?:docs|tests)/[\w./-]*\.(?:md|py|yaml|svg))")
 
 
 def slug(title: str) -> str:
@@ -100,6 +108,28 @@ def broken_references(path: Path, text: str, root: Path = ROOT) -> list[str]:
     return problems
 
 
+def missing_files(path: Path, text: str, root: Path = ROOT) -> list[str]:
+    """Each link of a Markdown file (or of a generator writing one) to a file that does not exist,
+    and each ``docs/...`` or ``tests/...`` path written out that does not exist, as a line. Web
+    addresses (``https:``) and links built at run time (``{...}``) are not files of the repository."""
+    problems: list[str] = []
+    relative = path.relative_to(root).as_posix() if path.is_relative_to(root) else ""
+    links = FILE_LINK.finditer(text) if path.suffix == ".md" or relative in WRITTEN_INTO else ()
+    for match in links:
+        target = match.group(1)
+        if re.match(r"[a-z]+:", target) or "{" in target:
+            continue
+        candidates = [path.parent / target, root / target]
+        if relative in WRITTEN_INTO:
+            candidates.append(root / WRITTEN_INTO[relative] / target)
+        if not any(c.exists() for c in candidates):
+            problems.append(f"{path}: link to {target}: no such file")
+    for match in NAMED_PATH.finditer(text):
+        if not (root / match.group(1)).exists():
+            problems.append(f"{path}: {match.group(1)}: no such file")
+    return problems
+
+
 def _scanned_files() -> list[Path]:
     files: list[Path] = []
     for entry in SCANNED:
@@ -119,6 +149,29 @@ def test_every_section_reference_resolves() -> None:
     assert problems == []
 
 
+def test_every_linked_or_named_file_exists() -> None:
+    problems = [line for path in _scanned_files()
+                for line in missing_files(path, path.read_text(encoding="utf-8", errors="replace"))]
+    assert problems == []
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("[x](../concepts/admission.md)", None),                       # written from docs/reference/
+    ("[x](../admission.md)", "link to ../admission.md: no such file"),  # where it was before docs/concepts/
+    ("[x](docs/tasks/operations.md#failure-policy)", None),
+    ("[x](https://github.com/kubernetes/kubernetes)", None),
+    ("see tests/unit/http/test_http_app.py", None),
+    ("see tests/test_http_app.py", "tests/test_http_app.py: no such file"),  # before tests/unit/http/
+    ("docs/operations.md says", "docs/operations.md: no such file"),
+])
+def test_a_planted_path_is_judged(text: str, expected: str | None) -> None:
+    problems = missing_files(ROOT / "docs" / "reference" / "planted.md", text)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].endswith(expected)
+
+
 def test_the_scan_reads_the_files_that_hold_references() -> None:
     names = {path.relative_to(ROOT).as_posix() for path in _scanned_files()}
     assert {"README.md", "webhook/errors.py", "deploy/base/webhooks.yaml", "docs/reference/rules.md"} <= names
@@ -126,14 +179,14 @@ def test_the_scan_reads_the_files_that_hold_references() -> None:
 
 @pytest.mark.parametrize("text, expected", [
     ('see README "No such section here"', 'README "No such section here": no such heading'),
-    ('see docs/operations.md "Failure policy"', None),
-    ('see docs/operations.md "Serving"', None),                  # "Serving: connections, ..."
-    ('see docs/operations.md "Rollouts"', None),                 # "Rollouts (DESIGN.md §10: ...)"
-    ('see docs/operations.md "Roll"', 'docs/operations.md "Roll": no such heading'),
+    ('see docs/tasks/operations.md "Failure policy"', None),
+    ('see docs/tasks/operations.md "Serving"', None),                  # "Serving: connections, ..."
+    ('see docs/tasks/operations.md "Rollouts"', None),                 # "Rollouts (DESIGN.md §10: ...)"
+    ('see docs/tasks/operations.md "Roll"', 'docs/tasks/operations.md "Roll": no such heading'),
     ('see docs/nowhere.md "Failure policy"', 'docs/nowhere.md "Failure policy": no such file'),
-    ("[x](docs/operations.md#failure-policy)", None),
-    ("[x](docs/operations.md#failure-policies)", "link to docs/operations.md#failure-policies: no heading has that anchor"),
-    ("[x](../admission.md#every-rejection-a-user-can-meet)", None),  # written from docs/reference/
+    ("[x](docs/tasks/operations.md#failure-policy)", None),
+    ("[x](docs/tasks/operations.md#failure-policies)", "link to docs/tasks/operations.md#failure-policies: no heading has that anchor"),
+    ("[x](../concepts/admission.md#every-rejection-a-user-can-meet)", None),  # written from docs/reference/
     ('(README: "Changing the CA")', 'README "Changing the CA": no such heading'),
 ])
 def test_a_planted_reference_is_judged(text: str, expected: str | None) -> None:
@@ -150,9 +203,9 @@ def test_slug_follows_github() -> None:
 
 
 def test_the_architecture_map_names_every_module():
-    # docs/ARCHITECTURE.md's package map is what a new contributor reads first (new-user trial,
+    # docs/concepts/ARCHITECTURE.md's package map is what a new contributor reads first (new-user trial,
     # issue 38: six modules were missing from it): every module of webhook/ is named in it
-    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "concepts" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     block = text[text.index("```\nwebhook/"):]
     block = block[:block.index("\n```", 4)]
     names = {word for line in block.splitlines() for word in line.split()}

@@ -1,4 +1,4 @@
-"""House rules (docs/ARCHITECTURE.md) that the standard checkers do not state (docs/checks.md).
+"""House rules (docs/concepts/ARCHITECTURE.md) that the standard checkers do not state (docs/tasks/checks.md).
 
 The layers by capability (kube/text, topology, admission, placement, gating, planning, the
 adapters), the pure capability packages and the confinement of gunicorn and gevent to ``webhook/http/server.py`` and ``webhook/http/worker.py`` are import-linter

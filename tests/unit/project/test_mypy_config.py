@@ -1,4 +1,4 @@
-"""The mypy configuration (pyproject.toml ``[tool.mypy]``, docs/checks.md): one ``mypy`` run checks
+"""The mypy configuration (pyproject.toml ``[tool.mypy]``, docs/tasks/checks.md): one ``mypy`` run checks
 webhook/ with every flag of ``--strict`` and tests/ with the flags that need no annotations.
 ``strict = true`` cannot be set per module (mypy applies it to every module), so the flags are
 written out; this test keeps the two lists equal to what ``mypy --strict`` enables."""

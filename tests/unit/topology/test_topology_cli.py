@@ -384,7 +384,7 @@ def test_benchmark_script_runs_on_a_small_dump():
 
 #: What `topology infer -f` writes for `gen-cluster --labels eks` (2 zones x 2 blocks x 4 racks x 4
 #: nodes of p5.48xlarge; EKS's layer-1 is a block, layer-2 two racks, layer-3 a rack): DESIGN.md §12's
-#: order and figures, written out (docs/topology.md shows the same run).
+#: order and figures, written out (docs/concepts/topology.md shows the same run).
 EKS_REPORT = """topology infer: 64 nodes read; candidate keys: kubernetes.io/hostname, topology.k8s.aws/network-node-layer-1, \
 topology.k8s.aws/network-node-layer-2, topology.k8s.aws/network-node-layer-3, topology.kubernetes.io/zone
 

@@ -2,7 +2,7 @@
 shape, labels that mislead (a key whose meaning depends on the hardware, labels on some nodes only,
 placeholders, repeated or conflicting values), every §12 finding of ``check``, and a property test
 on random nested label trees. Expected levels are written out literally from the provider table
-(docs/topology.md "Topology from the nodes")."""
+(docs/concepts/topology.md "Topology from the nodes")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a workload kind is, said once: :class:`KindDescription` and :class:`PodRules`
-(docs/ARCHITECTURE.md "Contracts between the pieces").
+(docs/concepts/ARCHITECTURE.md "Contracts between the pieces").
 
 Each kind module (``pytorchjob``, ``leaderworkerset``, ``distributedworkload``) ends with one
 ``DESCRIPTION``: its API group, version and kind, its admission handler (which reads its pod
