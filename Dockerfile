@@ -6,7 +6,7 @@
 # be looked up from the machine this was written on (no access to the image registry, so the tag
 # was not checked there either); append
 # @sha256:<digest> from `docker buildx imagetools inspect python:3.11.14-slim-bookworm` to pin it.
-# Two stages (docs/image-and-helm.md, docs/decisions/image-size.md): the builder installs the
+# Two stages (docs/tasks/image-and-helm.md, docs/decisions/image-size.md): the builder installs the
 # lock into a virtual environment with pip and cuts it (hack/image_prune.py); the image holds that
 # environment and the base's Python, and no pip, setuptools, compiler, test suite or package cache.
 # Runs as a non-root numeric user and works with a read-only root filesystem: the only paths

@@ -18,7 +18,7 @@ the Job required in a block. For each target in turn, its own local control plan
   gate``; the Job controller creates the pods, our webhook gates them, our controller places each
   complete gang and releases it, kube-scheduler binds;
 * ``kueue``: ``up --webhook --with kueue``, Kueue's Topology, ResourceFlavor, ClusterQueue and
-  LocalQueue made for the dump (``local_cluster.kueue_queues``, as ``tests/test_cluster_kueue.py``);
+  LocalQueue made for the dump (``local_cluster.kueue_queues``, as ``tests/cluster/test_cluster_kueue.py``);
   the Jobs labelled for the LocalQueue and ``segments.dev/target: kueue``; Kueue admits,
   the Job controller creates the pods, Kueue ungates them with its assignment, kube-scheduler binds;
 * ``workload-api``: ``up --workload-api --controller`` (``local_cluster.up_workload_api``: our webhook

@@ -6,7 +6,7 @@ Each scenario starts ``segment-webhook serve`` (TLS, a freshly generated CA, ``-
 same way, with the same load) on 127.0.0.1 and prints what the clients saw:
 
 ``heavy N``  N connections send a 1.3 MB AdmissionReview back to back (a PyTorchJob whose Worker
-             template carries 50,000 integer annotations: the review of tests/test_http_bounds.py,
+             template carries 50,000 integer annotations: the review of tests/unit/http/test_http_bounds.py,
              about 0.5 s of CPU in the domain core), each on its own keep-alive connection. After
              1 s of that, for ``--duration`` seconds, a small pod review (the worker pod of
              benchmarks/admission.py) is sent every 50 ms on ONE keep-alive connection, and every
@@ -99,7 +99,7 @@ def small_review_body() -> bytes:
 
 def heavy_review_body() -> bytes:
     """The 1.3 MB review: a 16-worker PyTorchJob whose Worker template carries the three segment
-    keys and 50,000 integer annotations (tests/test_http_bounds.py)."""
+    keys and 50,000 integer annotations (tests/unit/http/test_http_bounds.py)."""
     annotations = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-size": "4",
                    "kai.scheduler/segment-topology-required-placement": "cloud.provider.com/topology-rack"}
     annotations.update({f"example.com/a{i}": i for i in range(50_000)})

@@ -1,4 +1,4 @@
-"""Build and run the container image without Docker (docs/image-and-helm.md).
+"""Build and run the container image without Docker (docs/tasks/image-and-helm.md).
 
 Usage (through ``hack/image.sh``)::
 

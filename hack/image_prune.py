@@ -1,5 +1,5 @@
 """Cut the image's virtual environment to what ``serve`` and ``controller`` run (the Dockerfile's
-builder stage; docs/image-and-helm.md, docs/decisions/image-size.md).
+builder stage; docs/tasks/image-and-helm.md, docs/decisions/image-size.md).
 
 Usage (run by the environment's own interpreter, with ``pip`` of the builder on PATH)::
 

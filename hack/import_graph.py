@@ -1,4 +1,4 @@
-"""Print the package -> package import edges of ``webhook`` (docs/ARCHITECTURE.md, "Import graph").
+"""Print the package -> package import edges of ``webhook`` (docs/concepts/ARCHITECTURE.md, "Import graph").
 
 Usage: ``python3 hack/import_graph.py`` from the repository root. One line per package with the
 packages it imports directly (top-level modules such as ``webhook.errors`` count as packages).

@@ -954,7 +954,7 @@ def endpoint_routing_args() -> list[str]:
 #: subresources: the kubelet's status writes are left out) at level ``Metadata`` (who, which pod,
 #: the answer's code; no bodies), once complete, into ``DIR/logs/audit.log``. A gang's releases are
 #: counted from it, whichever controller replica sent them and whether or not its answer arrived
-#: (tests/test_node_faults.py: every gated pod released by exactly one accepted patch).
+#: (tests/cluster/test_node_faults.py: every gated pod released by exactly one accepted patch).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
     "rules": [{"level": "Metadata", "verbs": ["patch", "update", "delete"], "resources": [{"group": "", "resources": ["pods"]}]},
@@ -1523,7 +1523,7 @@ def main(argv: list[str]) -> int:
                                 + WORKLOAD_API_RUNTIME_CONFIG + ")")
     up_parser.add_argument("--kubelet", "--node", dest="kubelet", action="store_true",
                            help="also run one node: a real kubelet with containerd, runc and the CNI bridge plugin, "
-                                "pods in network namespaces on a bridge of this run (hack/node.py, docs/cluster.md)")
+                                "pods in network namespaces on a bridge of this run (hack/node.py, docs/tasks/cluster.md)")
     up_parser.add_argument("--target", choices=("kai", "kueue", "workload-api", "gate"), default=None,
                            help="serve --target (default: workload-api with --workload-api and the webhook, else "
                                 "serve's default)")

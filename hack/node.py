@@ -72,7 +72,7 @@ CONTAINER_LOG_LINKS = Path("/var/log/containers")
 #: with ``ctr run --snapshotter overlayfs``; ``native`` is the documented fallback where they do not).
 SNAPSHOTTER = "overlayfs"
 PAUSE_IMAGE = "localhost/segment-webhook-pause:1"
-#: KubeletConfiguration fields chosen for this host (docs/cluster.md, "A real node"), each a
+#: KubeletConfiguration fields chosen for this host (docs/tasks/cluster.md, "A real node"), each a
 #: documented kubelet setting: cgroup v1 (hybrid) is refused by default since v1.35
 #: (``failCgroupV1``); no per-QoS cgroups and no enforced node allocatable (the kubelet runs in a
 #: cgroup it does not own); swap allowed; no image garbage collection (an image removed here cannot

@@ -24,18 +24,18 @@ from __future__ import annotations
 import copy
 import functools
 import os
-from pathlib import Path
 from typing import Any, Literal, NoReturn
 
 import pytest
 import yaml
 from hypothesis import settings as hypothesis_settings
 
+from tests.support import paths
 from webhook.admission.request import build_request
 from webhook.planning.manifests import load_topology_files
 from webhook.topology.objects import StaticTopologyCatalog, Topology
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = paths.REPO
 SHARED = REPO.parent / "shared"
 EXAMPLES = SHARED / "examples"
 CRDS = SHARED / "crds"
@@ -142,8 +142,8 @@ def no_kubectl() -> NoReturn:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
-    """ONE local control plane per pytest run (tests/cluster_support.py), stopped at the end."""
-    import cluster_support
+    """ONE local control plane per pytest run (tests/support/cluster_support.py), stopped at the end."""
+    from tests.support import cluster_support
 
     started = cluster_support.start_cluster(tmp_path_factory.mktemp("cluster"))
     yield started
@@ -153,6 +153,6 @@ def cluster(tmp_path_factory):
 @pytest.fixture(scope="session")
 def kubectl(cluster):
     """The real kubectl against :func:`cluster` (admin kubeconfig)."""
-    import cluster_support
+    from tests.support import cluster_support
 
     return cluster_support.Kubectl(cluster)

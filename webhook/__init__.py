@@ -1,6 +1,6 @@
 """segment-webhook: segment-based topology-aware placement for Kubernetes training workloads.
 
-Layout (see docs/ARCHITECTURE.md):
+Layout (see docs/concepts/ARCHITECTURE.md):
 
 * ``webhook.text``, ``webhook.kube``  the lowest: message/YAML helpers; Kubernetes names and the
   one reader of a Pod, a Node, a quantity.

@@ -2,7 +2,7 @@
 
 Every exception class of the ``webhook`` package derives from :class:`SegmentWebhookError` (next
 to the builtin it always derived from, so ``except ValueError`` callers still catch it;
-``tests/test_layout.py`` checks there is no other). The command line (:func:`webhook.cli.main`)
+``tests/unit/project/test_layout.py`` checks there is no other). The command line (:func:`webhook.cli.main`)
 ends a command that raises one with ``segment-webhook <command>: error: <message>`` and the class's
 :attr:`~SegmentWebhookError.exit_code`: the exit status is a property of the error, never of a
 per-command table. Exit statuses (docs/reference/flags.md "Command-line flags"): 0 success, 1 denied / not placed,

@@ -6,7 +6,7 @@ writes (DESIGN.md §2, §7): user keys are never removed or rewritten. Paths are
 such as ``kai.scheduler/segment-size`` becomes ``.../annotations/kai.scheduler~1segment-size``.
 A missing ``metadata``, ``annotations`` or ``labels`` map is added whole (one ``add`` of the map),
 because RFC 6902 ``add`` needs the parent to exist. Every operation is an ``add`` or ``replace``
-with a ``path`` and a ``value`` (``tests/test_core_patching.py`` applies them with
+with a ``path`` and a ``value`` (``tests/unit/admission/test_core_patching.py`` applies them with
 :mod:`jsonpatch`, which validates them); nothing is re-validated on the request path.
 
 Nothing here deep-copies the reviewed object: the builder only reads it.

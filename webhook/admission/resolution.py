@@ -30,7 +30,7 @@ ORIGIN_ANNOTATION = "annotation"
 # (SegmentSize, Resolution) is built positionally, cheaper than by keyword. Reading a NamedTuple
 # field costs more than reading a plain instance attribute, so resolve() reads each SegmentInputs
 # field once and hands the helpers what they need. benchmarks/instructions.py counts the cost per
-# review; docs/benchmarks.md "Work per review, counted" has the figures.
+# review; docs/tasks/benchmarks.md "Work per review, counted" has the figures.
 
 
 class KindSizeRule(Protocol):

@@ -1,7 +1,7 @@
 """Every admission rule in one place: the registry and one check function per rule.
 
 A :class:`Rule` ties a stable id (used in messages, metrics and docs/reference/rules.md) to
-its source (a DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where
+its source (a DESIGN.md section, or ``README: decisions``: docs/concepts/admission.md, "Decisions where
 DESIGN.md is silent"), its
 status code and the one function that checks it. The check functions are small and take plain
 values (the readers in :mod:`webhook.admission.reading` and the resolution in
@@ -10,7 +10,7 @@ for topology-aware scheduling. Every denial goes through :func:`violate`, so eve
 the house format of :mod:`webhook.text.messages`: the field path, the value, the rule id and the
 fix.
 
-``tests/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
+``tests/unit/admission/test_core_rules.py`` checks that each rule has an example that triggers it, denied with
 the message it states; ``hack/gen_reference.py`` writes docs/reference/rules.md from :data:`RULES`.
 """
 
@@ -501,7 +501,7 @@ def check_target_known(decision: Decision, field_path: str, value: Any, served: 
 
 @rule("target-as-annotation", "DESIGN.md §9b", "segments.dev/target written as a root annotation instead of a label")
 def check_target_not_annotation(decision: Decision, annotations: Mapping[str, Any], target_key: str) -> bool:
-    """The workload's target is read from its ``metadata.labels`` only (docs/targets.md); the same
+    """The workload's target is read from its ``metadata.labels`` only (docs/concepts/targets.md); the same
     key as a root annotation would be a choice silently ignored (the default target used instead).
     ``annotations``: the root's annotation map. Returns True when the key is not there."""
     if target_key not in annotations:

@@ -3,14 +3,14 @@
 DESIGN.md §5 makes warnings part of the contract (legal but surprising input is allowed with an
 AdmissionResponse warning, kubectl prints it as ``Warning: …``), so they are registered the way
 denials are (:data:`webhook.admission.rules.RULES`): a stable ``id``, the ``source`` of the rule (a
-DESIGN.md section, or ``README: decisions``: docs/admission.md, "Decisions where DESIGN.md is
+DESIGN.md section, or ``README: decisions``: docs/concepts/admission.md, "Decisions where DESIGN.md is
 silent"), a one-line ``summary``
 and the ONE ``template`` of its text (:meth:`str.format` fields). A warning is given only through
 :func:`say` (into a :class:`~webhook.admission.verdict.Decision`) or :func:`text` (the pod rules return
 their warnings as strings), both of which raise ``KeyError`` for an id that is not registered.
 
 ``hack/gen_reference.py`` writes docs/reference/warnings.md from :data:`WARNINGS`;
-``tests/test_core_warnings.py`` gives each by a real review.
+``tests/unit/admission/test_core_warnings.py`` gives each by a real review.
 """
 
 from __future__ import annotations

@@ -300,7 +300,7 @@ def admission_settings(users: list[str] | None, groups: list[str] | None, defaul
 
 def add_target_flag(parser: argparse.ArgumentParser, env: bool = False) -> None:
     """``--target`` (DESIGN.md §9b): the scheduler the segments are compiled for, unless a workload's
-    ``segments.dev/target`` label names another (docs/targets.md)."""
+    ``segments.dev/target`` label names another (docs/concepts/targets.md)."""
     from webhook.admission.targets import TARGETS
 
     text = ("the scheduler segments are compiled for when a workload has no segments.dev/target label: kai "

@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--what-if", action="store_true",
                    help="when it does not fit: fits / waiting for capacity / can never fit (a second opinion on a "
                         "pending gang), and the smallest changes that fit, each verified by the engine "
-                        "(docs/planning.md); exit 0 fits as is, 1 does not")
+                        "(docs/concepts/planning.md); exit 0 fits as is, 1 does not")
     add_topology_flags(p, env=False)  # the resolution flags of `serve` and `review`
     add_target_flag(p)
     p.set_defaults(func=run)

@@ -41,7 +41,7 @@ from webhook.cli.flags import (
 from webhook.cli.output import write_output
 from webhook.planning.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
 
-#: The webhook names of deploy/base/webhooks.yaml (tests/test_review_cli.py checks them).
+#: The webhook names of deploy/base/webhooks.yaml (tests/unit/cli/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
 PODS_WEBHOOK = "pods.segment-webhook.segments.dev"
 

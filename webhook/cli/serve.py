@@ -124,7 +124,7 @@ def _check_cluster_configuration(kubeconfig: str | None) -> None:
     Checked in a child process (``python -m webhook.cluster.kubeconfig``) so that gunicorn's
     master never imports the kubernetes client: urllib3 imported before the fork keeps the ``ssl``
     classes gevent replaces in the workers, and the workers' Topology watch then failed every TLS
-    request with RecursionError (webhook.cluster.kubeconfig.main; tests/test_serve_cli.py).
+    request with RecursionError (webhook.cluster.kubeconfig.main; tests/process/test_serve_cli.py).
     """
     checked = subprocess.run([sys.executable, "-m", "webhook.cluster.kubeconfig", kubeconfig or ""],
                              capture_output=True, text=True, timeout=120)

@@ -15,7 +15,7 @@ Guarantees, as client-go's queue gives them:
   ``min(maximum, base * 2**failures)`` seconds, ``failures`` counting the key's earlier
   rate-limited adds; :meth:`WorkQueue.forget` resets the key (after a success).
 
-Pure Python (threading only), no kubernetes import (tests/test_layout.py).
+Pure Python (threading only), no kubernetes import (tests/unit/project/test_layout.py).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ one :class:`Release` per gated pod when the engine places it (charged to the led
 before it returns), or one :class:`Waiting` saying why not. The live controller
 (:mod:`webhook.controller.runner`) runs it per gang from its work queue; :func:`decide` (``segment-webhook
 controller --once --snapshot``) builds the ledger of a dump (:func:`ledger_of`) and runs it for
-every gang in turn — one code path. No kubernetes or Flask import here (tests/test_layout.py).
+every gang in turn — one code path. No kubernetes or Flask import here (tests/unit/project/test_layout.py).
 
 Rules:
 

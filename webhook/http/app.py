@@ -35,7 +35,7 @@ measured from the moment the whole body has been read to the moment the answer i
 checks, patch, encode; for a body over :data:`RUN_APART_BYTES`, the wait for the server's review
 thread too): the time the client takes to send its body or to read the answer is not in it.
 
-Large reviews (docs/operations.md "Serving", CPU-heavy reviews): a body over :data:`RUN_APART_BYTES` is reviewed through the server's
+Large reviews (docs/tasks/operations.md "Serving", CPU-heavy reviews): a body over :data:`RUN_APART_BYTES` is reviewed through the server's
 ``run_apart`` (``webhook.http.wsgi_extensions``), so its CPU time does not hold up the worker's
 other connections; a body over 256 KiB whose object carries more annotations than kube-apiserver
 admits is answered from their size alone, and an object whose maps or lists pass the work limits

@@ -5,7 +5,7 @@ kube-apiserver rejects an object whose ``metadata.annotations`` total more than 
 values, in bytes: apimachinery's ``ValidateAnnotationsSize``, ``TotalAnnotationSizeLimitB``), in
 validation, after mutating admission; the same check refuses a pod whose annotations pass it, so a
 workload whose pod template carries that much never gets a pod. Reading such a review costs the
-domain core CPU time in proportion to the annotations (docs/operations.md "Serving" gives the figures of the
+domain core CPU time in proportion to the annotations (docs/tasks/operations.md "Serving" gives the figures of the
 heavy review of ``benchmarks/serving_faults.py``), and anyone who may create a pod can send it.
 
 Decision (DESIGN.md §5 "Opt-in"; the size alone says nothing about opt-in): such a review is
@@ -40,7 +40,7 @@ one walk of ``request.object`` counts (:func:`work_excess`):
   ``env``, ...). Kubernetes limits the bytes of one object's annotations (256 KiB,
   apimachinery ``TotalAnnotationSizeLimitB``) and of a request (3 MiB, kube-apiserver
   ``MaxRequestBodyBytes``), not counts; the 21 manifests of ``../shared/examples`` and
-  ``tests/manifests`` have at most 8 entries in a map and 4 items in a list;
+  ``tests/data/manifests`` have at most 8 entries in a map and 4 items in a list;
 * :data:`MAX_GROUPS` (256): the members of one map or list that are maps carrying a ``template``
   (a workload's groups: ``spec.replicatedJobs``, ``spec.workerGroupSpecs``, replica specs). The
   core's patch grows with the square of the groups (on this project's 2-CPU machine a JobSet of

@@ -56,7 +56,7 @@ RULE_INTERNAL = "internal-error"
 #: Rule identifier for an allowed review whose patch would make the answer too large.
 RULE_ANSWER_TOO_LARGE = "answer-too-large"
 
-#: Largest AdmissionReview answer, in bytes of JSON (docs/admission.md "Every rejection a user can meet": the
+#: Largest AdmissionReview answer, in bytes of JSON (docs/concepts/admission.md "Every rejection a user can meet": the
 #: answer is bounded whatever the object). ``status.message`` is bounded by the core (``Decision.message``) and clipped
 #: here again; warnings and the uid are bounded here; only a patch could pass it, and then the
 #: review is denied instead.
@@ -149,13 +149,13 @@ def decode_json(raw: bytes | str) -> Any:
     """Decode a request body as strict JSON (UTF-8; ``NaN``/``Infinity`` rejected).
 
     The result is exactly :mod:`json`'s (with ``NaN``, ``Infinity`` and ``-Infinity`` refused).
-    A body of bytes is decoded by :mod:`orjson` (faster: docs/benchmarks.md "Work per review, counted") when that cannot
+    A body of bytes is decoded by :mod:`orjson` (faster: docs/tasks/benchmarks.md "Work per review, counted") when that cannot
     differ: orjson reads an integer beyond 64 bits as a float where :mod:`json` keeps it exact,
     so a body with a run of 19 or more digits goes to :mod:`json`, as does a body that could nest
     deeper than json's recursion allows (more than :data:`_MOST_ORJSON_BRACKETS` brackets); and
     anything orjson refuses (invalid JSON, a lone surrogate escape, ``1e400``, ...) is decoded
     again by :mod:`json`, whose answer (a value, or the error below) is the one given.
-    ``tests/test_http_decode.py`` checks the two against each other.
+    ``tests/unit/http/test_http_decode.py`` checks the two against each other.
 
     Raises :class:`EnvelopeError` (``field="body"``) for anything that is not JSON, including
     nesting too deep for the decoder.
@@ -288,14 +288,14 @@ def patch_json(patch: list[Any]) -> bytes:
     """The JSON text of a JSONPatch, as sent (base64) in ``response.patch``: compact, ASCII, the
     bytes of ``encode_json(patch).encode()``.
 
-    Encoded by :mod:`orjson` (cheaper than :mod:`json`: docs/benchmarks.md "Work per review, counted"); its
+    Encoded by :mod:`orjson` (cheaper than :mod:`json`: docs/tasks/benchmarks.md "Work per review, counted"); its
     text is :mod:`json`'s byte for byte when it is ASCII and holds no float (orjson writes other
     characters as UTF-8 where json escapes them, and DEL (0x7f) raw where json writes ``\\u007f``;
     it refuses integers beyond 64 bits, lone
     surrogates and keys that are not strings: all of those go to :mod:`json`). A float, which no
     patch of the webhook's own carries, is spelled the shortest way that reads back as the same
     number (``1e16`` for json's ``1e+16``): kube-apiserver decodes the same patch.
-    ``tests/test_http_decode.py`` checks the two encoders against each other.
+    ``tests/unit/http/test_http_decode.py`` checks the two encoders against each other.
     """
     try:
         encoded = orjson.dumps(patch)
@@ -324,7 +324,7 @@ def review_response(
     reason, message}`` is sent on denial (``allowed`` False); ``code`` defaults to 403, ``reason``
     is its Kubernetes StatusReason (:data:`STATUS_REASONS`): kube-apiserver passes it on, and
     kubectl prints ``Error from server (Forbidden): …`` only when the status has one (without,
-    ``Error from server: …``; seen on the real apiserver, tests/test_cluster_admission.py).
+    ``Error from server: …``; seen on the real apiserver, tests/cluster/test_cluster_admission.py).
     """
     response: AdmissionResponse = {"uid": uid, "allowed": bool(allowed)}
     if allowed and patch:

@@ -88,7 +88,7 @@ def prepare_multiprocess_dir() -> tuple[str, bool]:
         created = True
     # prometheus_client chooses its value storage (the multiprocess files) when it is first
     # imported, from this variable: ``serve`` calls this before anything imports it
-    # (tests/test_http_metrics.py checks that in a fresh process). Imported here, in the master, with the directory set: gunicorn's child_exit hook
+    # (tests/unit/http/test_http_metrics.py checks that in a fresh process). Imported here, in the master, with the directory set: gunicorn's child_exit hook
     # (mark_process_dead) runs in a SIGCHLD handler, and a first import there can be interrupted
     # by the next worker's SIGCHLD, which then imports the half-imported package (an ImportError
     # that made serve exit 1 on SIGTERM in one CI run).
@@ -355,7 +355,7 @@ class ReviewLineHandler(logging.StreamHandler[Any]):
     descriptor (stderr under ``serve``), writes each formatted line with ``os.write`` (repeated
     until all of it is written), encoded as the stream encodes text: the same bytes as the stream's
     ``write`` and ``flush`` (which the stdlib handler calls for every record), out at once, in
-    fewer instructions (docs/benchmarks.md). Filters, the handler's lock and ``handleError`` are
+    fewer instructions (docs/tasks/benchmarks.md). Filters, the handler's lock and ``handleError`` are
     the stdlib's. A stream without a descriptor (a ``StringIO``) is written as the stdlib does."""
 
     def __init__(self, stream: Any) -> None:

@@ -4,7 +4,7 @@ The serving jobs live in one module each: the runner here (:class:`ServeOptions`
 :func:`gunicorn_settings`, :func:`run`), the worker (``webhook.http.worker``: connections,
 deadlines, idle limit, shutdown, the review thread), the serving certificate
 (``webhook.http.tls``) and the server's log lines (``webhook.http.serving_log``). Only this module
-and the worker import gunicorn or gevent (``tests/test_layout.py``); the Flask app and the CLI see
+and the worker import gunicorn or gevent (``tests/unit/project/test_layout.py``); the Flask app and the CLI see
 :func:`run` and :class:`ServeOptions`.
 
 * The app factory runs in each worker after the fork (``preload_app`` off), so every worker

@@ -1,8 +1,8 @@
 """The worker: gunicorn's gevent worker made safe for kube-apiserver's clients and hostile ones.
 
 This module and the runner (``webhook.http.server``) are the only ones that know gunicorn's or
-gevent's internals (``tests/test_layout.py`` fences the imports and gunicorn's environ keys);
-``tests/test_serve_framework_surface.py`` lists every attribute and hook of theirs used here and
+gevent's internals (``tests/unit/project/test_layout.py`` fences the imports and gunicorn's environ keys);
+``tests/unit/http/test_serve_framework_surface.py`` lists every attribute and hook of theirs used here and
 fails when a release moves one.
 
 One greenlet per connection (gunicorn's gevent worker). What this worker adds, ``read_timeout``

@@ -2,7 +2,7 @@
 under this project's own keys (WSGI's place for server extensions, as ``wsgi.file_wrapper``).
 
 The app (``webhook.http.app``) never reads a server's own environ keys (``gunicorn.socket``, ...);
-``tests/test_layout.py`` fences those, and the framework imports, to the server modules. Under
+``tests/unit/project/test_layout.py`` fences those, and the framework imports, to the server modules. Under
 another server (Flask's test client, a benchmark's in-process call) both keys are absent and the
 app does the plain WSGI thing instead, as documented for each key.
 

@@ -21,7 +21,7 @@ the live controller all ask this module, so a pod counts the same everywhere:
   copy may be charged to the ledger as it is now (no node set change, none of the decision's nodes
   charged or freed since; or, for a decision that placed nothing, no change at all).
 
-Pure: no kubernetes import (tests/test_layout.py).
+Pure: no kubernetes import (tests/unit/project/test_layout.py).
 """
 
 from __future__ import annotations

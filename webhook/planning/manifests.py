@@ -5,7 +5,7 @@
 Text is JSON when its first non-whitespace character is ``{`` or ``[`` (parsed with :mod:`json`;
 a text that is not valid JSON after all, such as a YAML flow mapping, is read as YAML), else a
 YAML stream parsed with PyYAML's libyaml ``CSafeLoader`` (the pure-Python ``SafeLoader``, far
-slower on large dumps, when libyaml is missing; docs/benchmarks.md "Reading cluster dumps: JSON, YAML and the duplicate-key check"). ``kind: List`` (and
+slower on large dumps, when libyaml is missing; docs/tasks/benchmarks.md "Reading cluster dumps: JSON, YAML and the duplicate-key check"). ``kind: List`` (and
 ``*List``) objects are flattened into their items by :func:`flatten`. Every error is a
 :class:`ManifestError` whose message starts with the file name. This module reads files, so it
 lives outside the pure core.

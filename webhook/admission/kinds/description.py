@@ -1,5 +1,5 @@
 """What a workload kind is, said once: :class:`KindDescription` and :class:`PodRules`
-(docs/ARCHITECTURE.md "Contracts between the pieces").
+(docs/concepts/ARCHITECTURE.md "Contracts between the pieces").
 
 Each kind module (``pytorchjob``, ``leaderworkerset``, ``distributedworkload``) ends with one
 ``DESCRIPTION``: its API group, version and kind, its admission handler (which reads its pod
@@ -10,7 +10,7 @@ the gang it belongs to (§9), and how KAI's pod-grouper groups it. Admission
 (:mod:`webhook.admission.kinds`), the pod handler (:mod:`webhook.admission.kinds.pod`), ``place``'s
 expansion (:mod:`webhook.planning.expand`) and the controller's gang logic
 (:mod:`webhook.gating.decision`) all read a kind through :mod:`webhook.admission.kinds.registry`;
-no other module reads a kind's spec fields (``tests/test_layout.py`` fences it). Adding a kind
+no other module reads a kind's spec fields (``tests/unit/project/test_layout.py`` fences it). Adding a kind
 means adding one such description (and its tests).
 
 Nothing here raises for a pod: the pod rules return warnings (pods are created by controllers; a

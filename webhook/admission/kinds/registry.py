@@ -1,4 +1,4 @@
-"""Every workload kind the webhook handles, in one list (docs/ARCHITECTURE.md, "Adding a workload
+"""Every workload kind the webhook handles, in one list (docs/concepts/ARCHITECTURE.md, "Adding a workload
 kind"), and the questions asked of a pod whatever its kind: which family's rules read it, its
 gang, its gang size, its role.
 

@@ -1,6 +1,6 @@
 {{/*
 Labels of every object: the two the kustomize base sets (deploy/base/kustomization.yaml) and
-Helm's release labels (the only labels tests/test_helm.py removes before comparing).
+Helm's release labels (the only labels tests/unit/deploy/test_helm.py removes before comparing).
 */}}
 {{- define "segment-webhook.labels" -}}
 app.kubernetes.io/name: segment-webhook

@@ -1,0 +1,302 @@
+"""The pure parts of benchmarks/trace.py (issue 36 part 2) and of hack/kwok.py: the seeded trace,
+the Job each gang becomes, the split and over-booking checks, the percentile, the greedy-miss count
+on hand-made snapshots, and the pod-complete Stage made from KWOK's. Expected values are written
+out from the issue's rules (gang sizes 4 to a quarter of the cluster, segments required in a rack,
+0 over-booked nodes) and KWOK v0.8.0's Stage API."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.support import paths
+
+REPO = paths.REPO
+sys.path.insert(0, str(REPO / "hack"))
+
+import kwok  # noqa: E402  (hack/kwok.py)
+import local_cluster  # noqa: E402  (hack/local_cluster.py)
+
+# benchmarks/trace.py shares its name with the standard library's `trace`: load it by path
+_spec = importlib.util.spec_from_file_location("trace_benchmark", REPO / "benchmarks" / "trace.py")
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+sys.modules["trace_benchmark"] = bench
+_spec.loader.exec_module(bench)
+
+RACK = "cloud.provider.com/topology-rack"
+BLOCK = "cloud.provider.com/topology-block"
+ZONE = "topology.kubernetes.io/zone"
+
+
+# ------------------------------------------------------------------------------- the trace
+def test_the_trace_is_seeded_and_keeps_the_issues_ranges():
+    cluster = bench.Cluster(zones=1, blocks=2, racks=4, nodes=16)  # 128 nodes, racks of 16
+    shape = bench.TraceShape(jobs=200, arrivals=100, min_duration=3, max_duration=12, seed=5)
+    jobs = bench.make_trace(cluster, shape)
+    assert jobs == bench.make_trace(cluster, shape)
+    assert jobs != bench.make_trace(cluster, bench.TraceShape(jobs=200, arrivals=100, min_duration=3,
+                                                              max_duration=12, seed=6))
+    assert len(jobs) == 200 and jobs[0].arrival == 0.0
+    assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs)
+    assert {j.pods for j in jobs} <= {4, 8, 16, 32}  # 4 .. a quarter of 128 nodes
+    assert any(j.pods == 32 for j in jobs)  # the hero
+    for job in jobs:
+        assert job.pods % job.segment == 0 and 2 <= job.segment <= job.pods
+        assert job.segment * job.gpus <= 16 * 8  # a segment fits one rack
+        assert job.gpus in (4, 8) and (job.pods < 16 or job.gpus == 8)
+        assert 3 <= job.duration <= 12
+        if job.gang_level is not None:  # the narrowest level that holds the gang
+            assert job.gang_level == (RACK if job.pods * job.gpus <= 16 * 8 else BLOCK)
+    # a heavy tail of small jobs: most gangs are the smallest sizes
+    assert sum(1 for j in jobs if j.pods <= 8) > len(jobs) / 2
+    assert sum(1 for j in jobs if j.pods == 32) < sum(1 for j in jobs if j.pods == 4)
+
+
+def test_a_5000_node_cluster_gets_gangs_up_to_1024_pods_at_the_zone_level():
+    cluster = bench.Cluster(zones=2, blocks=5, racks=25, nodes=20)
+    assert cluster.node_count == 5000
+    jobs = bench.make_trace(cluster, bench.TraceShape(jobs=50, arrivals=100, min_duration=30, max_duration=600))
+    hero = [j for j in jobs if j.pods == 1024]
+    assert any(j.gang_level == ZONE and j.required for j in hero)  # the hero: a zone holds it, required
+    assert max(j.pods for j in jobs) == 1024  # the largest power of two within 5000 / 4
+
+
+def test_a_cluster_too_small_for_a_gang_of_four_is_refused():
+    with pytest.raises(ValueError, match="at least 16 nodes"):
+        bench.make_trace(bench.Cluster(1, 1, 2, 4), bench.TraceShape())
+
+
+def test_the_job_of_a_gang_carries_its_levels_and_kwoks_delay():
+    job = bench.TraceJob("trace-0001", 0.0, 8, 4, 4, BLOCK, False, 6.095)
+    manifest = bench.job_manifest(job, "kueue")
+    assert manifest["metadata"]["labels"] == {"segments.dev/target": "kueue", "kueue.x-k8s.io/queue-name": "user-queue"}
+    assert manifest["metadata"]["annotations"] == {"kai.scheduler/topology": "cluster-topology",
+                                                   "kai.scheduler/topology-preferred-placement": BLOCK}
+    template = manifest["spec"]["template"]
+    assert template["metadata"]["annotations"] == {
+        "kai.scheduler/segment-size": "4", "kai.scheduler/segment-topology-required-placement": RACK,
+        "pod-complete.stage.kwok.x-k8s.io/delay": "6095ms"}
+    assert (manifest["spec"]["completions"], manifest["spec"]["parallelism"]) == (8, 8)
+    assert template["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
+    bare = bench.job_manifest(bench.TraceJob("trace-0002", 0.0, 4, 8, 2, None, False, 1.0), None)
+    assert bare["metadata"]["labels"] == {}
+    assert bare["metadata"]["annotations"] == {"kai.scheduler/topology": "cluster-topology"}
+
+
+# ------------------------------------------------------------------------------- the checks
+def node(name: str, rack: str, block: str = "b0", gpus: str = "8") -> dict:
+    return {"kind": "Node", "apiVersion": "v1",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, RACK: rack, BLOCK: block,
+                                                  ZONE: "z0"}},
+            "status": {"allocatable": {"nvidia.com/gpu": gpus, "cpu": "128", "memory": "1Ti", "pods": "110"}}}
+
+
+def pod(job: str, index: int, node_name: str | None, gpus: str = "8", phase: str = "Running",
+        pinned: str | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}
+    if node_name:
+        spec["nodeName"] = node_name
+    if pinned:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": pinned}
+    return {"kind": "Pod", "apiVersion": "v1",
+            "metadata": {"name": f"{job}-{index}", "namespace": "default",
+                         "labels": {"batch.kubernetes.io/job-name": job,
+                                    "batch.kubernetes.io/job-completion-index": str(index)}},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def test_splits_count_required_segments_and_gangs_apart_from_preferred_ones():
+    nodes = [node("n1", "r1", "b0"), node("n2", "r2", "b0"), node("n3", "r3", "b1")]
+    labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    jobs = [bench.TraceJob("a", 0, 4, 8, 2, BLOCK, True, 1), bench.TraceJob("p", 0, 2, 8, 2, BLOCK, False, 1)]
+    pods = [pod("a", 0, "n1"), pod("a", 1, "n2", phase="Succeeded"),  # segment 0 over r1 and r2
+            pod("a", 2, "n3"), pod("a", 3, "n3"),  # segment 1 in r3, but the gang over b0 and b1
+            pod("p", 0, "n1"), pod("p", 1, None)]
+    required, preferred = bench.splits(jobs, pods, labels)
+    assert required == ["a segment 0 spans 2 racks: r1, r2",
+                        f"a spans 2 {BLOCK} domains: b0, b1"]
+    assert preferred == []
+    pods.append(pod("p", 1, "n3"))
+    assert bench.splits(jobs, pods, labels)[1] == [f"p spans 2 {BLOCK} domains: b0, b1"]
+
+
+def test_occupancy_flags_a_node_whose_unfinished_pods_ask_more_than_it_has():
+    occupancy = bench.Occupancy([node("n1", "r1")])
+    occupancy.update(pod("a", 0, "n1", gpus="8"))
+    occupancy.update(pod("a", 0, "n1", gpus="8", phase="Succeeded"))  # finished: off the node
+    occupancy.update(pod("b", 0, "n1", gpus="4"))
+    occupancy.update(pod("b", 1, "n1", gpus="4"))
+    assert occupancy.over == {}
+    occupancy.update(pod("c", 0, "n1", gpus="4"))
+    assert occupancy.over == {"n1": "node n1: its 3 bound pods ask 12 nvidia.com/gpu, it has 8"}
+    occupancy.update(pod("c", 0, "n1", gpus="4"), deleted=True)
+    assert set(occupancy.on_node["n1"]) == {"b-0", "b-1"}
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert (bench.percentile(values, 0.5), bench.percentile(values, 0.99)) == (50.0, 99.0)
+    assert bench.percentile([7.0], 0.99) == 7.0
+    assert bench.percentile([], 0.5) != bench.percentile([], 0.5)  # nan
+
+
+def greedy_fixture():
+    """One rack of 4 nodes of 8 GPUs (and the Topology), a gang of 4 pods of 8 GPUs."""
+    objects = [node(f"n{i}", "r1") for i in range(4)]
+    objects.append({"apiVersion": "kai.scheduler/v1alpha1", "kind": "Topology",
+                    "metadata": {"name": "cluster-topology"},
+                    "spec": {"levels": [{"nodeLabel": ZONE}, {"nodeLabel": BLOCK}, {"nodeLabel": RACK},
+                                        {"nodeLabel": "kubernetes.io/hostname"}]}})
+    return bench.Snapshots(objects), bench.TraceJob("g", 0, 4, 8, 2, RACK, True, 5)
+
+
+def test_a_gang_pending_on_free_capacity_past_the_grace_is_a_greedy_miss():
+    snapshots, job = greedy_fixture()
+    samples: list[tuple[float, dict]] = [(10.0, {}), (11.0, {}), (13.5, {})]  # pending, nothing on the nodes
+    missed, scope = bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=3.0, budget=60)
+    assert missed == {"g": 1.0} and scope == "all 3 snapshots"  # found at 10.0, 1.0 s after creation
+
+
+def test_no_greedy_miss_when_the_gang_is_placed_in_time_or_does_not_fit():
+    snapshots, job = greedy_fixture()
+    released = {f"g-{i}": pod("g", i, None, pinned=f"n{i}") for i in range(4)}  # pinned: in flight
+    samples = [(10.0, {}), (13.0, released)]
+    assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=3.0, budget=60)[0] == {}
+    full = {"x-0": pod("x", 0, "n0")}  # one node taken: a gang of 4 whole nodes does not fit
+    samples = [(10.0, full), (13.0, full), (16.0, full)]
+    assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=3.0, budget=60)[0] == {}
+    # capacity freed (the pod finished) at 16.0: found then, still pending at 19.0 -> a miss
+    samples.append((19.0, {"x-0": pod("x", 0, "n0", phase="Succeeded")}))
+    samples.insert(3, (16.5, {"x-0": pod("x", 0, "n0", phase="Succeeded")}))
+    assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=2.0, budget=60)[0] == {"g": 7.5}
+
+
+class FakeAdvisoryWatch:
+    def __init__(self, events):
+        import threading
+
+        self.events, self.lock = events, threading.Lock()
+
+
+def test_advisory_figures_name_misses_time_them_and_catch_a_fits_that_did_not_fit():
+    """--advise: gang g (pending from 10.0, its placement found at 10.0: a greedy miss) gets "fits
+    now" at 10.4: named, 0.4 s after. Gang h gets "fits now" at 12.0 while x-0 holds node n0 (bound
+    at 11.0): h, 4 whole nodes of a 4-node rack, does not fit then, nor in the samples around: a
+    false "fits". A "fits" received after the gang's first pod was bound is late, not judged."""
+    snapshots, g = greedy_fixture()
+    h = bench.TraceJob("h", 0, 4, 8, 2, RACK, True, 5)
+    busy = {"x-0": pod("x", 0, "n0")}
+    samples = [(10.0, {}), (11.5, busy), (12.5, busy)]
+    fits, says = bench.FITS_REASON, "gang default/{}: fits now on free capacity: ..."
+    watch = FakeAdvisoryWatch([(10.4, "g", fits, says.format("g")), (12.0, "h", fits, says.format("h")),
+                               (13.0, "g", fits, says.format("g"))])
+    figures = bench.advisory_figures([g, h], watch, {"g": 10.0}, {"g": 1.0}, {"g": 9.0}, samples, snapshots,
+                                     {"g": 12.8}, {"x-0": bench.PodTimes(11.0, bound=11.0)}, busy)
+    assert figures["to_event"] == [pytest.approx(0.4)] and figures["to_name"] == [pytest.approx(0.4)]
+    assert {k: figures[k] for k in ("found", "named", "advised", "late", "events", "unnamed", "false_fits")} == {
+        "found": 1, "named": 1, "advised": 1, "late": 1, "events": 3, "unnamed": [],
+        "false_fits": ["h at +2.0 s: gang default/h: fits now on free capacity: ..."]}
+
+
+# ------------------------------------------------------------------------------- hack/kwok.py
+GENERAL_POD_COMPLETE: dict = {
+    # the shape of KWOK v0.8.0 kustomize/stage/pod/general/pod-complete.yaml (template shortened)
+    "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": "pod-complete"},
+    "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+             "selector": {"matchExpressions": [
+                 {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                 {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                 {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]}]},
+             "delay": {"durationMilliseconds": 1000,
+                       "durationFrom": {"expressionFrom": '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'},
+                       "jitterDurationMilliseconds": 5000},
+             "next": {"statusTemplate": "phase: Succeeded"}}}
+
+
+def test_the_pod_complete_stage_finishes_exactly_the_pods_with_a_delay_after_that_delay():
+    stage = kwok.pod_complete_stage(GENERAL_POD_COMPLETE)
+    assert stage["spec"]["selector"]["matchExpressions"] == [
+        {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+        {"key": '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]', "operator": "Exists"}]
+    assert stage["spec"]["delay"] == {
+        "durationFrom": {"jq": {"expression": '.metadata.annotations["pod-complete.stage.kwok.x-k8s.io/delay"]'}}}
+    assert stage["spec"]["next"] == {"statusTemplate": "phase: Succeeded"}
+    assert GENERAL_POD_COMPLETE["spec"]["delay"]["jitterDurationMilliseconds"] == 5000  # the input is not changed
+
+
+def test_kwok_configuration_keeps_the_server_on_loopback():
+    config = kwok.configuration("apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n"
+                                "  nodePort: 10247\n  cidr: 10.0.0.0/24\n  manageNodesWithAnnotationSelector: "
+                                "'kwok.x-k8s.io/node=fake'\n  enableCRDs:\n  - Stage\n  - Metric\n", 41234)
+    assert config["options"] == {"nodePort": 41234, "cidr": "10.128.0.0/10",
+                                 "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
+                                 "enableCRDs": ["Stage"], "serverAddress": "127.0.0.1:41234", "nodeIP": "127.0.0.1",
+                                 "nodeLeaseDurationSeconds": 1200, "nodeLeaseParallelism": 64,
+                                 "nodePlayStageParallelism": 32, "podPlayStageParallelism": 32}
+
+
+def test_kwok_runs_with_node_graces_longer_than_a_lease_renewal():
+    # KWOK renews every quarter of the Lease (1,200 s / 4 = 300 s): the grace must exceed that
+    assert kwok.controller_manager_args() == {"--node-monitor-grace-period": "900s",
+                                              "--node-startup-grace-period": "900s"}
+    assert local_cluster.node_grace_args({"upstream": ["lws", "kwok"]}) == [
+        "--node-monitor-grace-period", "900s", "--node-startup-grace-period", "900s"]
+    assert local_cluster.node_grace_args({"upstream": ["lws"]}) == ["--node-monitor-grace-period", "120s"]
+    assert local_cluster.node_grace_args({}) == ["--node-monitor-grace-period", "120s"]  # a state from before
+
+
+def test_registration_waits_and_polls_in_proportion_to_the_nodes():
+    assert kwok.wait_seconds(128) == 136.0
+    assert kwok.wait_seconds(5000) == 745.0
+    assert kwok.poll_seconds(128) == 1.0
+    assert kwok.poll_seconds(1000) == 1.0
+    assert kwok.poll_seconds(1001) == 2.0
+    assert kwok.poll_seconds(5000) == 5.0
+
+
+def test_a_kwok_node_carries_kwoks_annotation_and_label_and_the_dumps_taints():
+    body = kwok.node_body({"metadata": {"name": "n1", "labels": {RACK: "r1"}},
+                           "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "providerID": "x"}})
+    assert body == {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": "n1", "labels": {RACK: "r1", "type": "kwok"},
+                                 "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                    "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+                    "status": {"capacity": {}, "allocatable": {}}}
+
+
+def test_a_kwok_node_is_created_with_the_dumps_capacity_and_allocatable():
+    status = {"allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
+    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status})["status"] == {
+        "capacity": {"nvidia.com/gpu": "8", "cpu": "96"}, "allocatable": {"nvidia.com/gpu": "8", "cpu": "96"}}
+    status_with_conditions: dict[str, object] = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"},
+                                                 "conditions": [{"type": "Ready", "status": "True"}]}
+    assert kwok.node_body({"metadata": {"name": "n1"}, "status": status_with_conditions})["status"] == {
+        "capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "7"}}  # KWOK makes it Ready
+
+
+def test_a_gang_is_in_hand_at_its_jobs_create_for_kueue_and_at_its_last_pod_for_the_others():
+    jobs = [bench.TraceJob("g", 0, 2, 8, 2, RACK, True, 5), bench.TraceJob("h", 0, 2, 8, 2, RACK, True, 5)]
+    pods = {"g-0": pod("g", 0, None), "g-1": pod("g", 1, None), "h-0": pod("h", 0, None)}
+    times = {"g-0": bench.PodTimes(3.0), "g-1": bench.PodTimes(4.5), "h-0": bench.PodTimes(3.5)}
+    submitted = {"g": 1.0, "h": 2.0}
+    assert bench.in_hand("kueue", jobs, submitted, times, pods) == {"g": 1.0, "h": 2.0}
+    assert bench.in_hand("gate", jobs, submitted, times, pods) == {"g": 4.5}  # h has 1 of its 2 pods
+    assert bench.in_hand("workload-api", jobs, submitted, times, pods) == {"g": 4.5}
+
+
+def test_the_pod_watch_resumes_from_the_last_version_and_lists_again_after_410():
+    watch = bench.TraceWatch(None, [node("n1", "r1")], sample=1.0)  # no cluster: run() unused
+    base = "/api/v1/namespaces/default/pods?watch=1&allowWatchBookmarks=true&labelSelector=bench.segments.dev/run%3Dtrace"
+    assert watch.watch_path() == base  # the first watch: every pod as ADDED
+    added = pod("g", 0, "n1")
+    added["metadata"]["resourceVersion"] = "120"
+    watch.handle({"type": "ADDED", "object": added})
+    assert watch.times["g-0"].bound is not None and watch.watch_path() == base + "&resourceVersion=120"
+    watch.handle({"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": "135"}}})
+    assert watch.watch_path() == base + "&resourceVersion=135" and set(watch.latest) == {"g-0"}
+    watch.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
+    assert watch.watch_path() == base

@@ -1,0 +1,1 @@
+"""Tests of deploy/ (the kustomize overlays, the Helm chart, the Dockerfile)."""

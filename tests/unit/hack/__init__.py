@@ -1,0 +1,1 @@
+"""Tests of hack/'s scripts that need no control plane."""

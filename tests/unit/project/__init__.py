@@ -1,0 +1,1 @@
+"""Repository-wide checks: layout, contracts, mypy configuration, doc references, generated references."""
