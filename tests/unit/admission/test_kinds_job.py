@@ -8,7 +8,6 @@ index as the label ``batch.kubernetes.io/job-completion-index`` and the Job's na
 
 from __future__ import annotations
 
-
 import jsonpatch
 import yaml
 
