@@ -34,6 +34,7 @@ def test_percentile_is_nearest_rank():
     assert admission.percentile([7.0], 99) == 7.0
 
 
+@pytest.mark.slow  # two servers and 16 phases: run by .ci/run's -m slow (docs/decisions/default-suite-time.md)
 @pytest.mark.skipif(shutil.which("hey") is None and not os.environ.get("CI"),
                     reason="needs hey (apt-get install hey); .ci/run installs it, so CI never skips this")
 def test_benchmark_runs_and_stops_by_itself(tmp_path):

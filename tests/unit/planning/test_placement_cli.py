@@ -308,9 +308,12 @@ def test_place_pod_cap_names_the_fields(tmp_path, capsys, content, field):
         f"segment-webhook place: error: {path}: {field} pods is more than the 100000 this command expands\n")
 
 
+@pytest.mark.slow
 def test_place_100000_workers_at_the_cap(tmp_path, capsys):
     """The largest workload the command expands: 100,000 pods, each through the webhook (its
-    time is measured by benchmarks/placement.py, never asserted here)."""
+    time is measured by benchmarks/placement.py, never asserted here). A big input: under
+    ``-m slow`` (docs/decisions/default-suite-time.md); the refusals just over the cap stay in the
+    default run."""
     wl = _dw(tmp_path, 100_000, 100)
     assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path), "-o", "json"]) == 0
     res = json.loads(capsys.readouterr().out)
