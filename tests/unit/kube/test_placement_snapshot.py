@@ -326,8 +326,8 @@ def test_every_problem_is_named_and_nodes_listed_twice_name_both_places(tmp_path
     assert str(exc.value) == (
         "3 problems in the input (a truncated or hand-edited dump? dump it again with "
         "`kubectl get nodes,pods -A -o yaml`):\n"
-        f'  {path}: document 2: Node "n1" is listed twice (also at {path}: document 1); node names are unique '
-        "in a cluster; fix: keep one of them\n"
+        f'  {path}: document 1.items[1]: Node "n1" is listed twice (also at {path}: document 1.items[0]); node names '
+        "are unique in a cluster; fix: keep one of them\n"
         f'  {path}: Node "n2": status.allocatable[cpu]: null is not a quantity (expected a string such as "500m" '
         'or "64Gi")\n'
         f"  {path}: Pod x/p: spec is missing")
