@@ -9,8 +9,10 @@ part controller-runtime calls the cache, which every reconcile reads.
   :func:`webhook.gating.decision.gang_key_of`), the one
   :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
   :func:`~webhook.kube.pods.occupied_node` says; node heartbeats that do not change the
-  engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
-  deadline, and each gang's state line and owner (for its siblings' annotation).
+  engine's view of a node change nothing), the kind of every gang left gated, and each gang's
+  state line and owner (for its siblings' annotation). A gang's back-off deadline is kept in the
+  one back-off ledger, the work queue's (:class:`webhook.controller.workqueue.ExponentialRateLimiter`),
+  written here when a decision says to back off and forgotten when the gang is placed.
 * **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
   gated pods or was left gated, or when the pod is stranded (released, pinned, ``Unschedulable``); capacity given back (a pod deleted or terminated) queues the gangs
   waiting for capacity; a node change queues every complete gang left gated; a Topology change
@@ -32,11 +34,12 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import ApiServerReachability, Backoff, send_until_answered
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
+from webhook.cluster.api_server import REQUEST_TIMEOUT, ApiServerReachability, Backoff, send_until_answered
+from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.advisory import KUEUE_WORKLOAD_VERSION, kueue_workload_pending, pending_elsewhere
 from webhook.controller.podgroups import is_grouped_pod
+from webhook.controller.workqueue import ExponentialRateLimiter
 from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
 from webhook.kube.kueue import KUEUE_GROUP
@@ -119,7 +122,6 @@ class ControllerCache:
         #: Decisions made again because the ledger changed under them (:meth:`reconcile`).
         self.conflicts = 0
         self.kinds: dict[str, str] = {}  # gangs left gated -> their kind
-        self.not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
         self.states: dict[str, tuple[ObjectRef | None, str]] = {}  # gang -> (owner, state line)
         self._ungated: set[PodRef] = set()  # gang pods known released (seen, or our patch accepted)
         self.grouped: set[str] = set()  # target workload-api: gangs whose objects exist (DESIGN.md §9b)
@@ -211,7 +213,6 @@ class ControllerCache:
         del self.gangs[key]
         self.grouped.discard(key)
         self.kinds.pop(key, None)
-        self.not_before.pop(key, None)
         self.states.pop(key, None)
         return True
 
@@ -283,15 +284,16 @@ class ControllerCache:
             return self.ledger.has_node(name)
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
-                  backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
+                  backoff: ExponentialRateLimiter, stranded_grace: float = 0.0) -> Result:
         """Decide gang ``key`` with the lock released while the engine runs (:func:`decide_on_snapshot`),
-        then charge its releases as assumed and record its kind and back-off (``backoff_delay(key)``:
-        seconds) under the lock."""
+        then charge its releases as assumed and record its kind under the lock, and its back-off in
+        ``backoff`` (the work queue's ledger: ``defer`` when the decision backs off, ``forget`` when
+        the gang no longer waits)."""
         catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
         return decide_on_snapshot(
             key, self.lock, self.ledger, catalog,
             lambda ledger: self._view(key, owner, ledger, catalog, default_topology, grace, stranded_grace),
-            lambda result: self._commit(key, result, backoff_delay), self._conflict)
+            lambda result: self._commit(key, result, backoff), self._conflict)
 
     def _conflict(self) -> None:
         self.conflicts += 1
@@ -304,17 +306,17 @@ class ControllerCache:
         return GangView(list(self.gangs.get(key, {}).values()), ledger, catalog, default_topology,
                         ParseCache(), owner, siblings, time.time(), grace, stranded_grace)
 
-    def _commit(self, key: str, result: Result, backoff_delay: Callable[[str], float]) -> Result:
+    def _commit(self, key: str, result: Result, backoff: ExponentialRateLimiter) -> Result:
         """Charge ``result``'s releases as assumed and record the gang's kind and back-off (lock held)."""
         for ref, node, milli in result.charges:
             self.ledger.assume(ref, node, milli)
         if result.waiting is None:
             self.kinds.pop(key, None)
-            self.not_before.pop(key, None)
+            backoff.forget(key)
         else:
             self.kinds[key] = result.waiting.kind
             if result.backoff:
-                self.not_before[key] = time.monotonic() + backoff_delay(key)
+                backoff.defer(key)
         return result
 
     def record_state(self, key: str, owner: ObjectRef | None, line: str) -> None:
@@ -425,7 +427,7 @@ class AdvisoryCache(ControllerCache):
         try:
             found = send_until_answered(
                 lambda: custom.get_api_resources(KUEUE_GROUP, KUEUE_WORKLOAD_VERSION,
-                                                 _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)),
+                                                 _request_timeout=REQUEST_TIMEOUT),
                 f"discover {KUEUE_GROUP}/{KUEUE_WORKLOAD_VERSION}", self._reachability, backoff, self._stop)
             served = any(getattr(r, "name", None) == "workloads" for r in getattr(found, "resources", None) or [])
         except ApiException as exc:

@@ -59,6 +59,7 @@ from webhook.gating.decision import (
 )
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated
 from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.shapes import OwnerReference
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
@@ -367,10 +368,12 @@ def _strings(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``ownerReferences`` entry of ``obj`` with ``controller: true``, ``None`` when none."""
+def controller_owner(obj: Mapping[str, Any]) -> OwnerReference | None:
+    """The ``ownerReferences`` entry of ``obj`` with ``controller: true`` (and a kind and a name),
+    ``None`` when none."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs if isinstance(refs, list) else []:
+    entries: list[OwnerReference] = refs if isinstance(refs, list) else []
+    for ref in entries:
         if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
             return ref
     return None
