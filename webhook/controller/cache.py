@@ -46,6 +46,7 @@ from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.nodes import SnapshotError, parse_node
 from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
 from webhook.kube.quantity import QuantityError
+from webhook.kube.shapes import Pod
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
@@ -330,7 +331,7 @@ class ControllerCache:
         with self.lock:
             return {g: line for g, (ref, line) in self.states.items() if ref == owner}
 
-    def release_answered(self, key: str, ref: PodRef, updated: Mapping[str, Any] | None) -> None:
+    def release_answered(self, key: str, ref: PodRef, updated: Pod | None) -> None:
         """One release patch's answer: the pod as updated (this process's view until the informer
         shows it), or ``None`` (not released: its assumed capacity is free again)."""
         with self.lock:
