@@ -46,6 +46,7 @@ from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.nodes import SnapshotError, parse_node
 from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
 from webhook.kube.quantity import QuantityError
+from webhook.kube.shapes import Node as NodeObject
 from webhook.kube.shapes import Pod
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
@@ -67,7 +68,7 @@ BACKOFF_RESET_SECONDS = 120.0
 PodRef = tuple[str, str]
 
 
-def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
+def requests_or_none(pod: Pod) -> dict[str, int] | None:
     """A pod's requests in milli-units, ``None`` (logged) when a quantity is malformed."""
     spec = pod.get("spec")
     try:
@@ -77,7 +78,7 @@ def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
 
-def event_handler(handle: Callable[[str, Mapping[str, Any]], None], event: str, backoff: Backoff,
+def event_handler(handle: Callable[[str, Any], None], event: str, backoff: Backoff,
                   stop: threading.Event) -> Callable[[Any], None]:
     """An informer's handler of ``event``: resets ``backoff`` and passes a dict object to
     ``handle(event, obj)``, none once ``stop`` is set."""
@@ -118,7 +119,7 @@ class ControllerCache:
         self._gang_gone = gang_gone
         self._reachability = reachability
         self.lock = threading.Lock()  # everything below
-        self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
+        self.gangs: dict[str, dict[PodRef, Pod]] = {}
         self.ledger = CapacityLedger()
         #: Decisions made again because the ledger changed under them (:meth:`reconcile`).
         self.conflicts = 0
@@ -136,7 +137,7 @@ class ControllerCache:
         self._add_informer("nodes", core.list_node, self.on_node)
 
     def _add_informer(self, name: str, method: Callable[..., Any],
-                      handle: Callable[[str, Mapping[str, Any]], None], counted: bool = True) -> SharedInformer:
+                      handle: Callable[[str, Any], None], counted: bool = True) -> SharedInformer:
         """An informer of ``name`` (``method`` lists and watches) whose events go to ``handle``;
         ``counted``: in :attr:`informers`, so :attr:`synced` waits for it (else the caller runs it)."""
         backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
@@ -169,7 +170,7 @@ class ControllerCache:
 
     # ------------------------------------------------------------------ informer callbacks
 
-    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+    def on_pod(self, event: str, pod: Pod) -> None:
         """Keep the gang's pods and the ledger current; queue what this change may unblock."""
         ref = pod_ref(pod)
         key = gang_key_of(pod)
@@ -199,7 +200,7 @@ class ControllerCache:
             self._gang_gone(key)
         self._enqueue(own + waiting)
 
-    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+    def _keep_member(self, key: str, ref: PodRef, pod: Pod | None) -> bool:
         """Store (or, ``pod`` None, drop) one member of gang ``key`` (lock held); True when the
         gang's last pod went (the gang is forgotten)."""
         if pod is not None:
@@ -217,7 +218,7 @@ class ControllerCache:
         self.states.pop(key, None)
         return True
 
-    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_node(self, event: str, obj: NodeObject) -> None:
         """A node's engine view changed (not a heartbeat): every complete gang left gated may fit now."""
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
         name = str((meta or {}).get("name") or "")
@@ -262,7 +263,7 @@ class ControllerCache:
         with self.lock:
             return any(is_grouped_pod(p) for p in (self.gangs.get(key) or {}).values())
 
-    def members(self, key: str) -> list[Mapping[str, Any]]:
+    def members(self, key: str) -> list[Pod]:
         """The pods of gang ``key`` as held now."""
         with self.lock:
             return list((self.gangs.get(key) or {}).values())
@@ -273,7 +274,7 @@ class ControllerCache:
             if key in self.gangs:
                 self.grouped.add(key)
 
-    def first_pod(self, key: str) -> Mapping[str, Any] | None:
+    def first_pod(self, key: str) -> Pod | None:
         """The gang's pod first by name (its owner is the gang's), ``None`` for an unknown gang."""
         with self.lock:
             members = self.gangs.get(key) or {}
@@ -475,7 +476,7 @@ class AdvisoryCache(ControllerCache):
         with self.lock:
             return list(self.kueue_pending)
 
-    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+    def on_pod(self, event: str, pod: Pod) -> None:
         super().on_pod(event, pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
@@ -483,7 +484,7 @@ class AdvisoryCache(ControllerCache):
             moved = list(self.advised) + list(self.kueue_pending) if gone or occupied_node(pod) is not None else []
         self._enqueue(([key] if key is not None and not gone and pending_elsewhere(pod) else []) + moved)
 
-    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_node(self, event: str, obj: NodeObject) -> None:
         super().on_node(event, obj)
         with self.lock:
             advised = list(self.advised) + list(self.kueue_pending)
@@ -495,7 +496,7 @@ class AdvisoryCache(ControllerCache):
             if key in self.gangs or key in self.kueue_gangs:
                 self.states[key] = (owner, line)
 
-    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+    def _keep_member(self, key: str, ref: PodRef, pod: Pod | None) -> bool:
         gone = super()._keep_member(key, ref, pod)
         if gone:
             self.advised.pop(key, None)
