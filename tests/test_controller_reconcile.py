@@ -60,7 +60,7 @@ def owner(annotation: str | None = None) -> TopOwner:
     return TopOwner(OWNER, "pytorchjobs", job, annotation)
 
 
-def view(pods: list[Any], *, nodes: list[dict] | None = None, top: TopOwner | None = None, now: float = CREATED + 60,
+def view(pods: list[Any], *, nodes: list[Any] | None = None, top: TopOwner | None = None, now: float = CREATED + 60,
          grace: float = 10.0, siblings: dict[str, str] | None = None) -> GangView:
     cache = ParseCache()
     ledger = ledger_of(cluster() if nodes is None else nodes, pods, [], cache)

@@ -58,6 +58,7 @@ from webhook.kube.pods import (
     pod_requests_milli,
 )
 from webhook.kube.quantity import QuantityError
+from webhook.kube.shapes import Node as NodeObject
 from webhook.kube.shapes import Pod
 from webhook.placement.eligibility import pod_request
 from webhook.placement.engine import Gang, PlacementError, PodRequest, place
@@ -151,11 +152,11 @@ class ParseCache:
         self._seen_requests: set[tuple[str, str, str]] = set()
         # this pass's objects without a resourceVersion: id -> (object, value); the object is held
         # so that its id is not reused by another object while the entry lives
-        self._pass_nodes: dict[int, tuple[Mapping[str, Any], Node | str]] = {}
+        self._pass_nodes: dict[int, tuple[NodeObject, Node | str]] = {}
         self._pass_requests: dict[int, tuple[Pod, dict[str, int] | str]] = {}
 
     @staticmethod
-    def _node_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    def _node_key(obj: NodeObject) -> tuple[str, str] | None:
         key = (str(_meta(obj).get("name") or ""), str(_meta(obj).get("resourceVersion") or ""))
         return key if key[1] else None
 
@@ -181,7 +182,7 @@ class ParseCache:
             kept[key] = parse(obj)
         return kept[key]
 
-    def node(self, obj: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], Node | str]) -> Node | str:
+    def node(self, obj: NodeObject, parse: Callable[[NodeObject], Node | str]) -> Node | str:
         """The parsed Node (or its problem text) of ``obj``; ``parse(obj)`` on a miss."""
         return self._lookup(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, parse)
 
@@ -200,7 +201,7 @@ class ParseCache:
             seen.add(key)
             kept[key] = value
 
-    def add_node(self, obj: Mapping[str, Any], node: Node) -> None:
+    def add_node(self, obj: NodeObject, node: Node) -> None:
         """``node``, parsed from ``obj`` elsewhere (uncharged; never changed afterwards)."""
         self._store(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, node)
 
@@ -397,7 +398,7 @@ def _gang_constraints(gang: _Gang, default_topology: str | None,
 
 
 # ----------------------------------------------------------------------------- capacity
-def _parse_node(obj: Mapping[str, Any]) -> Node | str:
+def _parse_node(obj: NodeObject) -> Node | str:
     """One node as the engine reads it (:func:`webhook.kube.nodes.parse_node`), or the
     error text (``Node "n0": status.allocatable[cpu]: ...``)."""
     try:
@@ -406,7 +407,7 @@ def _parse_node(obj: Mapping[str, Any]) -> Node | str:
         return str(exc)
 
 
-def ledger_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Pod], skipped: list[str],
+def ledger_of(nodes: Iterable[NodeObject], pods: Iterable[Pod], skipped: list[str],
               cache: ParseCache) -> CapacityLedger:
     """The :class:`CapacityLedger` of a cluster state: every well-formed node, every pod charged
     where it is (:func:`webhook.kube.pods.occupied_node`). A malformed node, or the bad
@@ -633,15 +634,21 @@ def _epoch(text: str) -> float | None:
 
 
 # ----------------------------------------------------------------------------- the pass
-def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Any], topologies: Iterable[Topology], *,
+def _objects(items: Iterable[Any]) -> list[Any]:
+    """The items that are objects (mappings), still untyped (each is read as what its caller says)."""
+    return [item for item in items if isinstance(item, Mapping)]
+
+
+def decide(nodes: Iterable[Any], pods: Iterable[Any], topologies: Iterable[Topology], *,
            default_topology: str | None = None, skip: Container[str] = (), cache: ParseCache | None = None) -> PassResult:
     """Every gang of a cluster state, decided one after the other on one ledger (DESIGN.md §9):
     ``controller --once``'s pass, built from :func:`ledger_of` and :func:`decide_gang`, the
     steps the live controller runs per gang.
 
     ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
-    items; the pods are typed ``Any``, as read from a file or an expansion, and read as
-    :class:`~webhook.kube.shapes.Pod` s, each field checked by its reader); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
+    items; typed ``Any``, as read from a file or an expansion, and read as
+    :class:`~webhook.kube.shapes.Node` s and :class:`~webhook.kube.shapes.Pod` s, each field
+    checked by its reader); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
     topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
     not to attempt (their pods are still charged where placed); ``cache``: a :class:`ParseCache`
     (a fresh one by default). Returns a :class:`PassResult`: ``releases`` for every gated pod of
@@ -650,10 +657,10 @@ def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Any], topologies: 
     released go first, then gangs in order of their last pod's creation. Never raises for
     malformed objects: they are skipped or reported as an ``invalid`` gang.
     """
-    pods = [p for p in pods if isinstance(p, Mapping)]
+    pods = _objects(pods)
     result = PassResult()
     cache = cache if cache is not None else ParseCache()
-    ledger = ledger_of([n for n in nodes if isinstance(n, Mapping)], pods, result.skipped, cache)
+    ledger = ledger_of(_objects(nodes), pods, result.skipped, cache)
     catalog = {t.name: t for t in topologies}
     ready = []
     for key, gang in _group(pods).items():

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from webhook.kube.nodes import Node, SnapshotError, object_error, object_name, parse_node
+from webhook.kube.nodes import Node, SnapshotError, is_node, object_error, object_name, parse_node
 from webhook.kube.pods import is_pod, occupied_node, pod_requests_milli
 from webhook.kube.quantity import (
     MAX_MILLI,
     QuantityError,
 )
+from webhook.kube.shapes import Node as NodeObject
 from webhook.kube.shapes import Pod
 from webhook.planning import manifests
 from webhook.text.messages import json_type, quote
@@ -50,7 +51,7 @@ class ParsedSink(Protocol):
     """Receives what :func:`build_snapshot` parsed, so a later reader of the same objects does not
     parse them again (:class:`webhook.gating.decision.ParseCache`, for ``controller --once``)."""
 
-    def add_node(self, obj: Mapping[str, Any], node: Node) -> None: ...
+    def add_node(self, obj: NodeObject, node: Node) -> None: ...
 
     def add_requests(self, pod: Pod, requests: dict[str, int]) -> None: ...
 
@@ -74,7 +75,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
     topology_where: dict[str, str] = {}
     for source, here, obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
+        if is_node(obj):  # kind == "Node"
             try:
                 node = parse_node(obj, source, here)
             except SnapshotError as exc:
