@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from webhook.errors import SegmentWebhookError
 from webhook.kube import kueue
@@ -20,9 +19,6 @@ from webhook.planning.manifests import ManifestError, load_objects
 from webhook.text.messages import quote
 from webhook.topology import infer as topology_infer
 from webhook.topology.objects import TOPOLOGY_KIND, Topology, TopologyError
-
-if TYPE_CHECKING:
-    import urllib3
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
@@ -80,7 +76,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
     from kubernetes import client as k8s_client
     from kubernetes.client.exceptions import ApiException
 
-    from webhook.cluster.api_server import transport_cause
+    from webhook.cluster.api_server import read_json, transport_cause
     from webhook.cluster.kubeconfig import KubeconfigError, api_client_from_kubeconfig
 
     try:
@@ -92,12 +88,7 @@ def list_cluster_nodes(kubeconfig: str) -> list[topology_infer.NodeLabels]:
     try:
         while True:
             # _preload_content=False: the client returns urllib3's response, not a V1NodeList
-            response = cast("urllib3.BaseHTTPResponse",
-                            api.list_node(limit=500, _continue=token, _preload_content=False, _request_timeout=(10, 60)))
-            try:
-                body = json.loads(response.data)
-            finally:
-                response.release_conn()
+            body = read_json(api.list_node(limit=500, _continue=token, _preload_content=False, _request_timeout=(10, 60)))
             items.extend(body.get("items") or [])
             token = (body.get("metadata") or {}).get("continue")
             if not token:

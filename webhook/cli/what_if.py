@@ -22,7 +22,7 @@ from webhook.admission.workload_api import pod_maps
 from webhook.cli.flags import UsageError, error
 from webhook.cli.output import write_output
 from webhook.kube.nodes import SnapshotError
-from webhook.kube.pods import is_terminated, occupied_node, pod_ref
+from webhook.kube.pods import is_pod, is_terminated, occupied_node, pod_ref
 from webhook.placement.model import PlacementError
 from webhook.planning.expand import ExpandError
 from webhook.planning.freeing import Occupant, read_occupants
@@ -64,7 +64,7 @@ def pending_pods(objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, str | 
     pod names no gang). Malformed fields read as absent."""
     out: list[tuple[str, str | None]] = []
     for obj in objects:
-        if obj.get("kind") != "Pod" or is_terminated(obj) or occupied_node(obj):
+        if not is_pod(obj) or is_terminated(obj) or occupied_node(obj):
             continue
         namespace, name = pod_ref(obj)
         labels, annotations = pod_maps(obj)

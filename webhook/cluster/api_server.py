@@ -26,6 +26,12 @@ What this module gives the cluster adapters (:mod:`webhook.cluster.informers`,
   answered again.
 * :func:`send_until_answered`: send one request until the server answers, backing off while it
   cannot be reached (the list functions of the informers).
+* :class:`JsonClient`: the one sender of single requests (a read, a create, a patch, a replace, a
+  delete) of the controller: each sent with ``_preload_content=False`` and the
+  :data:`REQUEST_TIMEOUT`, its answer read as JSON (:func:`read_json`, the connection handed back
+  to the pool), a failure to reach the server reported to the outage log, and the outcome handed
+  back as an :class:`Answer` (the object, the HTTP refusal, or another error for the caller's own
+  log line).
 * :func:`informer_stopped`: what a list function does, for a list or a watch, once its owner stops:
   raise :class:`InformerStopped`, which ends the informer's current list or watch without a request.
 * :class:`InformerTransportTracebacks`: a filter on the informer's logger for the traceback of a
@@ -36,6 +42,7 @@ What this module gives the cluster adapters (:mod:`webhook.cluster.informers`,
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import re
@@ -44,9 +51,11 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import urllib3
+from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from urllib3.util.retry import Retry
 
@@ -63,6 +72,8 @@ REQUEST_TIMEOUT_SECONDS = 30.0
 #: Server-side watch timeout in seconds (client-go uses 5-10 min); the watch then resumes from the
 #: last resource version.
 WATCH_TIMEOUT_SECONDS = 300
+#: ``_request_timeout`` of a request that is not a watch: (connect, read) seconds.
+REQUEST_TIMEOUT = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
 #: Seconds between two "still unreachable" lines of one outage.
 STILL_UNREACHABLE_EVERY_SECONDS = 60.0
 #: The logger of ``kubernetes.informer.SharedInformer`` (``kubernetes/informer/informer.py``).
@@ -301,6 +312,83 @@ def send_until_answered(send: Callable[[], T], request: str, reachability: ApiSe
         reachability.answered(request)
         return result
     return None
+
+
+def read_json(response: Any) -> Any:
+    """The JSON value of an unparsed (``_preload_content=False``) answer, a urllib3 response whose
+    connection is handed back to the pool in any case (a connection handed back unread garbles the
+    next answer on it). Raises ``ValueError`` when the body is not JSON."""
+    try:
+        return json.loads(response.data)
+    finally:
+        response.release_conn()
+
+
+def response_json(response: Any) -> dict[str, Any]:
+    """:func:`read_json` of an answer that should be an object; ``{}`` when it is not one."""
+    data = read_json(response)
+    return data if isinstance(data, dict) else {}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What became of one request of :meth:`JsonClient.send`; exactly one of these holds:
+
+    * ``body`` is not None: the server accepted it; the object it answered (a dict, ``{}`` when the
+      body was not a JSON object), typed ``Any`` so that the caller names its shape
+      (:mod:`webhook.kube.shapes`: ``pod: Pod = answer.body``);
+    * ``refusal`` is not None: the server answered with an HTTP error status (``.status``,
+      ``.reason``), or the client raised ``ApiException`` for a TLS failure (status 0);
+    * ``error`` is not None: no answer for another reason than a failure to reach the server (an
+      answer that is not JSON, a bug): the caller logs it in its own words;
+    * none of them (:attr:`unreachable`): the server could not be reached; the outage log has it.
+    """
+
+    body: Any = None
+    refusal: ApiException | None = None
+    error: Exception | None = None
+
+    @property
+    def status(self) -> int | None:
+        """The HTTP status of a refusal, None otherwise."""
+        return None if self.refusal is None else int(self.refusal.status or 0)
+
+    @property
+    def unreachable(self) -> bool:
+        """True when the server could not be reached (reported to the outage log)."""
+        return self.body is None and self.refusal is None and self.error is None
+
+
+class JsonClient:
+    """The controller's sender of single requests (module docstring): the generated APIs of the
+    groups it reads and writes (:attr:`core`, :attr:`apps`, :attr:`batch`, :attr:`coordination`,
+    :attr:`custom`) on one configured ``kubernetes.client.ApiClient``, and the process's outage log
+    (:attr:`reachability`)."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability) -> None:
+        self.core = k8s_client.CoreV1Api(api_client)
+        self.apps = k8s_client.AppsV1Api(api_client)
+        self.batch = k8s_client.BatchV1Api(api_client)
+        self.coordination = k8s_client.CoordinationV1Api(api_client)
+        self.custom = k8s_client.CustomObjectsApi(api_client)
+        self.reachability = reachability
+
+    def send(self, where: str, method: Callable[..., Any], *args: Any,
+             timeout: tuple[float, float] = REQUEST_TIMEOUT, **kwargs: Any) -> Answer:
+        """``method(*args, **kwargs)`` (a generated API method) with ``_preload_content=False`` and
+        ``_request_timeout=timeout`` (connect, read seconds); ``where`` names the request in the
+        outage log (``"patch pod NS/NAME"``). Returns an :class:`Answer`; never raises. An answer or
+        an HTTP refusal ends an outage (``reachability.answered``), a failure to reach the server
+        is reported to it (``reachability.failed``)."""
+        try:
+            body = response_json(method(*args, _preload_content=False, _request_timeout=timeout, **kwargs))
+        except ApiException as exc:
+            self.reachability.answered(where)
+            return Answer(refusal=exc)
+        except Exception as exc:  # noqa: BLE001 - connection errors go to the outage log, the rest to the caller
+            return Answer() if self.reachability.failed(where, exc) else Answer(error=exc)
+        self.reachability.answered(where)
+        return Answer(body=body)
 
 
 class InformerStopped(SegmentWebhookError):

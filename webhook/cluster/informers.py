@@ -27,7 +27,6 @@ no request is sent and the informer's loop ends.
 No ``from __future__ import annotations`` here: the annotation must stay the class ``object``.
 """
 
-import json
 import logging
 import threading
 import time
@@ -38,17 +37,14 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from webhook.cluster.api_server import (
-    CONNECT_TIMEOUT_SECONDS as CONNECT_TIMEOUT_SECONDS,
-)
-from webhook.cluster.api_server import (
-    REQUEST_TIMEOUT_SECONDS as REQUEST_TIMEOUT_SECONDS,
-)
-from webhook.cluster.api_server import (
+    CONNECT_TIMEOUT_SECONDS,
+    REQUEST_TIMEOUT,
     WATCH_TIMEOUT_SECONDS,
     ApiServerReachability,
     Backoff,
     informer_stopped,
     install_informer_traceback_filter,
+    read_json,
     send_until_answered,
 )
 
@@ -108,7 +104,7 @@ class DictLister:
 
     def _list(self, kwargs: dict[str, Any]) -> object:
         kwargs["_preload_content"] = False
-        kwargs["_request_timeout"] = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
+        kwargs["_request_timeout"] = REQUEST_TIMEOUT
         request = f"list {self._resource}"
         while True:
             try:
@@ -116,10 +112,7 @@ class DictLister:
                                                self._backoff, self._stop)
                 if response is None:  # stopped
                     informer_stopped()
-                try:
-                    body = json.loads(response.data)
-                finally:
-                    response.release_conn()
+                body = read_json(response)
                 if not isinstance(body, Mapping) or not isinstance(body.get("items") or [], list):
                     raise ValueError("list response has no items list")
             except (ApiException, ValueError) as exc:

@@ -52,8 +52,9 @@ from webhook.admission.kinds import registry
 from webhook.gating.decision import gang_key_of
 from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, controller_owner, owner_patch
 from webhook.kube.kueue import KUEUE_GROUP
-from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated, occupied_node, pod_ref
+from webhook.kube.pods import gang_size, is_deleting, is_gated, is_pod, is_terminated, occupied_node, pod_ref
 from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.shapes import Pod
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import PlacementError
 from webhook.planning.expand import ExpandError
@@ -89,13 +90,13 @@ ADVICE_REASONS: dict[str, tuple[str, str]] = {
 }
 
 
-def _gates(pod: Mapping[str, Any]) -> list[str]:
+def _gates(pod: Pod) -> list[str]:
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
     return [str(g.get("name")) for g in gates if isinstance(g, Mapping)] if isinstance(gates, list) else []
 
 
-def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
+def pending_elsewhere(pod: Pod) -> bool:
     """True when ``pod`` is pending under another scheduler (module docstring). Never raises."""
     if is_terminated(pod) or is_deleting(pod) or occupied_node(pod) is not None or is_gated(pod):
         return False
@@ -107,7 +108,7 @@ def pending_elsewhere(pod: Mapping[str, Any]) -> bool:
                and c.get("reason") != SCHEDULING_GATED for c in (conditions if isinstance(conditions, list) else []))
 
 
-def _size(pod: Mapping[str, Any]) -> int | None:
+def _size(pod: Pod) -> int | None:
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
     annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
     strings = {k: v for k, v in annotations.items() if isinstance(k, str) and isinstance(v, str)} \
@@ -115,10 +116,10 @@ def _size(pod: Mapping[str, Any]) -> int | None:
     return gang_size(strings, registry.gang_size_keys())
 
 
-def pending_gangs(pods: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+def pending_gangs(pods: Iterable[Pod]) -> dict[str, list[Pod]]:
     """Gang key → its live pods, for every gang that is complete and wholly pending elsewhere
     (module docstring), sorted by key; the pods sorted by ``(namespace, name)``."""
-    gangs: dict[str, list[Mapping[str, Any]]] = {}
+    gangs: dict[str, list[Pod]] = {}
     for pod in pods:
         if not isinstance(pod, Mapping) or is_terminated(pod) or is_deleting(pod):
             continue
@@ -234,7 +235,7 @@ def advise_owner(owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mappin
     Arguments as :func:`advise`. Never raises for bad input."""
     try:
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
-        keys = sorted({key for key in map(gang_key_of, planner.expand(dict(owner)).pods) if key is not None})
+        keys = sorted({key for key in map(gang_key_of, filter(is_pod, planner.expand(dict(owner)).pods)) if key is not None})
     except (ExpandError, PlacementError) as exc:
         ref = ref_of(owner)
         return [Advice(f"{ref.namespace}/{ref.name}", ERROR, f"{ref.kind} {ref.namespace}/{ref.name}: "
@@ -282,7 +283,7 @@ def _gangs_of(workload: Mapping[str, Any], snapshot: Snapshot, default_topology:
         exp = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes).expand(workload)
     except (ExpandError, PlacementError):
         return set()
-    return {key for key in map(gang_key_of, exp.pods) if key is not None}
+    return {key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None}
 
 
 def _dump_top_owner(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> TopOwner | None:
@@ -306,7 +307,7 @@ def _dump_top_owner(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any
     return found
 
 
-def advice_documents(pods: Sequence[Mapping[str, Any]], workloads: Sequence[Mapping[str, Any]], snapshot: Snapshot,
+def advice_documents(pods: Sequence[Pod], workloads: Sequence[Mapping[str, Any]], snapshot: Snapshot,
                      occupants: Mapping[str, list[Occupant]], default_topology: str | None = None,
                      runtimes: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
     """``controller --once --advise``: what the advisory controller would write for every pending

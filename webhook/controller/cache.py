@@ -9,8 +9,10 @@ part controller-runtime calls the cache, which every reconcile reads.
   :func:`webhook.gating.decision.gang_key_of`), the one
   :class:`webhook.placement.occupancy.CapacityLedger` (every pod charged where
   :func:`~webhook.kube.pods.occupied_node` says; node heartbeats that do not change the
-  engine's view of a node change nothing), the kind of every gang left gated, each gang's back-off
-  deadline, and each gang's state line and owner (for its siblings' annotation).
+  engine's view of a node change nothing), the kind of every gang left gated, and each gang's
+  state line and owner (for its siblings' annotation). A gang's back-off deadline is kept in the
+  one back-off ledger, the work queue's (:class:`webhook.controller.workqueue.ExponentialRateLimiter`),
+  written here when a decision says to back off and forgotten when the gang is placed.
 * **What a change queues** (through ``enqueue``): a pod event queues its gang while the gang has
   gated pods or was left gated, or when the pod is stranded (released, pinned, ``Unschedulable``); capacity given back (a pod deleted or terminated) queues the gangs
   waiting for capacity; a node change queues every complete gang left gated; a Topology change
@@ -32,17 +34,20 @@ from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, ERROR, MODIFIED, SharedInformer
 
-from webhook.cluster.api_server import ApiServerReachability, Backoff, send_until_answered
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS, DictLister
+from webhook.cluster.api_server import REQUEST_TIMEOUT, ApiServerReachability, Backoff, send_until_answered
+from webhook.cluster.informers import DictLister
 from webhook.cluster.topology_cache import LiveTopologyCatalog
 from webhook.controller.advisory import KUEUE_WORKLOAD_VERSION, kueue_workload_pending, pending_elsewhere
 from webhook.controller.podgroups import is_grouped_pod
+from webhook.controller.workqueue import ExponentialRateLimiter
 from webhook.gating.decision import INCOMPLETE, INFEASIBLE, ParseCache, gang_key_of, pod_ref, stranded_pod
 from webhook.gating.reconcile import GangView, ObjectRef, Result, TopOwner, reconcile
 from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.nodes import SnapshotError, parse_node
 from webhook.kube.pods import is_gated, is_terminated, occupied_node, pod_requests_milli
 from webhook.kube.quantity import QuantityError
+from webhook.kube.shapes import Node as NodeObject
+from webhook.kube.shapes import Pod
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
@@ -63,7 +68,7 @@ BACKOFF_RESET_SECONDS = 120.0
 PodRef = tuple[str, str]
 
 
-def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
+def requests_or_none(pod: Pod) -> dict[str, int] | None:
     """A pod's requests in milli-units, ``None`` (logged) when a quantity is malformed."""
     spec = pod.get("spec")
     try:
@@ -73,7 +78,7 @@ def requests_or_none(pod: Mapping[str, Any]) -> dict[str, int] | None:
         return None
 
 
-def event_handler(handle: Callable[[str, Mapping[str, Any]], None], event: str, backoff: Backoff,
+def event_handler(handle: Callable[[str, Any], None], event: str, backoff: Backoff,
                   stop: threading.Event) -> Callable[[Any], None]:
     """An informer's handler of ``event``: resets ``backoff`` and passes a dict object to
     ``handle(event, obj)``, none once ``stop`` is set."""
@@ -114,12 +119,11 @@ class ControllerCache:
         self._gang_gone = gang_gone
         self._reachability = reachability
         self.lock = threading.Lock()  # everything below
-        self.gangs: dict[str, dict[PodRef, Mapping[str, Any]]] = {}
+        self.gangs: dict[str, dict[PodRef, Pod]] = {}
         self.ledger = CapacityLedger()
         #: Decisions made again because the ledger changed under them (:meth:`reconcile`).
         self.conflicts = 0
         self.kinds: dict[str, str] = {}  # gangs left gated -> their kind
-        self.not_before: dict[str, float] = {}  # gang -> monotonic time of its next attempt (back-off)
         self.states: dict[str, tuple[ObjectRef | None, str]] = {}  # gang -> (owner, state line)
         self._ungated: set[PodRef] = set()  # gang pods known released (seen, or our patch accepted)
         self.grouped: set[str] = set()  # target workload-api: gangs whose objects exist (DESIGN.md §9b)
@@ -133,7 +137,7 @@ class ControllerCache:
         self._add_informer("nodes", core.list_node, self.on_node)
 
     def _add_informer(self, name: str, method: Callable[..., Any],
-                      handle: Callable[[str, Mapping[str, Any]], None], counted: bool = True) -> SharedInformer:
+                      handle: Callable[[str, Any], None], counted: bool = True) -> SharedInformer:
         """An informer of ``name`` (``method`` lists and watches) whose events go to ``handle``;
         ``counted``: in :attr:`informers`, so :attr:`synced` waits for it (else the caller runs it)."""
         backoff = Backoff(initial=INFORMER_BACKOFF_INITIAL, maximum=INFORMER_BACKOFF_MAX, reset_after=BACKOFF_RESET_SECONDS)
@@ -166,7 +170,7 @@ class ControllerCache:
 
     # ------------------------------------------------------------------ informer callbacks
 
-    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+    def on_pod(self, event: str, pod: Pod) -> None:
         """Keep the gang's pods and the ledger current; queue what this change may unblock."""
         ref = pod_ref(pod)
         key = gang_key_of(pod)
@@ -196,7 +200,7 @@ class ControllerCache:
             self._gang_gone(key)
         self._enqueue(own + waiting)
 
-    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+    def _keep_member(self, key: str, ref: PodRef, pod: Pod | None) -> bool:
         """Store (or, ``pod`` None, drop) one member of gang ``key`` (lock held); True when the
         gang's last pod went (the gang is forgotten)."""
         if pod is not None:
@@ -211,11 +215,10 @@ class ControllerCache:
         del self.gangs[key]
         self.grouped.discard(key)
         self.kinds.pop(key, None)
-        self.not_before.pop(key, None)
         self.states.pop(key, None)
         return True
 
-    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_node(self, event: str, obj: NodeObject) -> None:
         """A node's engine view changed (not a heartbeat): every complete gang left gated may fit now."""
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
         name = str((meta or {}).get("name") or "")
@@ -260,7 +263,7 @@ class ControllerCache:
         with self.lock:
             return any(is_grouped_pod(p) for p in (self.gangs.get(key) or {}).values())
 
-    def members(self, key: str) -> list[Mapping[str, Any]]:
+    def members(self, key: str) -> list[Pod]:
         """The pods of gang ``key`` as held now."""
         with self.lock:
             return list((self.gangs.get(key) or {}).values())
@@ -271,7 +274,7 @@ class ControllerCache:
             if key in self.gangs:
                 self.grouped.add(key)
 
-    def first_pod(self, key: str) -> Mapping[str, Any] | None:
+    def first_pod(self, key: str) -> Pod | None:
         """The gang's pod first by name (its owner is the gang's), ``None`` for an unknown gang."""
         with self.lock:
             members = self.gangs.get(key) or {}
@@ -283,15 +286,16 @@ class ControllerCache:
             return self.ledger.has_node(name)
 
     def reconcile(self, key: str, owner: TopOwner | None, grace: float, default_topology: str | None,
-                  backoff_delay: Callable[[str], float], stranded_grace: float = 0.0) -> Result:
+                  backoff: ExponentialRateLimiter, stranded_grace: float = 0.0) -> Result:
         """Decide gang ``key`` with the lock released while the engine runs (:func:`decide_on_snapshot`),
-        then charge its releases as assumed and record its kind and back-off (``backoff_delay(key)``:
-        seconds) under the lock."""
+        then charge its releases as assumed and record its kind under the lock, and its back-off in
+        ``backoff`` (the work queue's ledger: ``defer`` when the decision backs off, ``forget`` when
+        the gang no longer waits)."""
         catalog = {name: t for name in self.topologies.names() if (t := self.topologies.get(name)) is not None}
         return decide_on_snapshot(
             key, self.lock, self.ledger, catalog,
             lambda ledger: self._view(key, owner, ledger, catalog, default_topology, grace, stranded_grace),
-            lambda result: self._commit(key, result, backoff_delay), self._conflict)
+            lambda result: self._commit(key, result, backoff), self._conflict)
 
     def _conflict(self) -> None:
         self.conflicts += 1
@@ -304,17 +308,17 @@ class ControllerCache:
         return GangView(list(self.gangs.get(key, {}).values()), ledger, catalog, default_topology,
                         ParseCache(), owner, siblings, time.time(), grace, stranded_grace)
 
-    def _commit(self, key: str, result: Result, backoff_delay: Callable[[str], float]) -> Result:
+    def _commit(self, key: str, result: Result, backoff: ExponentialRateLimiter) -> Result:
         """Charge ``result``'s releases as assumed and record the gang's kind and back-off (lock held)."""
         for ref, node, milli in result.charges:
             self.ledger.assume(ref, node, milli)
         if result.waiting is None:
             self.kinds.pop(key, None)
-            self.not_before.pop(key, None)
+            backoff.forget(key)
         else:
             self.kinds[key] = result.waiting.kind
             if result.backoff:
-                self.not_before[key] = time.monotonic() + backoff_delay(key)
+                backoff.defer(key)
         return result
 
     def record_state(self, key: str, owner: ObjectRef | None, line: str) -> None:
@@ -328,7 +332,7 @@ class ControllerCache:
         with self.lock:
             return {g: line for g, (ref, line) in self.states.items() if ref == owner}
 
-    def release_answered(self, key: str, ref: PodRef, updated: Mapping[str, Any] | None) -> None:
+    def release_answered(self, key: str, ref: PodRef, updated: Pod | None) -> None:
         """One release patch's answer: the pod as updated (this process's view until the informer
         shows it), or ``None`` (not released: its assumed capacity is free again)."""
         with self.lock:
@@ -425,7 +429,7 @@ class AdvisoryCache(ControllerCache):
         try:
             found = send_until_answered(
                 lambda: custom.get_api_resources(KUEUE_GROUP, KUEUE_WORKLOAD_VERSION,
-                                                 _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)),
+                                                 _request_timeout=REQUEST_TIMEOUT),
                 f"discover {KUEUE_GROUP}/{KUEUE_WORKLOAD_VERSION}", self._reachability, backoff, self._stop)
             served = any(getattr(r, "name", None) == "workloads" for r in getattr(found, "resources", None) or [])
         except ApiException as exc:
@@ -472,7 +476,7 @@ class AdvisoryCache(ControllerCache):
         with self.lock:
             return list(self.kueue_pending)
 
-    def on_pod(self, event: str, pod: Mapping[str, Any]) -> None:
+    def on_pod(self, event: str, pod: Pod) -> None:
         super().on_pod(event, pod)
         key = gang_key_of(pod)
         gone = event == DELETED or is_terminated(pod)
@@ -480,7 +484,7 @@ class AdvisoryCache(ControllerCache):
             moved = list(self.advised) + list(self.kueue_pending) if gone or occupied_node(pod) is not None else []
         self._enqueue(([key] if key is not None and not gone and pending_elsewhere(pod) else []) + moved)
 
-    def on_node(self, event: str, obj: Mapping[str, Any]) -> None:
+    def on_node(self, event: str, obj: NodeObject) -> None:
         super().on_node(event, obj)
         with self.lock:
             advised = list(self.advised) + list(self.kueue_pending)
@@ -492,7 +496,7 @@ class AdvisoryCache(ControllerCache):
             if key in self.gangs or key in self.kueue_gangs:
                 self.states[key] = (owner, line)
 
-    def _keep_member(self, key: str, ref: PodRef, pod: Mapping[str, Any] | None) -> bool:
+    def _keep_member(self, key: str, ref: PodRef, pod: Pod | None) -> bool:
         gone = super()._keep_member(key, ref, pod)
         if gone:
             self.advised.pop(key, None)

@@ -24,14 +24,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from webhook.cluster.api_server import ApiServerReachability, Backoff
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS
+from webhook.cluster.api_server import CONNECT_TIMEOUT_SECONDS, Backoff, JsonClient
 from webhook.controller.settings import ControllerSettings
+from webhook.kube.shapes import Lease
 
 __all__ = ["BACKOFF_MAX", "BACKOFF_RESET_SECONDS", "LEASE_GIVE_UP_SECONDS", "LeaderElector", "RenewalLogFilter"]
 
@@ -74,17 +72,17 @@ if not any(isinstance(f, RenewalLogFilter) for f in _LIBRARY_LOG.filters):
 class LeaderElector:
     """Runs the election for one process (module docstring).
 
-    ``api_client``: a configured ``kubernetes.client.ApiClient``; ``settings``: the Lease's name,
-    namespace, identity and timings; ``reachability``: the outage log; ``stop``: set when the
-    process stops; ``on_started`` / ``on_stopped``: called when this process starts / stops leading.
+    ``client``: the process's :class:`~webhook.cluster.api_server.JsonClient` (its
+    ``coordination`` API and outage log); ``settings``: the Lease's name, namespace, identity and
+    timings; ``stop``: set when the process stops; ``on_started`` / ``on_stopped``: called when
+    this process starts / stops leading.
     """
 
-    def __init__(self, api_client: k8s_client.ApiClient, settings: ControllerSettings,
-                 reachability: ApiServerReachability, stop: threading.Event,
+    def __init__(self, client: JsonClient, settings: ControllerSettings, stop: threading.Event,
                  on_started: Callable[[], None], on_stopped: Callable[[], None]) -> None:
-        self._api = api_client
+        self._client = client
         self._settings = settings
-        self._reachability = reachability
+        self._reachability = client.reachability
         self._stop = stop
         self._on_started = on_started
         self._on_stopped = on_stopped
@@ -117,7 +115,7 @@ class LeaderElector:
                           reset_after=BACKOFF_RESET_SECONDS)
         while not self._stop.is_set():
             lock = LeaseLock(s.lease_name, s.lease_namespace, s.identity)
-            lock.api_instance = k8s_client.CoordinationV1Api(self._api)
+            lock.api_instance = self._client.coordination
             self._lease = lock
             config = electionconfig.Config(lock, s.lease_duration, s.renew_deadline, s.retry_period,
                                            self._lead, self._stopped_leading)
@@ -175,10 +173,11 @@ class LeaderElector:
 
     def give_up_lease(self) -> None:
         """Clear ``holderIdentity`` if this process holds the Lease (best effort, as client-go's
-        ``ReleaseOnCancel``; a failure is one warning line). The Lease is read again first: the
-        library's ``LeaseLock.update`` does not keep the server's answer to a renewal, so its
-        ``lease_reference`` carries the resourceVersion from before the last renewal, and a
-        replace with it is refused (409 Conflict)."""
+        ``ReleaseOnCancel``; a failure is one warning line). The Lease is read again first (as
+        JSON, a :class:`~webhook.kube.shapes.Lease`): the library's ``LeaseLock.update`` does not
+        keep the server's answer to a renewal, so its ``lease_reference`` carries the
+        resourceVersion from before the last renewal, and a replace with it is refused (409
+        Conflict). The replace sends the Lease as read without ``spec.holderIdentity``."""
         lock = self._lease
         identity = self._settings.identity
         known = lock.lease_reference if lock is not None else None
@@ -186,16 +185,22 @@ class LeaderElector:
             return
         timeout = (CONNECT_TIMEOUT_SECONDS, LEASE_GIVE_UP_SECONDS)
         where = f"{lock.namespace}/{lock.name}"
-        try:
-            lease = lock.api_instance.read_namespaced_lease(lock.name, lock.namespace, _request_timeout=timeout)
-            if lease.spec is None or lease.spec.holder_identity != identity:
+        request = f"give up Lease {where}"
+        coordination = self._client.coordination
+        answer = self._client.send(request, coordination.read_namespaced_lease, lock.name, lock.namespace,
+                                   timeout=timeout)
+        lease: Lease | None = answer.body
+        if lease is not None:
+            spec = lease.get("spec") or {}
+            if spec.get("holderIdentity") != identity:
                 return
-            lease.spec.holder_identity = None
-            lock.api_instance.replace_namespaced_lease(name=lock.name, namespace=lock.namespace, body=lease,
-                                                       _request_timeout=timeout)
-            log.info("%s gave up Lease %s", identity, where)
-        except ApiException as exc:
-            log.warning("could not give up Lease %s: HTTP %s %s", where, exc.status, exc.reason)
-        except Exception as exc:  # noqa: BLE001
-            if not self._reachability.failed(f"give up Lease {where}", exc):
-                log.warning("could not give up Lease %s: %s", where, exc)
+            spec.pop("holderIdentity")  # the Lease as read, held by nobody
+            answer = self._client.send(request, coordination.replace_namespaced_lease, lock.name, lock.namespace,
+                                       lease, timeout=timeout)
+            if answer.body is not None:
+                log.info("%s gave up Lease %s", identity, where)
+                return
+        if answer.refusal is not None:
+            log.warning("could not give up Lease %s: HTTP %s %s", where, answer.refusal.status, answer.refusal.reason)
+        elif answer.error is not None:
+            log.warning("could not give up Lease %s: %s", where, answer.error)

@@ -20,12 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
-
-from webhook.cluster.api_server import ApiServerReachability
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
-from webhook.controller.patches import response_json
+from webhook.cluster.api_server import Answer, JsonClient
 from webhook.gating.reconcile import EventSpec
 
 __all__ = ["CACHE_ENTRIES", "EventCorrelator", "EventRecorder", "Observation"]
@@ -87,17 +82,14 @@ def now_rfc3339() -> str:
 class EventRecorder:
     """Write :class:`~webhook.gating.reconcile.EventSpec` s as ``v1`` Events (module docstring).
 
-    ``api_client``: a ``kubernetes.client.ApiClient``; ``component``: ``source.component`` and
-    ``reportingComponent``; ``instance``: ``reportingInstance`` (this replica); ``reachability``:
-    the process's outage log.
+    ``client``: the process's :class:`~webhook.cluster.api_server.JsonClient`; ``component``:
+    ``source.component`` and ``reportingComponent``; ``instance``: ``reportingInstance`` (this replica).
     """
 
-    def __init__(self, api_client: k8s_client.ApiClient, component: str, instance: str,
-                 reachability: ApiServerReachability) -> None:
-        self._core = k8s_client.CoreV1Api(api_client)
+    def __init__(self, client: JsonClient, component: str, instance: str) -> None:
+        self._client = client
         self._component = component
         self._instance = instance
-        self._reachability = reachability
         self.correlator = EventCorrelator()
 
     def record(self, spec: EventSpec) -> None:
@@ -106,40 +98,29 @@ class EventRecorder:
         seen = self.correlator.last(key)
         target = spec.target
         where = f"Event on {target.kind} {target.namespace}/{target.name}"
-        try:
-            answer = None
-            if seen is not None:
-                answer = self._count_again(target.namespace, seen)
-            if answer is None:
-                answer = self._create(spec)
-            self._reachability.answered(where)
-        except ApiException as exc:
-            self._reachability.answered(where)
-            log.warning("%s not written: HTTP %s %s", where, exc.status, exc.reason)
+        answer = self._count_again(where, target.namespace, seen) if seen is not None else None
+        if answer is None or answer.status == 404:  # none written yet, or it expired
+            answer = self._create(where, spec)
+        if answer.refusal is not None:
+            log.warning("%s not written: HTTP %s %s", where, answer.refusal.status, answer.refusal.reason)
             return
-        except Exception as exc:  # noqa: BLE001 - connection errors: the outage log
-            if not self._reachability.failed(where, exc):
-                log.warning("%s not written: %s", where, exc)
+        if answer.body is None:  # unreachable (the outage log has it) or another error
+            if answer.error is not None:
+                log.warning("%s not written: %s", where, answer.error)
             return
-        meta = answer.get("metadata") or {}
-        self.correlator.record(key, Observation(str(meta.get("name") or ""), int(answer.get("count") or 1),
-                                                str(answer.get("firstTimestamp") or "")))
+        written: dict[str, Any] = answer.body
+        meta = written.get("metadata") or {}
+        self.correlator.record(key, Observation(str(meta.get("name") or ""), int(written.get("count") or 1),
+                                                str(written.get("firstTimestamp") or "")))
 
-    def _count_again(self, namespace: str, seen: Observation) -> dict[str, Any] | None:
-        """Patch the known Event (count + 1, lastTimestamp now); ``None`` when it is gone (404)."""
+    def _count_again(self, where: str, namespace: str, seen: Observation) -> Answer:
+        """Patch the known Event (count + 1, lastTimestamp now); answered 404 when it is gone."""
         patch: list[dict[str, Any]] = [{"op": "replace", "path": "/count", "value": seen.count + 1},
                  {"op": "replace", "path": "/lastTimestamp", "value": now_rfc3339()}]
-        try:
-            response = self._core.patch_namespaced_event(
-                seen.name, namespace, patch, _preload_content=False, _content_type="application/json-patch+json",
-                _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return response_json(response)
+        return self._client.send(where, self._client.core.patch_namespaced_event, seen.name, namespace, patch,
+                                 _content_type="application/json-patch+json")
 
-    def _create(self, spec: EventSpec) -> dict[str, Any]:
+    def _create(self, where: str, spec: EventSpec) -> Answer:
         target = spec.target
         now = now_rfc3339()
         body: Any = {
@@ -151,7 +132,5 @@ class EventRecorder:
             "source": {"component": self._component}, "reportingComponent": self._component,
             "reportingInstance": self._instance, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
-        response = self._core.create_namespaced_event(target.namespace, body, _preload_content=False,
-                                                      _request_timeout=(CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS))
-        return response_json(response)
+        return self._client.send(where, self._client.core.create_namespaced_event, target.namespace, body)
 

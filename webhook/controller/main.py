@@ -29,6 +29,7 @@ import yaml
 from webhook.errors import EXIT_DENIED, SegmentWebhookError
 from webhook.gating.decision import ParseCache, PassResult, decide
 from webhook.kube.nodes import SnapshotError
+from webhook.kube.pods import is_pod
 from webhook.kube.segments_dev import GATE
 from webhook.output import write_output
 from webhook.planning.manifests import ManifestError, load_objects
@@ -88,7 +89,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     nodes = [o for o in objects if o.get("kind") == "Node"]
     if not nodes:
         raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
-    pods = [o for o in objects if o.get("kind") == "Pod"]
+    pods = [o for o in objects if is_pod(o)]
     if default_topology is None and len(topologies) == 1:
         default_topology = next(iter(topologies))
     catalog = StaticTopologyCatalog(list(topologies.values()))
@@ -117,7 +118,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
                     notes.append(exp.name_note)
                 if exp.denied:
                     raise WorkloadDenied(f"{source}: denied by the webhook: {exp.message}")
-                pods.extend(exp.pods)
+                pods.extend(filter(is_pod, exp.pods))  # each of kind Pod (planning/expand.py)
     result = decide(nodes, pods, catalog_topologies(catalog), default_topology=default_topology,
                     cache=cache)
     if result.skipped:  # e.g. a pinned pod (released, not bound yet) with a bad request
@@ -143,7 +144,7 @@ def advise_dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] 
     objects = [obj for _, _, obj in located]
     objects += [obj for path in workload_paths for _, obj in read_workloads(path)]
     workloads, runtimes = split_runtimes(objects)
-    pods = [o for o in objects if o.get("kind") == "Pod"]
+    pods = [o for o in objects if is_pod(o)]
     return advice_documents(pods, workloads, snapshot,
                             read_occupants(objects), default_topology, runtimes)
 

@@ -24,15 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
-
 from webhook.admission.kinds import registry
-from webhook.cluster.api_server import ApiServerReachability
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
-from webhook.controller.patches import response_json
+from webhook.cluster.api_server import JsonClient
 from webhook.gating.reconcile import ObjectRef, TopOwner, controller_owner
 from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.shapes import OwnerReference
 
 __all__ = ["INTERMEDIATE", "MISSING_TTL_SECONDS", "OWNER_TTL_SECONDS", "OwnerResolver", "controller_owner"]
 
@@ -59,19 +55,17 @@ def _workload_resource(api_version: str, kind: str) -> str | None:
 
 
 class OwnerResolver:
-    """Reads and remembers top owners (module docstring). ``api_client``: a configured
-    ``kubernetes.client.ApiClient``; ``reachability``: the process's outage log; ``clock``:
-    monotonic seconds (tests pass a fake one)."""
+    """Reads and remembers top owners (module docstring). ``client``: the process's
+    :class:`~webhook.cluster.api_server.JsonClient`; ``clock``: monotonic seconds (tests pass a
+    fake one)."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._custom = k8s_client.CustomObjectsApi(api_client)
+    def __init__(self, client: JsonClient, clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
         self._readers: dict[str, Callable[..., Any]] = {
-            "pods": k8s_client.CoreV1Api(api_client).read_namespaced_pod,
-            "statefulsets": k8s_client.AppsV1Api(api_client).read_namespaced_stateful_set,
-            "jobs": k8s_client.BatchV1Api(api_client).read_namespaced_job,
+            "pods": client.core.read_namespaced_pod,
+            "statefulsets": client.apps.read_namespaced_stateful_set,
+            "jobs": client.batch.read_namespaced_job,
         }
-        self._reachability = reachability
         self._clock = clock
         self._known: dict[str, tuple[float, TopOwner | None]] = {}  # uid of the pod's owner -> (until, answer)
         self._lock = threading.Lock()
@@ -101,10 +95,10 @@ class OwnerResolver:
                 if found is not None and found.ref == owner:
                     self._known[uid] = (until, TopOwner(found.ref, found.resource, found.obj, annotation))
 
-    def _climb(self, namespace: str, ref: Mapping[str, Any]) -> TopOwner | None:
+    def _climb(self, namespace: str, ref: OwnerReference) -> TopOwner | None:
         """Follow controller owners from ``ref`` up; the highest workload read."""
         found: TopOwner | None = None
-        current: Mapping[str, Any] | None = ref
+        current: OwnerReference | None = ref
         for _ in range(MAX_DEPTH):
             if current is None:
                 break
@@ -128,21 +122,16 @@ class OwnerResolver:
         if plural is None:
             return None
         where = f"read {kind} {namespace}/{name}"
-        timeout = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
-        try:
-            if plural in self._readers and (api_version, kind) in INTERMEDIATE:
-                response = self._readers[plural](name, namespace, _preload_content=False, _request_timeout=timeout)
-            else:
-                group, version = api_version.split("/", 1)
-                response = self._custom.get_namespaced_custom_object(group, version, namespace, plural, name,
-                                                                     _preload_content=False, _request_timeout=timeout)
-            obj = response_json(response)
-            self._reachability.answered(where)
-            return obj or None
-        except ApiException as exc:
-            self._reachability.answered(where)
-            log.info("%s: HTTP %s %s; the gang's state goes on one of its pods", where, exc.status, exc.reason)
-        except Exception as exc:  # noqa: BLE001 - connection errors: the outage log
-            if not self._reachability.failed(where, exc):
-                log.warning("%s: %s", where, exc)
-        return None
+        if plural in self._readers and (api_version, kind) in INTERMEDIATE:
+            answer = self._client.send(where, self._readers[plural], name, namespace)
+        else:
+            group, version = api_version.split("/", 1)
+            answer = self._client.send(where, self._client.custom.get_namespaced_custom_object, group, version,
+                                       namespace, plural, name)
+        if answer.refusal is not None:
+            log.info("%s: HTTP %s %s; the gang's state goes on one of its pods", where, answer.refusal.status,
+                     answer.refusal.reason)
+        elif answer.error is not None:
+            log.warning("%s: %s", where, answer.error)
+        obj: dict[str, Any] | None = answer.body or None
+        return obj

@@ -15,73 +15,65 @@ Nothing raises out of a sender.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from typing import Any
 
 from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
 from prometheus_client import Counter
 
-from webhook.cluster.api_server import ApiServerReachability, Backoff
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
+from webhook.cluster.api_server import Backoff, JsonClient
 from webhook.gating.decision import Release, StrandedPod
 from webhook.gating.reconcile import OwnerPatch
 from webhook.gating.release import release_patch
 from webhook.kube.pods import is_gated
 from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.shapes import Pod
 
-__all__ = ["PATCH_ATTEMPTS", "PatchSender", "response_json"]
+__all__ = ["PATCH_ATTEMPTS", "PatchSender"]
 
 log = logging.getLogger(__name__)
 
 #: How often a patch is sent for one pod before the gang is queued again, rate limited.
 PATCH_ATTEMPTS = 5
-_TIMEOUT = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
 
 
 class PatchSender:
-    """Sends the patches a reconcile decided (module docstring). ``api_client``: a configured
-    ``kubernetes.client.ApiClient``; ``reachability``: the process's outage log; ``errors``: the
-    ``segment_controller_patch_errors`` counter (label ``code``); ``stop``: set when the process
-    stops (a back-off wait ends at once)."""
+    """Sends the patches a reconcile decided (module docstring). ``client``: the process's
+    :class:`~webhook.cluster.api_server.JsonClient` (timeouts, answers read as JSON, the outage
+    log); ``errors``: the ``segment_controller_patch_errors`` counter (label ``code``); ``stop``: set
+    when the process stops (a back-off wait ends at once)."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability, errors: Counter,
-                 stop: threading.Event) -> None:
-        self._core = k8s_client.CoreV1Api(api_client)
-        self._custom = k8s_client.CustomObjectsApi(api_client)
-        self._reachability = reachability
+    def __init__(self, client: JsonClient, errors: Counter, stop: threading.Event) -> None:
+        self._client = client
         self._errors = errors
         self._stop = stop
 
-    def release(self, release: Release) -> dict[str, Any] | None:
+    def release(self, release: Release) -> Pod | None:
         """Send one release patch, resent on 409/422/5xx after a fresh read (module docstring).
         Returns the pod as the API answered the accepted patch, ``None`` when not released."""
         patch: list[Any] = release.patch
         backoff = Backoff(initial=0.05, maximum=1.0)
         where = f"patch pod {release.namespace}/{release.name}"
         for attempt in range(PATCH_ATTEMPTS):
-            try:
-                response = self._core.patch_namespaced_pod(
-                    release.name, release.namespace, patch, _preload_content=False,
-                    _content_type="application/json-patch+json", _request_timeout=_TIMEOUT)
-                updated = response_json(response)
+            answer = self._client.send(where, self._client.core.patch_namespaced_pod, release.name, release.namespace,
+                                       patch, _content_type="application/json-patch+json")
+            if answer.body is not None:
                 log.debug("released %s/%s to %s", release.namespace, release.name, release.node)
-                self._reachability.answered(where)
+                updated: Pod = answer.body
                 return updated
-            except ApiException as exc:
-                self._reachability.answered(where)
-                self._errors.labels(code=str(exc.status)).inc()
-                if exc.status == 404:
+            if answer.refusal is not None:
+                self._errors.labels(code=str(answer.refusal.status)).inc()
+                if answer.refusal.status == 404:
                     log.info("pod %s/%s was deleted while gated; skipped", release.namespace, release.name)
                     return None
                 log.warning("release of %s/%s to %s: HTTP %s %s (attempt %d)", release.namespace, release.name,
-                            release.node, exc.status, exc.reason, attempt + 1)
-            except Exception as exc:  # noqa: BLE001 - connection errors (the outage log), timeouts
+                            release.node, answer.refusal.status, answer.refusal.reason, attempt + 1)
+            else:  # connection errors (the outage log), timeouts
                 self._errors.labels(code="error").inc()
-                if not self._reachability.failed(where, exc):
-                    log.warning("release of %s/%s: %s (attempt %d)", release.namespace, release.name, exc, attempt + 1)
+                if answer.error is not None:
+                    log.warning("release of %s/%s: %s (attempt %d)", release.namespace, release.name, answer.error,
+                                attempt + 1)
             if self._stop.wait(backoff.next_delay()):
                 return None
             rebuilt = self._rebuild(release)
@@ -104,47 +96,35 @@ class PatchSender:
             log.warning("pod %s/%s: %s; left to the next reconcile", release.namespace, release.name, exc)
             return None
 
-    def read_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def read_pod(self, namespace: str, name: str) -> Pod | None:
         """The pod as the API server has it now; ``None`` when gone or unreadable (logged)."""
-        where = f"read pod {namespace}/{name}"
-        try:
-            pod = response_json(self._core.read_namespaced_pod(name, namespace, _preload_content=False,
-                                                       _request_timeout=_TIMEOUT))
-            self._reachability.answered(where)
-            return pod
-        except ApiException as exc:
-            self._reachability.answered(where)
-            if exc.status != 404:
-                log.warning("reading pod %s/%s: HTTP %s", namespace, name, exc.status)
-            return None
-        except Exception as exc:  # noqa: BLE001
-            if not self._reachability.failed(where, exc):
-                log.warning("reading pod %s/%s: %s", namespace, name, exc)
-            return None
+        answer = self._client.send(f"read pod {namespace}/{name}", self._client.core.read_namespaced_pod, name, namespace)
+        if answer.refusal is not None and answer.refusal.status != 404:
+            log.warning("reading pod %s/%s: HTTP %s", namespace, name, answer.refusal.status)
+        elif answer.error is not None:
+            log.warning("reading pod %s/%s: %s", namespace, name, answer.error)
+        pod: Pod | None = answer.body
+        return pod
 
     def delete_stranded(self, pod: StrandedPod) -> bool:
         """Delete one stranded pod (module docstring) so that its controller creates it again;
         True when it is gone or going, False when refused or unreachable (logged)."""
         where = f"delete pod {pod.namespace}/{pod.name}"
         options = k8s_client.V1DeleteOptions(preconditions=k8s_client.V1Preconditions(uid=pod.uid or None))
-        try:
-            response: Any = self._core.delete_namespaced_pod(pod.name, pod.namespace, body=options,
-                                                             _preload_content=False, _request_timeout=_TIMEOUT)
-            response_json(response)  # read the answer: a connection handed back unread garbles the next one
-            self._reachability.answered(where)
+        answer = self._client.send(where, self._client.core.delete_namespaced_pod, pod.name, pod.namespace, body=options)
+        if answer.body is not None:
             log.info("deleted stranded pod %s/%s (pinned to %s) for its controller to create again",
                      pod.namespace, pod.name, pod.node)
             return True
-        except ApiException as exc:
-            self._reachability.answered(where)
-            if exc.status in (404, 409):
+        if answer.refusal is not None:
+            if answer.refusal.status in (404, 409):
                 return True
-            self._errors.labels(code=str(exc.status)).inc()
-            log.warning("%s: HTTP %s %s", where, exc.status, exc.reason)
-        except Exception as exc:  # noqa: BLE001
+            self._errors.labels(code=str(answer.refusal.status)).inc()
+            log.warning("%s: HTTP %s %s", where, answer.refusal.status, answer.refusal.reason)
+        else:
             self._errors.labels(code="error").inc()
-            if not self._reachability.failed(where, exc):
-                log.warning("%s: %s", where, exc)
+            if answer.error is not None:
+                log.warning("%s: %s", where, answer.error)
         return False
 
     def annotate_owner(self, patch: OwnerPatch) -> bool:
@@ -153,26 +133,11 @@ class PatchSender:
         where = f"patch {target.kind} {target.namespace}/{target.name}"
         group, version = target.api_version.split("/", 1)
         body = {"metadata": {"annotations": {GANG_STATE: patch.value}}}
-        try:
-            response: Any = self._custom.patch_namespaced_custom_object(
-                group, version, target.namespace, patch.resource, target.name, body, _preload_content=False,
-                _content_type="application/merge-patch+json", _request_timeout=_TIMEOUT)
-            response_json(response)  # read the answer: a connection handed back unread garbles the next one
-            self._reachability.answered(where)
-            return True
-        except ApiException as exc:
-            self._reachability.answered(where)
-            log.warning("%s (%s): HTTP %s %s", where, GANG_STATE, exc.status, exc.reason)
-        except Exception as exc:  # noqa: BLE001
-            if not self._reachability.failed(where, exc):
-                log.warning("%s (%s): %s", where, GANG_STATE, exc)
-        return False
-
-
-def response_json(response: Any) -> dict[str, Any]:
-    """The JSON object of an unparsed (``_preload_content=False``) answer; ``{}`` when not an object."""
-    try:
-        data = json.loads(response.data)
-    finally:
-        response.release_conn()
-    return data if isinstance(data, dict) else {}
+        answer = self._client.send(where, self._client.custom.patch_namespaced_custom_object, group, version,
+                                   target.namespace, patch.resource, target.name, body,
+                                   _content_type="application/merge-patch+json")
+        if answer.refusal is not None:
+            log.warning("%s (%s): HTTP %s %s", where, GANG_STATE, answer.refusal.status, answer.refusal.reason)
+        elif answer.error is not None:
+            log.warning("%s (%s): %s", where, GANG_STATE, answer.error)
+        return answer.body is not None

@@ -22,7 +22,7 @@ pods in, the Workload API objects to create out. No I/O: the runner creates them
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from webhook.admission.workload_api import gang_shape, pod_maps
 from webhook.gating.reconcile import ObjectRef
 from webhook.kube.pods import is_deleting, is_terminated, pod_ref
 from webhook.kube.segments_dev import TARGET_KEY
+from webhook.kube.shapes import Pod
 
 __all__ = ["GroupsDecision", "is_grouped_pod", "owner_reference", "reconcile_groups"]
 
@@ -48,7 +49,7 @@ class GroupsDecision:
     problem: str = ""
 
 
-def is_grouped_pod(pod: Mapping[str, Any]) -> bool:
+def is_grouped_pod(pod: Pod) -> bool:
     """True when ``pod`` carries ``segments.dev/target: workload-api``."""
     return pod_maps(pod)[1].get(TARGET_KEY) == WORKLOAD_API
 
@@ -59,7 +60,7 @@ def owner_reference(owner: ObjectRef) -> dict[str, str]:
     return {"apiVersion": owner.api_version, "kind": owner.kind, "name": owner.name, "uid": owner.uid}
 
 
-def reconcile_groups(gang_key: str, pods: Sequence[Mapping[str, Any]], owner: ObjectRef | None) -> GroupsDecision:
+def reconcile_groups(gang_key: str, pods: Sequence[Pod], owner: ObjectRef | None) -> GroupsDecision:
     """Decide gang ``gang_key`` (``<namespace>/<name>[/<part>]``) from its ``pods`` (dicts as the
     informer holds them; terminated and deleting ones are left out, and so are pods without the
     target annotation) and its top ``owner`` (``None``: not readable). Returns a

@@ -45,7 +45,7 @@ from datetime import datetime, timezone
 
 from kubernetes import client as k8s_client
 
-from webhook.cluster.api_server import ApiServerReachability
+from webhook.cluster.api_server import ApiServerReachability, JsonClient
 from webhook.controller.cache import AdvisoryCache, ControllerCache
 from webhook.controller.election import LeaderElector
 from webhook.controller.events import EventRecorder
@@ -105,20 +105,20 @@ class Controller:
         self.cache = (AdvisoryCache if settings.advise else ControllerCache)(
             api_client, self.reachability, self._stop, self._queue_gangs, self._topologies_changed, self._gang_gone)
         self.topologies = self.cache.topologies
-        self.patches = PatchSender(api_client, self.reachability, self.metrics.patch_errors, self._stop)
-        self.events = EventRecorder(api_client, COMPONENT, settings.identity, self.reachability)
-        self.owners = OwnerResolver(api_client, self.reachability)
+        self.client = JsonClient(api_client, self.reachability)
+        """The sender of every single request of this process (reads, patches, creates, deletes, the Lease)."""
+        self.patches = PatchSender(self.client, self.metrics.patch_errors, self._stop)
+        self.events = EventRecorder(self.client, COMPONENT, settings.identity)
+        self.owners = OwnerResolver(self.client)
         self._owner_states = OwnerStateWriter(self.cache, self.patches, self.owners)
-        self.workload_objects = WorkloadObjectWriter(api_client, self.reachability)
-        self.election = LeaderElector(api_client, settings, self.reachability, self._stop,
-                                      self._started_leading, self._stopped_leading)
+        self.workload_objects = WorkloadObjectWriter(self.client)
+        self.election = LeaderElector(self.client, settings, self._stop, self._started_leading, self._stopped_leading)
 
     # ------------------------------------------------------------------ queueing
     def _queue_gangs(self, keys: Iterable[str]) -> None:
         """Queue each gang now, or when its back-off ends."""
         for key in keys:
-            with self.cache.lock:
-                at = self.cache.not_before.get(key)
+            at = self._queue.rate_limiter.not_before(key)
             if at is None:
                 self._queue.add(key)
             else:
@@ -234,10 +234,8 @@ class Controller:
         first = self.cache.first_pod(key)
         owner = self.owners.top_owner(first) if first is not None else None
         result = self.cache.reconcile(key, owner, self.settings.incomplete_grace, self.settings.default_topology,
-                                      self._queue.rate_limiter.when, self.settings.stranded_grace)
+                                      self._queue.rate_limiter, self.settings.stranded_grace)
         self.metrics.passes.inc()
-        if result.waiting is None:
-            self._queue.forget(key)
         self._set_gauges()
         if result.requeue_after is not None:
             self._queue.add_after(key, result.requeue_after)

@@ -17,16 +17,11 @@ Nothing raises out of :meth:`WorkloadObjectWriter.create`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from kubernetes import client as k8s_client
-from kubernetes.client.exceptions import ApiException
-
 from webhook.admission.workload_api import same_shape
-from webhook.cluster.api_server import ApiServerReachability
-from webhook.cluster.informers import CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS
-from webhook.controller.patches import response_json
+from webhook.cluster.api_server import JsonClient
 
 __all__ = ["CREATED", "FAILED", "KEPT", "PLURALS", "STALE", "WorkloadObjectWriter"]
 
@@ -35,7 +30,6 @@ log = logging.getLogger(__name__)
 CREATED, KEPT, STALE, FAILED = "created", "kept", "stale", "failed"
 #: The plural resource of each kind created (scheduling.k8s.io).
 PLURALS = {"Workload": "workloads", "CompositePodGroup": "compositepodgroups", "PodGroup": "podgroups"}
-_TIMEOUT = (CONNECT_TIMEOUT_SECONDS, REQUEST_TIMEOUT_SECONDS)
 
 
 def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
@@ -44,12 +38,11 @@ def _owner_uids(obj: Mapping[str, Any]) -> set[str]:
 
 
 class WorkloadObjectWriter:
-    """Creates Workload, CompositePodGroup and PodGroup objects (module docstring). ``api_client``:
-    a configured ``kubernetes.client.ApiClient``; ``reachability``: the process's outage log."""
+    """Creates Workload, CompositePodGroup and PodGroup objects (module docstring). ``client``: the
+    process's :class:`~webhook.cluster.api_server.JsonClient`."""
 
-    def __init__(self, api_client: k8s_client.ApiClient, reachability: ApiServerReachability) -> None:
-        self._custom = k8s_client.CustomObjectsApi(api_client)
-        self._reachability = reachability
+    def __init__(self, client: JsonClient) -> None:
+        self._client = client
 
     def create(self, obj: Mapping[str, Any]) -> str:
         """Create ``obj`` (a dict with ``apiVersion`` ``scheduling.k8s.io/<version>``, ``kind`` one of
@@ -60,45 +53,34 @@ class WorkloadObjectWriter:
         meta = obj["metadata"]
         namespace, name = str(meta["namespace"]), str(meta["name"])
         where = f"create {obj['kind']} {namespace}/{name}"
-        answer = self._request(where, lambda: self._custom.create_namespaced_custom_object(
-            group, version, namespace, plural, dict(obj), _preload_content=False, _request_timeout=_TIMEOUT))
-        if answer is None:
-            return FAILED
-        if isinstance(answer, ApiException):
-            if answer.status != 409:
-                log.warning("%s: HTTP %s %s", where, answer.status, answer.reason)
+        answer = self._client.send(where, self._client.custom.create_namespaced_custom_object, group, version,
+                                   namespace, plural, dict(obj))
+        if answer.refusal is not None:
+            if answer.refusal.status != 409:
+                log.warning("%s: HTTP %s %s", where, answer.refusal.status, answer.refusal.reason)
                 return FAILED
             return self._existing(obj, group, version, plural, namespace, name)
+        if answer.body is None:
+            if answer.error is not None:
+                log.warning("%s: %s", where, answer.error)
+            return FAILED
         log.info("created %s %s/%s", obj["kind"], namespace, name)
         return CREATED
-
-    def _request(self, where: str, call: Callable[[], Any]) -> Any:
-        """``call()``'s answer, or the :class:`ApiException` kube-apiserver answered with, or ``None``
-        when it could not be reached (logged once per outage by the reachability log)."""
-        try:
-            answer = call()
-        except ApiException as exc:
-            self._reachability.answered(where)
-            return exc
-        except Exception as exc:  # noqa: BLE001 - connection errors: the outage log
-            if not self._reachability.failed(where, exc):
-                log.warning("%s: %s", where, exc)
-            return None
-        self._reachability.answered(where)
-        return answer
 
     def _existing(self, obj: Mapping[str, Any], group: str, version: str, plural: str, namespace: str,
                   name: str) -> str:
         """The answer for ``obj`` that exists already (module docstring)."""
         where = f"read {obj['kind']} {namespace}/{name}"
-        answer = self._request(where, lambda: response_json(self._custom.get_namespaced_custom_object(
-            group, version, namespace, plural, name, _preload_content=False, _request_timeout=_TIMEOUT)))
-        if answer is None:
+        answer = self._client.send(where, self._client.custom.get_namespaced_custom_object, group, version,
+                                   namespace, plural, name)
+        if answer.refusal is not None:
+            log.warning("%s: HTTP %s %s", where, answer.refusal.status, answer.refusal.reason)
             return FAILED
-        if isinstance(answer, ApiException):
-            log.warning("%s: HTTP %s %s", where, answer.status, answer.reason)
+        if answer.body is None:
+            if answer.error is not None:
+                log.warning("%s: %s", where, answer.error)
             return FAILED
-        found: dict[str, Any] = answer
+        found: dict[str, Any] = answer.body
         wanted_owners, found_owners = _owner_uids(obj), _owner_uids(found)
         if (found.get("metadata") or {}).get("deletionTimestamp") or (
                 wanted_owners and found_owners and not wanted_owners & found_owners):

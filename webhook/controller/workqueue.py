@@ -14,6 +14,10 @@ Guarantees, as client-go's queue gives them:
 * **Rate-limited retries**: :meth:`WorkQueue.add_rate_limited` delays a key by
   ``min(maximum, base * 2**failures)`` seconds, ``failures`` counting the key's earlier
   rate-limited adds; :meth:`WorkQueue.forget` resets the key (after a success).
+* **One back-off ledger**: the queue's :class:`ExponentialRateLimiter` is also where a key's
+  back-off deadline is kept (:meth:`ExponentialRateLimiter.defer`, :meth:`~ExponentialRateLimiter.not_before`):
+  the controller's gangs that wait for capacity are queued, on a change, no earlier than that
+  (:mod:`webhook.controller.runner`); one ``forget`` resets both.
 
 Pure Python (threading only), no kubernetes import (tests/unit/project/test_layout.py).
 """
@@ -29,16 +33,20 @@ from collections.abc import Callable, Hashable
 
 
 class ExponentialRateLimiter:
-    """Per-key exponential back-off, client-go's ``ItemExponentialFailureRateLimiter``:
-    ``when(key)`` returns ``min(maximum, base * 2**n)`` seconds for the key's n-th call (n from 0)
-    and counts it; ``forget(key)`` resets it; ``failures(key)`` is n. ``base`` and ``maximum`` in
-    seconds; ``ValueError`` unless ``0 < base <= maximum``."""
+    """Per-key exponential back-off, client-go's ``ItemExponentialFailureRateLimiter``, and the
+    controller's one back-off ledger: ``when(key)`` returns ``min(maximum, base * 2**n)`` seconds
+    for the key's n-th call (n from 0) and counts it; ``defer(key)`` does the same and records
+    ``clock() + that`` as the key's :meth:`not_before` time; ``forget(key)`` resets both;
+    ``failures(key)`` is n. ``base`` and ``maximum`` in seconds; ``clock``: monotonic seconds
+    (tests pass a fake one); ``ValueError`` unless ``0 < base <= maximum``."""
 
-    def __init__(self, base: float, maximum: float):
+    def __init__(self, base: float, maximum: float, clock: Callable[[], float] = time.monotonic):
         if not 0 < base <= maximum:
             raise ValueError(f"ExponentialRateLimiter(base={base}, maximum={maximum}): need 0 < base <= maximum")
         self.base, self.maximum = base, maximum
+        self._clock = clock
         self._failures: dict[Hashable, int] = {}
+        self._not_before: dict[Hashable, float] = {}
         self._lock = threading.Lock()
 
     def when(self, key: Hashable) -> float:
@@ -48,15 +56,30 @@ class ExponentialRateLimiter:
             self._failures[key] = n + 1
         return min(self.maximum, self.base * 2.0 ** min(n, 64))
 
+    def defer(self, key: Hashable) -> float:
+        """:meth:`when`, and the key is not to be attempted before ``clock()`` plus that delay
+        (:meth:`not_before`); returns the delay in seconds."""
+        delay = self.when(key)
+        with self._lock:
+            self._not_before[key] = self._clock() + delay
+        return delay
+
+    def not_before(self, key: Hashable) -> float | None:
+        """The ``clock()`` time before which ``key`` is not attempted (its last :meth:`defer`),
+        None when it was not deferred since it was last forgotten."""
+        with self._lock:
+            return self._not_before.get(key)
+
     def failures(self, key: Hashable) -> int:
         """How many times ``key`` was rate limited since it was last forgotten."""
         with self._lock:
             return self._failures.get(key, 0)
 
     def forget(self, key: Hashable) -> None:
-        """Reset ``key``'s back-off."""
+        """Reset ``key``'s back-off and forget its :meth:`not_before` time."""
         with self._lock:
             self._failures.pop(key, None)
+            self._not_before.pop(key, None)
 
 
 class ShutDown(Exception):

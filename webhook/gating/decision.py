@@ -58,6 +58,8 @@ from webhook.kube.pods import (
     pod_requests_milli,
 )
 from webhook.kube.quantity import QuantityError
+from webhook.kube.shapes import Node as NodeObject
+from webhook.kube.shapes import Pod
 from webhook.placement.eligibility import pod_request
 from webhook.placement.engine import Gang, PlacementError, PodRequest, place
 from webhook.placement.occupancy import CapacityLedger
@@ -131,6 +133,7 @@ class PassResult:
 
 _Key = TypeVar("_Key")  # what ParseCache keeps an object's value under (name, resourceVersion)
 _Value = TypeVar("_Value")  # the parsed value (or its problem text)
+_Obj = TypeVar("_Obj", bound=Mapping[str, Any])  # the object parsed (a Node's dict, a Pod)
 
 
 class ParseCache:
@@ -149,23 +152,23 @@ class ParseCache:
         self._seen_requests: set[tuple[str, str, str]] = set()
         # this pass's objects without a resourceVersion: id -> (object, value); the object is held
         # so that its id is not reused by another object while the entry lives
-        self._pass_nodes: dict[int, tuple[Mapping[str, Any], Node | str]] = {}
-        self._pass_requests: dict[int, tuple[Mapping[str, Any], dict[str, int] | str]] = {}
+        self._pass_nodes: dict[int, tuple[NodeObject, Node | str]] = {}
+        self._pass_requests: dict[int, tuple[Pod, dict[str, int] | str]] = {}
 
     @staticmethod
-    def _node_key(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    def _node_key(obj: NodeObject) -> tuple[str, str] | None:
         key = (str(_meta(obj).get("name") or ""), str(_meta(obj).get("resourceVersion") or ""))
         return key if key[1] else None
 
     @staticmethod
-    def _requests_key(pod: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    def _requests_key(pod: Pod) -> tuple[str, str, str] | None:
         namespace, name = pod_ref(pod)
         key = (namespace, name, str(_meta(pod).get("resourceVersion") or ""))
         return key if key[2] else None
 
     @staticmethod
-    def _lookup(obj: Mapping[str, Any], key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
-                this_pass: dict[int, tuple[Mapping[str, Any], _Value]], parse: Callable[[Mapping[str, Any]], _Value]) -> _Value:
+    def _lookup(obj: _Obj, key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
+                this_pass: dict[int, tuple[_Obj, _Value]], parse: Callable[[_Obj], _Value]) -> _Value:
         """The value cached for ``obj`` (``parse(obj)`` on a miss): in ``kept`` under ``key`` (marked
         ``seen`` in this pass), or, for an object without a resourceVersion (``key`` None), in
         ``this_pass`` by identity."""
@@ -179,18 +182,18 @@ class ParseCache:
             kept[key] = parse(obj)
         return kept[key]
 
-    def node(self, obj: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], Node | str]) -> Node | str:
+    def node(self, obj: NodeObject, parse: Callable[[NodeObject], Node | str]) -> Node | str:
         """The parsed Node (or its problem text) of ``obj``; ``parse(obj)`` on a miss."""
         return self._lookup(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, parse)
 
-    def pod_requests(self, pod: Mapping[str, Any]) -> dict[str, int] | str:
+    def pod_requests(self, pod: Pod) -> dict[str, int] | str:
         """The requests in milli-units (or the problem text) of a bound or pinned ``pod``."""
         return self._lookup(pod, self._requests_key(pod), self.requests, self._seen_requests, self._pass_requests,
                             _requests_or_error)
 
     @staticmethod
-    def _store(obj: Mapping[str, Any], key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
-               this_pass: dict[int, tuple[Mapping[str, Any], _Value]], value: _Value) -> None:
+    def _store(obj: _Obj, key: _Key | None, kept: dict[_Key, _Value], seen: set[_Key],
+               this_pass: dict[int, tuple[_Obj, _Value]], value: _Value) -> None:
         """Cache ``value`` for ``obj`` where :meth:`_lookup` finds it."""
         if key is None:
             this_pass[id(obj)] = (obj, value)
@@ -198,11 +201,11 @@ class ParseCache:
             seen.add(key)
             kept[key] = value
 
-    def add_node(self, obj: Mapping[str, Any], node: Node) -> None:
+    def add_node(self, obj: NodeObject, node: Node) -> None:
         """``node``, parsed from ``obj`` elsewhere (uncharged; never changed afterwards)."""
         self._store(obj, self._node_key(obj), self.nodes, self._seen_nodes, self._pass_nodes, node)
 
-    def add_requests(self, pod: Mapping[str, Any], requests: dict[str, int]) -> None:
+    def add_requests(self, pod: Pod, requests: dict[str, int]) -> None:
         """``requests`` of ``pod`` (:func:`webhook.kube.pods.pod_requests_milli`),
         computed elsewhere (never changed afterwards)."""
         self._store(pod, self._requests_key(pod), self.requests, self._seen_requests, self._pass_requests, requests)
@@ -214,7 +217,7 @@ class ParseCache:
         self._pass_nodes, self._pass_requests = {}, {}
 
 
-def _requests_or_error(pod: Mapping[str, Any]) -> dict[str, int] | str:
+def _requests_or_error(pod: Pod) -> dict[str, int] | str:
     """A pod's requests in milli-units (``pods: 1000`` included), or the error text."""
     try:
         return pod_requests_milli(_spec(pod), "spec")
@@ -241,7 +244,7 @@ def _string_map(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def gang_key_of(pod: Mapping[str, Any]) -> str | None:
+def gang_key_of(pod: Pod) -> str | None:
     """The gang key of a pod dict (:func:`webhook.admission.kinds.registry.gang_key` on its namespace,
     labels and annotations), ``None`` for a pod of no gang."""
     namespace, _ = pod_ref(pod)
@@ -253,10 +256,10 @@ def gang_key_of(pod: Mapping[str, Any]) -> str | None:
 @dataclass
 class _Gang:
     key: str
-    members: list[Mapping[str, Any]] = field(default_factory=list)
+    members: list[Pod] = field(default_factory=list)
 
     @property
-    def gated(self) -> list[Mapping[str, Any]]:
+    def gated(self) -> list[Pod]:
         return [p for p in self.members if is_gated(p)]
 
     @property
@@ -264,7 +267,7 @@ class _Gang:
         return max((str(_meta(p).get("creationTimestamp") or "") for p in self.members), default="")
 
 
-def _group(pods: Iterable[Mapping[str, Any]]) -> dict[str, _Gang]:
+def _group(pods: Iterable[Pod]) -> dict[str, _Gang]:
     """Gangs that hold at least one gated pod, with every live, not-deleting member."""
     gangs: dict[str, _Gang] = {}
     for pod in pods:
@@ -299,7 +302,7 @@ def _check_gang(gang: _Gang) -> Waiting | None:
     return None
 
 
-def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+def _formed_segments(members: Sequence[Pod]) -> dict[tuple[str, str], int]:
     """DESIGN.md §3b "Pods without an index": when no member of a gang carries
     ``kai.scheduler/segment-index`` but they all name a topology and one segment size S (KubeRay
     before 1.6: no index labels), the controller forms the segments itself at placement time: the
@@ -329,7 +332,7 @@ def _formed_segments(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, st
     return formed
 
 
-def _segment_groups(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+def _segment_groups(members: Sequence[Pod]) -> dict[tuple[str, str], int]:
     """For a whole-object gang (members annotated ``segments.dev/gang-scope: workload``: a JobSet's
     replicatedJobs, a Ray cluster's worker groups, DESIGN.md §4.5): ``{(namespace, name): k}``, ``k``
     the position of the pod's group (its role: replicatedJob or worker group name) in name order,
@@ -346,7 +349,7 @@ def _segment_groups(members: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str
     return {ref: order[role] for ref, role in roles.items()}
 
 
-def _pod_request(pod: Mapping[str, Any], cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None,
+def _pod_request(pod: Pod, cache: ParseCache, formed: Mapping[tuple[str, str], int] | None = None,
                  group: int = 0) -> PodRequest:
     """The engine's view of one pod: :func:`webhook.placement.eligibility.pod_request` (the one
     reader ``place`` uses too: a bound member is pinned to its ``nodeName``, a released member by
@@ -395,7 +398,7 @@ def _gang_constraints(gang: _Gang, default_topology: str | None,
 
 
 # ----------------------------------------------------------------------------- capacity
-def _parse_node(obj: Mapping[str, Any]) -> Node | str:
+def _parse_node(obj: NodeObject) -> Node | str:
     """One node as the engine reads it (:func:`webhook.kube.nodes.parse_node`), or the
     error text (``Node "n0": status.allocatable[cpu]: ...``)."""
     try:
@@ -404,7 +407,7 @@ def _parse_node(obj: Mapping[str, Any]) -> Node | str:
         return str(exc)
 
 
-def ledger_of(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], skipped: list[str],
+def ledger_of(nodes: Iterable[NodeObject], pods: Iterable[Pod], skipped: list[str],
               cache: ParseCache) -> CapacityLedger:
     """The :class:`CapacityLedger` of a cluster state: every well-formed node, every pod charged
     where it is (:func:`webhook.kube.pods.occupied_node`). A malformed node, or the bad
@@ -443,7 +446,7 @@ class GangDecision:
     charges: tuple[tuple[tuple[str, str], str, dict[str, int]], ...] = ()
 
 
-def decide_gang(key: str, pods: Iterable[Mapping[str, Any]], ledger: CapacityLedger,
+def decide_gang(key: str, pods: Iterable[Pod], ledger: CapacityLedger,
                 catalog: Mapping[str, Topology], default_topology: str | None, cache: ParseCache, *,
                 assume: bool = True) -> GangDecision:
     """Decide one gang (DESIGN.md §9): the per-gang step of :func:`decide` and of the live
@@ -541,7 +544,7 @@ class StrandedPod:
     recreated: bool
 
 
-def stranded_pod(pod: Mapping[str, Any]) -> StrandedPod | None:
+def stranded_pod(pod: Pod) -> StrandedPod | None:
     """``pod`` as a :class:`StrandedPod`, ``None`` when it is not one (gated, bound, terminated,
     being deleted, pinned nowhere, or not reported ``Unschedulable``). Never raises."""
     if is_gated(pod) or is_terminated(pod) or is_deleting(pod) or _spec(pod).get("nodeName"):
@@ -580,7 +583,7 @@ class StrandedDecision:
     wait: float | None = None
 
 
-def decide_stranded(pods: Iterable[Mapping[str, Any]], now: float, grace: float) -> StrandedDecision | None:
+def decide_stranded(pods: Iterable[Pod], now: float, grace: float) -> StrandedDecision | None:
     """DESIGN.md §9 (amended, issue 37): a pod the gate does not hold can be bound onto a node
     between the controller's decision and its release's bind; the released pod pinned there then
     waits forever, its gang half bound. A released pod cannot be moved (no gate: its spec is
@@ -631,14 +634,21 @@ def _epoch(text: str) -> float | None:
 
 
 # ----------------------------------------------------------------------------- the pass
-def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]], topologies: Iterable[Topology], *,
+def _objects(items: Iterable[Any]) -> list[Any]:
+    """The items that are objects (mappings), still untyped (each is read as what its caller says)."""
+    return [item for item in items if isinstance(item, Mapping)]
+
+
+def decide(nodes: Iterable[Any], pods: Iterable[Any], topologies: Iterable[Topology], *,
            default_topology: str | None = None, skip: Container[str] = (), cache: ParseCache | None = None) -> PassResult:
     """Every gang of a cluster state, decided one after the other on one ledger (DESIGN.md §9):
     ``controller --once``'s pass, built from :func:`ledger_of` and :func:`decide_gang`, the
     steps the live controller runs per gang.
 
     ``nodes`` / ``pods``: Node and Pod objects as dicts (``kind`` may be absent, as in list
-    items); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
+    items; typed ``Any``, as read from a file or an expansion, and read as
+    :class:`~webhook.kube.shapes.Node` s and :class:`~webhook.kube.shapes.Pod` s, each field
+    checked by its reader); ``topologies``: the known :class:`Topology` objects; ``default_topology``: the
     topology of a gang whose pods name none (``None``: place by nodes alone); ``skip``: gang keys
     not to attempt (their pods are still charged where placed); ``cache``: a :class:`ParseCache`
     (a fresh one by default). Returns a :class:`PassResult`: ``releases`` for every gated pod of
@@ -647,10 +657,10 @@ def decide(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
     released go first, then gangs in order of their last pod's creation. Never raises for
     malformed objects: they are skipped or reported as an ``invalid`` gang.
     """
-    pods = [p for p in pods if isinstance(p, Mapping)]
+    pods = _objects(pods)
     result = PassResult()
     cache = cache if cache is not None else ParseCache()
-    ledger = ledger_of([n for n in nodes if isinstance(n, Mapping)], pods, result.skipped, cache)
+    ledger = ledger_of(_objects(nodes), pods, result.skipped, cache)
     catalog = {t.name: t for t in topologies}
     ready = []
     for key, gang in _group(pods).items():

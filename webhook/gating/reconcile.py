@@ -59,6 +59,7 @@ from webhook.gating.decision import (
 )
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_terminated
 from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.shapes import OwnerReference, Pod
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import Topology
 
@@ -139,7 +140,7 @@ class GangView:
     deleted to be placed again (:func:`webhook.gating.decision.decide_stranded`).
     """
 
-    pods: Sequence[Mapping[str, Any]]
+    pods: Sequence[Pod]
     ledger: CapacityLedger
     catalog: Mapping[str, Topology]
     default_topology: str | None
@@ -243,7 +244,7 @@ def owner_annotation(states: Mapping[str, str]) -> str:
     return "; ".join(states[key] for key in sorted(states) if states[key])
 
 
-def _event_pod(pods: Sequence[Mapping[str, Any]]) -> ObjectRef | None:
+def _event_pod(pods: Sequence[Pod]) -> ObjectRef | None:
     """The one pod that carries the gang's Event when its owner could not be read: the first
     gated pod by (namespace, name), else (a released gang) the first pod."""
     live = sorted((p for p in pods if not is_terminated(p) and not is_deleting(p)), key=pod_ref)
@@ -257,7 +258,7 @@ def _event_pod(pods: Sequence[Mapping[str, Any]]) -> ObjectRef | None:
     return ObjectRef("v1", "Pod", namespace, name, str(meta.get("uid") or ""))
 
 
-def _created(pod: Mapping[str, Any]) -> float | None:
+def _created(pod: Pod) -> float | None:
     """A pod's ``metadata.creationTimestamp`` in seconds since the epoch, ``None`` when unreadable."""
     text = str((pod.get("metadata") or {}).get("creationTimestamp") or "")
     try:
@@ -293,7 +294,7 @@ def _missing_text(gang_key: str, view: GangView) -> str:
     return text
 
 
-def missing_pod_names(expected: Sequence[tuple[str, Mapping[str, str]]], live: Sequence[Mapping[str, Any]]) -> list[str]:
+def missing_pod_names(expected: Sequence[tuple[str, Mapping[str, str]]], live: Sequence[Pod]) -> list[str]:
     """The names of the ``expected`` pods (``(name, labels the operator gives that pod)``, in
     creation order, from :func:`expected_pods`) that no ``live`` pod is, in that order.
 
@@ -367,10 +368,12 @@ def _strings(value: Any) -> dict[str, str]:
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def controller_owner(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The ``ownerReferences`` entry of ``obj`` with ``controller: true``, ``None`` when none."""
+def controller_owner(obj: Mapping[str, Any]) -> OwnerReference | None:
+    """The ``ownerReferences`` entry of ``obj`` with ``controller: true`` (and a kind and a name),
+    ``None`` when none."""
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    for ref in refs if isinstance(refs, list) else []:
+    entries: list[OwnerReference] = refs if isinstance(refs, list) else []
+    for ref in entries:
         if isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("kind") and ref.get("name"):
             return ref
     return None

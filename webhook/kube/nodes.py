@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from webhook.errors import SegmentWebhookError
 from webhook.kube.quantity import QuantityError, allocatable_milli
+from webhook.kube.shapes import Node as NodeObject
 from webhook.text.messages import json_type, quote
 
 #: ``pods`` allocatable assumed when a node does not report one (kubelet ``--max-pods`` default).
@@ -40,6 +41,12 @@ class Node:
     ready: bool = True
     taints: tuple[tuple[str, str, str], ...] = ()
     source: str = ""
+
+
+def is_node(obj: Mapping[str, Any]) -> TypeGuard[NodeObject]:
+    """True for an object of ``kind: Node`` (a document of a file): read as a
+    :class:`~webhook.kube.shapes.Node` from then on, its fields checked by :func:`parse_node`."""
+    return obj.get("kind") == "Node"
 
 
 def object_error(source: str, obj: str, msg: str) -> SnapshotError:
@@ -73,7 +80,7 @@ def string_labels(labels: Mapping[str, Any], what: str, source: str) -> dict[str
     return dict(labels)
 
 
-def parse_node(obj: Mapping[str, Any], source: str = "", here: str = "") -> Node:
+def parse_node(obj: NodeObject, source: str = "", here: str = "") -> Node:
     """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
     and the field (and ``source``, the file, when given: the live controller passes none)."""
     name, _ = object_name(obj, source, here, "Node")
@@ -84,9 +91,9 @@ def parse_node(obj: Mapping[str, Any], source: str = "", here: str = "") -> Node
     labels = string_labels(labels, what, source)
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    for part, value in (("spec", spec), ("status", status)):
-        if not isinstance(value, Mapping):
-            raise object_error(source, what, f"{part} must be an object, not {json_type(value)}")
+    for part, section in (("spec", spec), ("status", status)):
+        if not isinstance(section, Mapping):
+            raise object_error(source, what, f"{part} must be an object, not {json_type(section)}")
     unschedulable = spec.get("unschedulable")
     if unschedulable is not None and not isinstance(unschedulable, bool):
         raise object_error(source, what, f"spec.unschedulable = {quote(unschedulable)}: must be a boolean, not "
@@ -111,7 +118,7 @@ def parse_node(obj: Mapping[str, Any], source: str = "", here: str = "") -> Node
     for cond in conditions:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
             ready = cond.get("status") == "True"
-    taints = []
+    taints: list[tuple[str, str, str]] = []
     raw_taints = spec.get("taints") or []
     if not isinstance(raw_taints, list):
         raise object_error(source, what, f"spec.taints must be an array, not {json_type(raw_taints)}")

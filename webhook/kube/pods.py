@@ -3,20 +3,21 @@ admission handlers, the snapshot, the engine's ledger, the controller): who it i
 terminated or being deleted, which node it holds, whether it carries this webhook's scheduling gate,
 its gang size, its effective requests.
 
-Pods are plain JSON dicts (as the API server sends them); every reader tolerates malformed fields
-(they read as absent) except the requests, which raise :class:`~webhook.kube.quantity.QuantityError`
-naming the field.
+Pods are plain JSON dicts (as the API server sends them), typed as
+:class:`webhook.kube.shapes.Pod`; every reader tolerates malformed fields (they read as absent)
+except the requests, which raise :class:`~webhook.kube.quantity.QuantityError` naming the field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 from webhook.kube.core import HOSTNAME
 from webhook.kube.quantity import MAX_MILLI, QuantityError, exact_milli, non_negative_quantity, to_milli
 from webhook.kube.segments_dev import GANG_SIZE, GATE
+from webhook.kube.shapes import ObjectMeta, Pod, PodSpec
 
 #: Pod phases whose pods hold no capacity (kube-scheduler skips them too).
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -30,44 +31,63 @@ def _section(obj: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def pod_ref(pod: Mapping[str, Any]) -> PodRef:
+def is_pod(obj: Mapping[str, Any]) -> TypeGuard[Pod]:
+    """True for an object of ``kind: Pod`` (a document of a file, an item of a list that names its
+    kind): read as a :class:`~webhook.kube.shapes.Pod` from then on, its fields still checked by
+    each reader."""
+    return obj.get("kind") == "Pod"
+
+
+def _meta(pod: Pod) -> ObjectMeta:
+    meta = pod.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _spec(pod: Pod) -> PodSpec:
+    spec = pod.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
+def pod_ref(pod: Pod) -> PodRef:
     """``(namespace, name)`` of a pod dict (empty strings when missing)."""
-    meta = _section(pod, "metadata")
+    meta = _meta(pod)
     return str(meta.get("namespace") or ""), str(meta.get("name") or "")
 
 
-def is_terminated(pod: Mapping[str, Any]) -> bool:
+def is_terminated(pod: Pod) -> bool:
     """True for a pod in phase ``Succeeded`` or ``Failed`` (it holds no capacity)."""
-    return _section(pod, "status").get("phase") in TERMINAL_PHASES
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
 
 
-def is_deleting(pod: Mapping[str, Any]) -> bool:
-    """True when ``metadata.deletionTimestamp`` is set (the pod still holds its node meanwhile)."""
-    return bool(_section(pod, "metadata").get("deletionTimestamp"))
+def is_deleting(obj: Mapping[str, Any]) -> bool:
+    """True when ``metadata.deletionTimestamp`` is set (a pod still holds its node meanwhile); any
+    object (a pod, a Kueue Workload)."""
+    return bool(_section(obj, "metadata").get("deletionTimestamp"))
 
 
-def occupied_node(pod: Mapping[str, Any]) -> str | None:
+def occupied_node(pod: Pod) -> str | None:
     """The node ``pod`` holds capacity on (module docstring): ``spec.nodeName``; else, when the
     pod is not gated by this webhook, ``spec.nodeSelector[kubernetes.io/hostname]``; ``None``
     for a terminated pod, a gated pod and a pod pinned nowhere. Never raises (malformed fields
     read as absent)."""
     if is_terminated(pod):
         return None
-    spec = _section(pod, "spec")
+    spec = _spec(pod)
     node = spec.get("nodeName")
     if isinstance(node, str) and node:
         return node
     if is_gated(pod):
         return None
-    pinned = _section(spec, "nodeSelector").get(HOSTNAME)
+    selector = spec.get("nodeSelector")
+    pinned = selector.get(HOSTNAME) if isinstance(selector, Mapping) else None
     return pinned if isinstance(pinned, str) and pinned else None
 
 
-def is_gated(pod: Mapping[str, Any]) -> bool:
+def is_gated(pod: Pod) -> bool:
     """True when ``pod.spec.schedulingGates`` holds the webhook's gate."""
-    spec = pod.get("spec")
-    gates = spec.get("schedulingGates") if isinstance(spec, (dict, Mapping)) else None
-    return isinstance(gates, list) and any(isinstance(g, (dict, Mapping)) and g.get("name") == GATE for g in gates)
+    gates = _spec(pod).get("schedulingGates")
+    return isinstance(gates, list) and any(isinstance(g, Mapping) and g.get("name") == GATE for g in gates)
 
 
 def gang_size(annotations: Mapping[str, str], fallbacks: Sequence[str] = ()) -> int | None:

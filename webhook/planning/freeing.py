@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from webhook.admission.kinds.registry import gang_key
-from webhook.kube.pods import occupied_node, pod_ref
+from webhook.kube.pods import is_pod, occupied_node, pod_ref
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.demand import slots
 from webhook.placement.model import Placement, PodRequest
@@ -64,7 +64,7 @@ def read_occupants(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Occup
     (other kinds skipped; malformed fields read as absent, never raise)."""
     out: dict[str, list[Occupant]] = {}
     for obj in objects:
-        if obj.get("kind") != "Pod":
+        if not is_pod(obj):
             continue
         node = occupied_node(obj)
         if not node:

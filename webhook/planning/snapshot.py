@@ -16,12 +16,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from webhook.kube.nodes import Node, SnapshotError, object_error, object_name, parse_node
-from webhook.kube.pods import occupied_node, pod_requests_milli
+from webhook.kube.nodes import Node, SnapshotError, is_node, object_error, object_name, parse_node
+from webhook.kube.pods import is_pod, occupied_node, pod_requests_milli
 from webhook.kube.quantity import (
     MAX_MILLI,
     QuantityError,
 )
+from webhook.kube.shapes import Node as NodeObject
+from webhook.kube.shapes import Pod
 from webhook.planning import manifests
 from webhook.text.messages import json_type, quote
 from webhook.topology.objects import Topology, TopologyError, defined_twice
@@ -49,9 +51,9 @@ class ParsedSink(Protocol):
     """Receives what :func:`build_snapshot` parsed, so a later reader of the same objects does not
     parse them again (:class:`webhook.gating.decision.ParseCache`, for ``controller --once``)."""
 
-    def add_node(self, obj: Mapping[str, Any], node: Node) -> None: ...
+    def add_node(self, obj: NodeObject, node: Node) -> None: ...
 
-    def add_requests(self, pod: Mapping[str, Any], requests: dict[str, int]) -> None: ...
+    def add_requests(self, pod: Pod, requests: dict[str, int]) -> None: ...
 
 
 def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed: ParsedSink | None = None) -> Snapshot:
@@ -68,12 +70,12 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
     problems: list[str] = []
     nodes: dict[str, Node] = {}
     node_where: dict[str, str] = {}
-    pods: list[tuple[str, str, Mapping[str, Any]]] = []
+    pods: list[tuple[str, str, Pod]] = []
     topologies: dict[str, Topology] = {}
     topology_where: dict[str, str] = {}
     for source, here, obj in objects:
         kind = obj.get("kind")
-        if kind == "Node":
+        if is_node(obj):  # kind == "Node"
             try:
                 node = parse_node(obj, source, here)
             except SnapshotError as exc:
@@ -87,7 +89,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
             node_where[node.name] = f"{source}: {here}"
             if parsed is not None:
                 parsed.add_node(obj, replace(node, free=dict(node.free)))
-        elif kind == "Pod":
+        elif is_pod(obj):  # kind == "Pod"
             pods.append((source, here, obj))
         elif kind == "Topology":
             try:
@@ -111,7 +113,7 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
     )
 
 
-def _charge_pods(pods: list[tuple[str, str, Mapping[str, Any]]], nodes: dict[str, Node], parsed: ParsedSink | None,
+def _charge_pods(pods: list[tuple[str, str, Pod]], nodes: dict[str, Node], parsed: ParsedSink | None,
                  problems: list[str]) -> int:
     """Charge each pod that occupies a node of ``nodes`` (:func:`occupied_node`) to its node's
     ``free`` (clamped to :data:`MAX_MILLI`); problems are appended to ``problems``. Returns the

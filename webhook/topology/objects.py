@@ -23,6 +23,7 @@ import yaml
 from webhook.errors import SegmentWebhookError
 from webhook.kube.core import HOSTNAME, is_dns_subdomain, is_valid_label_key
 from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
+from webhook.kube.shapes import TopologySpec
 from webhook.text.yamltext import TextTimestampLoader, yaml_error_text
 
 TOPOLOGY_KIND = "Topology"
@@ -109,7 +110,7 @@ class Topology:
             raise TopologyError("Topology metadata.name is missing")
         if not is_dns_subdomain(name):
             raise TopologyError(f"Topology metadata.name {quote(name)} is not a Kubernetes object name (lowercase DNS subdomain)")
-        spec = obj.get("spec") or {}
+        spec: TopologySpec = obj.get("spec") or {}  # read as the shape, each field still checked below
         raw_levels = spec.get("levels") if isinstance(spec, (dict, Mapping)) else None
         if not isinstance(raw_levels, list) or not raw_levels:
             raise TopologyError(f"Topology {quote(name)}: spec.levels must be a non-empty list")

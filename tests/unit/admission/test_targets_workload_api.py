@@ -268,13 +268,13 @@ def test_an_object_of_a_deleted_workload_of_the_same_name_is_stale():
     ``stale``, tried again later; one without owner or of the same owner is kept."""
     from tests.support.kube_apiserver import KubeApiServer
     from tests.unit.controller.test_controller_live import api_client
-    from webhook.cluster.api_server import ApiServerReachability
+    from webhook.cluster.api_server import ApiServerReachability, JsonClient
     from webhook.controller.workload_objects import CREATED, KEPT, STALE, WorkloadObjectWriter
 
     server = KubeApiServer().start()
     try:
         api = api_client(server, "c-1")
-        writer = WorkloadObjectWriter(api, ApiServerReachability(api.configuration.host))
+        writer = WorkloadObjectWriter(JsonClient(api, ApiServerReachability(api.configuration.host)))
         wanted = reconcile_groups("team-a/llama", admitted_pods(), OWNER).create[2]
         old_owner = {**wanted["metadata"]["ownerReferences"][0], "uid": "uid-0"}
         server.create("podgroups", {**wanted, "metadata": {**wanted["metadata"], "ownerReferences": [old_owner]}})

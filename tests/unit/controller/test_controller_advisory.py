@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import yaml
@@ -41,7 +42,8 @@ def node(name: str, rack: str) -> dict:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-NODES = [node(f"n-{rack}-{i}", rack) for rack in ("r0", "r1", "r2") for i in range(2)]
+#: Any: objects as the informers hand them (JSON, not yet typed as webhook.kube.shapes.Node)
+NODES: list[Any] = [node(f"n-{rack}-{i}", rack) for rack in ("r0", "r1", "r2") for i in range(2)]
 
 
 def job(size: int) -> dict:
@@ -56,7 +58,7 @@ def job(size: int) -> dict:
                                          "resources": {"limits": {GPU: "1"}}}]}}}}}}
 
 
-def worker(i: int, size: int, gates: list[str] | tuple[str, ...] | None = ("kueue.x-k8s.io/admission",), **spec) -> dict:
+def worker(i: int, size: int, gates: list[str] | tuple[str, ...] | None = ("kueue.x-k8s.io/admission",), **spec) -> Any:
     """Worker ``i`` of ml/train as the training operator creates it and the webhook stamps it."""
     pod: dict = {"apiVersion": "v1", "kind": "Pod",
                  "metadata": {"name": f"train-worker-{i}", "namespace": "ml",
@@ -77,14 +79,14 @@ def worker(i: int, size: int, gates: list[str] | tuple[str, ...] | None = ("kueu
     return pod
 
 
-def busy(name: str, on: str) -> dict:
+def busy(name: str, on: str) -> Any:
     """A running pod of another team taking the one GPU of node ``on``."""
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "other"},
             "spec": {"nodeName": on, "containers": [{"name": "c", "resources": {"requests": {GPU: "1"}}}]},
             "status": {"phase": "Running"}}
 
 
-def advice(size: int, extra: list[dict], pods: list[dict] | None = None) -> list[dict]:
+def advice(size: int, extra: list[Any], pods: list[Any] | None = None) -> list[dict]:
     pods = pods if pods is not None else [worker(i, size) for i in range(4)]
     objects = NODES + extra + pods
     return advice_documents(pods, [job(size)], snapshot_from_objects(NODES + extra), read_occupants(objects))
@@ -167,7 +169,7 @@ def test_a_gang_without_its_owner_in_the_input_says_so():
                      "(kubectl get nodes,pods,<kind> -A -o yaml) or add it with -f"}]
 
 
-def lws_pod(group: int, worker: int, **spec) -> dict:
+def lws_pod(group: int, worker: int, **spec) -> Any:
     """Pod ``worker`` of group ``group`` of LeaderWorkerSet ml/serve (size 2, one segment of 2 at
     rack per group) as LWS creates it and the webhook stamps it."""
     annotations = {"kai.scheduler/topology": "cluster-topology", "kai.scheduler/segment-size": "2",
@@ -395,7 +397,7 @@ class Recorded:
         self.lines.append(line)
 
 
-def kueue_advisor(extra: list[dict]):
+def kueue_advisor(extra: list[Any]):
     """An Advisor on an AdvisoryCache fed by hand (no API server): NODES and ``extra`` pods charged,
     the Job of ``suspended_job()`` as every Workload's top owner, the embedded cluster-topology."""
     import threading

@@ -18,6 +18,7 @@ from tests.support.controller_checks import capacity_violations, kep3838_violati
 from tests.support.kube_apiserver import KubeApiServer
 from tests.unit.gating.test_controller_decision import RACK, ZONE, cluster, gang_pods, pytorchjob
 from webhook.controller.runner import Controller, ControllerSettings
+from webhook.controller.workqueue import ExponentialRateLimiter
 
 WAIT = 20.0
 
@@ -675,7 +676,7 @@ def test_gangs_of_one_owner_written_in_any_order_keep_every_line(server, control
     eventually(lambda: ctl.synced and sorted(len(ctl.cache.members(f"team-a/job-{k}")) for k in range(3)) == [4, 4, 4],
                "3 gangs of 4 pods seen")
     top = ctl.owners.top_owner(ctl.cache.first_pod("team-a/job-0"))
-    results = {k: ctl.cache.reconcile(f"team-a/job-{k}", top, 0.0, None, lambda key: 1.0) for k in range(3)}
+    results = {k: ctl.cache.reconcile(f"team-a/job-{k}", top, 0.0, None, ExponentialRateLimiter(1.0, 1.0)) for k in range(3)}
     for k in (1, 0, 2):
         ctl._write(f"team-a/job-{k}", results[k], top)
     assert gang_state(server, "job-a") == (

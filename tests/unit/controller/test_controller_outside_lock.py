@@ -20,6 +20,7 @@ from kubernetes.informer import ADDED
 import webhook.controller.cache as cache_module
 from tests.unit.gating.test_controller_decision import TOPOLOGY, cluster, gang_pods, pytorchjob
 from webhook.controller.cache import OPTIMISTIC_ATTEMPTS, ControllerCache
+from webhook.controller.workqueue import ExponentialRateLimiter
 from webhook.kube.nodes import parse_node
 from webhook.placement.occupancy import CapacityLedger
 from webhook.topology.objects import StaticTopologyCatalog
@@ -41,7 +42,7 @@ def make_cache() -> ControllerCache:
 
 
 def decide(cache: ControllerCache):
-    return cache.reconcile(GANG, None, 0.0, None, lambda key: 1.0)
+    return cache.reconcile(GANG, None, 0.0, None, ExponentialRateLimiter(1.0, 1.0))
 
 
 def gpus_per_node(cache: ControllerCache) -> dict[str, int]:

@@ -10,7 +10,7 @@ import threading
 from kubernetes import client as k8s_client
 from prometheus_client import CollectorRegistry, Counter
 
-from webhook.cluster.api_server import ApiServerReachability
+from webhook.cluster.api_server import ApiServerReachability, JsonClient
 from webhook.controller.patches import PatchSender
 from webhook.gating.decision import StrandedPod
 from webhook.gating.reconcile import ObjectRef, OwnerPatch
@@ -48,10 +48,10 @@ def sender() -> tuple[PatchSender, Api]:
     api = Api()
     cfg = k8s_client.Configuration()
     cfg.host = "https://127.0.0.1:1"
-    out = PatchSender(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host),
-                      Counter("errors", "e", ["code"], registry=CollectorRegistry()), threading.Event())
-    out._custom = api  # type: ignore[assignment]
-    out._core = api  # type: ignore[assignment]
+    client = JsonClient(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host))
+    client.custom = api  # type: ignore[assignment]
+    client.core = api  # type: ignore[assignment]
+    out = PatchSender(client, Counter("errors", "e", ["code"], registry=CollectorRegistry()), threading.Event())
     return out, api
 
 

@@ -10,6 +10,7 @@ tests/unit/gating/test_controller_decision.py), on 8 nodes of 4 GPUs in one bloc
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from tests.unit.gating.test_controller_decision import RACK, TOPOLOGY, cluster, gang_pods, pytorchjob
 from webhook.controller.election import RenewalLogFilter
@@ -44,7 +45,7 @@ OWNER = ObjectRef("kubeflow.org/v1", "PyTorchJob", "team-a", "job-a", "uid-job-a
 NAMES = ["job-a-master-0"] + [f"job-a-worker-{i}" for i in range(16)]
 
 
-def made_pods(count: int = 17) -> list[dict]:
+def made_pods(count: int = 17) -> list[Any]:
     """The gang's first ``count`` pods, each with a uid and the creation time :data:`CREATED`."""
     pods = gang_pods(pytorchjob())[:count]
     for pod in pods:
@@ -59,7 +60,7 @@ def owner(annotation: str | None = None) -> TopOwner:
     return TopOwner(OWNER, "pytorchjobs", job, annotation)
 
 
-def view(pods: list[dict], *, nodes: list[dict] | None = None, top: TopOwner | None = None, now: float = CREATED + 60,
+def view(pods: list[Any], *, nodes: list[Any] | None = None, top: TopOwner | None = None, now: float = CREATED + 60,
          grace: float = 10.0, siblings: dict[str, str] | None = None) -> GangView:
     cache = ParseCache()
     ledger = ledger_of(cluster() if nodes is None else nodes, pods, [], cache)
@@ -249,7 +250,7 @@ SCHEDULER_SAYS = ("0/8 nodes are available: 1 Insufficient nvidia.com/gpu, 7 nod
                   "incoming pod.")
 
 
-def released_gang(stranded: str = "job-a-worker-15", owned: bool = True) -> list[dict]:
+def released_gang(stranded: str = "job-a-worker-15", owned: bool = True) -> list[Any]:
     """The 17 pods released (gate removed, pinned to a node; here all to zone-a-r4-n2 for brevity)
     and bound but ``stranded``, which kube-scheduler reports Unschedulable since 00:00:10
     (the message kube-scheduler v1.34 writes for a pod pinned to a full node)."""
