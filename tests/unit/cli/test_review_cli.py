@@ -397,6 +397,14 @@ def test_review_yaml_piped_into_head_exits_141(tmp_path, unbuffered):
     assert "Traceback" not in err
 
 
+@pytest.fixture(scope="module")
+def small_cluster(tmp_path_factory) -> Path:
+    """One gen-cluster file (1 zone, 2 blocks, 2 racks of 4 nodes) for the module's commands to read."""
+    cluster = tmp_path_factory.mktemp("cluster") / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "2", "--racks", "2", "--nodes", "4", "-o", str(cluster)]) == 0
+    return cluster
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux /dev/full")
 @pytest.mark.parametrize("command", [
     ["review", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "-o", "yaml"],
@@ -405,11 +413,8 @@ def test_review_yaml_piped_into_head_exits_141(tmp_path, unbuffered):
     ["place", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml"), "--cluster", "CLUSTER", "-o", "json"],
     ["controller", "--once", "--snapshot", "CLUSTER", "-f", str(EXAMPLES / "pytorchjob-tp4.yaml")],
 ])
-def test_output_to_a_full_device_is_one_line_exit_2(tmp_path, command):
-    cluster = tmp_path / "cluster.yaml"
-    subprocess.run([sys.executable, "-m", "webhook.cli", "gen-cluster", "--zones", "1", "--blocks", "2",
-                    "--racks", "2", "--nodes", "4", "-o", str(cluster)], check=True, timeout=120)
-    argv = [str(cluster) if part == "CLUSTER" else part for part in command]
+def test_output_to_a_full_device_is_one_line_exit_2(small_cluster, command):
+    argv = [str(small_cluster) if part == "CLUSTER" else part for part in command]
     with open("/dev/full", "w") as full:
         proc = subprocess.run([sys.executable, "-m", "webhook.cli", *argv], stdout=full, stderr=subprocess.PIPE,
                               text=True, timeout=120)
