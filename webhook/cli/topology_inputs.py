@@ -18,7 +18,7 @@ from webhook.kube.kai_scheduler import TOPOLOGY_API_VERSION
 from webhook.planning.manifests import ManifestError, load_objects
 from webhook.text.messages import quote
 from webhook.topology import infer as topology_infer
-from webhook.topology.objects import TOPOLOGY_KIND, Topology, TopologyError
+from webhook.topology.objects import TOPOLOGY_KIND, Topology, TopologyError, defined_twice
 
 #: Node names of one file shown in the error listing its malformed Nodes.
 SHOWN_PROBLEMS = 20
@@ -122,20 +122,30 @@ def _normalised(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def read_topologies(path: str) -> list[Topology]:
     """The KAI and Kueue Topology objects of ``path``. Raises :class:`InputError` naming the file
-    and the object for a malformed Topology, and when there is none."""
+    and the object for a malformed Topology, for two Topologies of one name that differ (as
+    ``place`` and ``controller --once`` refuse them), and when there is none; the same Topology
+    given twice is read once."""
     try:
         objects = load_objects(path)
     except ManifestError as exc:
         raise InputError(str(exc)) from None
-    found = []
+    found: list[Topology] = []
+    where: dict[str, tuple[Topology, str]] = {}
     for here, obj in objects:
         topo = _normalised(obj)
         if topo is None:
             continue
         try:
-            found.append(Topology.from_object(topo))
+            parsed = Topology.from_object(topo)
         except TopologyError as exc:
             raise InputError(f"{path}: {here}: {exc}") from None
+        first = where.get(parsed.name)
+        if first is not None:
+            if first[0] != parsed:  # as place, capacity and controller --once read the same file
+                raise InputError(f"{path}: {here}: {defined_twice(first[0], f'{path}: {first[1]}', parsed)}")
+            continue  # the same Topology twice is one Topology
+        where[parsed.name] = (parsed, here)
+        found.append(parsed)
     if not found:
         raise InputError(f"{path}: no Topology object ({TOPOLOGY_API_VERSION} or {kueue.KUEUE_GROUP}); "
                          "fix: name the file that holds the Topology with -f, the nodes with --nodes")

@@ -94,9 +94,15 @@ class ManifestError(SegmentWebhookError, ValueError):
         self.source = source
 
 
+#: The most bytes one input file (or stdin) is read to: far above a 10,000-node, 100,000-pod
+#: ``kubectl get -o yaml`` dump, so that ``-f /dev/zero`` or an endless pipe ends with an error
+#: instead of taking the machine's memory.
+MAX_INPUT_BYTES = 1024 * 2**20
+
+
 def read_text(path: str) -> str:
     """The UTF-8 text of ``path`` (``-`` = stdin), with line ends read as Python's text mode reads
-    them (``\r\n`` and ``\r`` become ``\n``). Raises :class:`ManifestError`: ``cannot read:
+    them (``\r\n`` and ``\r`` become ``\n``), at most :data:`MAX_INPUT_BYTES`. Raises :class:`ManifestError`: ``cannot read:
     <reason>``; ``not UTF-8 text: byte 0xNN at line L, column C (<reason>)`` with a fix
     (:func:`_not_utf8_message`), the byte counted in the whole file."""
     try:
@@ -104,16 +110,20 @@ def read_text(path: str) -> str:
             stdin_bytes = getattr(sys.stdin, "buffer", None)
             if stdin_bytes is None:  # a text stream put in place of stdin (tests): already decoded
                 return sys.stdin.read()
-            data: bytes = stdin_bytes.read()
+            data: bytes = stdin_bytes.read(MAX_INPUT_BYTES + 1)
         else:
             with open(path, "rb") as fh:
-                data = fh.read()
+                data = fh.read(MAX_INPUT_BYTES + 1)
     except IsADirectoryError:
         raise ManifestError(path, "cannot read: Is a directory; fix: give one file (or - for stdin), e.g. "
                                   f"cat {path.rstrip('/')}/*.yaml | segment-webhook ... -f - (a directory is not read "
                                   "as kubectl -f DIR reads it)") from None
     except OSError as exc:
         raise ManifestError(path, f"cannot read: {exc.strerror}") from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise ManifestError(path, f"larger than {MAX_INPUT_BYTES:,} bytes (reading stopped there); fix: give a "
+                                  "manifest or a kubectl dump, not a device or an endless stream (a dump this large: "
+                                  "split it, e.g. kubectl get nodes -o yaml and kubectl get pods -A -o yaml apart)")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

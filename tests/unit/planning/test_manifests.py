@@ -414,3 +414,23 @@ def test_the_limit_is_ten_times_the_distinct_nodes_past_a_million():
     assert manifests.excessive_aliasing([one_list] * 998) is None  # 999,000 nodes: under the floor
     distinct = [["x"] * 1000 for _ in range(100)]
     assert manifests.excessive_aliasing(distinct * 10) is None  # 1,001,001 nodes of 100,101: 10 times, not more
+
+
+def test_an_input_larger_than_the_cap_ends_with_an_error_not_the_machines_memory(tmp_path, monkeypatch):
+    # -f /dev/zero or an endless pipe: reading stops at the cap (1 GiB; 1 KiB here)
+    monkeypatch.setattr(manifests, "MAX_INPUT_BYTES", 1024)
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * 2000 + "\n")
+    with pytest.raises(ManifestError) as caught:
+        manifests.read_text(str(big))
+    assert str(caught.value) == (
+        f"{big}: larger than 1,024 bytes (reading stopped there); fix: give a manifest or a kubectl dump, not a device or an "
+        "endless stream (a dump this large: split it, e.g. kubectl get nodes -o yaml and kubectl get pods -A -o yaml "
+        "apart)")
+    small = tmp_path / "small.yaml"
+    small.write_text("a: " + "x" * 1000 + "\n")  # 1,005 bytes: under the cap
+    assert manifests.read_text(str(small)).startswith("a: x")
+
+
+def test_the_input_cap_is_1_gib():
+    assert manifests.MAX_INPUT_BYTES == 2**30

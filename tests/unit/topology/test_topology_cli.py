@@ -513,3 +513,20 @@ def test_check_topology_naming_no_topology_of_the_file_exits_2(tmp_path, capsys)
     assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--topology", "eks-p4"]) == 2
     assert (f"--topology eks-p4: {topo} holds no Topology of that name (it holds eks-p5, eks-m5); fix: name one of "
             "them, or leave --topology out to check them all") in capsys.readouterr().err
+
+
+def test_check_refuses_two_different_topologies_of_one_name_as_place_does(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "two.yaml", [topology(EKS_LEVELS, name="t"), topology([ZONE, HOST], name="t")])
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump)]) == 2
+    err = capsys.readouterr().err
+    assert f'{topo}: document 2: Topology "t" is defined twice with different levels or aliases (also at {topo}: ' \
+           "document 1: " in err
+    assert err.rstrip().endswith("fix: keep one of them or rename one")
+
+
+def test_check_reads_the_same_topology_given_twice_once(tmp_path, capsys):
+    dump = mixed_cluster(tmp_path)
+    topo = write(tmp_path, "twice.yaml", [topology(EKS_LEVELS, name="t"), topology(EKS_LEVELS, name="t")])
+    assert main(["topology", "check", "-f", str(topo), "--nodes", str(dump), "--selector", ",".join(EKS_LEVELS)]) == 0
+    assert capsys.readouterr().out == "0 findings for Topology t on 32 nodes\n"
