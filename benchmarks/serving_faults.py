@@ -37,10 +37,20 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              (connections the kernel had queued on the listener when it closed), and **handshaken,
              then closed without an answer** (curl's exit 52, "Empty reply from server": the
              fault), over the whole shutdown. Repeated ``--repeat`` times.
+``sigterm-reviews`` 8 client threads send a small review on a new connection each, back to back,
+             and 8 send reviews on one keep-alive connection each, 0-100 ms apart; 1 s in, the
+             server gets SIGTERM. Printed per kind: answered, refused at connect, reset in the TLS
+             handshake, and **sent, then closed without an answer** (the fault), and the seconds
+             from SIGTERM to the server's exit. Repeated ``--repeat`` times.
+
+``--worker stock`` serves the same ``serve`` under gunicorn's stock gevent worker with public
+settings only (``benchmarks/stock_worker.py``); ``benchmarks/serving_choice.py`` runs the checks of
+issue 38 item 2 for both workers in one table.
 
     python benchmarks/serving_faults.py heavy 16
     python benchmarks/serving_faults.py idle
     python benchmarks/serving_faults.py sigterm --repeat 5
+    python benchmarks/serving_faults.py sigterm-reviews --repeat 2 --worker stock
     python benchmarks/serving_faults.py heavy 4 --source /tmp/previous-checkout
     python benchmarks/serving_faults.py hostile 4 --repeat 5 --shape labels
     python benchmarks/serving_faults.py dribble --granian .venv/bin/granian   # the design weighed

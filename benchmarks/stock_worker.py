@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     from webhook.cli import main as cli_main
     from webhook.http import server
 
-    server.gunicorn_settings = stock_settings(server.gunicorn_settings)  # type: ignore[assignment]
+    server.gunicorn_settings = stock_settings(server.gunicorn_settings)
     return cli_main(argv)
 
 
