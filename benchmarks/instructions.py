@@ -22,9 +22,9 @@ webhook adds) and ``webhook / noop``.
     python benchmarks/instructions.py --server custom,stock   # the whole worker process, two servers
 
 ``--server custom,stock`` counts the whole serving path instead: ``segment-webhook serve --workers
-1`` under valgrind, with serve's own worker (``custom``) or gunicorn's stock gevent worker with
-public settings only (``stock``, ``benchmarks/stock_worker.py``), answering N reviews on one
-keep-alive TLS connection; the figure is the worker process's ``Ir`` (TLS records, gunicorn's
+1`` under valgrind (gunicorn's ``timeout`` 3600 s for both), with serve's own worker (``custom``)
+or gunicorn's stock gevent worker with public settings only (``stock``), both run by
+``benchmarks/stock_worker.py``, answering N reviews on one keep-alive TLS connection; the figure is the worker process's ``Ir`` (TLS records, gunicorn's
 parser, the worker, gevent, the app) at two N, the difference per review. The one ``/readyz`` that
 waits for the server, the TLS handshake, start-up and shutdown cancel out.
 
@@ -151,7 +151,10 @@ def count_server(worker: str, payload: str, calls: int, source: str, warmup: int
         from webhook.http import certs  # generated here, not under valgrind (an RSA key: seconds there)
 
         certs.write_certificates(certs.generate(), os.path.join(tmp, "certs"))
-        runner = ["-m", "webhook.cli"] if worker == "custom" else [str(HERE / "stock_worker.py")]
+        # both through stock_worker.py (custom: serve's own worker and settings), for one setting:
+        # a worker silent past gunicorn's 30 s timeout under valgrind would be aborted mid-review
+        env["STOCK_WORKER_SETTINGS"] = json.dumps({"timeout": 3600})
+        runner = [str(HERE / "stock_worker.py")] + (["--custom"] if worker == "custom" else [])
         cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, *runner, "serve",
                "--bind", f"127.0.0.1:{port}", "--cert-dir", os.path.join(tmp, "certs"), "--workers", "1"]
         with open(os.path.join(tmp, "stderr.log"), "w+") as log:

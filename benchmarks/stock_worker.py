@@ -29,12 +29,19 @@ review itself).
 
     python benchmarks/stock_worker.py serve --bind 127.0.0.1:8443 --cert-dir DIR --workers 2
 
+``--custom`` before ``serve`` keeps serve's own worker and settings; the environment variable
+``STOCK_WORKER_SETTINGS`` (a JSON object of gunicorn settings) is applied last, in either mode:
+``benchmarks/instructions.py --server`` gives both workers ``{"timeout": 3600}``, since under
+valgrind a worker can be silent for longer than 30 s and gunicorn's master would abort it.
+
 Used by ``benchmarks/serving_faults.py --worker stock`` and ``benchmarks/serving_choice.py``.
 """
 
 from __future__ import annotations
 
 import gc
+import json
+import os
 import sys
 from typing import Any
 
@@ -56,12 +63,20 @@ def _post_worker_init(worker: Any) -> None:
     gc.freeze()
 
 
-def stock_settings(original: Any) -> Any:
+#: Environment variable of gunicorn settings applied last (a JSON object), in either mode.
+SETTINGS_ENV = "STOCK_WORKER_SETTINGS"
+
+
+def stock_settings(original: Any, stock: bool = True, overrides: dict[str, Any] | None = None) -> Any:
     """``webhook.http.server.gunicorn_settings`` with the custom worker's settings replaced by
-    :data:`STOCK`, the plain ``ssl_context`` hook and ``post_worker_init``."""
+    :data:`STOCK`, the plain ``ssl_context`` hook and ``post_worker_init`` (``stock``; else serve's
+    own), then ``overrides``."""
 
     def settings(options: Any) -> dict[str, Any]:
         result: dict[str, Any] = original(options)
+        if not stock:
+            result.update(overrides or {})
+            return result
         result.update(STOCK)
         result["post_worker_init"] = _post_worker_init
         reloader = options.reloader
@@ -70,6 +85,7 @@ def stock_settings(original: Any) -> Any:
                 return reloader.serving_context()  # the ssl module's SSLContext (gevent's, once patched)
 
             result["ssl_context"] = ssl_context
+        result.update(overrides or {})
         return result
 
     return settings
@@ -79,8 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     from webhook.cli import main as cli_main
     from webhook.http import server
 
-    server.gunicorn_settings = stock_settings(server.gunicorn_settings)
-    return cli_main(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    custom = args[:1] == ["--custom"]
+    overrides = json.loads(os.environ.get(SETTINGS_ENV) or "{}")
+    server.gunicorn_settings = stock_settings(server.gunicorn_settings, not custom, overrides)
+    return cli_main(args[1:] if custom else args)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,19 @@ def test_stock_settings_replace_only_what_names_the_custom_worker(tmp_path):
     assert context.sni_callback is not None  # rotation without restart stays
 
 
+def test_custom_mode_keeps_serves_settings_and_applies_overrides_last(tmp_path):
+    from webhook.http.options import ServeOptions
+    from webhook.http.server import gunicorn_settings
+
+    options = ServeOptions(bind="127.0.0.1:9443")
+    custom = gunicorn_settings(options)
+    kept = stock_worker.stock_settings(gunicorn_settings, stock=False, overrides={"timeout": 3600})(options)
+    assert kept == {**custom, "timeout": 3600}
+    assert kept["worker_class"].__name__ == "WebhookWorker"
+    stock = stock_worker.stock_settings(gunicorn_settings, overrides={"timeout": 3600})(options)
+    assert (stock["worker_class"], stock["timeout"]) == ("gevent", 3600)
+
+
 @pytest.mark.slow
 def test_served_by_the_stock_worker_answers_a_review(tmp_path):
     port = free_port()
