@@ -184,6 +184,9 @@ def count_server(worker: str, payload: str, calls: int, source: str, warmup: int
                 with open(f"/proc/{proc.pid}/task/{proc.pid}/children", encoding="ascii") as fh:
                     workers = [int(p) for p in fh.read().split()]
                 conn.close()
+            except (RuntimeError, OSError, http.client.HTTPException) as exc:
+                log.seek(0)
+                raise RuntimeError(f"{worker}/{payload}: {exc}; the server's log ends:\n{log.read()[-3000:]}") from None
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
