@@ -37,10 +37,20 @@ same way, with the same load) on 127.0.0.1 and prints what the clients saw:
              (connections the kernel had queued on the listener when it closed), and **handshaken,
              then closed without an answer** (curl's exit 52, "Empty reply from server": the
              fault), over the whole shutdown. Repeated ``--repeat`` times.
+``sigterm-reviews`` 8 client threads send a small review on a new connection each, back to back,
+             and 8 send reviews on one keep-alive connection each, 0-100 ms apart; 1 s in, the
+             server gets SIGTERM. Printed per kind: answered, refused at connect, reset in the TLS
+             handshake, and **sent, then closed without an answer** (the fault), and the seconds
+             from SIGTERM to the server's exit. Repeated ``--repeat`` times.
+
+``--worker stock`` serves the same ``serve`` under gunicorn's stock gevent worker with public
+settings only (``benchmarks/stock_worker.py``); ``benchmarks/serving_choice.py`` runs the checks of
+issue 38 item 2 for both workers in one table.
 
     python benchmarks/serving_faults.py heavy 16
     python benchmarks/serving_faults.py idle
     python benchmarks/serving_faults.py sigterm --repeat 5
+    python benchmarks/serving_faults.py sigterm-reviews --repeat 2 --worker stock
     python benchmarks/serving_faults.py heavy 4 --source /tmp/previous-checkout
     python benchmarks/serving_faults.py hostile 4 --repeat 5 --shape labels
     python benchmarks/serving_faults.py dribble --granian .venv/bin/granian   # the design weighed
@@ -158,7 +168,7 @@ class Server:
     with ``--http1-header-read-timeout 10000`` (the ``--read-timeout`` of serve)."""
 
     def __init__(self, source: str, workers: int, extra: list[str], granian: str | None = None,
-                 metrics_dir: str | None = None):
+                 metrics_dir: str | None = None, worker: str = "custom"):
         self.dir = tempfile.mkdtemp(prefix="serving-faults-")
         self.port = free_port()
         self.ca = os.path.join(self.dir, "certs", "ca.crt")
@@ -185,7 +195,9 @@ class Server:
                     "--ssl-keyfile", key_path, "--ssl-protocol-min", "tls1.2",
                     "--http1-header-read-timeout", "10000", "--no-ws", *extra, "serving_faults:granian_app"]
         else:
-            argv = [sys.executable, "-m", "webhook.cli", "serve", "--bind", f"127.0.0.1:{self.port}",
+            # --worker stock: the same serve under gunicorn's stock gevent worker (stock_worker.py)
+            runner = ["-m", "webhook.cli"] if worker == "custom" else [str(HERE / "stock_worker.py")]
+            argv = [sys.executable, *runner, "serve", "--bind", f"127.0.0.1:{self.port}",
                     "--cert-dir", os.path.join(self.dir, "certs"), "--workers", str(workers), *extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=source)
         self._wait_ready()
@@ -502,6 +514,7 @@ def idle(server: Server, count: int, duration: float) -> dict:
         time.sleep(0.5)
     counters = queue.get(timeout=60)
     proc.join(60)
+    results["counters"] = [counters]
     print(f"idle TLS clients: {count} (reconnecting when closed); at the end {counters['open']} open, "
           f"{counters['closed_by_server']} closed by the server, {counters['failed']} connects failed")
     print(figures("GET /healthz, new connections", results["healthz"], len(results["healthz_errors"])))
@@ -574,6 +587,137 @@ def sigterm(server: Server, clients: int = 8) -> dict:
           f"(left in the listen queue when the listener closed), {outcomes['closed_unanswered']} handshaken and "
           f"closed unanswered (curl exit 52), {outcomes['other']} other")
     return outcomes
+
+
+def _read_answer(tls: ssl.SSLSocket) -> tuple[bytes, bool]:
+    """Read one HTTP/1.1 answer with ``Content-Length`` from ``tls``: (its bytes, whether it
+    carries ``Connection: close``); (b"", True) when the server closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = tls.recv(65536)
+        if not chunk:
+            return data, True
+        data += chunk
+    head, rest = data.split(b"\r\n\r\n", 1)
+    lower = head.lower()
+    length = 0
+    for line in lower.split(b"\r\n")[1:]:
+        if line.startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    while len(rest) < length:
+        chunk = tls.recv(65536)
+        if not chunk:
+            break
+        rest += chunk
+    return head + b"\r\n\r\n" + rest, b"connection: close" in lower
+
+
+def sigterm_reviews(server: Server, clients: int = 8) -> dict:
+    """SIGTERM while reviews are in flight and already sent: ``clients`` threads send a small review
+    on a new connection each (``Connection: close``) back to back, and ``clients`` threads send
+    reviews on one keep-alive connection each, 0-100 ms apart (a connection found closed by the
+    server while idle is replaced before sending, as Go's transport does). 1 s in, the server gets
+    SIGTERM. Counted per request: answered 200, refused at connect, reset in the TLS handshake,
+    and **sent, then closed without an answer** (the fault: kube-apiserver does not retry a POST
+    dropped there). Also the seconds from SIGTERM to the server's exit."""
+    import random
+
+    kinds = ("new", "keepalive")
+    outcomes = {k: {"answered": 0, "refused": 0, "reset_in_handshake": 0, "closed_unanswered": 0,
+                    "closed_while_sending": 0, "other": 0} for k in kinds}
+    lock = threading.Lock()
+    stop = threading.Event()
+    context = server.context()
+    body = small_review_body()
+    head = (b"POST /mutate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n")
+    requests = {True: head + b"Connection: close\r\n\r\n" + body, False: head + b"\r\n" + body}
+
+    def count(kind: str, outcome: str) -> None:
+        with lock:
+            outcomes[kind][outcome] += 1
+
+    def connect(kind: str) -> ssl.SSLSocket | None:
+        try:
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=40)
+        except OSError:
+            count(kind, "refused")
+            time.sleep(0.01)
+            return None
+        try:
+            return context.wrap_socket(sock, server_hostname="127.0.0.1")
+        except (ssl.SSLError, OSError):
+            sock.close()
+            count(kind, "reset_in_handshake")
+            return None
+
+    def one(kind: str, tls: ssl.SSLSocket, close: bool) -> bool:
+        """One review on ``tls``; True when the connection may be used again."""
+        try:
+            tls.sendall(requests[close])
+        except OSError:
+            count(kind, "closed_while_sending")
+            return False
+        try:
+            data, closing = _read_answer(tls)
+        except OSError:
+            data, closing = b"", True
+        if data.startswith(b"HTTP/1.1 200"):
+            count(kind, "answered")
+        elif not data:
+            count(kind, "closed_unanswered")
+        else:
+            count(kind, "other")
+        return not closing
+
+    def new_client() -> None:
+        while not stop.is_set():
+            tls = connect("new")
+            if tls is not None:
+                with tls:
+                    one("new", tls, True)
+
+    def keepalive_client() -> None:
+        tls = None
+        while not stop.is_set():
+            if tls is not None:
+                import select
+
+                readable, _, _ = select.select([tls], [], [], 0)
+                if readable:  # closed by the server while idle (EOF or close_notify): not sent
+                    tls.close()
+                    tls = None
+            if tls is None:
+                tls = connect("keepalive")
+                if tls is None:
+                    continue
+            if not one("keepalive", tls, False):
+                tls.close()
+                tls = None
+            time.sleep(random.uniform(0, 0.1))
+        if tls is not None:
+            tls.close()
+
+    threads = [threading.Thread(target=new_client, daemon=True) for _ in range(clients)]
+    threads += [threading.Thread(target=keepalive_client, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    sent = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    code = server.proc.wait(60)
+    took = time.monotonic() - sent
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    for kind in kinds:
+        o = outcomes[kind]
+        print(f"SIGTERM -> exit {code} after {took:.2f} s; reviews on {kind} connections: {o['answered']} answered, "
+              f"{o['refused']} refused at connect, {o['reset_in_handshake']} reset in the TLS handshake, "
+              f"{o['closed_unanswered']} sent and closed unanswered, {o['closed_while_sending']} closed while "
+              f"sending, {o['other']} other")
+    return {"exit_code": code, "exit_seconds": took, **outcomes}
 
 
 # ------------------------------------------------------------------------- dribble
@@ -655,7 +799,8 @@ def keepalive(server: Server, give_up: float = 40.0) -> float | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "dribble", "keepalive", "hostile", "restarts"))
+    parser.add_argument("scenario", choices=("heavy", "idle", "sigterm", "sigterm-reviews", "dribble", "keepalive",
+                                                 "hostile", "restarts"))
     parser.add_argument("count", nargs="?", type=int, default=16,
                         help="heavy: senders of the 1.3 MB review; hostile: reviews sent at once; "
                              "restarts: worker restarts")
@@ -666,16 +811,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=2000, help="idle: TLS connections (default 2000)")
     parser.add_argument("--repeat", type=int, default=1, help="sigterm: runs; hostile: rounds (default 1)")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra argument for serve (repeatable)")
+    parser.add_argument("--worker", choices=("custom", "stock"), default="custom",
+                        help="serve's own worker (default), or gunicorn's stock gevent worker with public settings "
+                             "only (benchmarks/stock_worker.py)")
     parser.add_argument("--granian", metavar="COMMAND", help="serve the same app with granian (its command's path) "
                                                              "instead of segment-webhook serve")
     args = parser.parse_args(argv)
-    print(f"serving faults: {args.scenario}; {'granian' if args.granian else 'serve'} from {args.source}; "
+    print(f"serving faults: {args.scenario}; {'granian' if args.granian else 'serve'} from {args.source}"
+          f"{' (stock gevent worker)' if args.worker == 'stock' and not args.granian else ''}; "
           f"{os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.2f}; --workers {args.workers}", flush=True)
-    runs = args.repeat if args.scenario == "sigterm" else 1
+    runs = args.repeat if args.scenario.startswith("sigterm") else 1
     for _ in range(runs):
         metrics_dir = tempfile.mkdtemp(prefix="serving-faults-metrics-") if args.scenario == "restarts" else None
-        server = Server(args.source, args.workers, args.serve_arg, args.granian, metrics_dir)
+        server = Server(args.source, args.workers, args.serve_arg, args.granian, metrics_dir, args.worker)
         try:
             if args.scenario == "heavy":
                 heavy(server, args.count, args.duration)
@@ -689,6 +838,8 @@ def main(argv: list[str] | None = None) -> int:
                 dribble(server)
             elif args.scenario == "keepalive":
                 keepalive(server)
+            elif args.scenario == "sigterm-reviews":
+                sigterm_reviews(server)
             else:
                 sigterm(server)
         finally:
