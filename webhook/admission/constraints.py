@@ -27,7 +27,7 @@ from webhook.admission.resolution import (
 from webhook.admission.segments import parse_plain_decimal
 from webhook.admission.verdict import Decision
 from webhook.admission.warning_rules import say
-from webhook.kube import kai_scheduler
+from webhook.kube import kai_scheduler, segments_dev
 from webhook.text.messages import plural, quote
 from webhook.topology.objects import Topology, TopologyCatalog
 
@@ -259,6 +259,19 @@ def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision
         if labels is not None and isinstance(labels, (dict, Mapping)) and not labels.keys().isdisjoint(kai_scheduler.PLACEMENT_KEYS):
             labels_field = amap.field[: -len("annotations")] + "labels"
             rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
+
+
+def check_template_target_labels(obj: Mapping[str, Any], maps: list[AnnotationMap], decision: Decision) -> None:
+    """DESIGN.md §9b: no pod template of an opted-in workload carries the ``segments.dev/target``
+    label, which only the root's labels set (rule ``target-label-on-template``)."""
+    for amap in maps:
+        if not amap.container:  # the root: its label is the target (admission/targets.py)
+            continue
+        meta = _metadata_at(obj, amap.container)
+        labels = meta.get("labels") if meta is not None else None
+        if labels is not None and isinstance(labels, (dict, Mapping)) and segments_dev.TARGET_KEY in labels:
+            rules.check_target_not_on_template(decision, amap.field[: -len("annotations")] + "labels", labels,
+                                               segments_dev.TARGET_KEY)
 
 
 def _metadata_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> Mapping[str, Any] | None:

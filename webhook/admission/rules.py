@@ -532,6 +532,19 @@ def check_target_key_spelling(decision: Decision, map_field: str, keys: Mapping[
     return ok
 
 
+@rule("target-label-on-template", "DESIGN.md §9b", "segments.dev/target written as a pod template label instead of the root's")
+def check_target_not_on_template(decision: Decision, labels_field: str, labels: Mapping[str, Any], target_key: str) -> bool:
+    """The workload's target is read from its root ``metadata.labels`` only (docs/concepts/targets.md);
+    the same key as a pod template label (``labels_field``) would be a choice silently ignored (the
+    default target used instead). Returns True when the key is not there."""
+    if target_key not in labels:
+        return True
+    violate(decision, "target-label-on-template", key_field(labels_field, target_key), labels[target_key],
+            "a pod template label, but the target is read only from the workload's own labels, so this choice "
+            "would be ignored", f"move it to {key_field('metadata.labels', target_key)}")
+    return False
+
+
 @rule("target-cannot-express", "DESIGN.md §9b",
       "a segment constraint the chosen target cannot honour (its pods would wait forever or lose it)")
 def deny_target_cannot_express(decision: Decision, target: str, field_path: str, value: Any, problem: str,

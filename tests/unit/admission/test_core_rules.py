@@ -205,6 +205,11 @@ MESSAGES = {
         '.dev/target, so this target choice would be ignored (rule target-key-misspelled); fix: rename the ke'
         'y to metadata.labels["segments.dev/target"].'
     ),
+    'target-label-on-template': (
+        'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["segments.dev/target"] = "kueue": a pod templ'
+        "ate label, but the target is read only from the workload's own labels, so this choice would be ignor"
+        'ed (rule target-label-on-template); fix: move it to metadata.labels["segments.dev/target"].'
+    ),
     'target-cannot-express': (
         'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"] = "5": t'
         "arget kueue: Kueue's PodSet has 16 pods and slices of 5 leave 1 pod gated forever on Kueue before v0."
@@ -244,6 +249,12 @@ def tp4(**worker_annotations):
 def _target_annotation():
     obj = tp4()
     obj["metadata"].setdefault("annotations", {})["segments.dev/target"] = "kueue"
+    return obj
+
+
+def _target_on_template():
+    obj = tp4()
+    obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"] = {"segments.dev/target": "kueue"}
     return obj
 
 
@@ -326,6 +337,7 @@ TRIGGERS = {
     "target-unknown": lambda: (_labelled(tp4(), "volcano"), None),
     "target-as-annotation": lambda: (_target_annotation(), None),
     "target-key-misspelled": lambda: (_misspelled_target(), None),
+    "target-label-on-template": lambda: (_target_on_template(), None),
     "target-cannot-express": lambda: (_labelled(tp4(**{SIZE: "5"}), "kueue"), None),
     "job-segments-need-indexed": lambda: (_non_indexed_job(), None),
     "placement-key-as-label": lambda: (_size_as_label(), None),
@@ -565,3 +577,14 @@ def test_keys_that_are_not_target_misspellings_are_not_denied(key):
     decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
                       PLAIN)
     assert [v.rule for v in decision.violations] == []
+
+
+def test_a_target_label_on_the_template_of_a_workload_that_did_not_opt_in_is_not_denied():
+    obj = load_example("pytorchjob-tp4.yaml")
+    template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    del template["annotations"]
+    obj["metadata"].pop("annotations", None)
+    template["labels"] = {"segments.dev/target": "kueue"}
+    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+                      PLAIN)
+    assert decision.violations == []

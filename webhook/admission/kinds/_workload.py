@@ -17,7 +17,13 @@ from typing import Any, Protocol
 from webhook.admission import gate
 from webhook.admission.automatic import Defaults, update_defaults
 from webhook.admission.config import AdmissionSettings
-from webhook.admission.constraints import check_annotation_keys, check_label_keys, mentions_placement_keys, opted_in
+from webhook.admission.constraints import (
+    check_annotation_keys,
+    check_label_keys,
+    check_template_target_labels,
+    mentions_placement_keys,
+    opted_in,
+)
 from webhook.admission.patching import PatchBuilder
 from webhook.admission.reading import AnnotationMap, check_object_meta
 from webhook.admission.rules import check_placement_has_topology, check_unchanged, malformed
@@ -321,6 +327,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         decision.warnings.extend(w for w in scratch.warnings
                                  if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
+    check_template_target_labels(obj, maps, decision)
     _drop_warnings_a_label_denial_contradicts(decision)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
