@@ -19,6 +19,7 @@ import yaml
 
 from webhook.controller.advisory import (
     advice_documents,
+    advise,
     kueue_pending_since,
     kueue_workload_pending,
     kueue_workload_word,
@@ -152,6 +153,35 @@ def test_no_fits_when_the_engine_finds_none():
     """Every rack holds at most one free GPU: never "fits" (the verdict is the engine's)."""
     docs = advice(2, [busy("b0", "n-r0-0"), busy("b1", "n-r1-0"), busy("b2", "n-r2-0")])
     assert [d["verdict"] for d in docs] == ["waiting-for-capacity"]
+
+
+UNSCHEDULABLE = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                    "reason": "Unschedulable"}]}
+
+
+@pytest.mark.parametrize("target", ["workload-api", "gate", "kueue"])
+def test_an_owner_labelled_for_another_target_is_advised_under_that_target(target):
+    """Issue 36: beside kube-scheduler's Workload API, the owner carries ``segments.dev/target:
+    workload-api``; a what-if under the default kai denied it (``target-unknown``: kai serves kai and
+    kueue) and every refused gang got "denied by the webhook". Admitted under its label's target, it
+    gets the engine's verdict: n-r0-0 busy, the segments fit on r1 and r2."""
+    owner = job(2)
+    owner["metadata"]["labels"]["segments.dev/target"] = target
+    pods = [worker(i, 2, None) | {"status": UNSCHEDULABLE} for i in range(4)]
+    [doc] = advice_documents(pods, [owner], snapshot_from_objects(NODES + [busy("b0", "n-r0-0")]), {})
+    assert (doc["verdict"], doc["event"]["reason"]) == ("fits", "SecondOpinionFitsNow")
+    assert doc["event"]["message"] == ("gang ml/train: fits now on free capacity: "
+                                       "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+                                       "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+
+
+def test_a_label_naming_no_target_is_still_denied_with_the_webhooks_reason():
+    owner = job(2)
+    owner["metadata"]["labels"]["segments.dev/target"] = "volcano"
+    found = advise("ml/train", owner, snapshot_from_objects(NODES), {}, live_pods=4)
+    assert found is not None and found.verdict == "denied"
+    assert 'metadata.labels["segments.dev/target"] = "volcano": not a target this webhook serves (kai, kueue)' \
+        in found.line
 
 
 def test_a_gang_not_all_created_gets_no_advice():
