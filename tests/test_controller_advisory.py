@@ -425,6 +425,20 @@ class Recorded:
         self.lines.append(line)
 
 
+class Queued(list):
+    """The keys a cache queued, in order; ``first``: those it queued at the head of the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: list[str] = []
+
+    def add(self, keys, first: bool) -> None:
+        keys = list(keys)
+        self.extend(keys)
+        if first:
+            self.first.extend(keys)
+
+
 def kueue_advisor(extra: list[dict]):
     """An Advisor on an AdvisoryCache fed by hand (no API server): NODES and ``extra`` pods charged,
     the Job of ``suspended_job()`` as every Workload's top owner, the embedded cluster-topology."""
@@ -443,9 +457,9 @@ def kueue_advisor(extra: list[dict]):
 
     cfg = k8s_client.Configuration()
     cfg.host = "https://127.0.0.1:1"
-    queued: list[str] = []
+    queued = Queued()
     cache = AdvisoryCache(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host), threading.Event(),
-                          queued.extend, lambda: None, lambda key: None)
+                          queued.add, lambda: None, lambda key: None)
     for n in NODES:
         cache.on_node("ADDED", n)
     for p in extra:
@@ -494,3 +508,21 @@ def test_live_a_pending_kueue_workload_gets_one_event_however_often_it_is_queued
     assert len(written.events) == 1 and written.lines == [line]
     cache.on_workload("MODIFIED", kueue_workload(ADMITTED))
     assert cache.kueue_pending == {} and cache.kueue_gangs == {} and "ml/train" not in cache.advised
+
+
+def test_a_new_pending_gang_is_queued_first_and_the_opinions_kept_current_behind_it():
+    """Issue 36 (every miss named within 2 s at 5,000 nodes): a pod of a gang not advised yet, and a
+    Workload newly pending, go to the head of the work queue; the same Workload again, a pod of a
+    gang advised already, and every advised gang requeued because a pod landed on a node, behind."""
+    advisor, cache, queued, _ = kueue_advisor([])
+    cache.on_pod("ADDED", worker(0, 2))  # held by Kueue's admission gate; ml/train not advised yet
+    cache.on_workload("ADDED", kueue_workload())
+    cache.on_workload("MODIFIED", kueue_workload())
+    assert list(queued) == ["ml/train"] + ["kueue/ml/job-train-3f2a1"] * 2
+    assert queued.first == ["ml/train", "kueue/ml/job-train-3f2a1"]
+    advisor.advise("kueue/ml/job-train-3f2a1")  # ml/train advised now
+    queued.clear()
+    queued.first.clear()
+    cache.on_pod("ADDED", worker(1, 2))
+    cache.on_pod("ADDED", busy("b9", "n-r0-0"))  # lands on a node: the advised keys again
+    assert queued.first == [] and sorted(queued) == ["kueue/ml/job-train-3f2a1", "ml/train", "ml/train"]

@@ -114,13 +114,13 @@ class Controller:
                                       self._started_leading, self._stopped_leading)
 
     # ------------------------------------------------------------------ queueing
-    def _queue_gangs(self, keys: Iterable[str]) -> None:
-        """Queue each gang now, or when its back-off ends."""
+    def _queue_gangs(self, keys: Iterable[str], first: bool = False) -> None:
+        """Queue each gang now (``first``: at the head of the queue), or when its back-off ends."""
         for key in keys:
             with self.cache.lock:
                 at = self.cache.not_before.get(key)
             if at is None:
-                self._queue.add(key)
+                self._queue.add(key, first)
             else:
                 self._queue.add_after(key, at - time.monotonic())
 
