@@ -197,7 +197,7 @@ def unschedulable(p: dict, at: str) -> dict:
 
 
 def kueue_workload(job: str, conditions: list[dict], admission: dict | None = None) -> dict:
-    workload = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+    workload: dict = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
                 "metadata": {"name": f"job-{job}-abcde", "namespace": "default",
                              "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
                                                   "uid": "u", "controller": True}]},
