@@ -1260,13 +1260,16 @@ def run(cluster: Cluster, shape: TraceShape, targets: list[str], work: Path, arg
           f"load average {start_load} at start", file=out)
     print(describe_trace(jobs, cluster, shape), file=out, flush=True)
     results = []
-    for target in targets:
-        result = run_target(target, jobs, dump, work, args)
-        results.append(result)
-        print(f"{target}: {result.placed}/{len(jobs)} placed, makespan {result.makespan:.1f} s, "
-              f"{len(result.split_required)} required splits, {len(result.over_booked)} over-booked, "
-              f"{len(result.misses)} greedy misses ({result.ended or result.error}); load average {schedulers.load()}",
-              file=out, flush=True)
+    try:
+        for target in targets:
+            result = run_target(target, jobs, dump, work, args)
+            results.append(result)
+            print(f"{target}: {result.placed}/{len(jobs)} placed, makespan {result.makespan:.1f} s, "
+                  f"{len(result.split_required)} required splits, {len(result.over_booked)} over-booked, "
+                  f"{len(result.misses)} greedy misses ({result.ended or result.error}); "
+                  f"load average {schedulers.load()}", file=out, flush=True)
+    except KeyboardInterrupt:  # stopped (SIGINT): the targets that ended are still reported
+        print(f"interrupted after {len(results)} of {len(targets)} targets", file=out, flush=True)
     print("\n" + table(results, args.time_scale), file=out)
     print(f"load average (1, 5, 15 min): {start_load} at start, {schedulers.load()} at end", file=out, flush=True)
     return results
