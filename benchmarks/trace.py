@@ -42,11 +42,21 @@ states are copied (a snapshot of that moment). The run ends when every gang has 
   (must be 0) and preferred ones (allowed);
 * nodes over-booked: a node whose bound, unfinished pods together ask more than its allocatable at
   any moment the watch saw (must be 0);
-* greedy misses: gangs that were pending (no pod bound or pinned) at a snapshot where ``place``
-  (the engine on that snapshot's free capacity) finds a placement, and still pending with a
-  placement found at the first snapshot ``--grace`` seconds later (the target had that long to act);
-  pending from when the target has the gang in hand: the Job's create for ``kueue`` (it admits
-  Jobs), the gang's last pod created for ``gate`` and ``workload-api`` (they act on whole gangs);
+* pending: under ``kueue`` and ``workload-api``, from the moment the target's scheduler refused
+  the gang (:func:`refusals`, the condition's ``lastTransitionTime``): Kueue's Workload
+  ``QuotaReserved=False`` (reason ``Pending``, e.g. "... allows to fit only N out of M pod(s)"),
+  kube-scheduler's ``PodScheduled=False`` reason ``Unschedulable`` on every pod of the gang;
+  until a pod of it is bound or the refusal is gone (Kueue admitted it). Under ``gate`` (ours), from
+  when the controller has the gang in hand (:func:`in_hand`: its last pod created);
+* greedy misses: gangs pending at a snapshot where ``place`` (the engine on that snapshot's free
+  capacity) finds a placement, and still pending with a placement found at the first snapshot
+  ``--grace`` seconds later (the target had that long to act);
+* with ``--advise`` (``controller --advise`` beside ``kueue`` and ``workload-api``): of the greedy
+  misses, how many the advisor named ("fits now" Event on the Job while pending), how many within
+  2 s, and the p50 / p99 time from the refusal (or from the pod finish that made the refused gang
+  fit) to that Event; "fits now" said of a gang that did not fit; Events before the gang's
+  refusal; and one ``kubectl describe job`` of a gang the advisor wrote on while it was still
+  pending (printed, and kept as ``WORK/<target>/describe.txt``);
 * CPU per gang: CPU seconds (user + system, /proc) of the webhook and the controller (ours for
   gate and workload-api, Kueue's manager for kueue) over the run, divided by the gangs, and of
   kube-scheduler and KWOK for reference.
@@ -58,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import datetime
 import http.client
 import json
 import math
@@ -70,7 +81,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -84,6 +95,7 @@ sys.path.insert(0, str(REPO))
 import kwok  # noqa: E402  (hack/kwok.py)
 import local_cluster  # noqa: E402
 import schedulers  # noqa: E402
+from webhook.controller.advisory import kueue_pending_since, kueue_workload_pending  # noqa: E402
 from webhook.kube.pods import is_terminated, occupied_node, pod_requests_milli  # noqa: E402
 from webhook.kube.quantity import parse_quantity  # noqa: E402
 from webhook.planning.pipeline import place_workload  # noqa: E402
@@ -303,7 +315,8 @@ class PodTimes:
     bound: float | None = None
     running: float | None = None
     finished: float | None = None
-    unschedulable: float | None = None  # first seen PodScheduled=False
+    #: the ``lastTransitionTime`` (monotonic) of the first PodScheduled=False reason Unschedulable seen
+    refused: float | None = None
 
 
 def stream(cluster: local_cluster.LocalCluster, path: str | Callable[[], str], kind: str, observe,
@@ -369,6 +382,14 @@ class TraceWatch(threading.Thread):
         #: watches that ended before the run did (the apiserver closes a watcher it cannot feed
         #: fast enough: "Forcing pods watcher close due to unresponsiveness")
         self.drops = 0
+        #: target kueue (:meth:`watch_workloads`): Job name -> its Kueue Workload as last seen, and
+        #: a copy per sample (``workload_samples[i]`` beside ``samples[i]``)
+        self.workloads: dict[str, Mapping[str, Any]] = {}
+        #: target kueue: Job name -> when its Workload was first seen refused (:func:`refusals`)
+        self.kueue_refused: dict[str, float] = {}
+        #: ``time.monotonic() - time.time()``: API times (wall clock) to the watch's monotonic times
+        self.offset = time.monotonic() - time.time()
+        self.workload_samples: list[dict[str, Mapping[str, Any]]] = []
 
     def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         now, name = time.monotonic(), pod["metadata"]["name"]
@@ -384,10 +405,8 @@ class TraceWatch(threading.Thread):
             self.latest[name] = pod
             self.occupancy.update(pod)
             phase = (pod.get("status") or {}).get("phase")
-            if times.unschedulable is None and any(
-                    c.get("type") == "PodScheduled" and c.get("status") == "False"
-                    for c in (pod.get("status") or {}).get("conditions") or []):
-                times.unschedulable = now
+            if times.refused is None:
+                times.refused = _pod_refused_at(pod, self.offset)
             if times.bound is None and (pod.get("spec") or {}).get("nodeName"):
                 times.bound = self.last_change = now
             if times.running is None and phase == "Running":
@@ -425,11 +444,37 @@ class TraceWatch(threading.Thread):
     def _dropped(self) -> None:
         self.drops += 1
 
+    def on_workload(self, kind: str, workload: Mapping[str, Any]) -> None:
+        """A Kueue Workload's event: kept by its controlling owner's name (the trace's Job)."""
+        owners = [r for r in (workload["metadata"].get("ownerReferences") or []) if r.get("controller")]
+        if not owners:
+            return
+        with self.lock:
+            job = str(owners[0]["name"])
+            if kind == "DELETED":
+                self.workloads.pop(job, None)
+                return
+            self.workloads[job] = workload
+            if job not in self.kueue_refused and kueue_workload_pending(workload):
+                at = monotonic_of(kueue_pending_since(workload), self.offset)
+                if at is not None:
+                    self.kueue_refused[job] = at
+
+    def watch_workloads(self) -> threading.Event:
+        """Watch the namespace's Kueue Workloads (target kueue) until the run stops; returns the
+        Event set once the watch is open."""
+        ready = threading.Event()
+        threading.Thread(target=stream, args=(self.cluster, f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/"
+                                              "workloads?watch=1", "Workload", self.on_workload, self.stopping, ready),
+                         daemon=True).start()
+        return ready
+
     def start_sampling(self) -> None:
         def loop() -> None:
             while not self.stopping.wait(self.sample):
                 with self.lock:
                     self.samples.append((time.monotonic(), dict(self.latest)))
+                    self.workload_samples.append(dict(self.workloads))
 
         threading.Thread(target=loop, daemon=True).start()
 
@@ -500,23 +545,138 @@ def in_hand(target: str, jobs: list[TraceJob], submitted: Mapping[str, float], t
     return {j.name: max(created[j.name]) for j in jobs if len(created.get(j.name, ())) >= j.pods}
 
 
+#: kube-scheduler's ``PodScheduled=False`` reason for a pod it tried and could not place (k8s.io/api
+#: core/v1 ``PodReasonUnschedulable``; kubernetes v1.37.2 ``pkg/scheduler/schedule_one.go``
+#: ``handleSchedulingFailure``, which a pod group's failed cycle calls for each of its pods).
+UNSCHEDULABLE = "Unschedulable"
+#: The targets whose refusal the benchmark reads (:func:`refusals`); under ``gate`` (this project's
+#: own controller) a gang is pending from when it is in hand (:func:`in_hand`).
+REFUSING_TARGETS = ("kueue", "workload-api")
+
+
+def monotonic_of(stamp: str, offset: float) -> float | None:
+    """The monotonic time of RFC 3339 ``stamp`` (an API time, whole seconds), ``offset`` being
+    ``time.monotonic() - time.time()``; ``None`` for no or a malformed stamp."""
+    try:
+        return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() + offset
+    except (AttributeError, ValueError):
+        return None
+
+
+def _pod_refused_at(pod: Mapping[str, Any], offset: float) -> float | None:
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
+                and condition.get("reason") == UNSCHEDULABLE):
+            return monotonic_of(str(condition.get("lastTransitionTime") or ""), offset)
+    return None
+
+
+def refusals(target: str, jobs: list[TraceJob], pods: Mapping[str, Mapping[str, Any]],
+             workloads: Mapping[str, Mapping[str, Any]], offset: float) -> dict[str, float]:
+    """The gangs ``target``'s scheduler has refused at one moment (``pods``, ``workloads``: that
+    moment's objects; ``workloads``: Job name -> its Kueue Workload), each with when it refused
+    (monotonic, from the condition's ``lastTransitionTime``: whole seconds, so up to 1 s early).
+    No pod of a refused gang holds a node or has finished.
+
+    * ``kueue``: the Job's Workload is pending as the advisory controller reads it
+      (:func:`webhook.controller.advisory.kueue_workload_pending`: no admission, ``QuotaReserved``
+      ``False``, which Kueue v0.17's scheduler sets with reason ``Pending`` and its message, e.g.
+      "couldn't assign flavors ... allows to fit only", when it cannot admit: ``pkg/scheduler/
+      scheduler.go`` ``requeueAndUpdate``, ``pkg/workload/workload.go``
+      ``UnsetQuotaReservationWithCondition``); since the condition's ``lastTransitionTime``.
+    * ``workload-api``: every pod of the gang exists and has ``PodScheduled=False`` reason
+      ``Unschedulable`` (:data:`UNSCHEDULABLE`; the PodGroup's ``PodGroupInitiallyScheduled=False``
+      ``Unschedulable`` is written in the same cycle, ``schedule_one_podgroup.go``); since the latest
+      of the pods' ``lastTransitionTime``.
+    * any other target: ``{}`` (no other scheduler refuses)."""
+    by_job: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    busy: set[str] = set()
+    for pod in pods.values():
+        job = (pod["metadata"].get("labels") or {}).get(JOB_NAME, "")
+        if is_terminated(pod) or occupied_node(pod):
+            busy.add(job)
+        else:
+            by_job[job].append(pod)
+    out: dict[str, float] = {}
+    for job in jobs:
+        if job.name in busy:
+            continue
+        if target == "kueue":
+            workload = workloads.get(job.name)
+            if workload is not None and kueue_workload_pending(workload):
+                at = monotonic_of(kueue_pending_since(workload), offset)
+                if at is not None:
+                    out[job.name] = at
+        elif target == "workload-api" and len(by_job.get(job.name, ())) >= job.pods:
+            marks = [_pod_refused_at(pod, offset) for pod in by_job[job.name]]
+            if all(m is not None for m in marks):
+                out[job.name] = max(m for m in marks if m is not None)
+    return out
+
+
+def first_refusals(target: str, jobs: list[TraceJob], times: Mapping[str, PodTimes],
+                   pods: Mapping[str, Mapping[str, Any]], kueue_refused: Mapping[str, float]) -> dict[str, float]:
+    """Job name -> when ``target`` first refused the gang, from every event the watches saw (not
+    only the samples: a refusal undone within a second still counts), as :func:`refusals` reads
+    one: ``kueue``, ``kueue_refused`` (the watch's first pending time of each Job's Workload);
+    ``workload-api``, the latest first ``Unschedulable`` time of the gang's pods
+    (:attr:`PodTimes.refused`) once every pod of it had one, before any was bound; else ``{}``."""
+    if target == "kueue":
+        return dict(kueue_refused)
+    if target != "workload-api":
+        return {}
+    of_job: dict[str, list[PodTimes]] = defaultdict(list)
+    for name, pod in pods.items():
+        if name in times:
+            of_job[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")].append(times[name])
+    out = {}
+    for job in jobs:
+        marks = of_job.get(job.name, [])
+        if len(marks) >= job.pods and all(t.refused is not None for t in marks):
+            at = max(t.refused for t in marks if t.refused is not None)
+            if all(t.bound is None or t.bound > at for t in marks):
+                out[job.name] = at
+    return out
+
+
 def fits(job: TraceJob, snapshot: Snapshot) -> bool:
     """Whether the engine places ``job`` on ``snapshot``'s free capacity (``place``, no target)."""
     return place_workload(job_manifest(job, None), snapshot).placed
 
 
+@dataclass(frozen=True)
+class Miss:
+    """One greedy miss: the gang was pending from ``pending`` (monotonic: :func:`refusals`' time,
+    or :func:`in_hand`'s), ``place`` first found its placement at the sample of ``found``, and
+    ``after`` is the sample before it when the gang had been tried there and did not fit (the
+    placement then appeared when a pod finished in between; ``None``: it fitted when first tried)."""
+
+    pending: float
+    found: float
+    after: float | None
+
+    @property
+    def waited(self) -> float:
+        """Seconds the gang had been pending when its placement was found."""
+        return round(self.found - self.pending, 3)
+
+
 def greedy_misses(jobs: list[TraceJob], ready: Mapping[str, float], samples: list[tuple[float, dict]],
-                  snapshots: Snapshots, grace: float, budget: float) -> tuple[dict[str, float], str]:
-    """The greedy misses (module docstring): job name -> seconds it had been pending at the
-    snapshot where a placement was first found. ``ready``: when the target had each gang in hand
-    (:func:`in_hand`; a job missing never was). A job is pending at a sample from then on while
-    none of its pods is bound, pinned or finished. Free capacity only grows when a pod finishes, so
-    a job that did not fit is tried again only after one has. Stops after ``budget`` seconds of
-    engine work; returns also how far it got."""
+                  snapshots: Snapshots, grace: float, budget: float,
+                  refused: Sequence[Mapping[str, float]] | None = None) -> tuple[dict[str, Miss], str]:
+    """The greedy misses (module docstring): job name -> its first :class:`Miss`. A job is pending
+    at a sample while none of its pods is bound, pinned or finished and, with ``refused`` (one map
+    per sample, :func:`refusals`), while its target's scheduler has refused it (since the map's
+    time); without it, from ``ready`` on (:func:`in_hand`; a job missing never was). It is a miss
+    when ``place`` finds its placement at a sample and again at the first sample ``grace`` s later
+    while it is still pending. Free capacity only grows when a pod finishes, so a job that did not
+    fit is tried again only after one has. Stops after ``budget`` seconds of engine work; returns
+    also how far it got."""
     started = time.monotonic()
-    candidate: dict[str, float] = {}
+    candidate: dict[str, tuple[float, float | None]] = {}
     tried_at: dict[str, int] = {}
-    missed: dict[str, float] = {}
+    missed: dict[str, Miss] = {}
+    previous: float | None = None
     for key, (moment, pods) in enumerate(samples):
         if time.monotonic() - started > budget:
             return missed, f"stopped after {budget:g} s of engine work at snapshot {key} of {len(samples)}"
@@ -526,22 +686,25 @@ def greedy_misses(jobs: list[TraceJob], ready: Mapping[str, float], samples: lis
             finished += done
             if done or occupied_node(pod):
                 in_flight.add((pod["metadata"].get("labels") or {}).get(JOB_NAME))
+        since = refused[key] if refused is not None else ready
         for job in jobs:
-            created = ready.get(job.name)
+            created = since.get(job.name)
             if job.name in missed or created is None or created > moment or job.name in in_flight:
                 candidate.pop(job.name, None)
                 continue
-            if job.name in candidate and moment >= candidate[job.name] + grace:
+            if job.name in candidate and moment >= candidate[job.name][0] + grace:
                 if fits(job, snapshots.at(key, pods)):
-                    missed[job.name] = round(candidate[job.name] - created, 3)
+                    found, after = candidate[job.name]
+                    missed[job.name] = Miss(created, found, after)
                 else:
                     del candidate[job.name]
                     tried_at[job.name] = finished
             elif job.name not in candidate and tried_at.get(job.name) != finished:
                 if fits(job, snapshots.at(key, pods)):
-                    candidate[job.name] = moment
+                    candidate[job.name] = (moment, previous if job.name in tried_at else None)
                 else:
                     tried_at[job.name] = finished
+        previous = moment
     return missed, f"all {len(samples)} snapshots"
 
 
@@ -578,25 +741,18 @@ def start_advisor(cluster: local_cluster.LocalCluster) -> None:
 
 
 class AdvisoryWatch:
-    """What the advisory controller wrote and when (monotonic times): ``events``, one
-    ``(time, job, reason, message)`` per SecondOpinion* Event on a trace Job as seen (ADDED, or
-    MODIFIED with a higher ``count``); ``pending_since``: job -> when its Kueue Workload was first
-    seen pending (:func:`webhook.controller.advisory.kueue_workload_pending`)."""
+    """What the advisory controller wrote and when: ``events``, one ``(time, job, reason, message)``
+    per SecondOpinion* Event on a trace Job as the benchmark's watch first saw it (monotonic; the
+    Event's own ``firstTimestamp`` has whole seconds), ADDED or MODIFIED with a higher ``count``."""
 
-    def __init__(self, cluster: local_cluster.LocalCluster, kueue: bool):
+    def __init__(self, cluster: local_cluster.LocalCluster):
         self.events: list[tuple[float, str, str, str]] = []
-        self.pending_since: dict[str, float] = {}
         self._counts: dict[str, int] = {}
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        watches = [(f"/api/v1/namespaces/{NAMESPACE}/events?watch=1", "Event", self.on_event)]
-        if kueue:
-            watches.append((f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads?watch=1", "Workload",
-                            self.on_workload))
-        self.ready = [threading.Event() for _ in watches]
-        for (path, kind, observe), ready in zip(watches, self.ready):
-            threading.Thread(target=stream, args=(cluster, path, kind, observe, self.stopping, ready),
-                             daemon=True).start()
+        self.ready = [threading.Event()]
+        threading.Thread(target=stream, args=(cluster, f"/api/v1/namespaces/{NAMESPACE}/events?watch=1", "Event",
+                                              self.on_event, self.stopping, self.ready[0]), daemon=True).start()
 
     def on_event(self, kind: str, event: Mapping[str, Any]) -> None:
         involved = event.get("involvedObject") or {}
@@ -610,16 +766,10 @@ class AdvisoryWatch:
             self._counts[name] = count
             self.events.append((time.monotonic(), str(involved.get("name")), reason, str(event.get("message") or "")))
 
-    def on_workload(self, kind: str, workload: Mapping[str, Any]) -> None:
-        from webhook.controller.advisory import kueue_workload_pending
-
-        owners = [r for r in (workload["metadata"].get("ownerReferences") or []) if r.get("controller")]
-        if kind != "DELETED" and owners and kueue_workload_pending(workload):
-            with self.lock:
-                self.pending_since.setdefault(str(owners[0]["name"]), time.monotonic())
-
 
 FITS_REASON = "SecondOpinionFitsNow"
+#: The bound of issue 36: every greedy miss named within this many seconds (p99).
+NAME_WITHIN = 2.0
 
 
 def bound_at_moment(at: float, times: Mapping[str, PodTimes], pods: Mapping[str, Mapping[str, Any]]
@@ -637,50 +787,86 @@ def bound_at_moment(at: float, times: Mapping[str, PodTimes], pods: Mapping[str,
     return out
 
 
-def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, pending_since: Mapping[str, float],
-                     misses: Mapping[str, float], ready: Mapping[str, float], samples: list[tuple[float, dict]],
+def placeable_since(miss: Miss, times: Mapping[str, PodTimes]) -> float:
+    """When the gang of ``miss`` could first have been named: its refusal when it fitted as first
+    tried; else the first pod finish the watch saw after the sample where it did not fit (free
+    capacity grows only then), not before its refusal. The earliest such moment: latencies from it
+    are upper bounds."""
+    if miss.after is None:
+        return miss.pending
+    freed = [t.finished for t in times.values() if t.finished is not None and miss.after < t.finished <= miss.found]
+    return max(miss.pending, min(freed) if freed else miss.after)
+
+
+def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, refused_since: Mapping[str, float],
+                     misses: Mapping[str, Miss], samples: list[tuple[float, dict]],
                      snapshots: Snapshots, bound_at: Mapping[str, float], times: Mapping[str, PodTimes],
                      pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The advisory controller's figures (module docstring, ``--advise``): ``named``: the greedy
-    misses with a "fits now" Event before the gang's first pod was bound; ``to_event``: seconds
-    from each advised gang becoming pending (``pending_since``) to its first Event after that;
-    ``to_name``: per named miss, seconds from the later of pending and the snapshot where the
-    benchmark first found its placement (``ready`` + ``misses``) to its "fits now" Event (0 when
-    the Event came first: snapshots are ``--sample`` s apart); ``false_fits``: "fits now" Events
-    on a gang with no pod bound that ``place`` finds no placement for on the occupancy at the
-    moment the Event was seen (:func:`bound_at_moment`), nor on the sampled snapshot before it or
-    after it (the controller decided a little before its Event arrived; capacity moves in between),
-    each a sentence; ``late``: "fits now" Events received after a pod of the gang was bound."""
+    """The advisory controller's figures (module docstring, ``--advise``), all from the target's
+    refusal (:func:`refusals`; ``refused_since``: job -> its first refusal, monotonic):
+
+    * ``found``: the greedy misses (``misses``: refused gangs ``place`` found a placement for);
+      ``named``: those with a "fits now" Event while pending (the advisor's last Event before the
+      gang was placeable, if "fits now", or its first "fits now" after, before the gang's first pod
+      was bound); ``to_name``: per named miss, seconds from :func:`placeable_since` (its refusal
+      when it fitted then) to that Event (0 when the last Event before already said "fits now");
+      ``within``: how many of them in at most :data:`NAME_WITHIN` s;
+    * ``to_event``: per refused gang, seconds from its first refusal to the advisor's first Event
+      on it after that (``advised``: how many got one); ``early``: Events on a gang before its
+      target first refused it, one sentence each (the advisor calls a gang pending only once its
+      scheduler refused it);
+    * ``false_fits``: "fits now" Events on a gang with no pod bound that ``place`` finds no placement
+      for on the occupancy at the moment the Event was seen (:func:`bound_at_moment`), nor on the
+      sampled snapshot before or after it (the controller decided a little before its Event arrived;
+      capacity moves in between), each a sentence; ``late``: "fits now" Events received after a
+      pod of the gang was bound."""
     by_name = {j.name: j for j in jobs}
     with watch.lock:
         events = sorted(watch.events)
+    of_job: dict[str, list[tuple[float, str]]] = defaultdict(list)
     first_event: dict[str, float] = {}
-    fits_at: dict[str, float] = {}
     false_fits: list[str] = []
+    early: list[str] = []
     late = 0
     moments = [moment for moment, _ in samples]
+    start = moments[0] if moments else 0.0
     for number, (at, job, reason, message) in enumerate(events):
-        since = pending_since.get(job)
-        if since is not None and at >= since:
+        if job not in by_name:
+            continue
+        of_job[job].append((at, reason))
+        since = refused_since.get(job)
+        if since is None or at < since:
+            early.append(f"{job}: {reason} at +{at - start:.1f} s, "
+                         + (f"refused at +{since - start:.1f} s" if since is not None else "never refused"))
+        elif since is not None:
             first_event.setdefault(job, at)
-        if reason != FITS_REASON or job not in by_name:
+        if reason != FITS_REASON:
             continue
         if job in bound_at and bound_at[job] <= at:
             late += 1
             continue
-        fits_at.setdefault(job, at)
         index = max(0, next((i for i, m in enumerate(moments) if m > at), len(moments)) - 1)
         around = [i for i in (index, index + 1) if i < len(samples)]
         if not fits(by_name[job], snapshots.at(-2 - number, bound_at_moment(at, times, pods))) and \
                 not any(fits(by_name[job], snapshots.at(i, samples[i][1])) for i in around):
-            false_fits.append(f"{job} at +{at - moments[0]:.1f} s: {message[:160]}")
-    named = {job: at for job, at in fits_at.items() if job in misses}
-    to_name = [max(0.0, at - max(pending_since.get(job, ready.get(job, at)), ready.get(job, at) + misses[job]))
-               for job, at in named.items()]
-    return {"found": len(misses), "named": len(named), "advised": len(first_event),
-            "to_event": [first_event[j] - pending_since[j] for j in first_event], "to_name": to_name,
-            "false_fits": false_fits, "late": late, "events": len(events),
-            "unnamed": sorted(set(misses) - set(named))}
+            false_fits.append(f"{job} at +{at - start:.1f} s: {message[:160]}")
+    to_name: dict[str, float] = {}
+    for job, miss in misses.items():
+        placeable = placeable_since(miss, times)
+        said = of_job.get(job, [])
+        before = [reason for at, reason in said if miss.pending <= at < placeable]
+        if before and before[-1] == FITS_REASON:
+            to_name[job] = 0.0
+            continue
+        after = [at for at, reason in said if reason == FITS_REASON and at >= placeable
+                 and at < bound_at.get(job, float("inf"))]
+        if after:
+            to_name[job] = after[0] - placeable
+    return {"found": len(misses), "named": len(to_name), "to_name": list(to_name.values()),
+            "within": sum(1 for v in to_name.values() if v <= NAME_WITHIN), "refused": len(refused_since),
+            "advised": len(first_event), "to_event": [first_event[j] - refused_since[j] for j in first_event],
+            "false_fits": false_fits, "early": early, "late": late, "events": len(events),
+            "unnamed": sorted(set(misses) - set(to_name))}
 
 
 # ------------------------------------------------------------------------------- one target
@@ -699,7 +885,9 @@ class Result:
     split_required: list[str] = field(default_factory=list)
     split_preferred: list[str] = field(default_factory=list)
     over_booked: dict[str, str] = field(default_factory=dict)
-    misses: dict[str, float] = field(default_factory=dict)
+    misses: dict[str, Miss] = field(default_factory=dict)
+    #: kueue, workload-api: job -> when its target first refused it (:func:`refusals`, monotonic)
+    refused: dict[str, float] = field(default_factory=dict)
     miss_scope: str = ""
     cpu: dict[str, float] = field(default_factory=dict)
     up_seconds: float = float("nan")
@@ -715,6 +903,45 @@ class Result:
 
     def cpu_per_gang(self, role: str) -> float:
         return self.cpu.get(role, float("nan")) / self.gangs if self.gangs else float("nan")
+
+
+class Describer:
+    """``kubectl describe job`` of one gang the advisory controller has written on while the gang
+    is still pending (``--advise``): the first Job with a "fits now" Event (else any SecondOpinion
+    Event) and no pod bound, :data:`DESCRIBE_AFTER` s after that Event, in a thread of its own
+    (:meth:`maybe_capture`, called from the run's loop); ``text`` holds what it printed, headed by
+    when and why."""
+
+    def __init__(self, cluster: local_cluster.LocalCluster):
+        self.cluster = cluster
+        self.started = False
+        self.text = ""
+
+    def capture(self, job: str, when: str) -> None:
+        answer = self.cluster.kubectl("describe", "job", job, "-n", NAMESPACE, check=False)
+        self.text = f"# kubectl describe job {job} -n {NAMESPACE}   ({when})\n" + (answer.stdout or answer.stderr)
+
+    def maybe_capture(self, advisory: AdvisoryWatch, watch: TraceWatch, now: float) -> None:
+        with advisory.lock:
+            events = sorted(advisory.events)
+        ready = [(at, job, reason) for at, job, reason, _ in events if now - at >= DESCRIBE_AFTER]
+        if not ready:
+            return
+        with watch.lock:
+            bound = {(p["metadata"].get("labels") or {}).get(JOB_NAME) for p in watch.latest.values()
+                     if occupied_node(p) or is_terminated(p)}
+        waiting = [(reason != FITS_REASON, at, job) for at, job, reason in ready if job not in bound]
+        if not waiting:
+            return
+        _, at, job = min(waiting)
+        self.started = True
+        threading.Thread(target=self.capture, args=(job, f"during the run, {now - at:.1f} s after the advisor's "
+                                                         "first Event on it, no pod of it bound"),
+                         daemon=True).start()
+
+
+#: Seconds after the advisor's Event before :class:`Describer` describes the Job (its Events listed).
+DESCRIBE_AFTER = 2.0
 
 
 def submit_all(api: local_cluster.ApiClient, jobs: list[TraceJob], target: str, started: float,
@@ -783,13 +1010,16 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
     watch.ready.wait(30)
     roles = {"webhook": ["segment-webhook"], "controller": controller_components(target, cluster),
              "kube-scheduler": ["kube-scheduler"], "kwok": [kwok.COMPONENT]}
+    if target == "kueue":
+        watch.watch_workloads().wait(30)
     advising = ADVISOR in cluster.state.get("components", [])
     advisory = None
+    describer = Describer(cluster)
     if advising:
         roles["advisor"] = [ADVISOR]
-        advisory = AdvisoryWatch(cluster, kueue=target == "kueue")
-        for ready in advisory.ready:
-            ready.wait(30)
+        advisory = AdvisoryWatch(cluster)
+        for opened in advisory.ready:
+            opened.wait(30)
     cpu_before = {role: sum(cpu_seconds(cluster, c) for c in names) for role, names in roles.items()}
     submitted: dict[str, float] = {}
     errors: list[str] = []
@@ -807,6 +1037,8 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
                     finished[(pod["metadata"].get("labels") or {}).get(JOB_NAME, "")] += 1
         done = sum(1 for j in jobs if finished.get(j.name, 0) >= size[j.name])
         now = time.monotonic()
+        if advisory is not None and not describer.started:
+            describer.maybe_capture(advisory, watch, now)
         if done == len(jobs) and not submitter.is_alive():
             result.ended = "every gang finished"
             break
@@ -825,6 +1057,9 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         times = dict(watch.times)
         latest = dict(watch.latest)
         samples = list(watch.samples)
+        workload_samples = list(watch.workload_samples)
+        kueue_refused = dict(watch.kueue_refused)
+        workload_samples += [{}] * (len(samples) - len(workload_samples))
         result.over_booked = dict(watch.occupancy.over)
     pods_of: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for pod in latest.values():
@@ -854,29 +1089,25 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
             result.never_placed[job.name] = explain(job, final, pods_of.get(job.name, []), api)
     result.split_required, result.split_preferred = splits(jobs, list(latest.values()), node_labels)
     ready = in_hand(target, jobs, submitted, times, latest)
-    result.misses, result.miss_scope = greedy_misses(jobs, ready, samples, snapshots, args.grace, args.miss_budget)
+    refused = ([refusals(target, jobs, pods, workloads, watch.offset) for (_, pods), workloads
+                in zip(samples, workload_samples)] if target in REFUSING_TARGETS else None)
+    result.refused = first_refusals(target, jobs, times, latest, kueue_refused)
+    result.misses, result.miss_scope = greedy_misses(jobs, ready, samples, snapshots, args.grace, args.miss_budget,
+                                                     refused)
     if advisory is not None:
         advisory.stopping.set()
         bound_at = {job: min(b) for job, pods in pods_of.items()
-                    if (b := [times[p["metadata"]["name"]].bound for p in pods if times[p["metadata"]["name"]].bound])}
-        if target == "kueue":
-            pending_since = dict(advisory.pending_since)
-        else:  # every pod of the gang reported unschedulable by kube-scheduler, none bound before
-            pending_since = {}
-            for job in jobs:
-                marks = [times[p["metadata"]["name"]].unschedulable for p in pods_of.get(job.name, [])]
-                if len(marks) >= job.pods and all(m is not None for m in marks):
-                    at = max(m for m in marks if m is not None)
-                    if bound_at.get(job.name, float("inf")) > at:
-                        pending_since[job.name] = at
-        result.advisory = advisory_figures(jobs, advisory, pending_since, result.misses, ready, samples, snapshots,
+                    if (b := [t for p in pods if (t := times[p["metadata"]["name"]].bound) is not None])}
+        result.advisory = advisory_figures(jobs, advisory, result.refused, result.misses, samples, snapshots,
                                            bound_at, times, latest)
-        with advisory.lock:
-            fitted = [job for _, job, reason, _ in sorted(advisory.events) if reason == FITS_REASON]
-        shown = next((j for j in fitted if j in result.misses), fitted[0] if fitted else None)
-        if shown is not None:  # one advised owner as `kubectl describe` shows it (its Events)
-            result.advisory["describe"] = cluster.kubectl("describe", "job", shown, "-n", NAMESPACE,
-                                                          check=False).stdout
+        if not describer.text:  # none seen pending during the run: an advised Job now, as describe shows it
+            with advisory.lock:
+                said = [job for _, job, _, _ in sorted(advisory.events)]
+            if said:
+                describer.capture(next((j for j in said if j in result.misses), said[0]), "after the run")
+        result.advisory["describe"] = describer.text
+        if describer.text:
+            (cluster.dir.parent / "describe.txt").write_text(describer.text)
     if errors:
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 
@@ -948,29 +1179,53 @@ def table(results: list[Result], time_scale: float) -> str:
         rows.append(f"{r.target}: up {r.up_seconds:.1f} s, {r.register_seconds:.1f} s to register the KWOK nodes; "
                     f"ended: {r.ended or '-'}; greedy misses over {r.miss_scope or '-'}"
                     + (f"; error: {r.error}" if r.error else ""))
+        if r.target in REFUSING_TARGETS:
+            rows.append(f"  refused by {r.target}'s scheduler: {len(r.refused)} gangs (pending: from the refusal's "
+                        "condition time; a greedy miss: refused while place finds a placement)")
         if r.advisory:
             a = r.advisory
-            rows.append(f"  advisory (controller --advise): greedy misses named {a['named']} of {a['found']} found; "
-                        f"first Event after pending p50 {percentile(a['to_event'], 0.5):.2f} s, "
-                        f"p99 {percentile(a['to_event'], 0.99):.2f} s over {a['advised']} gangs; misses named "
-                        f"p50 {percentile(a['to_name'], 0.5):.2f} s, p99 {percentile(a['to_name'], 0.99):.2f} s "
-                        f"after the placement was found; 'fits' that did not fit: {len(a['false_fits'])}; "
-                        f"{a['events']} Events ({a['late']} 'fits' after the gang bound); "
+            rows.append(f"  advisory (controller --advise): {a['advised']} of {a['refused']} refused gangs got an Event, "
+                        f"refusal -> first Event p50 {percentile(a['to_event'], 0.5):.2f} s, "
+                        f"p99 {percentile(a['to_event'], 0.99):.2f} s; {a['events']} Events, {len(a['early'])} before "
+                        f"the gang's refusal, {a['late']} 'fits' after the gang bound; "
                         f"advisor CPU/gang {r.cpu_per_gang('advisor'):.3f} s")
+            rows.extend(f"  Event before refusal: {item}" for item in a["early"][:5])
             rows.extend(f"  false fits: {item}" for item in a["false_fits"][:5])
+            if a["unnamed"]:
+                rows.append(f"  misses not named: {', '.join(a['unnamed'][:10])}")
             if a.get("describe"):
                 rows.append(f"  kubectl describe of an advised Job ({r.target}):")
                 rows.extend(f"    {line}" for line in a["describe"].rstrip().splitlines())
-            if a["unnamed"]:
-                rows.append(f"  misses not named: {', '.join(a['unnamed'][:10])}")
         for label, items in (("never placed", [f"{k}: {v or 'UNEXPLAINED (fits at the end; the target says nothing)'}"
                                                for k, v in r.never_placed.items()]),
                              ("split (required)", r.split_required), ("over-booked", list(r.over_booked.values())),
-                             ("greedy miss", [f"{k} (pending {v:.1f} s when a placement was found)"
+                             ("greedy miss", [f"{k} (pending {v.waited:.1f} s when a placement was found)"
                                               for k, v in r.misses.items()])):
             rows.extend(f"  {label}: {item}" for item in items[:5])
             if len(items) > 5:
                 rows.append(f"  ... and {len(items) - 5} more {label}")
+    advised = [r for r in results if r.advisory]
+    if advised:
+        rows.append("")
+        rows.append(advisory_table(advised))
+    return "\n".join(rows)
+
+
+def advisory_table(results: list[Result]) -> str:
+    """The advisory controller's row per advised target (``--advise``): greedy misses found, named,
+    named within :data:`NAME_WITHIN` s, the p50 / p99 latency (refusal, or the capacity that made the
+    gang fit, -> "fits now" Event) and "fits now" said of a gang that did not fit."""
+    header = (f"{'advisory':<13} {'misses found':>12} {'named':>6} {f'within {NAME_WITHIN:g} s':>10} "
+              f"{'p50':>8} {'p99':>8} {'false fits':>10}")
+    rows = [header, "-" * len(header)]
+    for r in results:
+        a = r.advisory
+        rows.append(f"{r.target:<13} {a['found']:>12} {a['named']:>6} {a['within']:>10} "
+                    f"{percentile(a['to_name'], 0.5):>6.2f} s {percentile(a['to_name'], 0.99):>6.2f} s "
+                    f"{len(a['false_fits']):>10}")
+    rows.append("(latency: from the target's refusal, or from the pod finish that made the refused gang fit, to "
+                "the advisor's 'fits now' Event as the benchmark's watch saw it; refusal times are whole seconds, "
+                "so latencies are upper bounds by up to 1 s)")
     return "\n".join(rows)
 
 
@@ -1005,13 +1260,16 @@ def run(cluster: Cluster, shape: TraceShape, targets: list[str], work: Path, arg
           f"load average {start_load} at start", file=out)
     print(describe_trace(jobs, cluster, shape), file=out, flush=True)
     results = []
-    for target in targets:
-        result = run_target(target, jobs, dump, work, args)
-        results.append(result)
-        print(f"{target}: {result.placed}/{len(jobs)} placed, makespan {result.makespan:.1f} s, "
-              f"{len(result.split_required)} required splits, {len(result.over_booked)} over-booked, "
-              f"{len(result.misses)} greedy misses ({result.ended or result.error}); load average {schedulers.load()}",
-              file=out, flush=True)
+    try:
+        for target in targets:
+            result = run_target(target, jobs, dump, work, args)
+            results.append(result)
+            print(f"{target}: {result.placed}/{len(jobs)} placed, makespan {result.makespan:.1f} s, "
+                  f"{len(result.split_required)} required splits, {len(result.over_booked)} over-booked, "
+                  f"{len(result.misses)} greedy misses ({result.ended or result.error}); "
+                  f"load average {schedulers.load()}", file=out, flush=True)
+    except KeyboardInterrupt:  # stopped (SIGINT): the targets that ended are still reported
+        print(f"interrupted after {len(results)} of {len(targets)} targets", file=out, flush=True)
     print("\n" + table(results, args.time_scale), file=out)
     print(f"load average (1, 5, 15 min): {start_load} at start, {schedulers.load()} at end", file=out, flush=True)
     return results

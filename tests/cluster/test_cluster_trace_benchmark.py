@@ -4,7 +4,8 @@ nodes (1 zone, 2 blocks, 4 racks of 16 nodes of 8 GPUs), the default seeded trac
 turn, each on its own control plane with KWOK, and ``controller --advise`` beside kueue and
 workload-api (``--advise``). The issue's invariants are asserted for every target: 0 required
 segments or gangs split across domains, 0 nodes over-booked, every gang placed or explained; and
-0 "fits now" Events on a gang that did not fit; the figures are printed, not asserted."""
+0 "fits now" Events on a gang that did not fit, 0 Events on a gang its scheduler had not refused
+yet; the figures are printed, not asserted."""
 
 from __future__ import annotations
 
@@ -47,8 +48,11 @@ def test_the_default_trace_keeps_every_invariant_under_each_target(tmp_path, cap
         assert result.placed >= 1, (result.target, result.ended)
         assert result.placed + result.explained == 16, (result.target, result.never_placed)
     # the advisory controller beside kueue and workload-api (--advise): it never calls "fits" a gang
-    # that does not fit, and names no more misses than the benchmark found
+    # that does not fit, names no more misses than the benchmark found, and writes on a gang only
+    # once its scheduler has refused it (the benchmark's "pending": Kueue's QuotaReserved=False,
+    # kube-scheduler's PodScheduled=False Unschedulable on every pod of the gang)
     for result in results[1:]:
         assert result.advisory["false_fits"] == [], (result.target, result.advisory["false_fits"])
         assert result.advisory["named"] <= result.advisory["found"], (result.target, result.advisory)
+        assert result.advisory["early"] == [], (result.target, result.advisory["early"])
     assert results[0].advisory == {}  # gate: no other scheduler to advise on

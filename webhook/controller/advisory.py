@@ -27,7 +27,11 @@ Rules:
   workload as stored, restricted to that gang (:attr:`webhook.planning.whatif.Planner.only`: the
   owner's other gangs stay where they run, charged in the snapshot), on the snapshot every bound or
   pinned pod is charged to; its line is :func:`webhook.planning.whatif.second_opinion` (the one
-  home of the text). "Fits" is said only when the engine placed the gang on that snapshot.
+  home of the text). "Fits" is said only when the engine placed the gang on that snapshot. The
+  owner is admitted under the target its ``segments.dev/target`` label names
+  (:func:`admission_target`, as ``place --target``): the webhook admitted it so, and a what-if
+  under the default ``kai`` would deny a ``workload-api`` or ``gate`` label as ``target-unknown``
+  (beside a live Workload API every refused gang got "denied by the webhook", issue 36).
 * **Kueue's pending Workloads** (:func:`kueue_workload_pending`): under Kueue a Job, JobSet,
   PyTorchJob... stays suspended, without pods, until its ``workloads.kueue.x-k8s.io`` is admitted,
   so its gang is read from the Workload instead of pods: a Workload Kueue tried and did not admit
@@ -49,11 +53,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.admission.kinds import registry
+from webhook.admission.targets import KAI, TARGETS
 from webhook.gating.decision import gang_key_of
 from webhook.gating.reconcile import EventSpec, ObjectRef, OwnerPatch, TopOwner, controller_owner, owner_patch
 from webhook.kube.kueue import KUEUE_GROUP
 from webhook.kube.pods import gang_size, is_deleting, is_gated, is_pod, is_terminated, occupied_node, pod_ref
-from webhook.kube.segments_dev import GANG_STATE
+from webhook.kube.segments_dev import GANG_STATE, TARGET_KEY
 from webhook.kube.shapes import Pod
 from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.model import PlacementError
@@ -64,7 +69,7 @@ from webhook.planning.whatif import DENIED, FITS, NEVER, WAITING, planner_for, s
 from webhook.topology.objects import Topology
 
 __all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_WORKLOAD_VERSION", "Advice",
-           "advice_documents", "advice_writes", "advise", "advise_owner", "is_kueue_workload",
+           "admission_target", "advice_documents", "advice_writes", "advise", "advise_owner", "is_kueue_workload",
            "kueue_pending_since", "kueue_workload_pending", "kueue_workload_word", "owner_of_objects",
            "pending_elsewhere", "pending_gangs", "ref_of"]
 
@@ -204,6 +209,17 @@ class Advice:
     line: str
 
 
+def admission_target(owner: Mapping[str, Any]) -> str:
+    """The target the what-if admits ``owner`` (a workload as stored) under: the value of its
+    ``metadata.labels["segments.dev/target"]`` when that names a target
+    (:data:`webhook.admission.targets.TARGETS`), else ``kai`` (``place``'s default; a label naming
+    no target is then denied with the webhook's own ``target-unknown`` reason). Never raises."""
+    meta = owner.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    value = labels.get(TARGET_KEY) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) and value in TARGETS else KAI
+
+
 def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
            default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
            live_pods: int | None = None,
@@ -216,7 +232,8 @@ def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Ma
     fewer exist than the owner makes for the gang (not pending under a scheduler: not all created).
     Never raises for bad input: an owner the what-if cannot expand gives :data:`ERROR` with why."""
     try:
-        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
+        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
+                              target=admission_target(owner))
         planner.only = frozenset({key})
         result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False, index_for=index_for)
     except (ExpandError, PlacementError) as exc:
@@ -234,7 +251,8 @@ def advise_owner(owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mappin
     :data:`ERROR` advice keyed by the owner's ``namespace/name`` when it cannot be expanded.
     Arguments as :func:`advise`. Never raises for bad input."""
     try:
-        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes)
+        planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
+                              target=admission_target(owner))
         keys = sorted({key for key in map(gang_key_of, filter(is_pod, planner.expand(dict(owner)).pods)) if key is not None})
     except (ExpandError, PlacementError) as exc:
         ref = ref_of(owner)
@@ -280,7 +298,8 @@ def _gangs_of(workload: Mapping[str, Any], snapshot: Snapshot, default_topology:
     """The gang keys of the pods ``workload`` makes (as ``place`` expands it); empty when it cannot
     be expanded."""
     try:
-        exp = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes).expand(workload)
+        exp = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
+                          target=admission_target(workload)).expand(workload)
     except (ExpandError, PlacementError):
         return set()
     return {key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None}

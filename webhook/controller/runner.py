@@ -115,12 +115,12 @@ class Controller:
         self.election = LeaderElector(self.client, settings, self._stop, self._started_leading, self._stopped_leading)
 
     # ------------------------------------------------------------------ queueing
-    def _queue_gangs(self, keys: Iterable[str]) -> None:
-        """Queue each gang now, or when its back-off ends."""
+    def _queue_gangs(self, keys: Iterable[str], first: bool = False) -> None:
+        """Queue each gang now (``first``: at the head of the queue), or when its back-off ends."""
         for key in keys:
             at = self._queue.rate_limiter.not_before(key)
             if at is None:
-                self._queue.add(key)
+                self._queue.add(key, first)
             else:
                 self._queue.add_after(key, at - time.monotonic())
 

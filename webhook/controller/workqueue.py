@@ -9,6 +9,9 @@ Guarantees, as client-go's queue gives them:
 * **One worker per key**: a key being processed (between :meth:`WorkQueue.get` and
   :meth:`WorkQueue.done`) is not handed to another worker; added meanwhile, it is queued again
   when ``done`` is called, so the change that came during processing is seen.
+* **First in line** (not client-go's): :meth:`WorkQueue.add` with ``first=True`` puts the key at
+  the head of the queue, or moves it there when it waits already (the advisory controller's new
+  pending gangs go before the opinions it keeps current as the capacity moves, issue 36).
 * **Delays**: :meth:`WorkQueue.add_after` queues a key after a delay (the earliest of several
   delays of one key wins).
 * **Rate-limited retries**: :meth:`WorkQueue.add_rate_limited` delays a key by
@@ -102,17 +105,25 @@ class WorkQueue:
         self._seq = itertools.count()
         self._shut_down = False
 
-    def add(self, key: Hashable) -> None:
-        """Queue ``key`` now (once, however often it is added before a worker takes it)."""
+    def add(self, key: Hashable, first: bool = False) -> None:
+        """Queue ``key`` now (once, however often it is added before a worker takes it); with
+        ``first``, at the head of the queue (moved there when it waits already)."""
         with self._cond:
-            self._add(key)
+            if first and key in self._dirty and key not in self._processing and not self._shut_down:
+                self._queue.remove(key)
+                self._queue.appendleft(key)
+                return
+            self._add(key, first)
 
-    def _add(self, key: Hashable) -> None:
+    def _add(self, key: Hashable, first: bool = False) -> None:
         if self._shut_down or key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            if first:
+                self._queue.appendleft(key)
+            else:
+                self._queue.append(key)
             self._cond.notify()
 
     def add_after(self, key: Hashable, delay: float) -> None:

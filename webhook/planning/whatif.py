@@ -231,11 +231,14 @@ class Planner:
 
 def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Sequence[str] = (),
                 platform_users: Sequence[str] = (), platform_groups: Sequence[str] = (),
-                default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = ()) -> Planner:
+                default_topology: str | None = None, runtimes: Sequence[Mapping[str, Any]] = (),
+                target: str = "kai") -> Planner:
     """The admission context of :func:`webhook.planning.pipeline.place_workload` (the snapshot's
-    topologies, else the embedded default; the default topology chosen as ``place`` chooses it).
-    Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
-    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology)
+    topologies, else the embedded default; the default topology chosen as ``place`` chooses it;
+    ``target`` as ``place --target``: the webhook's ``--target``, which decides the targets a
+    ``segments.dev/target`` label may name). Raises :class:`PlacementError` naming
+    ``--default-topology`` when it is not a loaded topology."""
+    catalog, settings = admission_context(snapshot, platform_users, platform_groups, default_topology, target=target)
     return Planner(catalog, settings, user, list(groups), list(runtimes))
 
 

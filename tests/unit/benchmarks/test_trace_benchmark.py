@@ -157,7 +157,8 @@ def test_a_gang_pending_on_free_capacity_past_the_grace_is_a_greedy_miss():
     snapshots, job = greedy_fixture()
     samples: list[tuple[float, dict]] = [(10.0, {}), (11.0, {}), (13.5, {})]  # pending, nothing on the nodes
     missed, scope = bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=3.0, budget=60)
-    assert missed == {"g": 1.0} and scope == "all 3 snapshots"  # found at 10.0, 1.0 s after creation
+    assert scope == "all 3 snapshots"
+    assert missed == {"g": bench.Miss(9.0, 10.0, None)} and missed["g"].waited == 1.0  # found at 10.0, 1.0 s after
 
 
 def test_no_greedy_miss_when_the_gang_is_placed_in_time_or_does_not_fit():
@@ -171,7 +172,79 @@ def test_no_greedy_miss_when_the_gang_is_placed_in_time_or_does_not_fit():
     # capacity freed (the pod finished) at 16.0: found then, still pending at 19.0 -> a miss
     samples.append((19.0, {"x-0": pod("x", 0, "n0", phase="Succeeded")}))
     samples.insert(3, (16.5, {"x-0": pod("x", 0, "n0", phase="Succeeded")}))
-    assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=2.0, budget=60)[0] == {"g": 7.5}
+    # tried at 10.0 (did not fit), again at 16.5 (a pod finished): it fitted after the sample before, 16.0
+    assert bench.greedy_misses([job], {"g": 9.0}, samples, snapshots, grace=2.0, budget=60)[0] == {
+        "g": bench.Miss(9.0, 16.5, 16.0)}
+
+
+def test_with_refusals_a_gang_is_pending_only_while_its_scheduler_refuses_it():
+    """Pending from the refusal (issue 36): g is in hand at 1.0 but refused only from 11.0 (its
+    condition's time), so the placement found at 12.0 is 1.0 s after pending; a gang whose refusal
+    ended (admitted: gone from the map) before the grace is no miss."""
+    snapshots, job = greedy_fixture()
+    samples: list[tuple[float, dict]] = [(10.0, {}), (12.0, {}), (15.0, {})]
+    refused = [{}, {"g": 11.0}, {"g": 11.0}]
+    missed, _ = bench.greedy_misses([job], {"g": 1.0}, samples, snapshots, grace=3.0, budget=60, refused=refused)
+    assert missed == {"g": bench.Miss(11.0, 12.0, None)} and missed["g"].waited == 1.0
+    refused = [{}, {"g": 11.0}, {}]
+    assert bench.greedy_misses([job], {"g": 1.0}, samples, snapshots, grace=3.0, budget=60, refused=refused)[0] == {}
+
+
+def unschedulable(p: dict, at: str) -> dict:
+    p["status"]["phase"] = "Pending"
+    p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                  "lastTransitionTime": at, "message": "0/4 nodes are available"}]
+    return p
+
+
+def kueue_workload(job: str, conditions: list[dict], admission: dict | None = None) -> dict:
+    workload: dict = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": f"job-{job}-abcde", "namespace": "default",
+                             "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job,
+                                                  "uid": "u", "controller": True}]},
+                "spec": {"queueName": "user-queue"}, "status": {"conditions": conditions}}
+    if admission is not None:
+        workload["status"]["admission"] = admission
+    return workload
+
+
+def test_refusals_read_kube_schedulers_pod_conditions_and_kueues_workload():
+    """workload-api: every pod of the gang PodScheduled=False Unschedulable, since the latest
+    condition time (epoch 1,800,000,000 + 2 s with offset -1,800,000,000 -> 2.0); a gang with a pod
+    not refused, or missing, or with a pod bound, is not refused. kueue: the Job's Workload with
+    QuotaReserved=False (Kueue's "Pending"), since that condition's time; admitted, not refused."""
+    offset = -1_800_000_000.0  # 2027-01-15T08:00:00Z is 1,800,000,000 s after the epoch
+    g, h, k = (bench.TraceJob(n, 0, 2, 8, 2, RACK, True, 5) for n in ("g", "h", "k"))
+    pods = {"g-0": unschedulable(pod("g", 0, None), "2027-01-15T08:00:01Z"),
+            "g-1": unschedulable(pod("g", 1, None), "2027-01-15T08:00:02Z"),
+            "h-0": unschedulable(pod("h", 0, None), "2027-01-15T08:00:01Z"), "h-1": pod("h", 1, None),
+            "k-0": unschedulable(pod("k", 0, None), "2027-01-15T08:00:01Z"), "k-1": pod("k", 1, "n1")}
+    assert bench.refusals("workload-api", [g, h, k], pods, {}, offset) == {"g": 2.0}
+    pending = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
+               "lastTransitionTime": "2027-01-15T08:00:05Z",
+               "message": "couldn't assign flavors to pod set main: topology \"cluster-topology\" allows to fit "
+                          "only 1 out of 2 pod(s)"}
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                "lastTransitionTime": "2027-01-15T08:00:06Z"}
+    workloads = {"g": kueue_workload("g", [pending]),
+                 "h": kueue_workload("h", [reserved], admission={"clusterQueue": "cluster-queue"})}
+    assert bench.refusals("kueue", [g, h, k], {}, workloads, offset) == {"g": 5.0}
+    assert bench.refusals("gate", [g, h, k], pods, workloads, offset) == {}
+    assert bench.monotonic_of("not a time", offset) is None
+
+
+def test_first_refusals_come_from_every_pod_event_not_only_the_samples():
+    """workload-api: g's two pods were first seen Unschedulable at 3.0 and 4.0 (their condition
+    times), then one was bound at 4.5: refused from 4.0. h's second pod was never refused; k's pod
+    was bound (2.0) before its last refusal (3.0): neither. kueue: the watch's Workload times."""
+    g, h, k = (bench.TraceJob(n, 0, 2, 8, 2, RACK, True, 5) for n in ("g", "h", "k"))
+    pods = {name: pod(name[0], int(name[-1]), None) for name in ("g-0", "g-1", "h-0", "h-1", "k-0", "k-1")}
+    times = {"g-0": bench.PodTimes(1.0, refused=3.0), "g-1": bench.PodTimes(1.0, refused=4.0, bound=4.5),
+             "h-0": bench.PodTimes(1.0, refused=3.0), "h-1": bench.PodTimes(1.0),
+             "k-0": bench.PodTimes(1.0, refused=1.5, bound=2.0), "k-1": bench.PodTimes(1.0, refused=3.0)}
+    assert bench.first_refusals("workload-api", [g, h, k], times, pods, {}) == {"g": 4.0}
+    assert bench.first_refusals("kueue", [g, h, k], times, pods, {"h": 7.0}) == {"h": 7.0}
+    assert bench.first_refusals("gate", [g, h, k], times, pods, {"h": 7.0}) == {}
 
 
 class FakeAdvisoryWatch:
@@ -182,10 +255,12 @@ class FakeAdvisoryWatch:
 
 
 def test_advisory_figures_name_misses_time_them_and_catch_a_fits_that_did_not_fit():
-    """--advise: gang g (pending from 10.0, its placement found at 10.0: a greedy miss) gets "fits
-    now" at 10.4: named, 0.4 s after. Gang h gets "fits now" at 12.0 while x-0 holds node n0 (bound
-    at 11.0): h, 4 whole nodes of a 4-node rack, does not fit then, nor in the samples around: a
-    false "fits". A "fits" received after the gang's first pod was bound is late, not judged."""
+    """--advise: gang g (refused at 9.0, its placement found at 10.0 when first tried: a greedy miss
+    pending from its refusal) gets "fits now" at 10.4: named 1.4 s after the refusal, within 2 s.
+    Gang h gets "fits now" at 12.0 while x-0 holds node n0 (bound at 11.0): h, 4 whole nodes of a
+    4-node rack, does not fit then, nor in the samples around: a false "fits"; and h was never
+    refused: an Event before refusal. A "fits" received after the gang's first pod was bound is
+    late, not judged."""
     snapshots, g = greedy_fixture()
     h = bench.TraceJob("h", 0, 4, 8, 2, RACK, True, 5)
     busy = {"x-0": pod("x", 0, "n0")}
@@ -193,12 +268,32 @@ def test_advisory_figures_name_misses_time_them_and_catch_a_fits_that_did_not_fi
     fits, says = bench.FITS_REASON, "gang default/{}: fits now on free capacity: ..."
     watch = FakeAdvisoryWatch([(10.4, "g", fits, says.format("g")), (12.0, "h", fits, says.format("h")),
                                (13.0, "g", fits, says.format("g"))])
-    figures = bench.advisory_figures([g, h], watch, {"g": 10.0}, {"g": 1.0}, {"g": 9.0}, samples, snapshots,
-                                     {"g": 12.8}, {"x-0": bench.PodTimes(11.0, bound=11.0)}, busy)
-    assert figures["to_event"] == [pytest.approx(0.4)] and figures["to_name"] == [pytest.approx(0.4)]
-    assert {k: figures[k] for k in ("found", "named", "advised", "late", "events", "unnamed", "false_fits")} == {
-        "found": 1, "named": 1, "advised": 1, "late": 1, "events": 3, "unnamed": [],
-        "false_fits": ["h at +2.0 s: gang default/h: fits now on free capacity: ..."]}
+    figures = bench.advisory_figures([g, h], watch, {"g": 9.0}, {"g": bench.Miss(9.0, 10.0, None)}, samples,
+                                     snapshots, {"g": 12.8}, {"x-0": bench.PodTimes(11.0, bound=11.0)}, busy)
+    assert figures["to_event"] == [pytest.approx(1.4)] and figures["to_name"] == [pytest.approx(1.4)]
+    assert {k: figures[k] for k in ("found", "named", "within", "refused", "advised", "late", "events", "unnamed",
+                                    "false_fits", "early")} == {
+        "found": 1, "named": 1, "within": 1, "refused": 1, "advised": 1, "late": 1, "events": 3, "unnamed": [],
+        "false_fits": ["h at +2.0 s: gang default/h: fits now on free capacity: ..."],
+        "early": ["h: SecondOpinionFitsNow at +2.0 s, never refused"]}
+
+
+def test_a_miss_after_capacity_freed_is_timed_from_the_pod_finish_and_a_late_name_is_not_within():
+    """g refused at 9.0, did not fit at the sample of 13.0; x-0 finished at 14.2 and y-0 at 15.0;
+    found at 16.5: placeable from 14.2 (the first finish after 13.0). The advisor said "waiting"
+    at 9.5 and "fits now" at 17.0: named 2.8 s after 14.2, not within 2 s. An advisor whose last
+    Event before 14.2 already said "fits now" named it at once (0 s)."""
+    snapshots, g = greedy_fixture()
+    times = {"x-0": bench.PodTimes(1.0, bound=1.0, finished=14.2), "y-0": bench.PodTimes(1.0, bound=1.0, finished=15.0)}
+    miss = bench.Miss(9.0, 16.5, 13.0)
+    assert bench.placeable_since(miss, times) == 14.2
+    watch = FakeAdvisoryWatch([(9.5, "g", "SecondOpinionWaitingForCapacity", "waiting"),
+                               (17.0, "g", bench.FITS_REASON, "fits")])
+    figures = bench.advisory_figures([g], watch, {"g": 9.0}, {"g": miss}, [(16.5, {})], snapshots, {}, times, {})
+    assert figures["to_name"] == [pytest.approx(2.8)] and (figures["named"], figures["within"]) == (1, 0)
+    watch = FakeAdvisoryWatch([(9.5, "g", bench.FITS_REASON, "fits")])
+    figures = bench.advisory_figures([g], watch, {"g": 9.0}, {"g": miss}, [(16.5, {})], snapshots, {}, times, {})
+    assert figures["to_name"] == [0.0] and (figures["named"], figures["within"]) == (1, 1)
 
 
 # ------------------------------------------------------------------------------- hack/kwok.py

@@ -20,6 +20,7 @@ import yaml
 
 from webhook.controller.advisory import (
     advice_documents,
+    advise,
     kueue_pending_since,
     kueue_workload_pending,
     kueue_workload_word,
@@ -154,6 +155,35 @@ def test_no_fits_when_the_engine_finds_none():
     """Every rack holds at most one free GPU: never "fits" (the verdict is the engine's)."""
     docs = advice(2, [busy("b0", "n-r0-0"), busy("b1", "n-r1-0"), busy("b2", "n-r2-0")])
     assert [d["verdict"] for d in docs] == ["waiting-for-capacity"]
+
+
+UNSCHEDULABLE = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                    "reason": "Unschedulable"}]}
+
+
+@pytest.mark.parametrize("target", ["workload-api", "gate", "kueue"])
+def test_an_owner_labelled_for_another_target_is_advised_under_that_target(target):
+    """Issue 36: beside kube-scheduler's Workload API, the owner carries ``segments.dev/target:
+    workload-api``; a what-if under the default kai denied it (``target-unknown``: kai serves kai and
+    kueue) and every refused gang got "denied by the webhook". Admitted under its label's target, it
+    gets the engine's verdict: n-r0-0 busy, the segments fit on r1 and r2."""
+    owner = job(2)
+    owner["metadata"]["labels"]["segments.dev/target"] = target
+    pods = [worker(i, 2, None) | {"status": UNSCHEDULABLE} for i in range(4)]
+    [doc] = advice_documents(pods, [owner], snapshot_from_objects(NODES + [busy("b0", "n-r0-0")]), {})
+    assert (doc["verdict"], doc["event"]["reason"]) == ("fits", "SecondOpinionFitsNow")
+    assert doc["event"]["message"] == ("gang ml/train: fits now on free capacity: "
+                                       "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+                                       "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+
+
+def test_a_label_naming_no_target_is_still_denied_with_the_webhooks_reason():
+    owner = job(2)
+    owner["metadata"]["labels"]["segments.dev/target"] = "volcano"
+    found = advise("ml/train", owner, snapshot_from_objects(NODES), {}, live_pods=4)
+    assert found is not None and found.verdict == "denied"
+    assert 'metadata.labels["segments.dev/target"] = "volcano": not a target this webhook serves (kai, kueue)' \
+        in found.line
 
 
 def test_a_gang_not_all_created_gets_no_advice():
@@ -397,6 +427,20 @@ class Recorded:
         self.lines.append(line)
 
 
+class Queued(list):
+    """The keys a cache queued, in order; ``first``: those it queued at the head of the queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: list[str] = []
+
+    def add(self, keys, first: bool) -> None:
+        keys = list(keys)
+        self.extend(keys)
+        if first:
+            self.first.extend(keys)
+
+
 def kueue_advisor(extra: list[Any]):
     """An Advisor on an AdvisoryCache fed by hand (no API server): NODES and ``extra`` pods charged,
     the Job of ``suspended_job()`` as every Workload's top owner, the embedded cluster-topology."""
@@ -415,9 +459,9 @@ def kueue_advisor(extra: list[Any]):
 
     cfg = k8s_client.Configuration()
     cfg.host = "https://127.0.0.1:1"
-    queued: list[str] = []
+    queued = Queued()
     cache = AdvisoryCache(k8s_client.ApiClient(cfg), ApiServerReachability(cfg.host), threading.Event(),
-                          queued.extend, lambda: None, lambda key: None)
+                          queued.add, lambda: None, lambda key: None)
     for n in NODES:
         cache.on_node("ADDED", n)
     for p in extra:
@@ -466,3 +510,21 @@ def test_live_a_pending_kueue_workload_gets_one_event_however_often_it_is_queued
     assert len(written.events) == 1 and written.lines == [line]
     cache.on_workload("MODIFIED", kueue_workload(ADMITTED))
     assert cache.kueue_pending == {} and cache.kueue_gangs == {} and "ml/train" not in cache.advised
+
+
+def test_a_new_pending_gang_is_queued_first_and_the_opinions_kept_current_behind_it():
+    """Issue 36 (every miss named within 2 s at 5,000 nodes): a pod of a gang not advised yet, and a
+    Workload newly pending, go to the head of the work queue; the same Workload again, a pod of a
+    gang advised already, and every advised gang requeued because a pod landed on a node, behind."""
+    advisor, cache, queued, _ = kueue_advisor([])
+    cache.on_pod("ADDED", worker(0, 2))  # held by Kueue's admission gate; ml/train not advised yet
+    cache.on_workload("ADDED", kueue_workload())
+    cache.on_workload("MODIFIED", kueue_workload())
+    assert list(queued) == ["ml/train"] + ["kueue/ml/job-train-3f2a1"] * 2
+    assert queued.first == ["ml/train", "kueue/ml/job-train-3f2a1"]
+    advisor.advise("kueue/ml/job-train-3f2a1")  # ml/train advised now
+    queued.clear()
+    queued.first.clear()
+    cache.on_pod("ADDED", worker(1, 2))
+    cache.on_pod("ADDED", busy("b9", "n-r0-0"))  # lands on a node: the advised keys again
+    assert queued.first == [] and sorted(queued) == ["kueue/ml/job-train-3f2a1", "ml/train", "ml/train"]

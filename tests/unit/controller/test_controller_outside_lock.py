@@ -32,7 +32,7 @@ GANG = "team-a/job-a"
 def make_cache() -> ControllerCache:
     """A cache fed by hand (its informers are never started; nothing is sent to the address)."""
     api = k8s_client.ApiClient(k8s_client.Configuration(host="http://127.0.0.1:9"))
-    cache = ControllerCache(api, None, threading.Event(), lambda keys: None, lambda: None, lambda key: None)  # type: ignore[arg-type]  # no reachability: nothing is sent
+    cache = ControllerCache(api, None, threading.Event(), lambda keys, first: None, lambda: None, lambda key: None)  # type: ignore[arg-type]  # no reachability: nothing is sent
     cache.topologies = StaticTopologyCatalog([TOPOLOGY])  # type: ignore[assignment]  # stands in for the live one
     for node in cluster():
         cache.on_node(ADDED, node)

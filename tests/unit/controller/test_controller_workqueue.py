@@ -29,6 +29,16 @@ def test_a_key_added_twice_is_handed_out_once():
     assert [q.get(timeout=0), q.get(timeout=0), q.get(timeout=0)] == ["ns/a", "ns/b", None]
 
 
+def test_a_key_added_first_goes_to_the_head_of_the_queue_or_moves_there():
+    q, _ = queue()
+    for key in ("ns/a", "ns/b", "ns/c"):
+        q.add(key)
+    q.add("ns/new", first=True)  # a new key: at the head
+    q.add("ns/c", first=True)  # waiting already: moved to the head, still queued once
+    q.add("ns/c")
+    assert [q.get(timeout=0) for _ in range(6)] == ["ns/c", "ns/new", "ns/a", "ns/b", None, None]
+
+
 def test_a_key_added_while_processed_is_handed_out_again_after_done_only():
     q, _ = queue()
     q.add("ns/a")
