@@ -18,6 +18,12 @@ def test_the_default_run_draws_the_same_inputs_every_time():
     assert settings.default.database is None
 
 
+@pytest.mark.parametrize("profile", ["seeded", "full"])
+def test_no_profile_times_an_example(profile):
+    # a 200 ms deadline (Hypothesis's default) failed a default run on a loaded machine
+    assert settings.get_profile(profile).deadline is None
+
+
 @pytest.mark.parametrize("markexpr, slow", [
     ("not slow and not cluster and not image", False),  # setup.cfg's addopts: the default run
     ("", False),
