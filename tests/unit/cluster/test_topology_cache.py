@@ -789,14 +789,23 @@ def test_serve_with_a_failing_topology_list_is_not_ready_and_says_why(server, tm
 
     server.list_status = [403] * 100_000
     kubeconfig = _kubeconfig_for(server, tmp_path / "kubeconfig")
+    expected = {
+        "ready": False, "topologiesSynced": False, "certificateLoaded": True,
+        "reason": "the Topology catalog has not completed its first list yet: API error 403: Forbidden "
+                  "(RBAC: the service account needs get/list/watch on topologies.kai.scheduler)"}
     with running_serve(tmp_path, "--kubeconfig", kubeconfig, env=clean_env()) as srv:
         eventually(lambda: len(server.list_requests) >= 2, "both workers tried the list")
-        ready = requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10)
-        assert ready.status_code == 503
-        assert ready.json() == {
-            "ready": False, "topologiesSynced": False, "certificateLoaded": True,
-            "reason": "the Topology catalog has not completed its first list yet: API error 403: Forbidden "
-                      "(RBAC: the service account needs get/list/watch on topologies.kai.scheduler)"}
+        # the condition itself: a list the server received may not have been answered and read by
+        # the worker yet (its /readyz then has no cause: a run failed on that), so poll the answer
+        answers: list[requests.Response] = []
+
+        def says_why() -> bool:
+            answers.append(requests.get(srv["url"] + "/readyz", verify=srv["ca"], timeout=10))
+            return bool(answers[-1].json() == expected)
+
+        eventually(says_why, "/readyz names the 403 and the RBAC fix")
+        assert answers[-1].status_code == 503
+        assert answers[-1].json() == expected
 
 
 def test_serve_without_an_api_server_logs_one_line_per_worker_and_one_when_it_answers(tmp_path):
