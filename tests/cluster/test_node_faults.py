@@ -255,7 +255,7 @@ def test_kube_apiserver_stopped_for_30_s_under_waiting_gangs(node_cluster, kubec
     exactly one accepted release patch, one ``GangReleased`` Event of count 1 per gang; every pod
     bound where released; 0 nodes over-booked."""
     namespace, work = "fault-apiserver", installed["work"]
-    kubectl.ok("create", "namespace", namespace)
+    node_support.create_namespace(kubectl, namespace)
     webhooks = node_support.pods(kubectl, "admission-webhook")
     controllers = node_support.pods(kubectl, "controller")
     assert len(webhooks) == 2 and len(controllers) == 2, wide(kubectl)
@@ -392,7 +392,7 @@ def test_the_leader_pod_deleted_while_gangs_wait(node_cluster, kubectl, installe
     standby; every gang released once (one accepted patch per pod, one GangReleased Event), every
     pod bound where released, 0 nodes over-booked."""
     namespace, work = "fault-leader", installed["work"]
-    kubectl.ok("create", "namespace", namespace)
+    node_support.create_namespace(kubectl, namespace)
     controllers = {p["metadata"]["name"]: p for p in node_support.pods(kubectl, "controller")}
     spec = lease_spec(kubectl)
     leader = spec["holderIdentity"]

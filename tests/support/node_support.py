@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "hack"))
 import image as image_tool  # noqa: E402  (hack/image.py)
 import local_cluster  # noqa: E402  (hack/local_cluster.py)
 import node as node_tool  # noqa: E402  (hack/node.py)
-from tests.support.cluster_support import EXAMPLES, Kubectl  # noqa: E402
+from tests.support.cluster_support import EXAMPLES, Kubectl, wait_for  # noqa: E402
 from tests.unit.admission.test_core_rules import MESSAGES, TRIGGERS  # noqa: E402
 
 CHART = REPO / "deploy" / "helm" / "segment-webhook"
@@ -215,6 +215,17 @@ class Load:
     def __exit__(self, *exc) -> None:
         self.stop.set()
         self.thread.join(60)
+
+
+def create_namespace(kubectl: Kubectl, name: str, timeout: float = 60) -> None:
+    """``kubectl create namespace name``, then wait until its ``default`` ServiceAccount exists:
+    kube-controller-manager's serviceaccount controller makes it a moment after the namespace, and
+    until then kube-apiserver's ServiceAccount admission refuses every pod created there
+    (``error looking up service account NS/default``: a `.ci/run` failed on that race)."""
+    kubectl.ok("create", "namespace", name)
+    wait_for(f"ServiceAccount {name}/default",
+             lambda: kubectl("get", "serviceaccount", "default", "-n", name).returncode == 0, timeout=timeout,
+             interval=0.2)
 
 
 def pods(kubectl: Kubectl, component: str) -> list[dict]:
