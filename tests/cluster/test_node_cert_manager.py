@@ -204,24 +204,7 @@ class MixedLoad(Load):
             kind = self.step % 4
             self.step += 1
             if kind < 2:  # the jobs, as Load sends them
-                good = kind == 0
-                try:
-                    status, message = self.send(self.good if good else self.bad)
-                except OSError as error:
-                    status, message = 0, str(error)
-                self.counts["sent"] += 1
-                if good and status == 201:
-                    self.counts["admitted"] += 1
-                elif not good and status == 403 and message.endswith(MESSAGES[DENIED_RULE]):
-                    self.counts["denied"] += 1
-                elif good:
-                    self.counts["good refused"] += 1
-                elif status == 201:
-                    self.counts["denial lost"] += 1
-                else:
-                    self.counts["other"] += 1
-                if ((good and status != 201) or (not good and status != 403)) and len(self.unexpected) < 5:
-                    self.unexpected.append(f"{status}: {message[:300]}")
+                self.send_job(kind == 0)
             else:
                 labelled = kind == 2
                 try:

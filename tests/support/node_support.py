@@ -183,28 +183,33 @@ class Load:
         finally:
             connection.close()
 
+    def send_job(self, good: bool) -> None:
+        """Send the good or the bad PyTorchJob once and count the answer: admitted (201), denied
+        with the expected rule (403), a good one refused, a denial lost, or other."""
+        try:
+            status, message = self.send(self.good if good else self.bad)
+        except OSError as error:
+            status, message = 0, str(error)
+        self.counts["sent"] += 1
+        self.answers.append((time.monotonic(), good, status, message))
+        if good and status == 201:
+            self.counts["admitted"] += 1
+        elif not good and status == 403 and message.endswith(MESSAGES[DENIED_RULE]):
+            self.counts["denied"] += 1
+        elif good:
+            self.counts["good refused"] += 1
+        elif status == 201:
+            self.counts["denial lost"] += 1
+        else:
+            self.counts["other"] += 1
+        if (good and status != 201) or (not good and status != 403):
+            if len(self.unexpected) < 5:
+                self.unexpected.append(f"{status}: {message[:300]}")
+
     def run(self) -> None:
         good = True
         while not self.stop.is_set():
-            try:
-                status, message = self.send(self.good if good else self.bad)
-            except OSError as error:
-                status, message = 0, str(error)
-            self.counts["sent"] += 1
-            self.answers.append((time.monotonic(), good, status, message))
-            if good and status == 201:
-                self.counts["admitted"] += 1
-            elif not good and status == 403 and message.endswith(MESSAGES[DENIED_RULE]):
-                self.counts["denied"] += 1
-            elif good:
-                self.counts["good refused"] += 1
-            elif status == 201:
-                self.counts["denial lost"] += 1
-            else:
-                self.counts["other"] += 1
-            if (good and status != 201) or (not good and status != 403):
-                if len(self.unexpected) < 5:
-                    self.unexpected.append(f"{status}: {message[:300]}")
+            self.send_job(good)
             good = not good
             time.sleep(0.05)
 
