@@ -272,6 +272,16 @@ def upstream_source(name: str) -> Path:
                            f"{result.stdout[-2000:]}{result.stderr[-2000:]}") from None
 
 
+def _executable_name(package: str) -> str:
+    """The file ``go build -o DIR/`` writes for main package ``package``: its last path element,
+    or the one before it when the last is a major version (``go.etcd.io/etcd/server/v3`` ->
+    ``server``; the Go command's DefaultExecName)."""
+    parent, _, last = package.rpartition("/")
+    if parent and len(last) >= 2 and last[0] == "v" and last[1:].isdigit():
+        return parent.rpartition("/")[2]
+    return last
+
+
 def build(log=sys.stderr) -> Path:
     """Build (or reuse) the control-plane binaries; return the directory that holds them.
 
@@ -289,25 +299,91 @@ def build(log=sys.stderr) -> Path:
     staging.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-buildvcs=false -trimpath")
     started = time.monotonic()
-    for name, (module_dir, package) in BINARIES.items():
-        if (staging / name).is_file():
+    # One `go build` per module directory, every missing binary of it at once (`-o DIR/` writes each
+    # main package as DIR/<its last path element>): the Go command links one binary while it still
+    # compiles the packages of the next, instead of leaving a CPU idle through each link.
+    for module_dir in dict.fromkeys(module_dir for module_dir, _ in BINARIES.values()):
+        missing = {name: package for name, (directory, package) in BINARIES.items()
+                   if directory == module_dir and not (staging / name).is_file()}
+        if not missing:
             continue
-        print(f"build: {name} ({package})", file=log, flush=True)
+        for name, package in missing.items():
+            print(f"build: {name} ({package})", file=log, flush=True)
         ldflags = _version_ldflags(kubernetes_version) if module_dir == "kubernetes" else "-s -w"
+        partial = staging / f"{module_dir}.tmp"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
         result = subprocess.run(
-            ["go", "build", "-ldflags", ldflags, "-o", str(staging / f"{name}.tmp"), package],
+            ["go", "build", "-ldflags", ldflags, "-o", f"{partial}{os.sep}", *missing.values()],
             cwd=GO_MODULES / module_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True,
         )
         if result.returncode != 0:
-            raise ClusterError(f"build: go build {package} failed:\n{result.stdout[-4000:]}")
-        # renamed only once complete: an interrupted build resumes without a half-written binary
-        (staging / f"{name}.tmp").rename(staging / name)
+            raise ClusterError(f"build: go build {' '.join(missing.values())} failed:\n{result.stdout[-4000:]}")
+        # moved only once complete: an interrupted build resumes without a half-written binary
+        for name, package in missing.items():
+            (partial / _executable_name(package)).rename(staging / name)
+        partial.rmdir()
     elapsed = time.monotonic() - started
     (staging / "BUILD_SECONDS").write_text(f"{elapsed:.0f}\n")
     staging.rename(target)
     print(f"build: done in {elapsed:.0f} s", file=log)
     return target
+
+
+#: What ``build`` builds, in two lanes that run at the same time (``SEGMENT_WEBHOOK_BUILD_LANES=1``:
+#: one after the other). Each Go build keeps both CPUs busy while it compiles, but not while it
+#: downloads modules or links a binary; a second lane fills those gaps. Programs that compile the
+#: same packages (the kubelet and the control plane, both k8s.io/kubernetes v1.37.2; JobSet and
+#: Trainer, both k8s.io v0.32.2 and controller-runtime v0.20.2) are in one lane, one after the
+#: other, so the second finds them in the Go build cache instead of compiling them again beside
+#: the first.
+BUILD_LANES: tuple[tuple[str, ...], ...] = (
+    ("control-plane", "kubelet", "lws", "kuberay", "helm"),
+    ("kueue", "training-operator", "jobset", "trainer", "kwok", "cert-manager"),
+)
+
+
+def build_everything(log=sys.stderr) -> Path:
+    """Build (or reuse) the control plane and every program of :data:`UPSTREAM` and :data:`TOOLS`,
+    in the lanes of :data:`BUILD_LANES`; return the control plane's directory. Prints
+    ``build: everything done in N s`` once anything was built.
+
+    Raises:
+        ClusterError: the first failed build (the other lane finishes its current build first).
+    """
+    lanes = [list(lane) for lane in BUILD_LANES]
+    listed = {name for lane in lanes for name in lane}
+    assert listed == {"control-plane", *UPSTREAM, *TOOLS}, sorted(listed ^ {"control-plane", *UPSTREAM, *TOOLS})
+    try:
+        count = int(os.environ.get("SEGMENT_WEBHOOK_BUILD_LANES", "2"))
+    except ValueError:
+        count = 2
+    if count < 2:
+        lanes = [[name for lane in lanes for name in lane]]
+    started = time.monotonic()
+    built_any = False
+
+    def run_lane(lane: list[str]) -> None:
+        nonlocal built_any
+        for name in lane:
+            if name == "control-plane":
+                cached = built()
+                build(log)
+            else:
+                cached = (upstream_target(name) / (UPSTREAM.get(name) or TOOLS[name]).binary).is_file()
+                build_upstream(name, log)
+            built_any = built_any or not cached
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(lanes)) as pool:
+        futures = [pool.submit(run_lane, lane) for lane in lanes]
+        errors = [future.exception() for future in futures]
+    for error in errors:
+        if error is not None:
+            raise error
+    if built_any:
+        print(f"build: everything done in {time.monotonic() - started:.0f} s ({len(lanes)} lanes)", file=log)
+    return build_target()
 
 
 # --------------------------------------------------------------------------------------------- up
@@ -1540,10 +1616,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
-            control_plane = build()
-            for name in [*UPSTREAM, *TOOLS]:
-                build_upstream(name)
-            print(control_plane)
+            print(build_everything())
         elif args.command == "heartbeat":
             return heartbeat(args.dir.resolve())
         elif args.command == "nodes":

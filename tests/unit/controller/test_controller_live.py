@@ -91,7 +91,8 @@ def test_gang_is_released_when_its_last_pod_arrives(server, controllers):
     nodes = cluster()
     load(server, nodes)
     pods = gang_pods(pytorchjob())
-    ctl = controllers()
+    # incomplete_grace 1 s (the default is 10 s): the grace is the waiting this test waits through
+    ctl = controllers(incomplete_grace=1.0)
     eventually(lambda: ctl.synced, "informers listed")
     for p in pods[:-1]:
         server.create("pods", p)
@@ -120,7 +121,9 @@ def test_infeasible_gang_gets_one_event_on_one_pod_and_is_retried_when_nodes_cha
     nodes = cluster()
     load(server, nodes[:4])  # 2 racks: half the GPUs the gang needs
     pods = gang_pods(pytorchjob())
-    ctl = controllers(retry_initial=0.2, retry_max=0.4)
+    # incomplete_grace 2 s, not 10: the informer may see the gang before its 17th pod is created;
+    # the gang then waits out the grace, silently, before it is judged
+    ctl = controllers(retry_initial=0.2, retry_max=0.4, incomplete_grace=2.0)
     for p in pods:
         server.create("pods", p)
     eventually(lambda: len(server.list("events")) == 1, "one event")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pathlib
 import re
 import sys
 from pathlib import Path
@@ -229,3 +231,101 @@ def test_stop_apiserver_needs_a_running_one(tmp_path, capsys):
     cluster.save()
     assert local_cluster.main(["stop-apiserver", str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"local-cluster: stop-apiserver: no running kube-apiserver in {tmp_path}\n"
+
+
+FAKE_GO = r"""#!/usr/bin/env bash
+# a stand-in for `go build`: records its directory, argv, start and end, then writes what -o names
+started=$(date +%s.%N)
+sleep 0.2
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do [ "${args[i]}" = -o ] && break; done
+out=${args[i+1]}
+packages=("${args[@]:i+2}")
+if [[ $out == */ ]]; then
+    for package in "${packages[@]}"; do
+        name=${package##*/}
+        [[ $name =~ ^v[0-9]+$ ]] && { name=${package%/*}; name=${name##*/}; }
+        printf %s "$package" > "$out$name"
+    done
+else
+    printf %s "${packages[0]}" > "$out"
+fi
+printf '%s\t%s\t%s\t%s\n' "$PWD" "$started" "$(date +%s.%N)" "$*" >> "$FAKE_GO_LOG"
+"""
+
+
+@pytest.fixture
+def fake_go(tmp_path, monkeypatch):
+    """A `go` on PATH that records each build (FAKE_GO), and an empty build cache."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "go").write_text(FAKE_GO)
+    (bin_dir / "go").chmod(0o755)
+    log = tmp_path / "go.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GO_LOG", str(log))
+    monkeypatch.setenv("SEGMENT_WEBHOOK_CLUSTER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(local_cluster, "_REUSE_SAID", set())
+    def builds() -> list[dict]:
+        rows = [line.split("\t") for line in log.read_text().splitlines()] if log.exists() else []
+        return [{"cwd": cwd, "start": float(start), "end": float(end), "argv": argv.split(" ")}
+                for cwd, start, end, argv in rows]
+
+    return builds
+
+
+def test_executable_names_are_the_go_command_s():
+    # cmd/go's DefaultExecName: the last import path element, the one before a major version
+    assert local_cluster._executable_name("k8s.io/kubernetes/cmd/kube-apiserver") == "kube-apiserver"
+    assert local_cluster._executable_name("go.etcd.io/etcd/server/v3") == "server"
+    assert local_cluster._executable_name("github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager") \
+        == "trainer-controller-manager"
+    assert local_cluster._executable_name("sigs.k8s.io/jobset") == "jobset"
+
+
+def test_the_control_plane_is_one_go_build_per_module(fake_go):
+    """Issue 35: the four k8s.io/kubernetes binaries in one `go build -o DIR/` (the Go command links
+    one while it compiles the next), etcd in another; each lands under the name `up` starts."""
+    import io
+
+    target = local_cluster.build(log=io.StringIO())
+    builds = fake_go()
+    assert [(pathlib.Path(b["cwd"]).name, b["argv"][b["argv"].index("-o") + 2:]) for b in builds] == [
+        ("etcd", ["go.etcd.io/etcd/server/v3"]),
+        ("kubernetes", ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+                        "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubectl"]),
+    ]
+    assert all(b["argv"][b["argv"].index("-o") + 1].endswith(os.sep) for b in builds)
+    assert sorted(p.name for p in target.iterdir()) == [
+        "BUILD_SECONDS", "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"]
+    assert (target / "etcd").read_text() == "go.etcd.io/etcd/server/v3"
+    assert (target / "kubectl").read_text() == "k8s.io/kubernetes/cmd/kubectl"
+    assert local_cluster.built() is True
+
+
+def test_build_runs_two_lanes_at_once_and_each_program_once(fake_go):
+    """Issue 35: `build` runs BUILD_LANES side by side; the kubelet waits for the control plane
+    (they compile the same k8s.io/kubernetes packages) and Trainer for JobSet; a second `build`
+    builds nothing."""
+    import io
+
+    log = io.StringIO()
+    assert local_cluster.build_everything(log=log) == local_cluster.build_target()
+    builds = fake_go()
+    order = [pathlib.Path(b["cwd"]).name for b in builds]
+    assert sorted(order) == sorted(["etcd", "kubernetes", *(p.module_dir for p in local_cluster.UPSTREAM.values()),
+                                    *(p.module_dir for p in local_cluster.TOOLS.values())])
+    assert order.index("kubelet") > order.index("kubernetes") and order.index("trainer") > order.index("jobset")
+    spans = {pathlib.Path(b["cwd"]).name: (b["start"], b["end"]) for b in builds}
+    # the first build of each lane started before the other lane's first build ended
+    assert spans["etcd"][0] < spans["kueue"][1] and spans["kueue"][0] < spans["etcd"][1]
+    assert "build: everything done in " in log.getvalue() and "(2 lanes)" in log.getvalue()
+    log = io.StringIO()
+    local_cluster.build_everything(log=log)
+    assert len(fake_go()) == len(builds)
+    assert "everything done" not in log.getvalue()
+
+
+def test_build_lanes_name_every_program_once():
+    listed = [name for lane in local_cluster.BUILD_LANES for name in lane]
+    assert sorted(listed) == sorted(["control-plane", *local_cluster.UPSTREAM, *local_cluster.TOOLS])
