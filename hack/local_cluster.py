@@ -363,13 +363,14 @@ def build_everything(log=sys.stderr) -> Path:
         lanes = [[name for lane in lanes for name in lane]]
     started = time.monotonic()
     built_any = False
+    control_plane: list[Path] = []
 
     def run_lane(lane: list[str]) -> None:
         nonlocal built_any
         for name in lane:
             if name == "control-plane":
                 cached = built()
-                build(log)
+                control_plane.append(build(log))
             else:
                 cached = (upstream_target(name) / (UPSTREAM.get(name) or TOOLS[name]).binary).is_file()
                 build_upstream(name, log)
@@ -383,7 +384,7 @@ def build_everything(log=sys.stderr) -> Path:
             raise error
     if built_any:
         print(f"build: everything done in {time.monotonic() - started:.0f} s ({len(lanes)} lanes)", file=log)
-    return build_target()
+    return control_plane[0]
 
 
 # --------------------------------------------------------------------------------------------- up

@@ -66,6 +66,34 @@ def selects_slow(markexpr: str) -> bool:
     return "slow" in markexpr.replace("not slow", "")
 
 
+#: Worker processes of the default run (docs/decisions/default-suite-time.md).
+DEFAULT_WORKERS = 2
+
+
+def runs_in_workers(config: Any) -> bool:
+    """Whether ``config`` (a pytest.Config after parsing) is the default run: no test named (the
+    ``testpaths``), setup.cfg's ``-m``, no ``-n``/``--dist``, not ``--collect-only``, pytest-xdist
+    present, and not already inside a worker."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return False
+    return (config.args_source == pytest.Config.ArgsSource.TESTPATHS and config.option.numprocesses is None
+            and config.option.dist == "no" and not config.option.collectonly
+            and f'-m "{config.option.markexpr}"' in str(config.inicfg.get("addopts", "")))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The default run, ``python3 -m pytest -q`` (:func:`runs_in_workers`), in
+    :data:`DEFAULT_WORKERS` pytest-xdist processes, each test file whole in one of them
+    (``--dist loadfile``: a file's module fixtures, servers and ports stay in one process). A run
+    that names tests or files, another ``-m`` (the cluster, image, node and slow runs, whose
+    control planes and timed proofs want the machine to themselves), ``-n`` or ``-p no:xdist``
+    stays as asked. Runs before pytest-xdist reads ``-n``."""
+    if runs_in_workers(config):
+        config.option.numprocesses = DEFAULT_WORKERS
+        config.option.dist = "loadfile"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """The full search (profile ``full``) when the run selects slow tests, unless
     ``HYPOTHESIS_PROFILE`` names a profile (module docstring). Runs before any test module is
