@@ -204,8 +204,7 @@ def _check_shadowed_root_keys(root: AnnotationMap, worker: AnnotationMap, inp: S
 
 def _check_level(level: Sourced, topology: Topology | None, decision: Decision) -> bool:
     """§5: a level is a label key and, when the topology is known, one of its levels (or an alias of one)."""
-    levels = topology.level_names() if topology is not None else None
-    if not rules.check_level_syntax(decision, level.field, level.value, levels):
+    if not rules.check_level_syntax(decision, level.field, level.value, topology):
         return False
     return topology is None or rules.check_level_in_topology(decision, level.field, level.value, topology)
 
@@ -250,28 +249,35 @@ def check_annotation_keys(maps: list[AnnotationMap], decision: Decision) -> None
         rules.check_key_spelling(decision, amap.field, amap.values)
 
 
-def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap], decision: Decision) -> None:
+def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap],
+                     decision: Decision) -> list[tuple[str, Mapping[str, Any]]]:
     """§5: no placement key is written as a label beside any annotation map of a workload (the
-    labels of the same metadata, found by the map's container path)."""
+    labels of the same metadata, found by the map's container path).
+
+    Returns the pod templates' label maps that carry ``segments.dev/target``, as
+    ``(labels field, labels)``, for :func:`check_template_target_labels` (each map's labels are
+    found once per review)."""
+    with_target: list[tuple[str, Mapping[str, Any]]] = []
     for amap in maps:
         meta = _metadata_at(obj, amap.container)
         labels = meta.get("labels") if meta is not None else None
-        if labels is not None and isinstance(labels, (dict, Mapping)) and not labels.keys().isdisjoint(kai_scheduler.PLACEMENT_KEYS):
-            labels_field = amap.field[: -len("annotations")] + "labels"
-            rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
-
-
-def check_template_target_labels(obj: Mapping[str, Any], maps: list[AnnotationMap], decision: Decision) -> None:
-    """DESIGN.md §9b: no pod template of an opted-in workload carries the ``segments.dev/target``
-    label, which only the root's labels set (rule ``target-label-on-template``)."""
-    for amap in maps:
-        if not amap.container:  # the root: its label is the target (admission/targets.py)
+        if labels is None or not isinstance(labels, (dict, Mapping)):
             continue
-        meta = _metadata_at(obj, amap.container)
-        labels = meta.get("labels") if meta is not None else None
-        if labels is not None and isinstance(labels, (dict, Mapping)) and segments_dev.TARGET_KEY in labels:
-            rules.check_target_not_on_template(decision, amap.field[: -len("annotations")] + "labels", labels,
-                                               segments_dev.TARGET_KEY)
+        if not labels.keys().isdisjoint(kai_scheduler.PLACEMENT_KEYS):
+            rules.check_placement_keys_not_labels(decision, amap.field[: -len("annotations")] + "labels", labels,
+                                                  amap.field)
+        if amap.container and segments_dev.TARGET_KEY in labels:  # the root's label is the target (targets.py)
+            with_target.append((amap.field[: -len("annotations")] + "labels", labels))
+    return with_target
+
+
+def check_template_target_labels(templates_with_target: list[tuple[str, Mapping[str, Any]]],
+                                 decision: Decision) -> None:
+    """DESIGN.md §9b: no pod template of an opted-in workload carries the ``segments.dev/target``
+    label, which only the root's labels set (rule ``target-label-on-template``).
+    ``templates_with_target``: what :func:`check_label_keys` returned for the same object."""
+    for labels_field, labels in templates_with_target:
+        rules.check_target_not_on_template(decision, labels_field, labels, segments_dev.TARGET_KEY)
 
 
 def _metadata_at(obj: Mapping[str, Any], container: tuple[str, ...]) -> Mapping[str, Any] | None:

@@ -402,11 +402,12 @@ def check_placement_has_topology(decision: Decision, placements: Iterable[tuple[
 
 
 @rule("invalid-level", "DESIGN.md §5", "a level that is not a label key")
-def check_level_syntax(decision: Decision, field_path: str, level: str, levels: tuple[str, ...] | None) -> bool:
-    """A topology level is a node-label key (``[prefix/]name``). ``levels``: the topology's
-    levels for the fix, when known. Returns True when ok."""
+def check_level_syntax(decision: Decision, field_path: str, level: str, topology: Topology | None) -> bool:
+    """A topology level is a node-label key (``[prefix/]name``). ``topology``: the known
+    Topology, whose levels the fix lists (read only for a denial). Returns True when ok."""
     if is_valid_label_key(level):
         return True
+    levels = topology.level_names() if topology is not None else None
     violate(decision, "invalid-level", field_path, level,
             "a topology level must be a node label key ([prefix/]name, e.g. cloud.provider.com/topology-rack)",
             "use one of the topology's levels" + (f" ({', '.join(levels)})" if levels else ""))

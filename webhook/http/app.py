@@ -61,7 +61,8 @@ import orjson
 from flask import Flask, Response, request
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import NullSession, SessionInterface
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, InternalServerError, RequestEntityTooLarge
+from werkzeug.http import parse_options_header
 from werkzeug.wsgi import get_content_length
 
 from webhook.admission.config import AdmissionSettings
@@ -264,24 +265,57 @@ def create_app(
 
     admit = _admission_view(catalog, settings, review_fn, get_metrics, max_body_bytes, read_timeout)
     _add_routes(app, admit, catalog, tls_ready, get_metrics, max_body_bytes)
+    app.wsgi_app = _admission_first(app.wsgi_app, admit)  # type: ignore[method-assign]
     coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
     if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
         raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
     return app
 
 
+#: The admission paths answered before Flask's dispatch (:func:`_admission_first`): path → mutate.
+_ADMISSION_PATHS = {"/mutate": True, "/validate": False}
+
+#: ``admit(environ, mutate)``: one admission request's WSGI environ in, its response out.
+Admit = Callable[[dict[str, Any], bool], Response]
+
+
+def _admission_first(flask_wsgi: Callable[..., Any], admit: Admit) -> Callable[..., Any]:
+    """WSGI middleware (Flask's documented ``app.wsgi_app`` wrapping) that answers ``POST /mutate``
+    and ``POST /validate`` with ``admit`` directly, without Flask's request context, URL routing
+    and response finalisation, which cost more instructions than the review itself
+    (docs/tasks/benchmarks.md "Work per review, counted"); every other request (another method or
+    path, ``/mutate/``, ``HEAD``) goes to Flask as before. An exception ``admit`` lets out (none
+    is expected: it answers every body) is logged and answered as Flask answers it: 500 with the
+    JSON body of the app's HTTP error handler."""
+
+    def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if environ.get("REQUEST_METHOD") == "POST":
+            mutate = _ADMISSION_PATHS.get(environ.get("PATH_INFO", ""))
+            if mutate is not None:
+                try:
+                    resp = admit(environ, mutate)
+                except Exception:
+                    log.exception("admission request failed")
+                    error = InternalServerError()
+                    resp = _json({"error": error.description, "code": error.code}, 500)
+                return resp(environ, start_response)
+        return flask_wsgi(environ, start_response)
+
+    return wsgi_app
+
+
 def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, review_fn: envelope.ReviewFunction,
                     get_metrics: Callable[[], ReviewMetrics], max_body_bytes: int,
-                    read_timeout: float) -> Callable[[bool], Response]:
+                    read_timeout: float) -> Admit:
     """The body of ``/mutate`` and ``/validate`` for :func:`create_app` (its arguments of the same
-    names): ``admit(mutate)`` reads and bounds the body, reviews it, and counts and logs the review."""
+    names): ``admit(environ, mutate)`` reads and bounds the body, reviews it, and counts and logs
+    the review."""
 
-    def closing(resp: Response, drain_bytes: int = 0) -> Response:
+    def closing(resp: Response, environ: dict[str, Any], drain_bytes: int = 0) -> Response:
         """``resp`` with ``Connection: close``; after it is written, drain up to ``drain_bytes``
         of the unread body within ``read_timeout`` seconds."""
         resp.headers["Connection"] = "close"
         if drain_bytes > 0:
-            environ = request.environ
             resp.call_on_close(lambda: _drain(environ, drain_bytes, read_timeout))
         return resp
 
@@ -290,27 +324,27 @@ def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, revie
         return _json(envelope.error_body(
             f"request body is {size}larger than the {max_body_bytes}-byte limit", "body"), 413)
 
-    def admit(mutate: bool) -> Response:
-        environ = request.environ  # read once: each use of the request proxy costs
+    def admit(environ: dict[str, Any], mutate: bool) -> Response:
         length = get_content_length(environ)  # werkzeug's reading, as request.content_length
         if length is not None and length > max_body_bytes:
-            return closing(too_large(length), min(length, DRAIN_LIMIT_BYTES))
+            return closing(too_large(length), environ, min(length, DRAIN_LIMIT_BYTES))
         # kube-apiserver sends exactly "application/json"; anything else is werkzeug's to parse
-        if environ.get("CONTENT_TYPE") != JSON_MIMETYPE and request.mimetype != JSON_MIMETYPE:
+        content_type = environ.get("CONTENT_TYPE")
+        if content_type != JSON_MIMETYPE and parse_options_header(content_type)[0].lower() != JSON_MIMETYPE:
             return _json(envelope.error_body(
-                f"Content-Type must be {JSON_MIMETYPE}, got {request.content_type or 'none'!r}",
+                f"Content-Type must be {JSON_MIMETYPE}, got {content_type or 'none'!r}",
                 "Content-Type"), 415)
         try:
             raw = _read_body(environ, length, max_body_bytes)
         except BodyTooLarge:
-            return closing(too_large(None), DRAIN_LIMIT_BYTES)
+            return closing(too_large(None), environ, DRAIN_LIMIT_BYTES)
         except TimeoutError:
             return closing(_json(envelope.error_body(
-                f"the request body did not arrive within {read_timeout:g} s", "body"), 408))
+                f"the request body did not arrive within {read_timeout:g} s", "body"), 408), environ)
         except BodyIncomplete as exc:  # the client is gone: answer for the record, count nothing
-            return closing(_json(envelope.error_body(str(exc), "body"), 400))
+            return closing(_json(envelope.error_body(str(exc), "body"), 400), environ)
         except Exception as exc:  # noqa: BLE001 - the server could not decode the body's framing
-            return closing(_json(envelope.error_body(_framing_error(exc), "body"), 400))
+            return closing(_json(envelope.error_body(_framing_error(exc), "body"), 400), environ)
         started = _clock()  # review latency: body read → answer built (not network time)
         # bounded by its annotations' size and its members' counts before the core reads it
         # (webhook.http.bounds); the usual small body cannot pass a bound and is not walked
@@ -348,7 +382,7 @@ def stale_catalog_note(catalog: TopologyCatalog) -> str | None:
     return f"{reason}; answering from the {len(names)} Topologies last listed ({', '.join(names) or 'none'})"
 
 
-def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: TopologyCatalog,
+def _add_routes(app: Flask, admit: Admit, catalog: TopologyCatalog,
                 tls_ready: Callable[[], bool] | None, get_metrics: Callable[[], ReviewMetrics],
                 max_body_bytes: int) -> None:
     """Register :func:`create_app`'s views and error handlers on ``app``: ``/mutate`` and
@@ -359,12 +393,12 @@ def _add_routes(app: Flask, admit: Callable[[bool], Response], catalog: Topology
     @app.post("/mutate")
     def mutate() -> Response:
         """Mutating admission: validation + JSONPatch (DESIGN.md §1)."""
-        return admit(True)
+        return admit(request.environ, True)
 
     @app.post("/validate")
     def validate() -> Response:
         """Validating admission: the same checks as /mutate, no patch."""
-        return admit(False)
+        return admit(request.environ, False)
 
     @app.get("/healthz")
     def healthz() -> Response:

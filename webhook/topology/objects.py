@@ -63,7 +63,7 @@ class Topology:
 
     def has_level(self, level: str) -> bool:
         """True when ``level`` is one of the levels, by node label or by alias."""
-        return self.label_of(level) in self.levels
+        return level in self.levels or self.label_of(level) in self.levels
 
     def depth(self, level: str) -> int:
         """Position of ``level`` (a node label or an alias): 0 for the broadest. Raises

@@ -460,6 +460,49 @@ def test_unknown_path_and_method_are_json_4xx():
     assert resp.get_json()["code"] == 405
 
 
+def test_admission_paths_are_answered_before_flask_dispatch_and_the_rest_by_flask():
+    """POST /mutate and /validate skip Flask's dispatch (``app.wsgi_app`` middleware, webhook.http.app
+    ``_admission_first``): a ``before_request`` hook runs for /healthz, a GET of /mutate and a POST of
+    /mutate/ (Flask's 200, 405 and 404), never for the two admission paths."""
+    metrics = ReviewMetrics(CollectorRegistry())
+    app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=metrics,
+                     review_fn=stub(Decision(kind="PyTorchJob")))
+    seen = []
+    app.before_request(lambda: seen.append(request_path()))
+    client = app.test_client()
+    assert post(client, "/mutate", review_doc()).get_json()["response"]["allowed"] is True
+    assert post(client, "/validate", review_doc()).get_json()["response"]["allowed"] is True
+    assert seen == []
+    assert client.get("/healthz").status_code == 200
+    assert client.get("/mutate").status_code == 405
+    assert post(client, "/mutate/", review_doc()).status_code == 404
+    assert seen == ["/healthz", "/mutate", "/mutate/"]
+
+
+def request_path():
+    from flask import request
+    return request.path
+
+
+def test_an_exception_out_of_the_admission_path_is_flasks_json_500(monkeypatch, caplog):
+    """What Flask answered for an exception a view lets out, the admission path answers too:
+    500 with the app's HTTP error body (werkzeug ``InternalServerError``), and the traceback logged."""
+    import webhook.http.app as app_module
+
+    def broken(body):
+        raise RuntimeError("planted")
+
+    monkeypatch.setattr(app_module, "needs_bounds", broken)
+    client, _ = make_app(stub(Decision(kind="PyTorchJob")))
+    with caplog.at_level(logging.ERROR, logger="segment_webhook.http"):
+        resp = post(client, "/mutate", review_doc())
+    assert resp.status_code == 500
+    from werkzeug.exceptions import InternalServerError  # the text of the werkzeug version installed
+
+    assert resp.get_json() == {"code": 500, "error": InternalServerError.description}
+    assert any("admission request failed" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
 # ------------------------------------------------------------------ real domain core (DESIGN.md)
 
 SEED_TP4 = {

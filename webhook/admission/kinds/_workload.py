@@ -28,7 +28,16 @@ from webhook.admission.patching import PatchBuilder
 from webhook.admission.reading import AnnotationMap, check_object_meta
 from webhook.admission.rules import check_placement_has_topology, check_unchanged, malformed
 from webhook.admission.segments import parse_plain_decimal
-from webhook.admission.targets import GATE, KAI, WORKLOAD_API, chosen_target, compile_workload
+from webhook.admission.targets import (
+    GATE,
+    KAI,
+    KUEUE,
+    KUEUE_PARTIAL_SLICES,
+    WORKLOAD_API,
+    chosen_target,
+    compile_workload,
+    kueue_version_text,
+)
 from webhook.admission.verdict import Decision, Violation
 from webhook.admission.warning_rules import WARNINGS, say
 from webhook.admission.workload_plan import Plan
@@ -315,7 +324,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         return scratch if plan_is_ours(kind, obj) else decision
     maps = plan.annotation_maps()
     check_annotation_keys(maps, decision)
-    check_label_keys(obj, maps, decision)
+    templates_with_target = check_label_keys(obj, maps, decision)
     if plan.resolution.inputs is None:  # a kind of units, or none to resolve: the root's own levels (§4.5)
         _check_root_levels_of_units(plan, scratch)
     ours = plan.always_ours or opted_in(maps) or (
@@ -327,8 +336,9 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         decision.warnings.extend(w for w in scratch.warnings
                                  if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
-    check_template_target_labels(obj, maps, decision)
-    _drop_warnings_a_label_denial_contradicts(decision)
+    check_template_target_labels(templates_with_target, decision)
+    if decision.violations and decision.warnings:
+        _drop_warnings_a_label_denial_contradicts(decision)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
                                                 denied_fields=[v.field for v in decision.violations]))
@@ -359,8 +369,6 @@ def _warn_elastic(kind: str, plan: Plan, target: str, settings: AdmissionSetting
     the gate and the Workload API gang the pod count written at CREATE (another count waits or is
     refused, :mod:`webhook.gating.decision`); Kueue slices the count it admits, a partial last
     slice by its version's rule (:data:`webhook.admission.targets.KUEUE_PARTIAL_SLICES`)."""
-    from webhook.admission.targets import KUEUE, KUEUE_PARTIAL_SLICES, kueue_version_text
-
     size, elastic = plan.resolution.size_in_force, plan.elastic
     if size is None or elastic is None:
         return

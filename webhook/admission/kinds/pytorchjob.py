@@ -126,7 +126,7 @@ def _elastic(spec: Mapping[str, Any], replicas: int | None) -> tuple[str, int, i
     when it has no elasticPolicy or the range is one count. Values that are not integers are left
     to the training operator's own validation (no range)."""
     policy = spec.get("elasticPolicy")
-    if not isinstance(policy, Mapping) or not isinstance(replicas, int):
+    if policy is None or not isinstance(policy, (dict, Mapping)) or not isinstance(replicas, int):
         return None
     low, high = policy.get("minReplicas", replicas), policy.get("maxReplicas", replicas)
     if type(low) is not int or type(high) is not int or not 0 <= low < high:

@@ -144,7 +144,7 @@ def check_template_levels(template: AnnotationMap, topology_name: str | None, gr
                 decision, level.field, level.value, topology_name is not None, template.field,
                 "KAI's Ray grouper errors on every pod of the cluster and makes no PodGroup"):
             continue
-        if not check_level_syntax(decision, level.field, level.value, topology.level_names() if topology else None):
+        if not check_level_syntax(decision, level.field, level.value, topology):
             continue
         if topology is not None and not check_level_in_topology(decision, level.field, level.value, topology):
             continue
