@@ -54,8 +54,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 from flask import Flask, Response, request
@@ -72,6 +72,9 @@ from webhook.http.bounds import bounded_review, needs_bounds
 from webhook.http.metrics import ReviewMetrics, default_metrics, log_review
 from webhook.http.options import DEFAULT_READ_TIMEOUT
 from webhook.topology.objects import TopologyCatalog
+
+if TYPE_CHECKING:  # typeshed's WSGI types (``wsgiref.types`` is Python 3.11+)
+    from _typeshed.wsgi import StartResponse, WSGIEnvironment
 
 #: Header of every /readyz answer naming the process that answered (its pid): each worker has
 #: its own catalog, so "every worker is ready" is "every worker's pid has answered 200".
@@ -211,6 +214,13 @@ class KeptOrderJSONProvider(DefaultJSONProvider):
     sort_keys = False
 
 
+#: The admission paths answered before Flask's dispatch (:meth:`WebhookFlask.wsgi_app`): path → mutate.
+_ADMISSION_PATHS = {"/mutate": True, "/validate": False}
+
+#: ``admit(environ, mutate)``: one admission request's WSGI environ in, its response out.
+Admit = Callable[[dict[str, Any], bool], Response]
+
+
 class WebhookFlask(Flask):
     """The webhook's Flask app: Flask with the parts a webhook does not use turned off through
     Flask's documented overrides: no sessions (:class:`SessionFree`), and every view a plain
@@ -219,6 +229,20 @@ class WebhookFlask(Flask):
 
     session_interface = SessionFree()
     json_provider_class = KeptOrderJSONProvider
+    #: The admission view (set by :func:`create_app`), answered before Flask's dispatch.
+    admit: Admit | None = None
+
+    def wsgi_app(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Flask's WSGI entry point (its documented override point), with ``POST /mutate`` and
+        ``POST /validate`` (by exact path) answered by :attr:`admit` directly: without Flask's
+        request context, URL routing and response finalisation, which cost more instructions
+        than the review itself (docs/decisions/admission-paths-before-flask.md). Every other
+        request (another method or path, ``/mutate/``, ``HEAD``) is Flask's, as before."""
+        if self.admit is not None and environ.get("REQUEST_METHOD") == "POST":
+            mutate = _ADMISSION_PATHS.get(environ.get("PATH_INFO", ""))
+            if mutate is not None:
+                return _admitted(self.admit, environ, mutate)(environ, start_response)
+        return super().wsgi_app(environ, start_response)
 
     def ensure_sync(self, func: View) -> View:
         """``func`` itself: every view of this app is a plain function."""
@@ -265,43 +289,23 @@ def create_app(
 
     admit = _admission_view(catalog, settings, review_fn, get_metrics, max_body_bytes, read_timeout)
     _add_routes(app, admit, catalog, tls_ready, get_metrics, max_body_bytes)
-    app.wsgi_app = _admission_first(app.wsgi_app, admit)  # type: ignore[method-assign]
+    app.admit = admit
     coroutines = sorted(name for name, view in app.view_functions.items() if inspect.iscoroutinefunction(view))
     if coroutines:  # WebhookFlask.ensure_sync runs views as they are: a coroutine would never run
         raise TypeError(f"views {coroutines} are coroutines; WebhookFlask serves plain functions only")
     return app
 
 
-#: The admission paths answered before Flask's dispatch (:func:`_admission_first`): path → mutate.
-_ADMISSION_PATHS = {"/mutate": True, "/validate": False}
-
-#: ``admit(environ, mutate)``: one admission request's WSGI environ in, its response out.
-Admit = Callable[[dict[str, Any], bool], Response]
-
-
-def _admission_first(flask_wsgi: Callable[..., Any], admit: Admit) -> Callable[..., Any]:
-    """WSGI middleware (Flask's documented ``app.wsgi_app`` wrapping) that answers ``POST /mutate``
-    and ``POST /validate`` with ``admit`` directly, without Flask's request context, URL routing
-    and response finalisation, which cost more instructions than the review itself
-    (docs/tasks/benchmarks.md "Work per review, counted"); every other request (another method or
-    path, ``/mutate/``, ``HEAD``) goes to Flask as before. An exception ``admit`` lets out (none
-    is expected: it answers every body) is logged and answered as Flask answers it: 500 with the
-    JSON body of the app's HTTP error handler."""
-
-    def wsgi_app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if environ.get("REQUEST_METHOD") == "POST":
-            mutate = _ADMISSION_PATHS.get(environ.get("PATH_INFO", ""))
-            if mutate is not None:
-                try:
-                    resp = admit(environ, mutate)
-                except Exception:
-                    log.exception("admission request failed")
-                    error = InternalServerError()
-                    resp = _json({"error": error.description, "code": error.code}, 500)
-                return resp(environ, start_response)
-        return flask_wsgi(environ, start_response)
-
-    return wsgi_app
+def _admitted(admit: Admit, environ: WSGIEnvironment, mutate: bool) -> Response:
+    """``admit(environ, mutate)``; an exception it lets out (none is expected: it answers every
+    body) is logged and answered as Flask answers it: 500 with the JSON body of the app's HTTP
+    error handler."""
+    try:
+        return admit(environ, mutate)
+    except Exception:
+        log.exception("admission request failed")
+        error = InternalServerError()
+        return _json({"error": error.description, "code": error.code}, 500)
 
 
 def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, review_fn: envelope.ReviewFunction,

@@ -461,8 +461,8 @@ def test_unknown_path_and_method_are_json_4xx():
 
 
 def test_admission_paths_are_answered_before_flask_dispatch_and_the_rest_by_flask():
-    """POST /mutate and /validate skip Flask's dispatch (``app.wsgi_app`` middleware, webhook.http.app
-    ``_admission_first``): a ``before_request`` hook runs for /healthz, a GET of /mutate and a POST of
+    """POST /mutate and /validate skip Flask's dispatch (``WebhookFlask.wsgi_app``,
+    webhook.http.app): a ``before_request`` hook runs for /healthz, a GET of /mutate and a POST of
     /mutate/ (Flask's 200, 405 and 404), never for the two admission paths."""
     metrics = ReviewMetrics(CollectorRegistry())
     app = create_app(StaticTopologyCatalog(), AdmissionSettings(), metrics=metrics,
