@@ -331,9 +331,10 @@ def build(log=sys.stderr) -> Path:
     return target
 
 
-#: What ``build`` builds, in two lanes that run at the same time (``SEGMENT_WEBHOOK_BUILD_LANES=1``:
-#: one after the other). Each Go build keeps both CPUs busy while it compiles, but not while it
-#: downloads modules or links a binary; a second lane fills those gaps. Programs that compile the
+#: What ``build`` builds, one program after the other by default; ``SEGMENT_WEBHOOK_BUILD_LANES=2``
+#: runs the two lanes at the same time. On the 2-CPU machine from nothing the two lanes took
+#: 2,108 s (2026-12-07, stop 43, a fresh `.ci/run`), one after the other 1,839 s (stop 42): each
+#: Go build keeps both CPUs busy, so a second lane only slowed the first. Programs that compile the
 #: same packages (the kubelet and the control plane, both k8s.io/kubernetes v1.37.2; JobSet and
 #: Trainer, both k8s.io v0.32.2 and controller-runtime v0.20.2) are in one lane, one after the
 #: other, so the second finds them in the Go build cache instead of compiling them again beside
@@ -346,7 +347,8 @@ BUILD_LANES: tuple[tuple[str, ...], ...] = (
 
 def build_everything(log=sys.stderr) -> Path:
     """Build (or reuse) the control plane and every program of :data:`UPSTREAM` and :data:`TOOLS`,
-    in the lanes of :data:`BUILD_LANES`; return the control plane's directory. Prints
+    one after the other (``SEGMENT_WEBHOOK_BUILD_LANES=2``: the lanes of :data:`BUILD_LANES` at the
+    same time); return the control plane's directory. Prints
     ``build: everything done in N s`` once anything was built.
 
     Raises:
@@ -356,9 +358,9 @@ def build_everything(log=sys.stderr) -> Path:
     listed = {name for lane in lanes for name in lane}
     assert listed == {"control-plane", *UPSTREAM, *TOOLS}, sorted(listed ^ {"control-plane", *UPSTREAM, *TOOLS})
     try:
-        count = int(os.environ.get("SEGMENT_WEBHOOK_BUILD_LANES", "2"))
+        count = int(os.environ.get("SEGMENT_WEBHOOK_BUILD_LANES", "1"))
     except ValueError:
-        count = 2
+        count = 1
     if count < 2:
         lanes = [[name for lane in lanes for name in lane]]
     started = time.monotonic()
@@ -383,7 +385,7 @@ def build_everything(log=sys.stderr) -> Path:
         if error is not None:
             raise error
     if built_any:
-        print(f"build: everything done in {time.monotonic() - started:.0f} s ({len(lanes)} lanes)", file=log)
+        print(f"build: everything done in {time.monotonic() - started:.0f} s ({len(lanes)} lane{'s' if len(lanes) > 1 else ''})", file=log)
     return control_plane[0]
 
 
