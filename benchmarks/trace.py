@@ -895,6 +895,8 @@ class Result:
     ended: str = ""
     error: str = ""
     advisory: dict[str, Any] = field(default_factory=dict)
+    #: components of the control plane that exited during the run -> why (:func:`exited_components`)
+    exited: dict[str, str] = field(default_factory=dict)
 
     @property
     def explained(self) -> int:
@@ -1112,6 +1114,56 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 
 
+def _process_gone(pid: int) -> bool:
+    """True when process ``pid`` has exited (no such process, or a zombie not yet reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[0] == "Z"
+
+
+def panic_summary(log_text: str) -> str:
+    """What a Go program's log says of the panic that ended it: the last ``panic: ...`` line and
+    the frame that raised it (the first source line after the last ``runtime/panic.go`` frame of
+    the first stack), e.g. ``panic: runtime error: invalid memory address or nil pointer
+    dereference at k8s.io/kubernetes@v1.37.2/pkg/scheduler/schedule_one_podgroup.go:1430``;
+    ``"exited (no panic in its log)"`` when the log has none."""
+    lines = log_text.splitlines()
+    message = next((line.strip() for line in reversed(lines) if line.startswith("panic: ")), "")
+    if not message:
+        return "exited (no panic in its log)"
+    frame = ""
+    after_panic = False
+    for line in lines:
+        text = line.strip()
+        if text.startswith("runtime/panic.go:"):
+            after_panic = True
+        elif after_panic and ".go:" in text and not text.startswith("runtime/"):
+            frame = text.split(" +0x")[0]
+            after_panic = False
+        elif frame and text.startswith("panic: "):
+            break
+    return f"{message} at {frame}" if frame else message
+
+
+def exited_components(cluster: local_cluster.LocalCluster) -> dict[str, str]:
+    """The control plane's components (``up``'s pid files) that are no longer running, each with
+    :func:`panic_summary` of its log: a scheduler that crashed leaves every later gang pending
+    with nothing said, which the table must not call unexplained in silence."""
+    gone = {}
+    for component in cluster.state.get("components", []):
+        pid_file = cluster.dir / "pids" / f"{component}.pid"
+        try:
+            pid = int(pid_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if _process_gone(pid):
+            log = cluster.dir / "logs" / f"{component}.log"
+            gone[component] = panic_summary(log.read_text(errors="replace")) if log.is_file() else "exited"
+    return gone
+
+
 def run_target(target: str, jobs: list[TraceJob], dump: Path, work: Path, args: argparse.Namespace) -> Result:
     """``target``'s whole turn: its control plane with KWOK up, the dump's Topology and KWOK
     nodes (Kueue's queues for ``kueue``), the trace measured, the control plane down."""
@@ -1140,6 +1192,7 @@ def run_target(target: str, jobs: list[TraceJob], dump: Path, work: Path, args: 
     except (local_cluster.ClusterError, OSError) as error:
         result.error = str(error).splitlines()[0] if str(error) else type(error).__name__
     finally:
+        result.exited = exited_components(cluster)
         cluster.stop_all()
     return result
 
@@ -1179,6 +1232,8 @@ def table(results: list[Result], time_scale: float) -> str:
         rows.append(f"{r.target}: up {r.up_seconds:.1f} s, {r.register_seconds:.1f} s to register the KWOK nodes; "
                     f"ended: {r.ended or '-'}; greedy misses over {r.miss_scope or '-'}"
                     + (f"; error: {r.error}" if r.error else ""))
+        for component, why in r.exited.items():
+            rows.append(f"  EXITED during the run: {component}: {why}")
         if r.target in REFUSING_TARGETS:
             rows.append(f"  refused by {r.target}'s scheduler: {len(r.refused)} gangs (pending: from the refusal's "
                         "condition time; a greedy miss: refused while place finds a placement)")

@@ -395,3 +395,69 @@ def test_the_pod_watch_resumes_from_the_last_version_and_lists_again_after_410()
     assert watch.watch_path() == base + "&resourceVersion=135" and set(watch.latest) == {"g-0"}
     watch.handle({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}})
     assert watch.watch_path() == base
+
+
+# kube-scheduler v1.37.2's log when it crashed under the workload-api target (5,000 KWOK nodes,
+# 2026-12-07, stop 43), shortened: the first stack, then the runtime's own panic line.
+_SCHEDULER_PANIC_LOG = """\
+I1207 16:38:24.821946   13085 shared_informer.go:531] "Caches are synced"
+E1207 16:43:35.046239   13085 panic.go:336] "Observed a panic" panic="runtime error: invalid memory address or nil pointer dereference" stacktrace=<
+\tgoroutine 556 [running]:
+\tpanic({0x29dc5a0?, 0x50e4d30?})
+\t\truntime/panic.go:860 +0x13a
+\tk8s.io/kubernetes/pkg/scheduler.(*Scheduler).compositePodGroupSchedulingDefaultAlgorithm.func1()
+\t\tk8s.io/kubernetes@v1.37.2/pkg/scheduler/schedule_one_podgroup.go:1325 +0x203
+\tpanic({0x29dc5a0?, 0x50e4d30?})
+\t\truntime/panic.go:860 +0x13a
+\tk8s.io/kubernetes/pkg/scheduler.(*Scheduler).assumeSubtreeWithRevert.successfulLeafResults.func2.func3(0x2dcec28b6ee0)
+\t\tk8s.io/kubernetes@v1.37.2/pkg/scheduler/schedule_one_podgroup.go:1430 +0xb5
+ >
+panic: runtime error: invalid memory address or nil pointer dereference
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x20 pc=0x255d823]
+
+goroutine 556 [running]:
+panic({0x29dc5a0?, 0x50e4d30?})
+\truntime/panic.go:860 +0x13a
+k8s.io/apimachinery/pkg/util/runtime.handleCrash({0x314ad48, 0x2dcebc7a8000})
+\tk8s.io/apimachinery@v0.37.2/pkg/util/runtime/runtime.go:109 +0x116
+"""
+
+
+def test_a_panicked_component_is_named_with_the_frame_that_raised_it():
+    """A scheduler that crashes leaves every later gang pending in silence: the table names it
+    (``EXITED during the run``) with the panic and the frame of the innermost re-raised panic."""
+    assert bench.panic_summary(_SCHEDULER_PANIC_LOG) == (
+        "panic: runtime error: invalid memory address or nil pointer dereference at "
+        "k8s.io/kubernetes@v1.37.2/pkg/scheduler/schedule_one_podgroup.go:1430")
+    assert bench.panic_summary("I1207 started\nE1207 lost the lease\n") == "exited (no panic in its log)"
+
+
+def test_exited_components_are_those_whose_process_is_gone(tmp_path):
+    import subprocess
+    from types import SimpleNamespace
+
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "logs").mkdir()
+    running = subprocess.Popen(["sleep", "30"])
+    crashed = subprocess.Popen(["true"])
+    crashed.wait()  # reaped: no such process any more
+    zombie = subprocess.Popen(["true"])
+    try:
+        import time
+
+        deadline = time.monotonic() + 10
+        while bench._process_gone(zombie.pid) is False and time.monotonic() < deadline:
+            time.sleep(0.05)  # a zombie until waited for
+        for name, proc in (("etcd", running), ("kube-scheduler", crashed), ("kwok-controller", zombie)):
+            (tmp_path / "pids" / f"{name}.pid").write_text(str(proc.pid))
+        (tmp_path / "logs" / "kube-scheduler.log").write_text(_SCHEDULER_PANIC_LOG)
+        cluster = SimpleNamespace(dir=tmp_path, state={"components": ["etcd", "kube-scheduler", "kwok-controller"]})
+        assert bench.exited_components(cluster) == {
+            "kube-scheduler": "panic: runtime error: invalid memory address or nil pointer dereference at "
+                              "k8s.io/kubernetes@v1.37.2/pkg/scheduler/schedule_one_podgroup.go:1430",
+            "kwok-controller": "exited",
+        }
+    finally:
+        running.kill()
+        running.wait()
+        zombie.wait()
