@@ -681,22 +681,25 @@ def check_native_framework(decision: Decision, framework: str, field_path: str, 
 
 @functools.lru_cache(maxsize=4096)
 def resembled_placement_key(key: str) -> str | None:
-    """The placement key of DESIGN.md §2 that ``key`` misspells (edit distance 1 to 3, and
-    ``key`` is not a key KAI or this webhook uses), else ``None``. The closest one wins; ties go
+    """The placement key of DESIGN.md §2 that ``key`` misspells (edit distance 0 to 3 with letter
+    case not counted, and ``key`` is not a key KAI or this webhook uses), else ``None``. The closest one wins; ties go
     to the first in :data:`webhook.kube.kai_scheduler.PLACEMENT_KEYS`.
 
     A pure function of ``key``, memoised (at most 4,096 keys): the same annotation keys come
     back review after review, and the six edit distances were a tenth of a PyTorchJob review."""
     if key in kai_scheduler.KAI_KEYS or key in kai_scheduler.WEBHOOK_KEYS:
         return None
+    # Letter case is not counted: Kubernetes keys are case-sensitive and KAI reads the lowercase
+    # key only, so KAI.SCHEDULER/SEGMENT-SIZE is as lost as a typo (new-user trial, 2026-12-07)
+    lowered = key.lower()
     best, best_distance = None, MISSPELLING_DISTANCE + 1
     for candidate in kai_scheduler.PLACEMENT_KEYS:
         if abs(len(candidate) - len(key)) > MISSPELLING_DISTANCE:
             continue
-        distance = Levenshtein.distance(key, candidate, score_cutoff=MISSPELLING_DISTANCE)
-        if 0 < distance < best_distance:
+        distance = Levenshtein.distance(lowered, candidate, score_cutoff=MISSPELLING_DISTANCE)
+        if distance < best_distance:
             best, best_distance = candidate, distance
-    return best if best is not None else _one_word_from_placement_key(key)
+    return best if best is not None else _one_word_from_placement_key(lowered)
 
 
 def _one_word_from_placement_key(key: str) -> str | None:
@@ -720,7 +723,7 @@ def _one_word_from_placement_key(key: str) -> str | None:
     return best
 
 
-@rule("misspelled-key", "DESIGN.md §5", "an annotation key within edit distance 3 of a placement key, or a kai.scheduler/ key one word away from one")
+@rule("misspelled-key", "DESIGN.md §5", "an annotation key within edit distance 3 of a placement key (letter case not counted), or a kai.scheduler/ key one word away from one")
 def check_key_spelling(decision: Decision, map_field: str, annotations: Mapping[str, str]) -> bool:
     """Deny each annotation key of one map (workload root or a pod template) that misspells a
     placement key (:func:`resembled_placement_key`): a misspelled hard constraint must never vanish

@@ -445,4 +445,8 @@ def _add_routes(app: Flask, admit: Admit, catalog: TopologyCatalog,
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        return _json({"error": exc.description, "code": exc.code}, exc.code or 400)
+        resp = _json({"error": exc.description, "code": exc.code}, exc.code or 400)
+        allow = dict(exc.get_headers()).get("Allow")  # a 405 names the methods (RFC 9110 §15.5.6)
+        if allow:  # sorted: werkzeug's order follows a set's
+            resp.headers["Allow"] = ", ".join(sorted(method.strip() for method in allow.split(",")))
+        return resp

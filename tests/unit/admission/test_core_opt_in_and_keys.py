@@ -61,6 +61,10 @@ def test_lws_with_kai_keys_and_subgroupsize_1_names_subgroupsize_in_the_fix(exam
     ("kai.scheduler/topology-require-placement", "kai.scheduler/topology-required-placement"),
     ("kai.schedular/topology", "kai.scheduler/topology"),
     ("kai.scheduler/segment-sise", "kai.scheduler/segment-size"),
+    # letter case: KAI reads the lowercase key only (new-user trial, 2026-12-07)
+    ("KAI.SCHEDULER/SEGMENT-TOPOLOGY-REQUIRED-PLACEMENT", "kai.scheduler/segment-topology-required-placement"),
+    ("Kai.Scheduler/Segment-Size", "kai.scheduler/segment-size"),
+    ("KAI.SCHEDULER/SEGMENT-TOPOLOGY-REQUIRED", "kai.scheduler/segment-topology-required-placement"),
 ])
 def test_misspelled_key_is_denied_naming_key_resembled_key_and_fix(typo, meant, example_catalog):
     obj = tp4()

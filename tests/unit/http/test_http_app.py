@@ -458,6 +458,8 @@ def test_unknown_path_and_method_are_json_4xx():
     resp = client.get("/mutate")
     assert resp.status_code == 405
     assert resp.get_json()["code"] == 405
+    assert resp.headers["Allow"] == "OPTIONS, POST"  # RFC 9110 §15.5.6: a 405 names the methods
+    assert client.get("/nope").headers.get("Allow") is None
 
 
 def test_admission_paths_are_answered_before_flask_dispatch_and_the_rest_by_flask():
