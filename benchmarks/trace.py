@@ -1114,15 +1114,6 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         result.error = f"{len(errors)} Job creates failed, e.g. {errors[0]}"
 
 
-def _process_gone(pid: int) -> bool:
-    """True when process ``pid`` has exited (no such process, or a zombie not yet reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rpartition(")")[2].split()[0] == "Z"
-
-
 def panic_summary(log_text: str) -> str:
     """What a Go program's log says of the panic that ended it: the last ``panic: ...`` line and
     the frame that raised it (the first source line after the last ``runtime/panic.go`` frame of
@@ -1158,7 +1149,7 @@ def exited_components(cluster: local_cluster.LocalCluster) -> dict[str, str]:
             pid = int(pid_file.read_text())
         except (OSError, ValueError):
             continue
-        if _process_gone(pid):
+        if not local_cluster.process_alive(pid):
             log = cluster.dir / "logs" / f"{component}.log"
             gone[component] = panic_summary(log.read_text(errors="replace")) if log.is_file() else "exited"
     return gone

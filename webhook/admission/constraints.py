@@ -263,11 +263,11 @@ def check_label_keys(obj: Mapping[str, Any], maps: list[AnnotationMap],
         labels = meta.get("labels") if meta is not None else None
         if labels is None or not isinstance(labels, (dict, Mapping)):
             continue
+        labels_field = amap.field[: -len("annotations")] + "labels"
         if not labels.keys().isdisjoint(kai_scheduler.PLACEMENT_KEYS):
-            rules.check_placement_keys_not_labels(decision, amap.field[: -len("annotations")] + "labels", labels,
-                                                  amap.field)
+            rules.check_placement_keys_not_labels(decision, labels_field, labels, amap.field)
         if amap.container and segments_dev.TARGET_KEY in labels:  # the root's label is the target (targets.py)
-            with_target.append((amap.field[: -len("annotations")] + "labels", labels))
+            with_target.append((labels_field, labels))
     return with_target
 
 

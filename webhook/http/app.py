@@ -304,8 +304,17 @@ def _admitted(admit: Admit, environ: WSGIEnvironment, mutate: bool) -> Response:
         return admit(environ, mutate)
     except Exception:
         log.exception("admission request failed")
-        error = InternalServerError()
-        return _json({"error": error.description, "code": error.code}, 500)
+        return _http_error(InternalServerError())
+
+
+def _http_error(exc: HTTPException) -> Response:
+    """The JSON answer for a werkzeug HTTP error, ``{"error": description, "code": code}``, with
+    the ``Allow`` header of a 405 (RFC 9110 §15.5.6; sorted: werkzeug's order follows a set's)."""
+    resp = _json({"error": exc.description, "code": exc.code}, exc.code or 400)
+    allow = dict(exc.get_headers()).get("Allow")
+    if allow:
+        resp.headers["Allow"] = ", ".join(sorted(method.strip() for method in allow.split(",")))
+    return resp
 
 
 def _admission_view(catalog: TopologyCatalog, settings: AdmissionSettings, review_fn: envelope.ReviewFunction,
@@ -394,6 +403,8 @@ def _add_routes(app: Flask, admit: Admit, catalog: TopologyCatalog,
     worker's pid), ``/metrics``, and JSON answers for werkzeug's HTTP errors."""
     worker_id = str(os.getpid())  # the app is built in each worker after the fork
 
+    # POST /mutate and /validate are answered by WebhookFlask.wsgi_app before Flask's dispatch;
+    # the routes stay so that another method on them is Flask's 405 naming POST.
     @app.post("/mutate")
     def mutate() -> Response:
         """Mutating admission: validation + JSONPatch (DESIGN.md §1)."""
@@ -445,8 +456,4 @@ def _add_routes(app: Flask, admit: Admit, catalog: TopologyCatalog,
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        resp = _json({"error": exc.description, "code": exc.code}, exc.code or 400)
-        allow = dict(exc.get_headers()).get("Allow")  # a 405 names the methods (RFC 9110 §15.5.6)
-        if allow:  # sorted: werkzeug's order follows a set's
-            resp.headers["Allow"] = ", ".join(sorted(method.strip() for method in allow.split(",")))
-        return resp
+        return _http_error(exc)

@@ -337,8 +337,7 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
                                  if w not in decision.warnings and (kai_reads or w not in scratch.kai_gaps))
     decision.violations.extend(scratch.violations)
     check_template_target_labels(templates_with_target, decision)
-    if decision.violations and decision.warnings:
-        _drop_warnings_a_label_denial_contradicts(decision)
+    _drop_warnings_a_label_denial_contradicts(decision)
     if stored is not None and not (plan.suspended or stored.suspended):
         decision.violations.extend(check_update(stored, plan, kind=kind,
                                                 denied_fields=[v.field for v in decision.violations]))
