@@ -387,6 +387,10 @@ class TraceWatch(threading.Thread):
         self.workloads: dict[str, Mapping[str, Any]] = {}
         #: target kueue: Job name -> when its Workload was first seen refused (:func:`refusals`)
         self.kueue_refused: dict[str, float] = {}
+        #: target kueue: Job name -> when this watch first saw its Workload refused (monotonic,
+        #: sub-second: the refusal happened at most this late, and before the second after the
+        #: condition's whole-second ``lastTransitionTime``)
+        self.kueue_refused_seen: dict[str, float] = {}
         #: ``time.monotonic() - time.time()``: API times (wall clock) to the watch's monotonic times
         self.offset = time.monotonic() - time.time()
         self.workload_samples: list[dict[str, Mapping[str, Any]]] = []
@@ -459,6 +463,7 @@ class TraceWatch(threading.Thread):
                 at = monotonic_of(kueue_pending_since(workload), self.offset)
                 if at is not None:
                     self.kueue_refused[job] = at
+                    self.kueue_refused_seen[job] = time.monotonic()
 
     def watch_workloads(self) -> threading.Event:
         """Watch the namespace's Kueue Workloads (target kueue) until the run stops; returns the
@@ -801,16 +806,22 @@ def placeable_since(miss: Miss, times: Mapping[str, PodTimes]) -> float:
 def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, refused_since: Mapping[str, float],
                      misses: Mapping[str, Miss], samples: list[tuple[float, dict]],
                      snapshots: Snapshots, bound_at: Mapping[str, float], times: Mapping[str, PodTimes],
-                     pods: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+                     pods: Mapping[str, Mapping[str, Any]],
+                     refused_seen: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The advisory controller's figures (module docstring, ``--advise``), all from the target's
-    refusal (:func:`refusals`; ``refused_since``: job -> its first refusal, monotonic):
+    refusal (:func:`refusals`; ``refused_since``: job -> its first refusal, monotonic, from the
+    condition's whole-second time; ``refused_seen``: job -> when the benchmark's watch first saw
+    that refusal, where known (Kueue's Workloads)):
 
     * ``found``: the greedy misses (``misses``: refused gangs ``place`` found a placement for);
       ``named``: those with a "fits now" Event while pending (the advisor's last Event before the
       gang was placeable, if "fits now", or its first "fits now" after, before the gang's first pod
       was bound); ``to_name``: per named miss, seconds from :func:`placeable_since` (its refusal
       when it fitted then) to that Event (0 when the last Event before already said "fits now");
-      ``within``: how many of them in at most :data:`NAME_WITHIN` s;
+      ``within``: how many of them in at most :data:`NAME_WITHIN` s; ``to_name_low``: the same
+      latencies from the latest moment the refusal can have happened (the watch's sight of it, at
+      most the second after its whole-second condition time), lower bounds where ``to_name`` are
+      upper bounds (a latency from a pod finish is exact in both);
     * ``to_event``: per refused gang, seconds from its first refusal to the advisor's first Event
       on it after that (``advised``: how many got one); ``early``: Events on a gang before its
       target first refused it, one sentence each (the advisor calls a gang pending only once its
@@ -851,18 +862,24 @@ def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, refused_since: 
                 not any(fits(by_name[job], snapshots.at(i, samples[i][1])) for i in around):
             false_fits.append(f"{job} at +{at - start:.1f} s: {message[:160]}")
     to_name: dict[str, float] = {}
+    to_name_low: dict[str, float] = {}
     for job, miss in misses.items():
         placeable = placeable_since(miss, times)
         said = of_job.get(job, [])
         before = [reason for at, reason in said if miss.pending <= at < placeable]
         if before and before[-1] == FITS_REASON:
-            to_name[job] = 0.0
+            to_name[job] = to_name_low[job] = 0.0
             continue
         after = [at for at, reason in said if reason == FITS_REASON and at >= placeable
                  and at < bound_at.get(job, float("inf"))]
         if after:
             to_name[job] = after[0] - placeable
+            latest = placeable
+            if placeable == miss.pending and refused_seen and job in refused_seen:
+                latest = max(placeable, min(refused_seen[job], placeable + 1.0))
+            to_name_low[job] = max(0.0, after[0] - latest)
     return {"found": len(misses), "named": len(to_name), "to_name": list(to_name.values()),
+            "to_name_low": list(to_name_low.values()),
             "within": sum(1 for v in to_name.values() if v <= NAME_WITHIN), "refused": len(refused_since),
             "advised": len(first_event), "to_event": [first_event[j] - refused_since[j] for j in first_event],
             "false_fits": false_fits, "early": early, "late": late, "events": len(events),
@@ -1061,6 +1078,7 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         samples = list(watch.samples)
         workload_samples = list(watch.workload_samples)
         kueue_refused = dict(watch.kueue_refused)
+        kueue_refused_seen = dict(watch.kueue_refused_seen)
         workload_samples += [{}] * (len(samples) - len(workload_samples))
         result.over_booked = dict(watch.occupancy.over)
     pods_of: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -1101,7 +1119,7 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         bound_at = {job: min(b) for job, pods in pods_of.items()
                     if (b := [t for p in pods if (t := times[p["metadata"]["name"]].bound) is not None])}
         result.advisory = advisory_figures(jobs, advisory, result.refused, result.misses, samples, snapshots,
-                                           bound_at, times, latest)
+                                           bound_at, times, latest, kueue_refused_seen)
         if not describer.text:  # none seen pending during the run: an advised Job now, as describe shows it
             with advisory.lock:
                 said = [job for _, job, _, _ in sorted(advisory.events)]
@@ -1262,16 +1280,18 @@ def advisory_table(results: list[Result]) -> str:
     named within :data:`NAME_WITHIN` s, the p50 / p99 latency (refusal, or the capacity that made the
     gang fit, -> "fits now" Event) and "fits now" said of a gang that did not fit."""
     header = (f"{'advisory':<13} {'misses found':>12} {'named':>6} {f'within {NAME_WITHIN:g} s':>10} "
-              f"{'p50':>8} {'p99':>8} {'false fits':>10}")
+              f"{'p50':>8} {'p99':>8} {'p99 low':>8} {'false fits':>10}")
     rows = [header, "-" * len(header)]
     for r in results:
         a = r.advisory
         rows.append(f"{r.target:<13} {a['found']:>12} {a['named']:>6} {a['within']:>10} "
                     f"{percentile(a['to_name'], 0.5):>6.2f} s {percentile(a['to_name'], 0.99):>6.2f} s "
-                    f"{len(a['false_fits']):>10}")
+                    f"{percentile(a.get('to_name_low', []), 0.99):>6.2f} s {len(a['false_fits']):>10}")
     rows.append("(latency: from the target's refusal, or from the pod finish that made the refused gang fit, to "
                 "the advisor's 'fits now' Event as the benchmark's watch saw it; refusal times are whole seconds, "
-                "so latencies are upper bounds by up to 1 s)")
+                "so latencies are upper bounds by up to 1 s; 'p99 low': from the latest moment the refusal can "
+                "have happened (the watch's sight of it, at most the second after its condition time): a lower "
+                "bound)")
     return "\n".join(rows)
 
 

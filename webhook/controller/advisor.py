@@ -47,6 +47,8 @@ class Advisor:
                  owner_states: OwnerStates, settings: ControllerSettings, metrics: Metrics) -> None:
         self._cache, self._owners, self._events = cache, owners, events
         self._owner_states, self._settings, self._metrics = owner_states, settings, metrics
+        #: the owners' expansions, kept while they are not written (re-advised as capacity moves)
+        self.expansions = advisory.Expansions()
 
     def pending_gangs(self) -> list[str]:
         """Every gang with a pod pending under another scheduler and every pending Kueue Workload
@@ -95,7 +97,7 @@ class Advisor:
         # no occupants: they name the pods of a "free nodes" change, which the line of a gang waiting
         # for capacity does not search and which cannot help one that never fits
         advice = advisory.advise(key, owner.obj, self.snapshot(), {}, self._settings.default_topology,
-                                 live_pods=len(members), index_for=self.index_for)
+                                 live_pods=len(members), index_for=self.index_for, expansions=self.expansions)
         self._metrics.passes.inc()
         if advice is None:
             return
@@ -131,7 +133,7 @@ class Advisor:
                      key[len(KUEUE_KEY):])
             return
         advices = advisory.advise_owner(owner.obj, self.snapshot(), {}, self._settings.default_topology,
-                                        index_for=self.index_for)
+                                        index_for=self.index_for, expansions=self.expansions)
         self._metrics.passes.inc()
         for advice in advices:
             with self._cache.lock:

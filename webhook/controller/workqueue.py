@@ -9,9 +9,12 @@ Guarantees, as client-go's queue gives them:
 * **One worker per key**: a key being processed (between :meth:`WorkQueue.get` and
   :meth:`WorkQueue.done`) is not handed to another worker; added meanwhile, it is queued again
   when ``done`` is called, so the change that came during processing is seen.
-* **First in line** (not client-go's): :meth:`WorkQueue.add` with ``first=True`` puts the key at
-  the head of the queue, or moves it there when it waits already (the advisory controller's new
-  pending gangs go before the opinions it keeps current as the capacity moves, issue 36).
+* **First in line** (not client-go's): :meth:`WorkQueue.add` with ``first=True`` puts the key
+  ahead of every key added without it, or moves it there when it waits already; the keys added
+  first are handed out in the order they came (the advisory controller's new pending gangs go
+  before the opinions it keeps current as the capacity moves, the earliest refused first: in a
+  burst of refusals the first refused no longer waits for all that came after it, issue 36). A
+  key added first while it is processed is queued first again when it is done.
 * **Delays**: :meth:`WorkQueue.add_after` queues a key after a delay (the earliest of several
   delays of one key wins).
 * **Rate-limited retries**: :meth:`WorkQueue.add_rate_limited` delays a key by
@@ -98,6 +101,8 @@ class WorkQueue:
         self._clock = clock
         self._cond = threading.Condition()
         self._queue: deque[Hashable] = deque()
+        self._first: deque[Hashable] = deque()  # keys added first, handed out before _queue's
+        self._urgent: set[Hashable] = set()  # keys added first while processed
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._waiting: list[tuple[float, int, Hashable]] = []  # heap of (ready at, seq, key)
@@ -107,11 +112,15 @@ class WorkQueue:
 
     def add(self, key: Hashable, first: bool = False) -> None:
         """Queue ``key`` now (once, however often it is added before a worker takes it); with
-        ``first``, at the head of the queue (moved there when it waits already)."""
+        ``first``, behind the keys added first before it and ahead of all others (moved there when
+        it waits among the others already)."""
         with self._cond:
-            if first and key in self._dirty and key not in self._processing and not self._shut_down:
-                self._queue.remove(key)
-                self._queue.appendleft(key)
+            if first and key in self._dirty and not self._shut_down:
+                if key in self._processing:
+                    self._urgent.add(key)
+                elif key not in self._first:
+                    self._queue.remove(key)
+                    self._first.append(key)
                 return
             self._add(key, first)
 
@@ -120,11 +129,10 @@ class WorkQueue:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            if first:
-                self._queue.appendleft(key)
-            else:
-                self._queue.append(key)
+            (self._first if first else self._queue).append(key)
             self._cond.notify()
+        elif first:
+            self._urgent.add(key)
 
     def add_after(self, key: Hashable, delay: float) -> None:
         """Queue ``key`` after ``delay`` seconds (at once when ``delay <= 0``)."""
@@ -175,8 +183,8 @@ class WorkQueue:
                 if self._shut_down:
                     raise ShutDown()
                 wait = self._promote()
-                if self._queue:
-                    key = self._queue.popleft()
+                if self._first or self._queue:
+                    key = self._first.popleft() if self._first else self._queue.popleft()
                     self._dirty.discard(key)
                     self._processing.add(key)
                     return key
@@ -192,8 +200,9 @@ class WorkQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
+                (self._first if key in self._urgent else self._queue).append(key)
                 self._cond.notify()
+            self._urgent.discard(key)
 
     def shut_down(self) -> None:
         """Wake every waiting :meth:`get` with :class:`ShutDown`; later adds are ignored."""
@@ -204,9 +213,9 @@ class WorkQueue:
     def __len__(self) -> int:
         """Keys queued now (not the delayed ones, not those being processed)."""
         with self._cond:
-            return len(self._queue)
+            return len(self._first) + len(self._queue)
 
     def idle(self) -> bool:
         """True when nothing is queued, delayed or being processed."""
         with self._cond:
-            return not self._queue and not self._processing and not self._ready_at
+            return not self._first and not self._queue and not self._processing and not self._ready_at

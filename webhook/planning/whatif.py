@@ -175,22 +175,33 @@ class Planner:
 
     def expand(self, workload: Mapping[str, Any]) -> Expansion:
         """:func:`webhook.planning.expand.expand` in this context (only the gangs of :attr:`only`
-        when set)."""
-        exp = expand(workload, self.catalog, self.settings, user=self.user, groups=self.groups,
-                     runtimes=self.runtimes)
-        if self.only is not None and not exp.denied:
-            keys_of = {}
-            for pod in exp.pods:
-                meta = pod.get("metadata") or {}
-                namespace = str(meta.get("namespace") or "default")
-                labels, annotations = pod_maps(pod)
-                keys_of[f"{namespace}/{meta.get('name')}"] = gang_key(namespace, labels, annotations)
-            exp.gangs = [g for g in exp.gangs if any(keys_of.get(p.key) in self.only for p in g.pods)]
-            kept = {p.key for g in exp.gangs for p in g.pods}
-            exp.pods = [pod for pod in exp.pods
-                        if f"{(pod.get('metadata') or {}).get('namespace') or 'default'}/"
-                           f"{(pod.get('metadata') or {}).get('name')}" in kept]
-        return exp
+        when set): :meth:`restrict` of :meth:`expand_all`."""
+        return self.restrict(self.expand_all(workload))
+
+    def expand_all(self, workload: Mapping[str, Any]) -> Expansion:
+        """:func:`webhook.planning.expand.expand` in this context, every gang of ``workload``
+        (:attr:`only` not applied). Raises as that function."""
+        return expand(workload, self.catalog, self.settings, user=self.user, groups=self.groups,
+                      runtimes=self.runtimes)
+
+    def restrict(self, exp: Expansion) -> Expansion:
+        """``exp`` with only the gangs of :attr:`only` and their pods: a new :class:`Expansion`
+        (``exp`` itself unchanged, so that a memo of it can be restricted again); ``exp`` when
+        :attr:`only` is ``None`` or the webhook denied it."""
+        if self.only is None or exp.denied:
+            return exp
+        keys_of = {}
+        for pod in exp.pods:
+            meta = pod.get("metadata") or {}
+            namespace = str(meta.get("namespace") or "default")
+            labels, annotations = pod_maps(pod)
+            keys_of[f"{namespace}/{meta.get('name')}"] = gang_key(namespace, labels, annotations)
+        gangs = [g for g in exp.gangs if any(keys_of.get(p.key) in self.only for p in g.pods)]
+        kept = {p.key for g in gangs for p in g.pods}
+        pods = [pod for pod in exp.pods
+                if f"{(pod.get('metadata') or {}).get('namespace') or 'default'}/"
+                   f"{(pod.get('metadata') or {}).get('name')}" in kept]
+        return replace(exp, gangs=gangs, pods=pods)
 
     def place_gangs(self, gangs: Sequence[Gang], index: ClusterIndex | None = None) -> Placement:
         """Every gang placed in order, each charged before the next (as ``place``), or the first
@@ -244,7 +255,8 @@ def planner_for(snapshot: Snapshot, *, user: str = "kubectl-user", groups: Seque
 
 def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str, list[Occupant]],
             planner: Planner, *, search_waiting: bool = True,
-            index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None) -> WhatIf:
+            index_for: Callable[[str | None, Topology | None], ClusterIndex] | None = None,
+            expansion: Expansion | None = None) -> WhatIf:
     """Place ``workload`` on ``snapshot``; when it does not fit, classify it and search the
     changes of the module docstring. ``occupants``: node → pods on it
     (:func:`webhook.planning.freeing.read_occupants` of the same dump). ``search_waiting``: False
@@ -252,10 +264,12 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     the same; the advisory controller's line names no change for it). ``index_for(topology name,
     topology)``: the cluster index of ``snapshot`` for that topology, owned by this call (the
     advisory controller passes a copy of its ledger's, charged as the snapshot; default: built
-    from ``snapshot.nodes``). Raises
+    from ``snapshot.nodes``). ``expansion``: :meth:`Planner.expand_all` of ``workload`` in
+    ``planner``'s context, made earlier and not changed since (the advisory controller's memo of
+    an owner it advises again as capacity moves); default: expanded here. Raises
     :class:`~webhook.planning.expand.ExpandError` and :class:`PlacementError` for bad input, as
     ``place`` does."""
-    exp = planner.expand(workload)
+    exp = planner.restrict(expansion) if expansion is not None else planner.expand(workload)
     if exp.denied:
         return WhatIf(False, DENIED, Placement(placed=False), f"denied by the webhook: {exp.message}",
                       warnings=exp.warnings)

@@ -296,6 +296,24 @@ def test_a_miss_after_capacity_freed_is_timed_from_the_pod_finish_and_a_late_nam
     assert figures["to_name"] == [0.0] and (figures["named"], figures["within"]) == (1, 1)
 
 
+def test_the_low_latency_runs_from_the_latest_moment_the_refusal_can_have_happened():
+    """g refused at the whole second 9.0 (the condition's time), seen by the watch at 9.6, named at
+    10.4: at most 1.4 s (from 9.0), at least 0.8 s (from 9.6). Seen only at 10.3 (a slow watch):
+    the refusal happened before 10.0 (the second after its condition time): at least 0.4 s. A
+    latency from a pod finish (the second test above) is the same in both."""
+    snapshots, g = greedy_fixture()
+    watch = FakeAdvisoryWatch([(10.4, "g", bench.FITS_REASON, "fits")])
+    for seen, low in ((9.6, 0.8), (10.3, 0.4)):
+        figures = bench.advisory_figures([g], watch, {"g": 9.0}, {"g": bench.Miss(9.0, 10.0, None)}, [(10.0, {})],
+                                         snapshots, {}, {}, {}, {"g": seen})
+        assert figures["to_name"] == [pytest.approx(1.4)] and figures["to_name_low"] == [pytest.approx(low)]
+    times = {"x-0": bench.PodTimes(1.0, bound=1.0, finished=14.2)}
+    watch = FakeAdvisoryWatch([(17.0, "g", bench.FITS_REASON, "fits")])
+    figures = bench.advisory_figures([g], watch, {"g": 9.0}, {"g": bench.Miss(9.0, 16.5, 13.0)}, [(16.5, {})],
+                                     snapshots, {}, times, {}, {"g": 9.6})
+    assert figures["to_name"] == figures["to_name_low"] == [pytest.approx(2.8)]
+
+
 # ------------------------------------------------------------------------------- hack/kwok.py
 GENERAL_POD_COMPLETE: dict = {
     # the shape of KWOK v0.8.0 kustomize/stage/pod/general/pod-complete.yaml (template shortened)

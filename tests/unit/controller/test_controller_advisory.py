@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from webhook.controller.advisory import (
+    Expansions,
     advice_documents,
     advise,
     kueue_pending_since,
@@ -237,6 +238,60 @@ def test_the_owners_running_gang_stays_where_it_runs():
     assert [(d["gang"], d["verdict"], d["event"]["message"]) for d in docs] == [
         ("ml/serve/1", "fits", "gang ml/serve/1: fits now on free capacity: "
                                "segment 0 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")]
+
+
+# ----------------------------------------------------------------------------- the memo of expansions
+def test_a_memoized_expansion_gives_the_same_advice_and_is_reused_as_capacity_moves():
+    """The live advisor advises a gang again each time capacity moves (issue 36); its memo of the
+    owner's expansion must change no verdict or line (the lines of the fresh what-if, literally as
+    above), and an owner rewritten only in its resourceVersion and this controller's own
+    ``segments.dev/gang-state`` annotation is the same entry."""
+    memo = Expansions()
+    fits_line = ("gang ml/train: fits now on free capacity: "
+                 "segment 0 -> cloud.provider.com/topology-rack=r1 (n-r1-0, n-r1-1); "
+                 "segment 1 -> cloud.provider.com/topology-rack=r2 (n-r2-0, n-r2-1)")
+    waiting_line = ("gang ml/train: waiting for capacity: nvidia.com/gpu in cloud.provider.com/topology-rack r2 "
+                    "(room for 2 of 4 pods like ml/train-worker-0 there now; it fits when those nodes are free)")
+    owner = job(2) | {"metadata": {**job(2)["metadata"], "resourceVersion": "7"}}
+    first = advise("ml/train", owner, snapshot_from_objects(NODES + [busy("b0", "n-r0-0")]), {}, expansions=memo)
+    assert first is not None and (first.verdict, first.line) == ("fits", fits_line)
+    assert (memo.misses, memo.hits, len(memo)) == (1, 0, 1)
+    written = owner | {"metadata": {**owner["metadata"], "resourceVersion": "8",
+                                    "annotations": {"segments.dev/gang-state": fits_line}}}
+    again = advise("ml/train", written, snapshot_from_objects(NODES + [busy("b0", "n-r0-0"), busy("b1", "n-r1-0")]),
+                   {}, expansions=memo)
+    assert again is not None and (again.verdict, again.line) == ("waiting-for-capacity", waiting_line)
+    assert (memo.misses, memo.hits, len(memo)) == (1, 1, 1)
+
+
+def test_an_owner_edited_by_its_user_is_expanded_again():
+    """A change to anything the webhook reads (here the segment size: 4 does not fit a rack of 2
+    GPUs) is a new memo entry, never the old expansion; an owner without a uid is not memoized."""
+    memo = Expansions()
+    snapshot = snapshot_from_objects(NODES)
+    first = advise("ml/train", job(2), snapshot, {}, expansions=memo)
+    assert first is not None and first.verdict == "fits"
+    edited = advise("ml/train", job(4), snapshot, {}, expansions=memo)
+    assert edited is not None and edited.verdict == "never-fits"
+    assert (memo.misses, memo.hits, len(memo)) == (2, 0, 2)
+    no_uid = job(2) | {"metadata": {k: v for k, v in job(2)["metadata"].items() if k != "uid"}}
+    unkept = advise("ml/train", no_uid, snapshot, {}, expansions=memo)
+    assert unkept is not None and unkept.verdict == "fits"
+    assert (memo.misses, memo.hits, len(memo)) == (2, 0, 2)
+
+
+def test_the_memo_keeps_at_most_its_pods_dropping_the_least_recently_used():
+    """``max_pods`` bounds the pods kept over all entries (4 per owner here)."""
+    memo = Expansions(max_pods=8)
+    snapshot = snapshot_from_objects(NODES)
+    owners = [job(2) | {"metadata": {**job(2)["metadata"], "uid": f"uid-{k}"}} for k in range(3)]
+    for owner in owners[:2]:
+        advise("ml/train", owner, snapshot, {}, expansions=memo)
+    advise("ml/train", owners[0], snapshot, {}, expansions=memo)  # owner 0 used last
+    advise("ml/train", owners[2], snapshot, {}, expansions=memo)  # drops owner 1
+    assert (memo.misses, memo.hits, len(memo)) == (3, 1, 2)
+    advise("ml/train", owners[0], snapshot, {}, expansions=memo)
+    assert memo.hits == 2
 
 
 # ----------------------------------------------------------------------------- controller --once --advise

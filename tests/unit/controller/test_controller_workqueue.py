@@ -29,14 +29,28 @@ def test_a_key_added_twice_is_handed_out_once():
     assert [q.get(timeout=0), q.get(timeout=0), q.get(timeout=0)] == ["ns/a", "ns/b", None]
 
 
-def test_a_key_added_first_goes_to_the_head_of_the_queue_or_moves_there():
+def test_keys_added_first_go_ahead_of_the_others_in_the_order_they_came():
+    """The advisory controller's new pending gangs: the earliest refused is advised first (a burst
+    of refusals must not make the first one wait for all that came after it, issue 36)."""
     q, _ = queue()
     for key in ("ns/a", "ns/b", "ns/c"):
         q.add(key)
-    q.add("ns/new", first=True)  # a new key: at the head
-    q.add("ns/c", first=True)  # waiting already: moved to the head, still queued once
+    q.add("ns/new", first=True)  # a new key: ahead of a, b and c
+    q.add("ns/c", first=True)  # waiting already: moved ahead of the others, behind ns/new; queued once
     q.add("ns/c")
-    assert [q.get(timeout=0) for _ in range(6)] == ["ns/c", "ns/new", "ns/a", "ns/b", None, None]
+    q.add("ns/new", first=True)  # added first again: keeps its place
+    assert [q.get(timeout=0) for _ in range(6)] == ["ns/new", "ns/c", "ns/a", "ns/b", None, None]
+
+
+def test_a_key_added_first_while_processed_is_queued_first_when_done():
+    q, _ = queue()
+    q.add("ns/a")
+    assert q.get(timeout=0) == "ns/a"
+    q.add("ns/b")
+    q.add("ns/a", first=True)  # its scheduler refused it again while a worker advised it
+    assert len(q) == 1
+    q.done("ns/a")
+    assert [q.get(timeout=0), q.get(timeout=0), q.get(timeout=0)] == ["ns/a", "ns/b", None]
 
 
 def test_a_key_added_while_processed_is_handed_out_again_after_done_only():

@@ -6,6 +6,7 @@ import os
 import pathlib
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -345,3 +346,22 @@ def test_build_runs_one_program_after_the_other_by_default(fake_go, monkeypatch)
 def test_build_lanes_name_every_program_once():
     listed = [name for lane in local_cluster.BUILD_LANES for name in lane]
     assert sorted(listed) == sorted(["control-plane", *local_cluster.UPSTREAM, *local_cluster.TOOLS])
+
+
+def test_down_gives_kube_apiserver_three_seconds_not_thirty(tmp_path, capsys):
+    """A kube-apiserver that ignores SIGTERM (as the real one does for up to its 60 s request
+    timeout while long-running requests are open: "down: kube-apiserver took 30.0 s to stop" in
+    tests/cluster/test_cluster_kwok.py's teardown) is killed after 3 s in ``down``; another
+    component keeps its 30 s (here it ends at once on SIGTERM)."""
+    cluster = local_cluster.LocalCluster(tmp_path)
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('up', flush=True); time.sleep(60)"
+    for component, script in (("etcd", "import time; print('up', flush=True); time.sleep(60)"),
+                              ("kube-apiserver", stubborn)):
+        cluster.start(component, [sys.executable, "-c", script])
+    time.sleep(1.0)  # both scripts have set their signal handling
+    started = time.monotonic()
+    assert cluster.stop_all() == []
+    elapsed = time.monotonic() - started
+    assert 3.0 <= elapsed < 8.0, elapsed
+    assert cluster.state["components"] == []
+    assert "down: kube-apiserver took" not in capsys.readouterr().err  # under 5 s: not said
