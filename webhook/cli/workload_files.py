@@ -51,7 +51,9 @@ def load_workload(paths: str | list[str]) -> PlaceInput:
         found = "; ".join(f"{location if len(paths) == 1 else source}: {obj.get('kind')} "
                           f"{(obj.get('metadata') or {}).get('name')}" for source, location, obj in workloads[:5])
         raise ManifestError(where, f"expected exactly one workload object, found {len(workloads)}"
-                                   + (f" ({found}{' …' if len(workloads) > 5 else ''})" if len(workloads) > 1 else ""))
+                                   + (f" ({found}{' …' if len(workloads) > 5 else ''})" if len(workloads) > 1 else "")
+                                   + "; fix: give one workload (a PyTorchJob, LeaderWorkerSet, JobSet, ... with "
+                                     "its training runtime for a TrainJob) per command")
     source, _, workload = workloads[0]
     if runtimes and workload.get("kind") != TRAINJOB:
         rsource, runtime = runtimes[0]

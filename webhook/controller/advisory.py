@@ -439,7 +439,9 @@ def advice_documents(pods: Sequence[Pod], workloads: Sequence[Mapping[str, Any]]
                 "annotation": {GANG_STATE: patch.value} if patch is not None else None}
 
     for key in pending:
-        found = owners.get(key)
+        # an owner the webhook denies makes no pods to key it by: the pods' controller owner then,
+        # as the live advisor reads it (the line says the webhook's denial)
+        found = owners.get(key) or _dump_top_owner(pending[key][0], workloads)
         if found is None:
             docs.append({"gang": key, "owner": None, "verdict": ERROR,
                          "message": f"gang {key}: no workload of this gang in the input; dump it with the pods "

@@ -121,6 +121,8 @@ class ControllerCache:
         self._reachability = reachability
         self.lock = threading.Lock()  # everything below
         self.gangs: dict[str, dict[PodRef, Pod]] = {}
+        #: gang key → its gated members, kept with :attr:`gangs` (a scan per pod event was quadratic: issue 36)
+        self._gated: dict[str, set[PodRef]] = {}
         self.ledger = CapacityLedger()
         #: Decisions made again because the ledger changed under them (:meth:`reconcile`).
         self.conflicts = 0
@@ -192,7 +194,7 @@ class ControllerCache:
             left = key is not None and self._keep_member(key, ref, None if gone else pod)
             members = self.gangs.get(key) if key is not None else None
             own = [key] if key is not None and members is not None and \
-                (key in self.kinds or any(is_gated(p) for p in members.values())
+                (key in self.kinds or bool(self._gated.get(key))
                  or (not gone and stranded_pod(pod) is not None)) else []
             waiting = [g for g, kind in self.kinds.items() if kind == INFEASIBLE] if freed else []
             if grouping and key is not None and key not in self.grouped:
@@ -206,14 +208,17 @@ class ControllerCache:
         gang's last pod went (the gang is forgotten)."""
         if pod is not None:
             self.gangs.setdefault(key, {})[ref] = pod
+            (self._gated.setdefault(key, set()).add if is_gated(pod) else self._gated.get(key, set()).discard)(ref)
             return False
         members = self.gangs.get(key)
         if members is None:
             return False
         members.pop(ref, None)
+        self._gated.get(key, set()).discard(ref)
         if members:
             return False
         del self.gangs[key]
+        self._gated.pop(key, None)
         self.grouped.discard(key)
         self.kinds.pop(key, None)
         self.states.pop(key, None)
@@ -251,7 +256,7 @@ class ControllerCache:
     def gated_gangs(self) -> list[str]:
         """Every gang with a gated pod."""
         with self.lock:
-            return [k for k, pods in self.gangs.items() if any(is_gated(p) for p in pods.values())]
+            return [k for k in self.gangs if self._gated.get(k)]
 
     def grouping_gangs(self) -> list[str]:
         """Every gang of target ``workload-api`` whose objects were not made yet (DESIGN.md §9b)."""

@@ -132,18 +132,34 @@ def advise_dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] 
     (:func:`webhook.controller.advisory.advice_documents`, the step the live advisory controller
     runs per gang). The dumps are read as ``place --cluster`` reads them (bound and pinned pods
     charged); the gangs' owners are the dumps' workload objects and the ``workload_paths``' ones.
-    Raises :class:`SnapshotError` on bad input, as :func:`dry_run`."""
+    Raises :class:`SnapshotError` on bad input, as :func:`dry_run`: also a ``workload_paths``
+    object ``place -f`` could not expand (another kind, a bad quantity); one the webhook denies is
+    advised (its gangs get the ``denied`` verdict, as live)."""
     from webhook.admission.kinds.trainingruntime import split_runtimes
-    from webhook.controller.advisory import advice_documents
+    from webhook.controller.advisory import admission_target, advice_documents
+    from webhook.placement.model import PlacementError
+    from webhook.planning.expand import ExpandError
     from webhook.planning.freeing import read_occupants
+    from webhook.planning.whatif import planner_for
 
     located = read_located(snapshot_paths, topology_paths)
     snapshot = build_snapshot(located)
     if not snapshot.nodes:
         raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
     objects = [obj for _, _, obj in located]
-    objects += [obj for path in workload_paths for _, obj in read_workloads(path)]
+    given = [(path, location, obj) for path in workload_paths for location, obj in read_workloads(path)]
+    objects += [obj for _, _, obj in given]
     workloads, runtimes = split_runtimes(objects)
+    given_runtimes = split_runtimes([obj for _, _, obj in given])[1]
+    for path, location, obj in given:
+        if is_pod(obj) or any(obj is runtime for runtime in given_runtimes):
+            continue
+        try:  # a -f file is bad input when place -f could not expand it either (a denial is advised)
+            planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
+                        target=admission_target(obj)).expand_all(dict(obj))
+        except (ExpandError, PlacementError) as exc:
+            source = f"{path}: {location}" if len(given) > 1 else path
+            raise SnapshotError(f"{source}: {exc}") from None
     pods = [o for o in objects if is_pod(o)]
     return advice_documents(pods, workloads, snapshot,
                             read_occupants(objects), default_topology, runtimes)

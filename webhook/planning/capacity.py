@@ -37,7 +37,12 @@ from webhook.placement.cluster_index import ClusterIndex
 from webhook.placement.count import reduce_ranges
 from webhook.placement.demand import slots
 from webhook.placement.model import PodRequest
+from webhook.planning.expand import MAX_PODS
 from webhook.text.messages import quote
+
+#: The largest request one ``--shape`` resource may ask, in milli-units (2**53: far above any node,
+#: and every count stays exact in the engine's int64 arrays).
+MAX_REQUEST_MILLI = 2**53
 
 
 class CapacityError(SegmentWebhookError, ValueError):
@@ -288,6 +293,9 @@ def parse_shape(text: str) -> GangShape:
                                     f"kube-apiserver denies a request that is not an integer); fix: request a whole "
                                     f"number, e.g. {key}=1")
             requests[key] = to_milli(quantity, round_up=True)
+            if requests[key] > MAX_REQUEST_MILLI:
+                raise CapacityError(f"--shape {key}={value}: more than any node can have (at most {MAX_REQUEST_MILLI // 1000} "
+                                    f"units are counted); fix: request what one pod asks, e.g. {key}=1")
         else:
             raise CapacityError(f"--shape key {quote(key)} is neither a field ({', '.join(SHAPE_FIELDS)}) nor a "
                                 f"resource (a name with a '/', or {', '.join(PLAIN_RESOURCES)}); fix: e.g. {example}")
@@ -298,6 +306,9 @@ def parse_shape(text: str) -> GangShape:
             raise CapacityError(f"--shape needs {name}=<positive integer>" + (f", got {quote(raw)}" if raw else "")
                                 + f"; fix: e.g. {example}")
         numbers[name] = int(raw)
+        if numbers[name] > MAX_PODS:
+            raise CapacityError(f"--shape {name}={raw}: more than the {MAX_PODS} pods `place` expands (one gang of "
+                                f"this shape); fix: e.g. {example}")
     if numbers["segment-size"] == 1 and numbers["pods"] > 1:
         raise CapacityError(f"--shape segment-size=1: a segment needs more than 1 pod (rule segment-size-too-small, "
                             f"DESIGN.md §5: the webhook denies it); fix: segment-size=2 or more, or "

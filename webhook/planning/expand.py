@@ -164,7 +164,8 @@ MAX_PODS = 100_000
 def _check_pod_count(total: int, where: str) -> None:
     """Raise :class:`ExpandError` when a workload would expand into more than :data:`MAX_PODS` pods."""
     if total > MAX_PODS:
-        raise ExpandError(f"{where}: {total} pods is more than the {MAX_PODS} this command expands")
+        raise ExpandError(f"{where}: {total} pods is more than the {MAX_PODS} this command expands; fix: fewer "
+                          "replicas, or `segment-webhook capacity --shape` to count gangs of a shape")
 
 
 def _precheck_pod_count(obj: Mapping[str, Any], kind: str) -> None:

@@ -74,7 +74,8 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 #: The message for input nested deeper than any Kubernetes object: Python's recursion limit, the
 #: review's depth check and libyaml's own nesting limit (PyYAML >= 6.0.4) all give this one text.
-NESTED_TOO_DEEPLY = "nested too deeply to be a Kubernetes object"
+NESTED_TOO_DEEPLY = ("nested too deeply to be a Kubernetes object; fix: give the manifest kubectl would apply "
+                     "(kubectl get -o yaml of the object)")
 
 #: libyaml's wording (PyYAML 6.0.4's bundled libyaml) when flow or block nesting passes its limit.
 _NESTING_LIMIT_PROBLEM = "exceeded maximum nesting depth"
@@ -119,7 +120,8 @@ def read_text(path: str) -> str:
                                   f"cat {path.rstrip('/')}/*.yaml | segment-webhook ... -f - (a directory is not read "
                                   "as kubectl -f DIR reads it)") from None
     except OSError as exc:
-        raise ManifestError(path, f"cannot read: {exc.strerror}") from None
+        raise ManifestError(path, f"cannot read: {exc.strerror}; fix: give the path of a readable YAML or JSON "
+                                  "file, or - to read standard input") from None
     if len(data) > MAX_INPUT_BYTES:
         raise ManifestError(path, f"larger than {MAX_INPUT_BYTES:,} bytes (reading stopped there); fix: give a "
                                   "manifest or a kubectl dump, not a device or an endless stream (a dump this large: "

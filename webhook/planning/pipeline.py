@@ -19,7 +19,7 @@ from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.planning.expand import ExpandError, expand
 from webhook.planning.snapshot import Snapshot
 from webhook.text.messages import quote
-from webhook.topology.objects import StaticTopologyCatalog, default_catalog
+from webhook.topology.objects import StaticTopologyCatalog, catalog_topologies, default_catalog
 
 
 @dataclass
@@ -55,8 +55,7 @@ def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), pl
     topology when exactly one is loaded; ``target`` as ``serve --target`` (``gate`` gates pods);
     ``kueue_version`` as ``--kueue-version``.
     Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
-    fallback = default_catalog()
-    topologies = snapshot.topologies or [t for t in (fallback.get(n) for n in fallback.names()) if t is not None]
+    topologies = snapshot.topologies or catalog_topologies(default_catalog())
     catalog = StaticTopologyCatalog(topologies)
     if default_topology and catalog.get(default_topology) is None:
         raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "

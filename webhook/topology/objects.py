@@ -12,6 +12,7 @@ a :class:`TopologyCatalog` (a static one built from files here, a live one in
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -301,6 +302,12 @@ def load_topology_text(text: str, source: str = "<text>") -> list[Topology]:
 
 def default_catalog() -> StaticTopologyCatalog:
     """The embedded default: the packaged example topology ``cluster-topology``
-    (zone > block > rack > hostname, as in ``shared/examples/topology.yaml``)."""
+    (zone > block > rack > hostname, as in ``shared/examples/topology.yaml``); a new catalog each
+    call, of the topologies read once (:class:`Topology` is frozen)."""
+    return StaticTopologyCatalog(_default_topologies())
+
+
+@functools.cache
+def _default_topologies() -> tuple[Topology, ...]:
     text = resources.files("webhook").joinpath("data/topology.yaml").read_text(encoding="utf-8")
-    return StaticTopologyCatalog(load_topology_text(text, source="embedded default"))
+    return tuple(load_topology_text(text, source="embedded default"))

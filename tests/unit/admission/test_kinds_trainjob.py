@@ -412,7 +412,9 @@ def test_two_workloads_of_two_files_are_each_named_by_file_and_document(tmp_path
     code, _, err = place(capsys, tj_path, other, cluster=rack_cluster)
     assert code == 2
     assert err == (f"segment-webhook place: error: {tj_path}, {other}: expected exactly one workload object, found 2 "
-                   f"({tj_path}: document 1: TrainJob llama-ft; {other}: document 2: JobSet js)\n")
+                   f"({tj_path}: document 1: TrainJob llama-ft; {other}: document 2: JobSet js); fix: give one "
+                   "workload (a PyTorchJob, LeaderWorkerSet, JobSet, ... with its training runtime for a TrainJob) "
+                   "per command\n")
 
 
 

@@ -19,6 +19,9 @@ import yaml
 from tests.support import paths
 from webhook.cli import main
 
+#: the fix of a file that cannot be read (webhook/planning/manifests.py read_text)
+READ_FIX = "; fix: give the path of a readable YAML or JSON file, or - to read standard input"
+
 EXAMPLES = paths.REPO.parent / "shared" / "examples"
 TOPO = "kai.scheduler/topology"
 SEG = "kai.scheduler/segment-size"
@@ -514,7 +517,7 @@ def test_an_unreadable_old_manifest_names_the_old_flag(tmp_path, capsys):
     missing = tmp_path / "missing.yaml"
     code, out, err = run(capsys, "-f", example("pytorchjob-tp4.yaml"), "--operation", "UPDATE", "--old", str(missing))
     assert (code, out) == (2, "")
-    assert err == f"segment-webhook review: error: --old: {missing}: cannot read: No such file or directory\n"
+    assert err == f"segment-webhook review: error: --old: {missing}: cannot read: No such file or directory" + READ_FIX + "\n"
 
 
 def test_a_denial_in_a_multi_document_file_names_the_document(tmp_path, capsys):

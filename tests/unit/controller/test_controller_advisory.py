@@ -314,6 +314,34 @@ def test_once_advise_prints_what_it_would_write(tmp_path):
     assert json.loads(what_if.stdout)["verdict"] == "fits"
 
 
+def test_once_advise_says_the_webhooks_denial_of_an_owner_given_with_f_and_refuses_another_kind(tmp_path):
+    """New-user trial: an owner given with ``-f`` that the webhook denies (a misspelled key) got
+    "no workload of this gang in the input ... or add it with -f"; a ConfigMap given with ``-f``
+    was ignored, exit 0. The denied owner is found by the pods' controller owner, as the live
+    advisor finds it, and its line is the webhook's denial; another kind is bad input (exit 2), as
+    for ``controller --once -f`` and ``place -f``."""
+    dump = tmp_path / "cluster.yaml"
+    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": NODES + [worker(i, 2) for i in range(4)]}))
+    typo = job(2)
+    annotations = typo["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
+    annotations["kai.scheduler/segment-sise"] = annotations.pop("kai.scheduler/segment-size")
+    owner = tmp_path / "owner.yaml"
+    owner.write_text(yaml.safe_dump(typo))
+    run = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--advise", "--snapshot",
+                          str(dump), "-f", str(owner), "-o", "json"], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr
+    [doc] = json.loads(run.stdout)
+    assert (doc["gang"], doc["owner"], doc["verdict"], doc["event"]["reason"]) == (
+        "ml/train", "PyTorchJob ml/train", "denied", "SecondOpinionDenied")
+    assert "kai.scheduler/segment-sise" in doc["event"]["message"], doc["event"]["message"]
+    config_map = tmp_path / "cm.yaml"
+    config_map.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}))
+    run = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--advise", "--snapshot",
+                          str(dump), "-f", str(config_map)], capture_output=True, text=True, check=False)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.startswith(f"segment-webhook controller: error: {config_map}: ") and "ConfigMap" in run.stderr
+
+
 # ----------------------------------------------------------------------------- the live advisory controller
 def test_live_advisory_controller_writes_the_event_and_the_annotation_and_patches_no_pod():
     """The AdvisoryController against the loopback API server of tests/support/kube_apiserver.py: the

@@ -11,6 +11,9 @@ from webhook.planning import manifests
 from webhook.planning.manifests import ManifestError
 from webhook.text.messages import json_type, quote
 
+#: the fix of a manifest nested too deeply (webhook/planning/manifests.py NESTED_TOO_DEEPLY)
+DEEP_FIX = "; fix: give the manifest kubectl would apply (kubectl get -o yaml of the object)"
+
 
 def test_json_is_detected_by_its_first_character_and_kept_as_one_document():
     text = '\n  {"apiVersion": "v1", "kind": "List", "items": [{"kind": "Node", "metadata": {"name": "n1"}}]}'
@@ -149,7 +152,7 @@ def test_flatten_errors(docs, message):
 
 def test_read_errors(tmp_path):
     missing = tmp_path / "missing.yaml"
-    with pytest.raises(ManifestError, match=f"^{missing}: cannot read: No such file or directory$"):
+    with pytest.raises(ManifestError, match=f"^{missing}: cannot read: No such file or directory; fix: give the path"):
         manifests.load_documents(str(missing))
     binary = tmp_path / "b.yaml"
     binary.write_bytes(b"kind: \xff\n")
@@ -210,7 +213,7 @@ def test_deep_nesting_has_one_message_on_every_pyyaml(text):
         docs = manifests.parse_documents(text, "deep.yaml")
         if manifests.deeper_than(docs, 400):
             raise ManifestError("deep.yaml", manifests.NESTED_TOO_DEEPLY)
-    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"
+    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object" + DEEP_FIX
 
 
 def test_libyaml_nesting_limit_error_becomes_nested_too_deeply(monkeypatch):
@@ -221,7 +224,7 @@ def test_libyaml_nesting_limit_error_becomes_nested_too_deeply(monkeypatch):
     monkeypatch.setattr(yaml, "load_all", limit)  # the module webhook.planning.manifests reads with
     with pytest.raises(ManifestError) as caught:
         manifests.parse_documents("kind: Pod\n", "deep.yaml")
-    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object"
+    assert str(caught.value) == "deep.yaml: nested too deeply to be a Kubernetes object" + DEEP_FIX
 
 
 # ------------------------------------------------------------------ duplicate keys (kubectl rejects them)

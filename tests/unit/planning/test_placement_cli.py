@@ -11,6 +11,11 @@ import yaml
 from tests.conftest import EXAMPLES, load_example
 from webhook.cli import main
 
+#: the fix of a file that cannot be read (webhook/planning/manifests.py read_text)
+READ_FIX = "; fix: give the path of a readable YAML or JSON file, or - to read standard input"
+#: the fix of a workload over the pod cap (webhook/planning/expand.py MAX_PODS)
+CAP_FIX = "; fix: fewer replicas, or `segment-webhook capacity --shape` to count gangs of a shape"
+
 
 @pytest.fixture(scope="module")
 def gen_cluster(tmp_path_factory):
@@ -161,7 +166,7 @@ def test_place_no_nodes_in_any_cluster_file_names_them_all(tmp_path, capsys, gen
 def test_place_and_gen_cluster_error_prefix(tmp_path, capsys):
     missing = tmp_path / "missing.yaml"
     assert main(["place", "-f", str(missing), "--cluster", str(missing)]) == 2
-    assert capsys.readouterr().err == f"segment-webhook place: error: {missing}: cannot read: No such file or directory\n"
+    assert capsys.readouterr().err == f"segment-webhook place: error: {missing}: cannot read: No such file or directory" + READ_FIX + "\n"
     assert main(["gen-cluster", "--zones", "1", "-o", str(tmp_path / "no-such-dir" / "c.yaml")]) == 2
     assert capsys.readouterr().err == (f"segment-webhook gen-cluster: error: {tmp_path / 'no-such-dir' / 'c.yaml'}: "
                                        "cannot write: No such file or directory\n")
@@ -289,7 +294,7 @@ def test_place_workload_over_pod_cap_exit_2_quickly(tmp_path, capsys, workers, p
     wl = _dw(tmp_path, workers, per_segment, master)
     assert main(["place", "-f", wl, "--cluster", _huge_node_yaml(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        f"segment-webhook place: error: {wl}: {field} pods is more than the 100000 this command expands\n")
+        f"segment-webhook place: error: {wl}: {field} pods is more than the 100000 this command expands" + CAP_FIX + "\n")
 
 
 @pytest.mark.parametrize("content, field", [
@@ -305,7 +310,7 @@ def test_place_pod_cap_names_the_fields(tmp_path, capsys, content, field):
     path.write_text(content)
     assert main(["place", "-f", str(path), "--cluster", _huge_node_yaml(tmp_path)]) == 2
     assert capsys.readouterr().err == (
-        f"segment-webhook place: error: {path}: {field} pods is more than the 100000 this command expands\n")
+        f"segment-webhook place: error: {path}: {field} pods is more than the 100000 this command expands" + CAP_FIX + "\n")
 
 
 @pytest.mark.slow

@@ -142,6 +142,11 @@ def test_most_gangs_literal():
     ("pods=8,segment-size", '--shape part "segment-size" is not KEY=VALUE'),
     ("pods=32,pods=16,segment-size=8,nvidia.com/gpu=1", '--shape gives pods twice ("32", then "16")'),
     ("pods=32,segment-size=8,nvidia.com/gpu=1,nvidia.com/gpu=2", '--shape gives nvidia.com/gpu twice ("1", then "2")'),
+    # new-user trial: counted silently before (place expands at most 100000 pods: planning/expand.py MAX_PODS)
+    ("pods=2147483648,segment-size=8,nvidia.com/gpu=1", "--shape pods=2147483648: more than the 100000 pods"),
+    ("pods=8,segment-size=200000,nvidia.com/gpu=1", "--shape segment-size=200000: more than the 100000 pods"),
+    ("pods=8,segment-size=8,nvidia.com/gpu=999999999999999999999999",
+     "--shape nvidia.com/gpu=999999999999999999999999: more than any node can have"),
 ])
 def test_bad_shapes_name_the_part(text, message):
     with pytest.raises(CapacityError, match=message.replace("(", r"\(").replace(")", r"\)")):
