@@ -53,7 +53,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from webhook.admission.kinds import registry
 from webhook.admission.targets import KAI, TARGETS
@@ -212,6 +212,9 @@ class Advice:
     line: str
 
 
+_T = TypeVar("_T")
+
+
 class Expansions:
     """A bounded memo of owner expansions (:meth:`webhook.planning.whatif.Planner.expand_all`) for
     the advisory controller, which advises a pending gang again each time capacity moves (at 5,000
@@ -230,6 +233,7 @@ class Expansions:
     def __init__(self, max_pods: int = 20_000) -> None:
         self.max_pods = max_pods
         self._entries: OrderedDict[Hashable, Expansion] = OrderedDict()
+        self._derived: dict[Hashable, dict[Hashable, Any]] = {}  # memo key -> what is kept beside it
         self._pods = 0
         self._lock = threading.Lock()
         self.hits = 0
@@ -255,7 +259,28 @@ class Expansions:
     def expand(self, owner: Mapping[str, Any], planner: Planner) -> Expansion:
         """:meth:`Planner.expand_all` of ``owner``, from the memo when kept. The result is shared:
         restrict it (:meth:`Planner.restrict`), never change it. Raises as ``expand_all``."""
+        return self._expand(self.key(owner, planner), owner, planner)
+
+    def restricted(self, owner: Mapping[str, Any], planner: Planner) -> Expansion:
+        """:meth:`Planner.expand` of ``owner`` (restricted to ``planner.only``), the restriction
+        kept with the expansion. Shared: never change it. Raises as ``expand_all``."""
         key = self.key(owner, planner)
+        exp = self._expand(key, owner, planner)
+        if key is None or planner.only is None:
+            return planner.restrict(exp)
+        return self._derive(key, ("only", planner.only), lambda: planner.restrict(exp))
+
+    def gang_keys(self, owner: Mapping[str, Any], planner: Planner) -> list[str]:
+        """The sorted gang keys of the pods ``owner`` makes (:func:`gang_key_of`), kept with the
+        expansion. Raises as ``expand_all``."""
+        key = self.key(owner, planner)
+        exp = self._expand(key, owner, planner)
+
+        def compute() -> list[str]:
+            return sorted({k for k in map(gang_key_of, filter(is_pod, exp.pods)) if k is not None})
+        return compute() if key is None else self._derive(key, ("keys",), compute)
+
+    def _expand(self, key: Hashable | None, owner: Mapping[str, Any], planner: Planner) -> Expansion:
         if key is None:
             return planner.expand_all(dict(owner))
         with self._lock:
@@ -271,9 +296,22 @@ class Expansions:
                 self._entries[key] = exp
                 self._pods += len(exp.pods)
                 while self._pods > self.max_pods:
-                    _, dropped = self._entries.popitem(last=False)
+                    dropped_key, dropped = self._entries.popitem(last=False)
+                    self._derived.pop(dropped_key, None)
                     self._pods -= len(dropped.pods)
         return exp
+
+    def _derive(self, key: Hashable, name: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()`` kept as ``name`` beside the expansion of ``key`` while that is kept."""
+        with self._lock:
+            kept = self._derived.get(key)
+            if kept is not None and name in kept:
+                return cast(_T, kept[name])
+        value = compute()
+        with self._lock:
+            if key in self._entries:
+                self._derived.setdefault(key, {})[name] = value
+        return value
 
     def __len__(self) -> int:
         with self._lock:
@@ -309,7 +347,7 @@ def advise(key: str, owner: Mapping[str, Any], snapshot: Snapshot, occupants: Ma
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
                               target=admission_target(owner))
         planner.only = frozenset({key})
-        base = expansions.expand(owner, planner) if expansions is not None else None
+        base = expansions.restricted(owner, planner) if expansions is not None else None
         result = what_if(dict(owner), snapshot, occupants, planner, search_waiting=False, index_for=index_for,
                          expansion=base)
     except (ExpandError, PlacementError) as exc:
@@ -330,8 +368,11 @@ def advise_owner(owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mappin
     try:
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
                               target=admission_target(owner))
-        exp = expansions.expand(owner, planner) if expansions is not None else planner.expand_all(dict(owner))
-        keys = sorted({key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None})
+        if expansions is not None:
+            keys = expansions.gang_keys(owner, planner)
+        else:
+            exp = planner.expand_all(dict(owner))
+            keys = sorted({key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None})
     except (ExpandError, PlacementError) as exc:
         ref = ref_of(owner)
         return [Advice(f"{ref.namespace}/{ref.name}", ERROR, f"{ref.kind} {ref.namespace}/{ref.name}: "

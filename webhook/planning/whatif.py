@@ -264,12 +264,13 @@ def what_if(workload: dict[str, Any], snapshot: Snapshot, occupants: Mapping[str
     the same; the advisory controller's line names no change for it). ``index_for(topology name,
     topology)``: the cluster index of ``snapshot`` for that topology, owned by this call (the
     advisory controller passes a copy of its ledger's, charged as the snapshot; default: built
-    from ``snapshot.nodes``). ``expansion``: :meth:`Planner.expand_all` of ``workload`` in
-    ``planner``'s context, made earlier and not changed since (the advisory controller's memo of
-    an owner it advises again as capacity moves); default: expanded here. Raises
+    from ``snapshot.nodes``). ``expansion``: :meth:`Planner.expand` of ``workload`` in
+    ``planner``'s context (restricted to :attr:`Planner.only`), made earlier and not changed since
+    (the advisory controller's memo of an owner it advises again as capacity moves); default:
+    expanded here. Raises
     :class:`~webhook.planning.expand.ExpandError` and :class:`PlacementError` for bad input, as
     ``place`` does."""
-    exp = planner.restrict(expansion) if expansion is not None else planner.expand(workload)
+    exp = expansion if expansion is not None else planner.expand(workload)
     if exp.denied:
         return WhatIf(False, DENIED, Placement(placed=False), f"denied by the webhook: {exp.message}",
                       warnings=exp.warnings)

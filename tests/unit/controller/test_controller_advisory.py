@@ -30,6 +30,7 @@ from webhook.controller.advisory import (
 )
 from webhook.planning.freeing import read_occupants
 from webhook.planning.snapshot import snapshot_from_objects
+from webhook.planning.whatif import planner_for
 
 RACK = "cloud.provider.com/topology-rack"
 GPU = "nvidia.com/gpu"
@@ -278,6 +279,22 @@ def test_an_owner_edited_by_its_user_is_expanded_again():
     unkept = advise("ml/train", no_uid, snapshot, {}, expansions=memo)
     assert unkept is not None and unkept.verdict == "fits"
     assert (memo.misses, memo.hits, len(memo)) == (2, 0, 2)
+
+
+def test_the_restriction_and_the_gang_keys_are_kept_beside_the_expansion():
+    """What each re-advice recomputed over every pod of the owner (the gang keys, the restriction
+    to the gang) is kept with the expansion, the same objects while it is kept, and dropped with it."""
+    memo = Expansions(max_pods=4)
+    planner = planner_for(snapshot_from_objects(NODES))
+    planner.only = frozenset({"ml/train"})
+    first = memo.restricted(job(2), planner)
+    assert memo.restricted(job(2), planner) is first
+    assert [p["metadata"]["name"] for p in first.pods] == [f"train-worker-{i}" for i in range(4)]
+    assert memo.gang_keys(job(2), planner) == ["ml/train"]
+    assert (memo.misses, memo.hits) == (1, 2)
+    other = job(2) | {"metadata": {**job(2)["metadata"], "uid": "uid-other"}}
+    memo.restricted(other, planner)  # 4 more pods: the first owner's expansion is dropped, and what it kept
+    assert memo.restricted(job(2), planner) is not first
 
 
 def test_the_memo_keeps_at_most_its_pods_dropping_the_least_recently_used():
