@@ -999,8 +999,8 @@ class LocalCluster:
             started = time.monotonic()
             stop_process_group(int(pid_file.read_text()), grace=DOWN_GRACE.get(component, 30.0))
             pid_file.unlink()
-            if time.monotonic() - started > 5:  # a stop that waited: say which
-                print(f"down: {component} took {time.monotonic() - started:.1f} s to stop", file=sys.stderr)
+            if (took := time.monotonic() - started) > 5:  # a stop that waited: say which
+                print(f"down: {component} took {took:.1f} s to stop", file=sys.stderr)
         if component in self.state.get("components", []):
             self.state["components"].remove(component)
             self.save()

@@ -546,8 +546,8 @@ def drain(cluster: LocalCluster) -> None:
         cluster.save()
         for task in ctr(node_dir, "tasks", "list", "--quiet", check=False, timeout=60).stdout.split():
             ctr(node_dir, "tasks", "kill", "--signal", "SIGKILL", task, check=False, timeout=60)
-        deadline = time.monotonic() + 30
         started = time.monotonic()
+        deadline = started + 30
         for task in ctr(node_dir, "tasks", "list", "--quiet", check=False, timeout=60).stdout.split():
             # a task listed whose shim is already gone says "no running task found" on delete: it is
             # deleted (retrying it waited out the whole 30 s in every node teardown, issue 35)

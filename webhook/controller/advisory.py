@@ -72,7 +72,7 @@ from webhook.planning.whatif import DENIED, FITS, NEVER, WAITING, Planner, plann
 from webhook.topology.objects import Topology
 
 __all__ = ["ADVICE_REASONS", "ERROR", "KUEUE_GATES", "KUEUE_WORKLOAD_VERSION", "Advice", "Expansions",
-           "admission_target", "advice_documents", "advice_writes", "advise", "advise_owner", "is_kueue_workload",
+           "admission_target", "advice_documents", "advice_writes", "advise", "advise_owner", "gang_keys", "is_kueue_workload",
            "kueue_pending_since", "kueue_workload_pending", "kueue_workload_word", "owner_of_objects",
            "pending_elsewhere", "pending_gangs", "ref_of"]
 
@@ -215,6 +215,11 @@ class Advice:
 _T = TypeVar("_T")
 
 
+def gang_keys(exp: Expansion) -> list[str]:
+    """The sorted gang keys (:func:`gang_key_of`) of the pods of ``exp``."""
+    return sorted({key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None})
+
+
 class Expansions:
     """A bounded memo of owner expansions (:meth:`webhook.planning.whatif.Planner.expand_all`) for
     the advisory controller, which advises a pending gang again each time capacity moves (at 5,000
@@ -256,11 +261,6 @@ class Expansions:
         catalog = tuple(planner.catalog.get(name) for name in planner.catalog.names())
         return uid, content, planner.settings, planner.user, tuple(planner.groups), catalog
 
-    def expand(self, owner: Mapping[str, Any], planner: Planner) -> Expansion:
-        """:meth:`Planner.expand_all` of ``owner``, from the memo when kept. The result is shared:
-        restrict it (:meth:`Planner.restrict`), never change it. Raises as ``expand_all``."""
-        return self._expand(self.key(owner, planner), owner, planner)
-
     def restricted(self, owner: Mapping[str, Any], planner: Planner) -> Expansion:
         """:meth:`Planner.expand` of ``owner`` (restricted to ``planner.only``), the restriction
         kept with the expansion. Shared: never change it. Raises as ``expand_all``."""
@@ -275,10 +275,7 @@ class Expansions:
         expansion. Raises as ``expand_all``."""
         key = self.key(owner, planner)
         exp = self._expand(key, owner, planner)
-
-        def compute() -> list[str]:
-            return sorted({k for k in map(gang_key_of, filter(is_pod, exp.pods)) if k is not None})
-        return compute() if key is None else self._derive(key, ("keys",), compute)
+        return gang_keys(exp) if key is None else self._derive(key, ("keys",), lambda: gang_keys(exp))
 
     def _expand(self, key: Hashable | None, owner: Mapping[str, Any], planner: Planner) -> Expansion:
         if key is None:
@@ -368,11 +365,8 @@ def advise_owner(owner: Mapping[str, Any], snapshot: Snapshot, occupants: Mappin
     try:
         planner = planner_for(snapshot, default_topology=default_topology, runtimes=runtimes,
                               target=admission_target(owner))
-        if expansions is not None:
-            keys = expansions.gang_keys(owner, planner)
-        else:
-            exp = planner.expand_all(dict(owner))
-            keys = sorted({key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None})
+        keys = expansions.gang_keys(owner, planner) if expansions is not None else \
+            gang_keys(planner.expand_all(dict(owner)))
     except (ExpandError, PlacementError) as exc:
         ref = ref_of(owner)
         return [Advice(f"{ref.namespace}/{ref.name}", ERROR, f"{ref.kind} {ref.namespace}/{ref.name}: "
@@ -421,7 +415,7 @@ def _gangs_of(workload: Mapping[str, Any], snapshot: Snapshot, default_topology:
                           target=admission_target(workload)).expand(workload)
     except (ExpandError, PlacementError):
         return set()
-    return {key for key in map(gang_key_of, filter(is_pod, exp.pods)) if key is not None}
+    return set(gang_keys(exp))
 
 
 def _dump_top_owner(obj: Mapping[str, Any], workloads: Sequence[Mapping[str, Any]]) -> TopOwner | None:
