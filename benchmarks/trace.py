@@ -394,6 +394,8 @@ class TraceWatch(threading.Thread):
         #: ``time.monotonic() - time.time()``: API times (wall clock) to the watch's monotonic times
         self.offset = time.monotonic() - time.time()
         self.workload_samples: list[dict[str, Mapping[str, Any]]] = []
+        #: target kueue: Workload name -> its Job's name, every Workload seen (deleted ones too)
+        self.workload_jobs: dict[str, str] = {}
 
     def observe(self, kind: str, pod: Mapping[str, Any]) -> None:
         now, name = time.monotonic(), pod["metadata"]["name"]
@@ -455,6 +457,7 @@ class TraceWatch(threading.Thread):
             return
         with self.lock:
             job = str(owners[0]["name"])
+            self.workload_jobs[str(workload["metadata"]["name"])] = job
             if kind == "DELETED":
                 self.workloads.pop(job, None)
                 return
@@ -803,6 +806,128 @@ def placeable_since(miss: Miss, times: Mapping[str, PodTimes]) -> float:
     return max(miss.pending, min(freed) if freed else miss.after)
 
 
+@dataclass
+class AuditTimes:
+    """What kube-apiserver's audit log (``hack/local_cluster.py`` :data:`~local_cluster.AUDIT_POLICY`)
+    says of a run, each time monotonic and to the microsecond (the objects' own condition times have
+    whole seconds; the benchmark's watches see a write some time after it happened):
+
+    * ``refused``: job -> when its target first refused the gang: the ``requestReceivedTimestamp``
+      of Kueue's first accepted write of the Job's Workload status with ``QuotaReserved`` ``False``
+      (Kueue v0.17 ``UnsetQuotaReservationWithCondition``, reason ``Pending``); under the Workload
+      API, the latest of the gang's pods' first accepted kube-scheduler status write with
+      ``PodScheduled`` ``False`` reason ``Unschedulable``, once every pod of the gang has one;
+    * ``finished``: pod -> the ``requestReceivedTimestamp`` of KWOK's accepted status write that made
+      it ``Succeeded`` or ``Failed`` (the moment its capacity was freed, at the earliest);
+    * ``events``: ``(time, job, reason)`` per accepted write (create, or a count again) of a
+      SecondOpinion* Event on a Job by this project's controller, at its ``stageTimestamp`` (the
+      write complete, at the latest).
+
+    Latencies from ``refused`` or ``finished`` to ``events`` are upper bounds to within the time a
+    write takes, with no whole-second rounding."""
+
+    refused: dict[str, float] = field(default_factory=dict)
+    finished: dict[str, float] = field(default_factory=dict)
+    events: list[tuple[float, str, str]] = field(default_factory=list)
+
+
+def _conditions_in(body: Any) -> list[Mapping[str, Any]]:
+    status = body.get("status") if isinstance(body, Mapping) else None
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return [c for c in conditions if isinstance(c, Mapping)] if isinstance(conditions, list) else []
+
+
+def audit_times(events: Sequence[Mapping[str, Any]], offset: float, workload_jobs: Mapping[str, str],
+                pod_jobs: Mapping[str, str], jobs: Sequence[TraceJob]) -> AuditTimes:
+    """:class:`AuditTimes` from ``events`` (:func:`local_cluster.audit_events`); ``offset``:
+    ``time.monotonic() - time.time()``; ``workload_jobs``: Kueue Workload name -> its Job's name;
+    ``pod_jobs``: pod name -> its Job's name (the ``batch.kubernetes.io/job-name`` label); ``jobs``:
+    the trace (a gang's pod count). Writes answered with a code of 300 or more are left out."""
+    out = AuditTimes()
+    unschedulable: dict[str, float] = {}
+    names: dict[str, tuple[str, str]] = {}
+    sizes = {job.name: job.pods for job in jobs}
+    for event in sorted(events, key=lambda e: str(e.get("stageTimestamp") or "")):
+        if int((event.get("responseStatus") or {}).get("code") or 0) >= 300:
+            continue
+        ref = event.get("objectRef") or {}
+        body = event.get("requestObject")
+        received = monotonic_of(str(event.get("requestReceivedTimestamp") or ""), offset)
+        done = monotonic_of(str(event.get("stageTimestamp") or ""), offset)
+        resource, subresource, name = ref.get("resource"), ref.get("subresource"), str(ref.get("name") or "")
+        if resource == "workloads" and subresource == "status" and received is not None:
+            job = workload_jobs.get(name)
+            if job is not None and job not in out.refused and any(
+                    c.get("type") == "QuotaReserved" and c.get("status") == "False" for c in _conditions_in(body)):
+                out.refused[job] = received
+        elif resource == "pods" and subresource == "status" and received is not None:
+            phase = (body.get("status") or {}).get("phase") if isinstance(body, Mapping) else None
+            if phase in ("Succeeded", "Failed"):
+                out.finished.setdefault(name, received)
+            if name not in unschedulable and any(
+                    c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == UNSCHEDULABLE
+                    for c in _conditions_in(body)):
+                unschedulable[name] = received
+        elif resource == "events" and done is not None:
+            if event.get("verb") == "create" and isinstance(body, Mapping):
+                involved = body.get("involvedObject") or {}
+                reason = str(body.get("reason") or "")
+                made = ((event.get("responseObject") or {}).get("metadata") or {}).get("name")
+                if involved.get("kind") != "Job" or not reason.startswith("SecondOpinion"):
+                    continue
+                if made:
+                    names[str(made)] = (str(involved.get("name")), reason)
+                out.events.append((done, str(involved.get("name")), reason))
+            elif name in names:
+                out.events.append((done, *names[name]))
+    of_job: dict[str, list[float]] = defaultdict(list)
+    for pod, at in unschedulable.items():
+        if pod in pod_jobs:
+            of_job[pod_jobs[pod]].append(at)
+    for job, marks in of_job.items():
+        if job not in out.refused and len(marks) >= sizes.get(job, 1 << 30):
+            out.refused[job] = max(marks)
+    return out
+
+
+def exact_latencies(misses: Mapping[str, Miss], audit: AuditTimes, times: Mapping[str, PodTimes],
+                    bound_at: Mapping[str, float]) -> tuple[dict[str, float], list[str]]:
+    """Per greedy miss, seconds from when the gang could first have been named to the advisor's
+    "fits now" Event, all from ``audit`` (:class:`AuditTimes`): from its refusal when it fitted as
+    first tried (``Miss.after`` is ``None``), else from the earliest audited finish of the pods the
+    watch saw finish between the sample where it did not fit and the one where it did (not before
+    the refusal); 0 when the advisor's last Event before that said "fits now" already; to the first
+    "fits now" write at or after it, before the watch saw a pod of the gang bound. Returns the
+    latencies and the misses with no such figure, each with why."""
+    of_job: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for at, job, reason in sorted(audit.events):
+        of_job[job].append((at, reason))
+    out: dict[str, float] = {}
+    left: list[str] = []
+    for job, miss in misses.items():
+        refused = audit.refused.get(job)
+        if refused is None:
+            left.append(f"{job}: no refusal in the audit log")
+            continue
+        start = refused
+        if miss.after is not None:
+            freed = [audit.finished[pod] for pod, t in times.items()
+                     if t.finished is not None and miss.after < t.finished <= miss.found and pod in audit.finished]
+            start = max(refused, min(freed)) if freed else max(refused, placeable_since(miss, times))
+        said = of_job.get(job, [])
+        before = [reason for at, reason in said if refused <= at < start]
+        if before and before[-1] == FITS_REASON:
+            out[job] = 0.0
+            continue
+        after = [at for at, reason in said
+                 if reason == FITS_REASON and at >= start and at < bound_at.get(job, float("inf"))]
+        if after:
+            out[job] = after[0] - start
+        else:
+            left.append(f"{job}: no 'fits now' write in the audit log after +{start - refused:.2f} s")
+    return out, left
+
+
 def advisory_figures(jobs: list[TraceJob], watch: AdvisoryWatch, refused_since: Mapping[str, float],
                      misses: Mapping[str, Miss], samples: list[tuple[float, dict]],
                      snapshots: Snapshots, bound_at: Mapping[str, float], times: Mapping[str, PodTimes],
@@ -1079,6 +1204,7 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
         workload_samples = list(watch.workload_samples)
         kueue_refused = dict(watch.kueue_refused)
         kueue_refused_seen = dict(watch.kueue_refused_seen)
+        workload_jobs = dict(watch.workload_jobs)
         workload_samples += [{}] * (len(samples) - len(workload_samples))
         result.over_booked = dict(watch.occupancy.over)
     pods_of: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
@@ -1120,6 +1246,12 @@ def measure(target: str, cluster: local_cluster.LocalCluster, jobs: list[TraceJo
                     if (b := [t for p in pods if (t := times[p["metadata"]["name"]].bound) is not None])}
         result.advisory = advisory_figures(jobs, advisory, result.refused, result.misses, samples, snapshots,
                                            bound_at, times, latest, kueue_refused_seen)
+        audit = audit_times(local_cluster.audit_events(cluster.dir), watch.offset, workload_jobs,
+                            {name: (pod["metadata"].get("labels") or {}).get(JOB_NAME, "")
+                             for name, pod in latest.items()}, jobs)
+        exact, left = exact_latencies(result.misses, audit, times, bound_at)
+        result.advisory.update(to_name_exact=list(exact.values()), exact_left=left,
+                               within_exact=sum(1 for v in exact.values() if v <= NAME_WITHIN))
         if not describer.text:  # none seen pending during the run: an advised Job now, as describe shows it
             with advisory.lock:
                 said = [job for _, job, _, _ in sorted(advisory.events)]
@@ -1280,18 +1412,26 @@ def advisory_table(results: list[Result]) -> str:
     named within :data:`NAME_WITHIN` s, the p50 / p99 latency (refusal, or the capacity that made the
     gang fit, -> "fits now" Event) and "fits now" said of a gang that did not fit."""
     header = (f"{'advisory':<13} {'misses found':>12} {'named':>6} {f'within {NAME_WITHIN:g} s':>10} "
-              f"{'p50':>8} {'p99':>8} {'p99 low':>8} {'false fits':>10}")
+              f"{'p50':>8} {'p99':>8} {'p99 low':>8} {'audited':>8} {f'within {NAME_WITHIN:g} s':>10} "
+              f"{'p50':>8} {'p99':>8} {'false fits':>10}")
     rows = [header, "-" * len(header)]
     for r in results:
         a = r.advisory
+        exact = a.get("to_name_exact", [])
         rows.append(f"{r.target:<13} {a['found']:>12} {a['named']:>6} {a['within']:>10} "
                     f"{percentile(a['to_name'], 0.5):>6.2f} s {percentile(a['to_name'], 0.99):>6.2f} s "
-                    f"{percentile(a.get('to_name_low', []), 0.99):>6.2f} s {len(a['false_fits']):>10}")
+                    f"{percentile(a.get('to_name_low', []), 0.99):>6.2f} s {len(exact):>8} "
+                    f"{a.get('within_exact', 0):>10} {percentile(exact, 0.5):>6.2f} s {percentile(exact, 0.99):>6.2f} s "
+                    f"{len(a['false_fits']):>10}")
     rows.append("(latency: from the target's refusal, or from the pod finish that made the refused gang fit, to "
-                "the advisor's 'fits now' Event as the benchmark's watch saw it; refusal times are whole seconds, "
-                "so latencies are upper bounds by up to 1 s; 'p99 low': from the latest moment the refusal can "
-                "have happened (the watch's sight of it, at most the second after its condition time): a lower "
-                "bound)")
+                "the advisor's 'fits now' Event. The first three: times as the benchmark's watches saw them, "
+                "refusals from their whole-second condition times (upper bounds by up to 1 s; 'p99 low' from the "
+                "latest moment the refusal can have happened: a lower bound). 'audited': the misses timed from "
+                "kube-apiserver's audit log (microseconds: the refusal's or finish's status write received -> "
+                "the Event's write complete), with how many within the bound, p50 and p99)")
+    for r in results:
+        for line in r.advisory.get("exact_left", [])[:5]:
+            rows.append(f"  {r.target}: not audited: {line}")
     return "\n".join(rows)
 
 

@@ -1034,34 +1034,58 @@ def endpoint_routing_args() -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ audit log
-#: kube-apiserver's audit policy of every ``up``: each patch, update and delete of a pod (not of its
-#: subresources: the kubelet's status writes are left out) at level ``Metadata`` (who, which pod,
-#: the answer's code; no bodies), once complete, into ``DIR/logs/audit.log``. A gang's releases are
-#: counted from it, whichever controller replica sent them and whether or not its answer arrived
-#: (tests/cluster/test_node_faults.py: every gated pod released by exactly one accepted patch).
+#: The users whose writes the audit policy keeps with their bodies: KWOK's controller (its
+#: ServiceAccount in KWOK v0.8.0's ``kustomize/rbac/service_account.yaml``) and this project's
+#: controller (deploy/base: ``segment-webhook-controller`` in ``segment-webhook-system``).
+KWOK_USER = "system:serviceaccount:kube-system:kwok-controller"
+CONTROLLER_USER = "system:serviceaccount:segment-webhook-system:segment-webhook-controller"
+SCHEDULER_USER = "system:kube-scheduler"
+#: kube-apiserver's audit policy of every ``up``, into ``DIR/logs/audit.log`` once each request is
+#: complete (``stageTimestamp`` and ``requestReceivedTimestamp`` in microseconds, where the
+#: objects' own times have whole seconds):
+#:
+#: * each patch, update and delete of a pod (not of its subresources) at level ``Metadata`` (who,
+#:   which pod, the answer's code; no bodies). A gang's releases are counted from it, whichever
+#:   controller replica sent them and whether or not its answer arrived
+#:   (tests/cluster/test_node_faults.py: every gated pod released by exactly one accepted patch);
+#: * with the request's body (``Request``): Kueue's writes of a Workload's status (when Kueue
+#:   refused or admitted it), KWOK's and kube-scheduler's writes of a pod's status (when the pod
+#:   finished; when kube-scheduler found it ``Unschedulable``);
+#: * with request and answer (``RequestResponse``): the Events this project's controller writes
+#:   (which gang, which reason, the Event's name for a later count).
+#:
+#: benchmarks/trace.py times the advisory controller from them (:func:`audit_events`).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
     "rules": [{"level": "Metadata", "verbs": ["patch", "update", "delete"], "resources": [{"group": "", "resources": ["pods"]}]},
+              {"level": "Request", "verbs": ["patch", "update"],
+               "resources": [{"group": "kueue.x-k8s.io", "resources": ["workloads/status"]}]},
+              {"level": "Request", "verbs": ["patch", "update"], "users": [KWOK_USER, SCHEDULER_USER],
+               "resources": [{"group": "", "resources": ["pods/status"]}]},
+              {"level": "RequestResponse", "verbs": ["create", "patch", "update"], "users": [CONTROLLER_USER],
+               "resources": [{"group": "", "resources": ["events"]}]},
               {"level": "None"}],
 }
 AUDIT_LOG = "logs/audit.log"
 
 
 def audit_args(directory: Path) -> list[str]:
-    """kube-apiserver's audit flags (:data:`AUDIT_POLICY`, written to ``DIR/audit-policy.yaml``)."""
+    """kube-apiserver's audit flags (:data:`AUDIT_POLICY`, written to ``DIR/audit-policy.yaml``):
+    the log rotated at 200 MB, one old file kept (:func:`audit_events` reads both)."""
     policy = directory / "audit-policy.yaml"
     policy.write_text(yaml.safe_dump(AUDIT_POLICY, sort_keys=False))
     (directory / "logs").mkdir(parents=True, exist_ok=True)
     return ["--audit-policy-file", str(policy), "--audit-log-path", str(directory / AUDIT_LOG),
-            "--audit-log-maxsize", "100", "--audit-log-maxbackup", "1"]
+            "--audit-log-maxsize", "200", "--audit-log-maxbackup", "1"]
 
 
 def audit_events(directory: Path) -> list[dict]:
-    """The audit events kube-apiserver wrote into ``DIR/logs/audit.log`` (one JSON object a line)."""
-    path = directory / AUDIT_LOG
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The audit events kube-apiserver wrote into ``DIR/logs/audit.log`` and its rotated file
+    (``audit-<time>.log``, older first): one JSON object a line."""
+    logs = directory / "logs"
+    paths = sorted(logs.glob("audit-*.log")) + [directory / AUDIT_LOG]
+    return [json.loads(line) for path in paths if path.is_file()
+            for line in path.read_text().splitlines() if line.strip()]
 
 
 # ------------------------------------------------------------------------------ apiserver outage

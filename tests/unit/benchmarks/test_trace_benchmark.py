@@ -6,6 +6,7 @@ out from the issue's rules (gang sizes 4 to a quarter of the cluster, segments r
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import sys
 
@@ -312,6 +313,102 @@ def test_the_low_latency_runs_from_the_latest_moment_the_refusal_can_have_happen
     figures = bench.advisory_figures([g], watch, {"g": 9.0}, {"g": bench.Miss(9.0, 16.5, 13.0)}, [(16.5, {})],
                                      snapshots, {}, times, {}, {"g": 9.6})
     assert figures["to_name"] == figures["to_name_low"] == [pytest.approx(2.8)]
+
+
+# ------------------------------------------------------------------------------- the audit log's times
+# Audit events as kube-apiserver v1.37.2 wrote them under hack/local_cluster.py's AUDIT_POLICY (a
+# CI-sized run, 2026-12-07), cut to the fields read: Kueue v0.17's server-side-apply of a Workload's
+# status, KWOK's and kube-scheduler's pod status patches, this project's Event create and count.
+def _audit(verb: str, ref: dict, received: str, done: str, body: dict | list | None = None, answer: dict | None = None,
+           code: int = 200) -> dict:
+    event = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "stage": "ResponseComplete", "verb": verb,
+             "objectRef": ref, "responseStatus": {"metadata": {}, "code": code},
+             "requestReceivedTimestamp": received, "stageTimestamp": done}
+    if body is not None:
+        event["requestObject"] = body
+    if answer is not None:
+        event["responseObject"] = answer
+    return event
+
+
+WORKLOAD = {"resource": "workloads", "namespace": "default", "name": "job-g-eec9a", "apiGroup": "kueue.x-k8s.io",
+            "apiVersion": "v1beta2", "subresource": "status"}
+PENDING = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                                      "lastTransitionTime": "2026-12-07T21:05:11Z",
+                                      "message": "couldn't assign flavors to pod set main: topology \"t\" allows to fit only 10 out of 16 pod(s)"}]}}
+RESERVED = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                       "lastTransitionTime": "2026-12-07T21:05:11Z"}]}}
+
+
+def _pod_status(name: str) -> dict:
+    return {"resource": "pods", "namespace": "default", "name": name, "apiVersion": "v1", "subresource": "status"}
+
+
+def _event_create(job: str, reason: str, made: str, done: str) -> dict:
+    return _audit("create", {"resource": "events", "namespace": "default", "apiVersion": "v1"}, done, done,
+                  {"kind": "Event", "metadata": {"generateName": f"{job}."},
+                   "involvedObject": {"kind": "Job", "namespace": "default", "name": job, "apiVersion": "batch/v1"},
+                   "reason": reason}, {"kind": "Event", "metadata": {"name": made}}, code=201)
+
+
+def test_the_audit_log_gives_each_refusal_finish_and_event_to_the_microsecond():
+    """Offset 0 (monotonic = wall seconds). g: Kueue reserved nothing at 21:05:11.250000 (received)
+    and again at :12 (a later refusal: not the first); x-0 Succeeded at 21:05:12.500000 (its Running
+    patch before does not count); the advisor's Event on g created at :11.400000, counted again
+    (patch of its name) at :13.000000; a refused create (403) and an Event on a pod are not read.
+    Under the Workload API, h's two pods were found Unschedulable at :20.1 and :20.3: the gang at
+    :20.3; k has one Unschedulable pod of two: not refused."""
+    t0 = datetime.datetime(2026, 12, 7, 21, 5, tzinfo=datetime.timezone.utc).timestamp()
+    unschedulable = {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                                "message": "pod group is unschedulable"}]}}
+    events = [
+        _audit("patch", WORKLOAD, "2026-12-07T21:05:12.000000Z", "2026-12-07T21:05:12.010000Z", PENDING),
+        _audit("patch", WORKLOAD, "2026-12-07T21:05:11.250000Z", "2026-12-07T21:05:11.260000Z", PENDING),
+        _audit("patch", WORKLOAD, "2026-12-07T21:05:10.000000Z", "2026-12-07T21:05:10.010000Z", PENDING, code=409),
+        _audit("patch", _pod_status("x-0"), "2026-12-07T21:05:01.000000Z", "2026-12-07T21:05:01.010000Z",
+               {"status": {"phase": "Running"}}),
+        _audit("patch", _pod_status("x-0"), "2026-12-07T21:05:12.500000Z", "2026-12-07T21:05:12.510000Z",
+               {"status": {"phase": "Succeeded"}}),
+        _event_create("g", "SecondOpinionFitsNow", "g.187f0", "2026-12-07T21:05:11.400000Z"),
+        _audit("patch", {"resource": "events", "namespace": "default", "name": "g.187f0", "apiVersion": "v1"},
+               "2026-12-07T21:05:12.990000Z", "2026-12-07T21:05:13.000000Z",
+               [{"op": "replace", "path": "/count", "value": 2}]),
+        {**_event_create("g", "SecondOpinionFitsNow", "g.2", "2026-12-07T21:05:14.000000Z"),
+         "responseStatus": {"code": 403}},
+        _event_create("g-0", "SecondOpinionFitsNow", "g-0.1", "2026-12-07T21:05:14.000000Z") | {
+            "requestObject": {"involvedObject": {"kind": "Pod", "name": "g-0"}, "reason": "SecondOpinionFitsNow"}},
+        _audit("patch", _pod_status("h-0"), "2026-12-07T21:05:20.100000Z", "2026-12-07T21:05:20.110000Z", unschedulable),
+        _audit("patch", _pod_status("h-1"), "2026-12-07T21:05:20.300000Z", "2026-12-07T21:05:20.310000Z", unschedulable),
+        _audit("patch", _pod_status("k-0"), "2026-12-07T21:05:20.300000Z", "2026-12-07T21:05:20.310000Z", unschedulable),
+        _audit("patch", WORKLOAD | {"name": "job-admitted"}, "2026-12-07T21:05:11.0Z", "2026-12-07T21:05:11.1Z", RESERVED),
+    ]
+    jobs = [bench.TraceJob("g", 0.0, 16, 8, 4, RACK, True, 60.0), bench.TraceJob("h", 0.0, 2, 8, 2, RACK, True, 60.0),
+            bench.TraceJob("k", 0.0, 2, 8, 2, RACK, True, 60.0)]
+    audit = bench.audit_times(events, 0.0, {"job-g-eec9a": "g", "job-admitted": "a"},
+                              {"h-0": "h", "h-1": "h", "k-0": "k"}, jobs)
+    assert audit.refused == {"g": pytest.approx(t0 + 11.25), "h": pytest.approx(t0 + 20.3)}
+    assert audit.finished == {"x-0": pytest.approx(t0 + 12.5)}
+    assert audit.events == [(pytest.approx(t0 + 11.4), "g", "SecondOpinionFitsNow"),
+                            (pytest.approx(t0 + 13.0), "g", "SecondOpinionFitsNow")]
+
+
+def test_audited_latencies_run_from_the_refusal_or_the_earliest_audited_finish():
+    """g refused at 100.25 and fitted then (after None), named at 101.40: 1.15 s. f refused at
+    100.0, did not fit at the sample of 105.0, x-0 (seen finished at 106.0, audited 105.7) made it
+    fit, found at 107.0, named at 108.0: 2.3 s, from the audited finish, not within 2 s. e: named
+    only after the watch saw its pod bound: left, with why; d: never refused in the log: left."""
+    times = {"x-0": bench.PodTimes(1.0, bound=1.0, finished=106.0)}
+    audit = bench.AuditTimes(refused={"g": 100.25, "f": 100.0, "e": 100.0}, finished={"x-0": 105.7},
+                             events=[(101.4, "g", bench.FITS_REASON), (100.5, "f", "SecondOpinionWaitingForCapacity"),
+                                     (108.0, "f", bench.FITS_REASON), (103.0, "e", bench.FITS_REASON)])
+    misses = {"g": bench.Miss(100.0, 101.0, None), "f": bench.Miss(100.0, 107.0, 105.0),
+              "e": bench.Miss(100.0, 101.0, None), "d": bench.Miss(100.0, 101.0, None)}
+    latencies, left = bench.exact_latencies(misses, audit, times, {"e": 102.5})
+    assert latencies == {"g": pytest.approx(1.15), "f": pytest.approx(2.3)}
+    assert left == ["e: no 'fits now' write in the audit log after +0.00 s", "d: no refusal in the audit log"]
+    # the advisor already said "fits now" between f's refusal and the finish: named at once
+    audit.events.append((104.0, "f", bench.FITS_REASON))
+    assert bench.exact_latencies({"f": misses["f"]}, audit, times, {})[0] == {"f": 0.0}
 
 
 # ------------------------------------------------------------------------------- hack/kwok.py

@@ -178,8 +178,20 @@ def test_kube_apiserver_always_routes_a_service_to_its_endpoints(tmp_path, monke
         # issue 35: every pod patch and delete is audited (the node faults count releases from it)
         assert argv[argv.index("--audit-log-path") + 1] == str(cluster.dir / "logs" / "audit.log")
         policy = yaml.safe_load(Path(argv[argv.index("--audit-policy-file") + 1]).read_text())
-        assert policy["rules"] == [{"level": "Metadata", "verbs": ["patch", "update", "delete"],
-                                    "resources": [{"group": "", "resources": ["pods"]}]}, {"level": "None"}]
+        assert policy["rules"][0] == {"level": "Metadata", "verbs": ["patch", "update", "delete"],
+                                      "resources": [{"group": "", "resources": ["pods"]}]}
+        # issue 36: the writes the trace benchmark times the advisor from, with their bodies
+        assert policy["rules"][1:] == [
+            {"level": "Request", "verbs": ["patch", "update"],
+             "resources": [{"group": "kueue.x-k8s.io", "resources": ["workloads/status"]}]},
+            {"level": "Request", "verbs": ["patch", "update"],
+             "users": ["system:serviceaccount:kube-system:kwok-controller", "system:kube-scheduler"],
+             "resources": [{"group": "", "resources": ["pods/status"]}]},
+            {"level": "RequestResponse", "verbs": ["create", "patch", "update"],
+             "users": ["system:serviceaccount:segment-webhook-system:segment-webhook-controller"],
+             "resources": [{"group": "", "resources": ["events"]}]},
+            {"level": "None"}]
+        assert argv[argv.index("--audit-log-maxsize") + 1] == "200"
 
 
 def test_a_zombie_counts_as_exited(tmp_path):
