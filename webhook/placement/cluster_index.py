@@ -157,6 +157,27 @@ class ClusterIndex:
                 return d
         return 0
 
+    def shared_depths(self, groups: Sequence[Sequence[int]]) -> list[int]:
+        """:meth:`shared_depth` of each group of node positions, in one pass per depth (a gang of
+        512 segments is 5 array operations, not 2,560). Raises ValueError for an empty group."""
+        if not groups:
+            return []
+        sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+        if not sizes.all():
+            raise ValueError("shared_depths: a group holds no node position")
+        flat = np.fromiter((n for g in groups for n in g), dtype=np.int64, count=int(sizes.sum()))
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        out = np.zeros(len(groups), dtype=np.int64)
+        found = np.zeros(len(groups), dtype=bool)
+        for d in range(self.n_depths - 1, 0, -1):
+            ids = self.dom[d][flat]
+            same = np.maximum.reduceat(ids, starts) == np.minimum.reduceat(ids, starts)
+            out[same & ~found] = d
+            found |= same
+            if found.all():
+                break
+        return [int(d) for d in out]
+
     def display_depth(self, depth: int) -> int:
         """A shared node is reported at the hostname level when the topology's lowest level is it."""
         if depth == self.node_depth and self.levels and self.levels[-1] == HOSTNAME:

@@ -146,12 +146,12 @@ def _result(index: ClusterIndex, gang: Gang, demand: Demand, assignment: dict[st
         for p in gang.pods:
             if p.segment is not None:
                 by_sid.setdefault(p.segment, []).append(p)
-        for sid in sorted(by_sid):
-            pods = by_sid[sid]
-            nodes = [assignment[p.key] for p in pods]
-            d = index.display_depth(index.shared_depth(nodes))
+        order = sorted(by_sid)
+        groups = [[assignment[p.key] for p in by_sid[sid]] for sid in order]
+        for sid, nodes, shared in zip(order, groups, index.shared_depths(groups)):
+            d = index.display_depth(shared)
             segments.append(SegmentResult(group=sid[0], index=sid[1], domain=index.names[d][int(index.dom[d][nodes[0]])],
-                                          level=index.level_name(d), pods=[p.key for p in pods]))
+                                          level=index.level_name(d), pods=[p.key for p in by_sid[sid]]))
     positions = list(assignment.values())
     wd = index.display_depth(index.shared_depth(positions))
     return Placement(placed=True, assignments={p.key: index.node_names[assignment[p.key]] for p in gang.pods},

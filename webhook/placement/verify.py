@@ -30,11 +30,21 @@ def verify(index: ClusterIndex, gang: Gang, assignment: dict[str, int], required
     if set(assignment) != {p.key for p in gang.pods} or len(assignment) != len(gang.pods):
         raise PlacementBug("placement engine did not place every pod exactly once (bug)")
     used = np.zeros_like(index.free)
-    for p in gang.pods:
-        n = assignment[p.key]
+    positions_of = np.empty(len(gang.pods), dtype=np.int64)
+    need = np.zeros((len(gang.pods), len(index.resources)), dtype=np.int64)
+    rows: dict[tuple[tuple[str, int], ...], np.ndarray | None] = {}  # one request row per request shape
+    for i, p in enumerate(gang.pods):
+        n = positions_of[i] = assignment[p.key]
         if not index.eligible(p)[n]:
             raise PlacementBug(f"placement engine put {p.key} on {index.node_names[n]}, which it may not use (bug)")
-        used[n] += index.req_vector(p)
+        shape = tuple(sorted(p.requests.items()))
+        if shape not in rows:
+            rows[shape] = index.req_vector(p)
+        row = rows[shape]
+        if row is None:
+            raise PlacementBug(f"placement engine placed {p.key}, which asks for a resource no node has (bug)")
+        need[i] = row
+    np.add.at(used, positions_of, need)
     over = (used > 0) & (used > index.free)
     if over.any():
         n, c = map(int, np.argwhere(over)[0])
@@ -47,6 +57,6 @@ def verify(index: ClusterIndex, gang: Gang, assignment: dict[str, int], required
         for p in gang.pods:
             if p.segment is not None:
                 segments.setdefault(p.segment, []).append(assignment[p.key])
-        for sid, nodes in segments.items():
-            if index.shared_depth(nodes) < segment_required:
+        for sid, shared in zip(segments, index.shared_depths(list(segments.values()))):
+            if shared < segment_required:
                 raise PlacementBug(f"placement engine broke the segment required level of segment {sid} (bug)")

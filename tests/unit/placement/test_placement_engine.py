@@ -162,3 +162,30 @@ def test_a_pod_with_spec_node_name_is_pinned_to_that_node():
     with pytest.raises(PlacementError, match=r'Pod p: spec.nodeName = 7: must be a node name \(a string\)'):
         pod_request({"metadata": {"name": "p"}, "spec": {"nodeName": 7}}, {})
     assert pod_request({"metadata": {"name": "p"}, "spec": {"nodeName": ""}}, {}).node_affinity is None
+
+
+def test_shared_depths_of_many_groups_in_one_pass():
+    """Depths of cluster-topology (zone > block > rack > hostname) plus the node: 0 cluster, 1 zone,
+    2 block, 3 rack, 4 hostname, 5 node. Nodes sorted by label path: n-000-0, n-000-1 (rack r-000), n-001-0 (r-001,
+    same block b00), n-100-0 (zone 1)."""
+    idx = cluster({"r-000": [8, 8], "r-001": [8], "r-100": [8]})
+    pos = {name: i for i, name in enumerate(idx.node_names)}
+    groups = [[pos["n-000-0"]], [pos["n-000-0"], pos["n-000-1"]], [pos["n-000-1"], pos["n-001-0"]],
+              [pos["n-000-0"], pos["n-100-0"]], [pos["n-001-0"], pos["n-001-0"]]]
+    assert idx.shared_depths(groups) == [5, 3, 2, 0, 5]
+    assert idx.shared_depths(groups) == [idx.shared_depth(g) for g in groups]
+    assert idx.shared_depths([]) == []
+    with pytest.raises(ValueError, match="a group holds no node position"):
+        idx.shared_depths([[0], []])
+
+
+def test_verify_names_a_pod_placed_with_a_resource_no_node_has():
+    from webhook.placement.verify import PlacementBug, verify
+    idx = cluster({"r-000": [8]})
+    pod = PodRequest("ns/w-0", {"example.com/fpga": 1000, "pods": 1000})
+    with pytest.raises(PlacementBug, match="placed ns/w-0, which asks for a resource no node has"):
+        verify(idx, Gang([pod]), {"ns/w-0": 0}, 0, 0)
+    fits = PodRequest("ns/w-1", {GPU: 8000, "pods": 1000})
+    verify(idx, Gang([fits]), {"ns/w-1": 0}, 0, 0)  # 8 GPUs on the node's 8 free: no bug
+    with pytest.raises(PlacementBug, match="broke the capacity of n-000-0 on nvidia.com/gpu"):
+        verify(idx, Gang([fits, PodRequest("ns/w-2", {GPU: 1000, "pods": 1000})]), {"ns/w-1": 0, "ns/w-2": 0}, 0, 0)
