@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
+from difflib import get_close_matches
 from typing import Any
 
 import yaml
@@ -92,15 +93,30 @@ def denial_line(path: str, operation: str, reason: str, message: str, kind: str 
             f'"{webhook_name(kind)}" denied the request: {message}')
 
 
+def close_kind(kind: str) -> str | None:
+    """The handled kind whose name is closest to ``kind`` (compared case-insensitively,
+    :func:`difflib.get_close_matches` cutoff 0.8), named as :func:`handled_kinds` names it
+    (``PyTorchJob (kubeflow.org)``), or ``None`` when none is that close: ``PyTorchJobb`` and
+    ``pytorchjob`` get PyTorchJob, ``ConfigMap`` gets nothing."""
+    from webhook.admission.kinds import handled_kinds
+
+    by_name = {entry.partition(" (")[0].lower(): entry for entry in handled_kinds()}
+    match = get_close_matches(kind.lower(), by_name, n=1, cutoff=0.8)
+    return by_name[match[0]] if match else None
+
+
 def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:
-    """A note for an object whose kind the webhook does not handle (``None`` when it does)."""
+    """A note for an object whose kind the webhook does not handle (``None`` when it does), with a
+    "did you mean" for a kind close to a handled one (:func:`close_kind`)."""
     from webhook.admission.kinds import handled_kinds, handles
 
     gvk = group_version_kind(obj)
     if handles(gvk["group"], gvk["kind"]):
         return None
+    suggestion = close_kind(gvk["kind"])
+    hint = f"; did you mean {suggestion}?" if suggestion is not None else ""
     return (f"{obj.get('apiVersion')} {gvk['kind']} is not a kind the webhook handles ({', '.join(handled_kinds())}); "
-            "the deployed webhook never sees it, so it is allowed unchanged")
+            f"the deployed webhook never sees it, so it is allowed unchanged{hint}")
 
 
 def topology_problem(obj: Mapping[str, Any]) -> str | None:

@@ -325,6 +325,23 @@ def test_a_kind_the_webhook_does_not_handle_gets_a_note(tmp_path, capsys):
                    "RayService (ray.io), TrainJob (trainer.kubeflow.org), Job (batch), Pod); the deployed webhook never sees it, so it is allowed unchanged\n")
 
 
+@pytest.mark.parametrize("api_version, kind, hint", [
+    # new-user trial: `kind: PyTorchJobb` got the list of kinds and no hint
+    ("kubeflow.org/v1", "PyTorchJobb", "; did you mean PyTorchJob (kubeflow.org)?"),
+    ("kubeflow.org/v1", "pytorchjob", "; did you mean PyTorchJob (kubeflow.org)?"),  # compared case-insensitively
+    ("v1", "ConfigMap", ""),  # far from every handled kind: no suggestion
+])
+def test_an_unhandled_kind_close_to_a_handled_one_gets_a_suggestion(tmp_path, capsys, api_version, kind, hint):
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}, "spec": {}}
+    code, _, err = run(capsys, "-f", write(tmp_path, "x.yaml", obj))
+    assert code == 0
+    assert err == (f"segment-webhook review: note: {api_version} {kind} is not a kind the webhook handles "
+                   "(PyTorchJob (kubeflow.org), LeaderWorkerSet (leaderworkerset.x-k8s.io), DistributedWorkload "
+                   "(segments.dev), MPIJob (kubeflow.org), JobSet (jobset.x-k8s.io), RayCluster (ray.io), RayJob (ray.io), "
+                   "RayService (ray.io), TrainJob (trainer.kubeflow.org), Job (batch), Pod); the deployed webhook never "
+                   f"sees it, so it is allowed unchanged{hint}\n")
+
+
 @pytest.mark.parametrize("name, text, message", [
     # new-user trial: the message quoted PyYAML's `in "<unicode string>", line 3, column 1` marks
     ("bad.yaml", "apiVersion: v1\nkind: Pod\nmetadata\n  name: x\n",
