@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support import paths
 from webhook.controller.advisory import (
     Expansions,
     advice_documents,
@@ -312,10 +313,26 @@ def test_the_memo_keeps_at_most_its_pods_dropping_the_least_recently_used():
 
 
 # ----------------------------------------------------------------------------- controller --once --advise
+ADVISORY_EXAMPLE = paths.REPO / "docs" / "examples" / "advisory-cluster.yaml"
+
+
+def test_the_docs_example_is_this_modules_cluster_and_prints_what_planning_md_shows():
+    """docs/examples/advisory-cluster.yaml is the dump built here (NODES, one busy node, ml/train
+    and its four gated workers); docs/concepts/planning.md shows its output line for line."""
+    assert yaml.safe_load(ADVISORY_EXAMPLE.read_text()) == {
+        "apiVersion": "v1", "kind": "List", "items": NODES + [busy("b0", "n-r0-0"), job(2)] + [worker(i, 2) for i in range(4)]}
+    run = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--advise", "--snapshot",
+                          "docs/examples/advisory-cluster.yaml"], capture_output=True, text=True, check=False,
+                         cwd=paths.REPO)
+    assert run.returncode == 0, run.stderr
+    doc = (paths.REPO / "docs" / "concepts" / "planning.md").read_text()
+    command = "$ segment-webhook controller --once --advise --snapshot docs/examples/advisory-cluster.yaml\n"
+    shown = doc[doc.index(command) + len(command):].split("```")[0]
+    assert shown == run.stdout + run.stderr
+
+
 def test_once_advise_prints_what_it_would_write(tmp_path):
-    dump = tmp_path / "cluster.yaml"
-    dump.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List",
-                                    "items": NODES + [busy("b0", "n-r0-0"), job(2)] + [worker(i, 2) for i in range(4)]}))
+    dump = ADVISORY_EXAMPLE
     run = subprocess.run([sys.executable, "-m", "webhook.cli", "controller", "--once", "--advise", "--snapshot",
                           str(dump), "-o", "json"], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr
