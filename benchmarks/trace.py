@@ -56,7 +56,12 @@ states are copied (a snapshot of that moment). The run ends when every gang has 
   2 s, and the p50 / p99 time from the refusal (or from the pod finish that made the refused gang
   fit) to that Event; "fits now" said of a gang that did not fit; Events before the gang's
   refusal; and one ``kubectl describe job`` of a gang the advisor wrote on while it was still
-  pending (printed, and kept as ``WORK/<target>/describe.txt``);
+  pending (printed, and kept as ``WORK/<target>/describe.txt``). The latencies twice: as the
+  benchmark's watches saw the writes (refusal times have whole seconds), and ``audited``, from
+  kube-apiserver's audit log (``WORK/<target>/cluster/logs/audit.log``, microseconds): the
+  refusal's (or the freeing pod finish's) status write received -> the advisor's Event write
+  complete (:func:`audit_times`, :func:`exact_latencies`); a miss already called "fits now" before
+  it could first be named counts 0 s in both;
 * CPU per gang: CPU seconds (user + system, /proc) of the webhook and the controller (ours for
   gate and workload-api, Kueue's manager for kueue) over the run, divided by the gangs, and of
   kube-scheduler and KWOK for reference.
@@ -1506,8 +1511,10 @@ def parser() -> argparse.ArgumentParser:
                                                                   "take per target")
     p.add_argument("--advise", action="store_true",
                    help="run `segment-webhook controller --advise` (deploy/overlays/advisory) beside the "
-                        + " and ".join(ADVISED_TARGETS) + " targets and report the greedy misses it names")
-    p.add_argument("--work", type=Path, help="keep the dump and each control plane's logs here "
+                        + " and ".join(ADVISED_TARGETS) + " targets and report the greedy misses it names, "
+                        "and how fast: as watched, and 'audited' from kube-apiserver's audit log (microseconds)")
+    p.add_argument("--work", type=Path, help="keep the dump and each control plane's logs here, the audit log "
+                                             "as WORK/<target>/cluster/logs/audit.log "
                                              "(default: a temporary directory, removed)")
     return p
 

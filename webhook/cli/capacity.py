@@ -28,6 +28,7 @@ from webhook.planning.expand import ExpandError, Expansion
 from webhook.planning.manifests import ManifestError
 from webhook.planning.snapshot import Snapshot, load_snapshot
 from webhook.text.messages import quote
+from webhook.topology.objects import catalog_topologies, default_catalog
 
 
 def register(subparsers: Any) -> None:
@@ -81,15 +82,16 @@ def shape_of(exp: Expansion, source: str) -> GangShape:
 
 
 def _index(snapshot: Snapshot, name: str | None) -> ClusterIndex:
-    names = [t.name for t in snapshot.topologies]
-    if not names:
-        raise UsageError("no Topology in the --cluster dumps; fix: add the Topology with --topology-file "
-                         "(kubectl get topologies.kai.scheduler -o yaml)")
+    """The cluster index of Topology ``name`` (``None``: the only one loaded). A dump without a
+    Topology is read with the embedded default catalog, as ``place`` and ``controller --once`` read
+    it (:func:`webhook.planning.pipeline.place_workload`)."""
+    topologies = snapshot.topologies or catalog_topologies(default_catalog())
+    names = [t.name for t in topologies]
     if name is None:
         if len(names) > 1:
             raise UsageError(f"several Topologies are loaded ({', '.join(names)}); fix: name one with --topology")
         name = names[0]
-    topo = next((t for t in snapshot.topologies if t.name == name), None)
+    topo = next((t for t in topologies if t.name == name), None)
     if topo is None:
         raise UsageError(f"--topology {quote(name)} is not loaded; loaded: {', '.join(names)}")
     return ClusterIndex(snapshot.nodes, topo)

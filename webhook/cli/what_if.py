@@ -27,7 +27,7 @@ from webhook.placement.model import PlacementError
 from webhook.planning.expand import ExpandError
 from webhook.planning.freeing import Occupant, read_occupants
 from webhook.planning.manifests import ManifestError
-from webhook.planning.snapshot import Snapshot, build_snapshot, read_located
+from webhook.planning.snapshot import Snapshot, build_snapshot, no_nodes_message, read_located
 from webhook.planning.whatif import DENIED, EMPTY, FITS, NEVER, WhatIf, planner_for, waiting_text, what_if
 
 VERDICT_TEXT = {
@@ -54,7 +54,7 @@ def load_cluster(paths: list[str], topology_paths: list[str]
         if enabled:
             gc.enable()
     if paths and not snapshot.nodes:
-        raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
+        raise SnapshotError(no_nodes_message(paths))
     return snapshot, occupants, pending
 
 

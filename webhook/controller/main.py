@@ -33,7 +33,7 @@ from webhook.kube.pods import is_pod
 from webhook.kube.segments_dev import GATE
 from webhook.output import write_output
 from webhook.planning.manifests import ManifestError, load_objects
-from webhook.planning.snapshot import build_snapshot, read_located, snapshot_problems
+from webhook.planning.snapshot import build_snapshot, no_nodes_message, read_located, snapshot_problems
 from webhook.topology.objects import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
         topologies = {t.name: t for t in catalog_topologies(fallback)}
     nodes = [o for o in objects if o.get("kind") == "Node"]
     if not nodes:
-        raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
+        raise SnapshotError(no_nodes_message(snapshot_paths))
     pods = [o for o in objects if is_pod(o)]
     if default_topology is None and len(topologies) == 1:
         default_topology = next(iter(topologies))
@@ -145,7 +145,7 @@ def advise_dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] 
     located = read_located(snapshot_paths, topology_paths)
     snapshot = build_snapshot(located)
     if not snapshot.nodes:
-        raise SnapshotError(f"{', '.join(snapshot_paths)}: no Node objects (dump them with `kubectl get nodes,pods -A -o yaml`)")
+        raise SnapshotError(no_nodes_message(snapshot_paths))
     objects = [obj for _, _, obj in located]
     given = [(path, location, obj) for path in workload_paths for location, obj in read_workloads(path)]
     objects += [obj for _, _, obj in given]

@@ -117,7 +117,13 @@ def parse_node(obj: NodeObject, source: str = "", here: str = "") -> Node:
         raise object_error(source, what, f"status.conditions must be an array, not {json_type(conditions)}")
     for cond in conditions:
         if isinstance(cond, Mapping) and cond.get("type") == "Ready":
-            ready = cond.get("status") == "True"
+            value = cond.get("status")
+            if value not in ("True", "False", "Unknown"):
+                # a hand-edited dump's `status: true` (a YAML boolean) would leave the node out in silence
+                raise object_error(source, what, f"status.conditions[Ready].status = {quote(value)}: must be the string "
+                                          f"\"True\", \"False\" or \"Unknown\" (a ConditionStatus), not {json_type(value)}; "
+                                          "fix: write status: \"True\", quoted (unquoted true is a YAML boolean)")
+            ready = value == "True"
     taints: list[tuple[str, str, str]] = []
     raw_taints = spec.get("taints") or []
     if not isinstance(raw_taints, list):

@@ -199,12 +199,20 @@ def read_located(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> li
     return objects
 
 
+def no_nodes_message(paths: Iterable[str]) -> str:
+    """The error of a cluster dump without a Node (empty, or only pods or Topologies): bad input for
+    every command that places on it (``place``, ``capacity``, ``controller --once``), not a cluster
+    where nothing fits. The fix dumps the pods too: without them every node is taken as empty."""
+    return (f"{', '.join(paths)}: no Node objects; fix: dump the cluster with `kubectl get nodes,pods -A -o yaml` "
+            "(the nodes, and the pods that say what is already taken)")
+
+
 def _load_snapshot(paths: Iterable[str], topology_paths: Iterable[str]) -> Snapshot:
     paths = list(paths)
     snapshot = build_snapshot(read_located(paths, topology_paths))
     if paths and not snapshot.nodes:
         # an empty dump (or only pods/topologies) is bad input, not a cluster where nothing fits
-        raise SnapshotError(f"{', '.join(paths)}: no Node objects (dump them with `kubectl get nodes -o yaml`)")
+        raise SnapshotError(no_nodes_message(paths))
     return snapshot
 
 

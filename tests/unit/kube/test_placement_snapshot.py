@@ -171,7 +171,8 @@ def test_load_snapshot_without_nodes(tmp_path):
     empty.write_text("")
     with pytest.raises(SnapshotError) as info:
         load_snapshot([str(empty)])
-    assert str(info.value) == f"{empty}: no Node objects (dump them with `kubectl get nodes -o yaml`)"
+    assert str(info.value) == (f"{empty}: no Node objects; fix: dump the cluster with `kubectl get nodes,pods -A -o yaml` "
+                               "(the nodes, and the pods that say what is already taken)")
     # in-memory snapshots (tests, benchmarks) may still be empty
     assert snapshot_from_objects([]).nodes == []
 
@@ -275,6 +276,24 @@ def test_unschedulable_that_is_not_a_boolean_is_bad_input(value, json_text, type
     assert str(exc.value) == (f'<objects>: Node "n1": spec.unschedulable = {json_text}: must be a boolean, not '
                               f"{type_name}; fix: write unschedulable: true or false, unquoted")
     assert snapshot_from_objects([_node("n1", spec={"unschedulable": False})]).nodes[0].unschedulable is False
+
+
+@pytest.mark.parametrize("value, json_text, type_name", [(True, "true", "a boolean"), ("Yes", '"Yes"', "a string"),
+                                                        (None, "null", "null")])
+def test_a_ready_status_that_is_not_a_condition_status_is_bad_input(value, json_text, type_name):
+    """A ConditionStatus is the string "True", "False" or "Unknown" (k8s.io/api core/v1). A new-user
+    trial's hand-edited `status: true` (a YAML boolean) left the node out as not Ready, in silence,
+    and turned "fits" into "never fits"."""
+    node = _node("n1")
+    node["status"]["conditions"] = [{"type": "Ready", "status": value}]
+    with pytest.raises(SnapshotError) as exc:
+        snapshot_from_objects([node])
+    assert str(exc.value) == (f'<objects>: Node "n1": status.conditions[Ready].status = {json_text}: must be the string '
+                              f'"True", "False" or "Unknown" (a ConditionStatus), not {type_name}; '
+                              'fix: write status: "True", quoted (unquoted true is a YAML boolean)')
+    for status, ready in (("True", True), ("False", False), ("Unknown", False)):
+        node["status"]["conditions"] = [{"type": "Ready", "status": status}]
+        assert snapshot_from_objects([node]).nodes[0].ready is ready
 
 
 def test_taint_value_that_is_not_a_string_is_bad_input():

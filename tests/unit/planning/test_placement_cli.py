@@ -137,7 +137,8 @@ def test_gen_cluster_at_the_node_limit_is_accepted():
     assert doc["items"][0]["status"]["allocatable"]["nvidia.com/gpu"] == "64"
 
 
-NO_NODES = "no Node objects (dump them with `kubectl get nodes -o yaml`)"
+NO_NODES = ("no Node objects; fix: dump the cluster with `kubectl get nodes,pods -A -o yaml` "
+            "(the nodes, and the pods that say what is already taken)")
 
 
 @pytest.mark.parametrize("content", ["", "kind: List\nitems: []\n", "---\n---\n",

@@ -197,3 +197,40 @@ def test_several_topologies_need_topology(tmp_path, capsys):
                  "--topology", "racks-only", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [lv["level"] for lv in doc["levels"]] == [RACK] and doc["cluster"]["segments"] == 8
+
+
+def test_the_guides_capacity_example_prints_what_planning_md_shows(tmp_path, capsys):
+    """docs/concepts/planning.md's capacity example: its two commands, run as written, print its
+    table line for line (a new-user trial found the old table from another cluster: 3 gangs of 32
+    one-GPU pods in 48 free GPUs). Expected by hand from the table: racks of 7, 16, 16 and 9 free
+    GPUs hold 0 + 2 + 2 + 1 = 5 segments of 8, so 1 gang of 4 segments; 7 + 1 GPUs stranded."""
+    from tests.support import paths
+
+    doc = (paths.REPO / "docs" / "concepts" / "planning.md").read_text()
+    gen = "$ segment-webhook gen-cluster --zones 1 --blocks 1 --racks 4 --nodes 4 --gpus 4 --fill 0.25 --seed 1 -o cluster.yaml\n"
+    block = doc[doc.index(gen):].split("```")[0]
+    command, shown = block.split("\n", 3)[1:3], block.split("\n", 3)[3]
+    shape = command[1].split("--shape ")[1]
+    cluster = tmp_path / "cluster.yaml"
+    assert main(["gen-cluster", "--zones", "1", "--blocks", "1", "--racks", "4", "--nodes", "4", "--gpus", "4",
+                 "--fill", "0.25", "--seed", "1", "-o", str(cluster)]) == 0
+    capsys.readouterr()
+    assert main(["capacity", "--cluster", str(cluster), "--shape", shape]) == 0
+    printed = capsys.readouterr()
+    assert printed.out + printed.err == shown
+    assert "cluster                            cluster                      16                   48         5      1         8" in shown
+
+
+def test_a_dump_without_a_topology_is_read_with_the_embedded_default_as_place_reads_it(capsys):
+    """A new-user trial: `capacity` refused docs/examples/advisory-cluster.yaml ("no Topology in the
+    --cluster dumps") where `place` and `controller --once` read it with the embedded default
+    cluster-topology. Expected by hand: racks r0, r1, r2 of two one-GPU nodes, n-r0-0 busy: 1 + 2 + 2
+    = 5 free GPUs; segments of 2 fit in r1 and r2 (2 segments), 1 gang of 4 pods; 1 GPU stranded."""
+    from tests.support import paths
+
+    dump = str(paths.REPO / "docs" / "examples" / "advisory-cluster.yaml")
+    assert main(["capacity", "--cluster", dump, "--shape",
+                 f"pods=4,segment-size=2,{GPU}=1,segment-level={RACK}"]) == 0
+    out = capsys.readouterr().out
+    assert "topology cluster-topology" in out
+    assert "cluster                            cluster                       6                    5         2      1         1" in out
