@@ -86,6 +86,10 @@ _ALL = (
     WarningRule("segment-key-on-unsegmented-template", "DESIGN.md §5",
                 "segment keys on a template that is never segmented (Master, launcher, Ray head)",
                 "{key} on {template} ignored (never segmented)"),
+    WarningRule("unknown-field", "DESIGN.md §5",
+                "DistributedWorkload: a field its CRD schema does not define, which the API server drops (prunes); "
+                "the defined field its name is close to (letter case not counted) is named",
+                "unknown field {field}={value}: {fix}; the API server drops it"),
     # ---- automatic segment placement (DESIGN.md §6)
     WarningRule("automatic-no-topology", "DESIGN.md §6",
                 "automatic mode applies, but no topology is named and no default is configured",

@@ -63,6 +63,13 @@ def native(root: dict | None = None, worker: dict[str, str] | None = None) -> di
     return obj
 
 
+def native_misspelled_spec_field() -> dict:
+    """The native sample with ``workersPerSegment`` written ``workerPerSegment``."""
+    obj = native()
+    obj["spec"]["workerPerSegment"] = obj["spec"].pop("workersPerSegment")
+    return obj
+
+
 def lws(size: int = 5, sub_group: dict | None = None, leader: dict | None = None, root: dict | None = None,
         startup: str | None = None, worker: dict[str, str] | None = None) -> dict:
     """The README's ``lws-segmented.yaml`` (``sub_group``: the subGroupPolicy, ``{}`` removes it)."""
@@ -188,6 +195,10 @@ EXAMPLES = {
     "segment-key-on-unsegmented-template": (lambda: (pytorchjob(master={SIZE: "4"}), PLAIN, CATALOG),
                                             "kai.scheduler/segment-size on the Master template ignored "
                                             "(never segmented)"),
+    # new-user trial: a misspelled spec field is dropped by the API server, its constraint with it
+    "unknown-field": (lambda: (native_misspelled_spec_field(), PLAIN, CATALOG),
+                      "unknown field spec.workerPerSegment=8: did you mean spec.workersPerSegment? rename it; "
+                      "the API server drops it"),
     "automatic-no-topology": (lambda: (native(), PLAIN, CATALOG),
                               "automatic segment placement skipped: no kai.scheduler/topology and no default "
                               "topology"),

@@ -9,13 +9,17 @@ segmented). Segments are supported for ``PyTorch`` only (seed; rule
 ``native-framework-unsupported``). Automatic segment placement (§6) always applies (to
 ``PyTorch`` workloads, the only ones that can be segmented). When
 ``workersPerSegment`` is absent, a ``kai.scheduler/segment-size`` annotation on the worker
-template (root inherited) is honoured, as for the other kinds.
+template (root inherited) is honoured, as for the other kinds. A field the CRD schema does not
+define (:data:`SCHEMA_FIELDS`; ``spec.workerPerSegment``) gets warning ``unknown-field``: the API
+server drops it, so the constraint it was meant to state would be lost in silence.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeAlias
 
 from webhook.admission import automatic
 from webhook.admission.config import AdmissionSettings
@@ -33,17 +37,42 @@ from webhook.admission.kinds.pytorchjob import TRAINING_PODS, training_operator_
 from webhook.admission.reading import AnnotationMap, get_int, get_mapping, read_annotations, read_string_map
 from webhook.admission.resolution import Resolution, SegmentInputs, SpecSizeField
 from webhook.admission.rules import check_native_framework, malformed, violate
-from webhook.admission.verdict import Decision
-from webhook.admission.warning_rules import say
+from webhook.admission.verdict import MAX_WARNING_CHARS, Decision
+from webhook.admission.warning_rules import WARNINGS, say
 from webhook.admission.workload_plan import Plan
 from webhook.kube import kai_scheduler, segments_dev
-from webhook.text.messages import UNSET
+from webhook.text.messages import UNSET, join_field, key_field, key_text, quote
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "DistributedWorkload"
 GROUP = "segments.dev"
 FRAMEWORKS = ("PyTorch", "TensorFlow", "MPI", "XGBoost", "JAX")
 SEGMENT_FRAMEWORKS = ("PyTorch",)
+
+#: The fields of a DistributedWorkload as a tree: field name → the fields of its object, or ``None``
+#: where no further field is checked.
+FieldTree: TypeAlias = Mapping[str, "FieldTree | None"]
+_TEMPLATE_FIELDS: FieldTree = {"metadata": None, "spec": None}
+_REPLICA_FIELDS: FieldTree = {"template": _TEMPLATE_FIELDS}
+#: The fields the DistributedWorkload CRD schema defines (deploy/crds/segments.dev_distributedworkloads.yaml,
+#: ``openAPIV3Schema``): the one list of them in the code. ``None`` where the schema defines no
+#: further field to check: a scalar, ``metadata`` (ObjectMeta, the API server's own), and an object
+#: with ``x-kubernetes-preserve-unknown-fields`` (a template's ``metadata`` and ``spec``, ``status``).
+#: Every other field is dropped by the API server (structural-schema pruning); rule ``unknown-field``
+#: warns about it. tests/unit/admission/test_unknown_fields.py derives this tree from the CRD file.
+SCHEMA_FIELDS: FieldTree = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": None,
+    "spec": {"framework": None, "workers": None, "workersPerSegment": None,
+             "worker": _REPLICA_FIELDS, "master": _REPLICA_FIELDS},
+    "status": None,
+}
+#: At most this many ``unknown-field`` warnings per object (the first by field path): as many as an
+#: AdmissionResponse shows (webhook.http.envelope), so the work stays bounded.
+MAX_UNKNOWN_FIELDS = 20
+#: A field name written as ``parent.name`` in a path; any other as ``parent["name"]``.
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _template(spec: Mapping[str, Any], role: str, decision: Decision, *, required: bool) -> AnnotationMap | None:
@@ -64,6 +93,7 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
             settings: AdmissionSettings, decision: Decision, *, update: UpdateContext = CREATE) -> Plan | None:
     """Read, resolve and validate one DistributedWorkload object. Returns ``None`` when it is
     too malformed to resolve (400 denials already recorded)."""
+    warn_unknown_fields(obj, decision)
     root = read_annotations(obj, "", (), decision)
     spec = get_mapping(obj, "spec", "", decision, required=True)
     if root is None or spec is None:
@@ -118,6 +148,49 @@ def analyse(obj: Mapping[str, Any], request: Mapping[str, Any], catalog: Topolog
         _warn_flat_gang(resolution, decision)
     return Plan(resolution=resolution, root=root, worker=worker, master=master,
                 always_ours=True, gang_size=gang, kai_subgroups=False)
+
+
+def _unknown_fields(obj: Mapping[Any, Any], fields: FieldTree, path: str,
+                    found: list[tuple[str, Any, str, FieldTree, str]]) -> None:
+    """Append to ``found`` each field of ``obj`` (at ``path``) that ``fields`` does not define, as
+    ``(field path, value, name, the defined fields beside it, path)``, and walk into the defined
+    ones that ``fields`` details. A value of the wrong type is not walked into (its own rule says so)."""
+    for key, value in obj.items():
+        name = key_text(key)
+        field = join_field(path, name) if _PLAIN_NAME.fullmatch(name) else key_field(path, name)
+        if isinstance(key, str) and key in fields:
+            inner = fields[key]
+            if inner is not None and isinstance(value, Mapping):
+                _unknown_fields(value, inner, field, found)
+        else:
+            found.append((field, value, name, fields, path))
+
+
+def _close_field(name: str, fields: FieldTree) -> str | None:
+    """The defined field ``name`` is close to (:func:`difflib.get_close_matches`, cutoff 0.8, letter
+    case not counted), else ``None``."""
+    lowered = {defined.lower(): defined for defined in fields}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.8)
+    return lowered[match[0]] if match else None
+
+
+def warn_unknown_fields(obj: Mapping[str, Any], decision: Decision) -> None:
+    """DESIGN.md §5 "a misspelled hard constraint must never vanish silently": warn
+    (``unknown-field``) about each field of ``obj`` the CRD schema does not define
+    (:data:`SCHEMA_FIELDS`), by field path, naming the defined field it is close to (``did you
+    mean spec.workersPerSegment?``). A warning, not a denial: the API server drops (prunes) such a
+    field before any webhook sees the object, so in a cluster it is never there; ``review`` and
+    ``place`` of a file read it as written. At most :data:`MAX_UNKNOWN_FIELDS`, in field path order;
+    the value is shortened so the text fits in one warning."""
+    found: list[tuple[str, Any, str, FieldTree, str]] = []
+    _unknown_fields(obj, SCHEMA_FIELDS, "", found)
+    found.sort(key=lambda entry: entry[0])
+    template = WARNINGS["unknown-field"]
+    for field, value, name, fields, path in found[:MAX_UNKNOWN_FIELDS]:
+        close = _close_field(name, fields)
+        fix = f"did you mean {join_field(path, close)}? rename it" if close is not None else "remove it"
+        room = MAX_WARNING_CHARS - len(template.text(field=field, value="", fix=fix))
+        say(decision, "unknown-field", field=field, value=quote(value, max(room, 12)), fix=fix)
 
 
 def _warn_flat_gang(resolution: Resolution, decision: Decision) -> None:
