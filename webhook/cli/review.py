@@ -25,7 +25,6 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from difflib import get_close_matches
 from typing import Any
 
 import yaml
@@ -41,6 +40,7 @@ from webhook.cli.flags import (
 )
 from webhook.cli.output import write_output
 from webhook.planning.manifests import NESTED_TOO_DEEPLY, ManifestError, deeper_than, load_objects, object_source
+from webhook.text.messages import closest
 
 #: The webhook names of deploy/base/webhooks.yaml (tests/unit/cli/test_review_cli.py checks them).
 WORKLOADS_WEBHOOK = "workloads.segment-webhook.segments.dev"
@@ -94,15 +94,13 @@ def denial_line(path: str, operation: str, reason: str, message: str, kind: str 
 
 
 def close_kind(kind: str) -> str | None:
-    """The handled kind whose name is closest to ``kind`` (compared case-insensitively,
-    :func:`difflib.get_close_matches` cutoff 0.8), named as :func:`handled_kinds` names it
-    (``PyTorchJob (kubeflow.org)``), or ``None`` when none is that close: ``PyTorchJobb`` and
-    ``pytorchjob`` get PyTorchJob, ``ConfigMap`` gets nothing."""
+    """The handled kind ``kind`` is close to (:func:`webhook.text.messages.closest`), named as
+    :func:`handled_kinds` names it (``PyTorchJob (kubeflow.org)``), or ``None``."""
     from webhook.admission.kinds import handled_kinds
 
-    by_name = {entry.partition(" (")[0].lower(): entry for entry in handled_kinds()}
-    match = get_close_matches(kind.lower(), by_name, n=1, cutoff=0.8)
-    return by_name[match[0]] if match else None
+    by_name = {entry.partition(" (")[0]: entry for entry in handled_kinds()}
+    match = closest(kind, by_name)
+    return by_name[match] if match is not None else None
 
 
 def unhandled_kind_note(obj: Mapping[str, Any]) -> str | None:

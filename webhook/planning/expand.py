@@ -31,7 +31,7 @@ from webhook.kube.pods import pod_requests_milli, resource_requirements
 from webhook.kube.quantity import QuantityError
 from webhook.placement.eligibility import pod_request
 from webhook.placement.model import Gang, PlacementError, PodRequest
-from webhook.text.messages import quote
+from webhook.text.messages import closest, quote
 from webhook.topology.objects import TopologyCatalog
 
 #: kind → (API group, version) of every kind ``place`` expands (:data:`webhook.admission.kinds.registry.DESCRIPTIONS`)
@@ -221,7 +221,9 @@ def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str, st
         raise ExpandError("the workload file must hold one Kubernetes object")
     kind = workload.get("kind")
     if kind not in SUPPORTED:
-        raise ExpandError(f"kind {quote(kind)} is not supported; use one of {', '.join(SUPPORTED)}")
+        near = closest(kind, SUPPORTED) if isinstance(kind, str) else None
+        hint = f" (did you mean {near}?)" if near is not None else ""
+        raise ExpandError(f"kind {quote(kind)} is not supported{hint}; use one of {', '.join(SUPPORTED)}")
     meta = workload.get("metadata")
     if not isinstance(meta, Mapping):
         meta = {}

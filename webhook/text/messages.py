@@ -8,11 +8,12 @@ JSON ``null`` never appears: an absent value is said in words.
 from __future__ import annotations
 
 import base64
+import difflib
 import heapq
 import json
 import math
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.errors import SegmentWebhookError
@@ -222,6 +223,15 @@ def render(field_path: str, value: Any, problem: str, rule_id: str, fix: str) ->
     (``<field> is not set: …`` when ``value`` is :data:`UNSET`)."""
     subject = f"{field_path} is not set" if value is UNSET else f"{field_path} = {quote(value)}"
     return f"{subject}: {problem} (rule {rule_id}); fix: {fix}."
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``name`` is a likely misspelling of, for a "did you mean" (letter case not
+    counted; :func:`difflib.get_close_matches` with cutoff 0.8: ``PyTorchJobb`` -> ``PyTorchJob``,
+    ``workerPerSegment`` -> ``workersPerSegment``, ``ConfigMap`` -> nothing), else ``None``."""
+    lowered = {candidate.lower(): candidate for candidate in candidates}
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.8)
+    return lowered[match[0]] if match else None
 
 
 def plural(count: int, noun: str) -> str:

@@ -148,3 +148,16 @@ def test_invisible_characters_of_a_value_are_escaped_and_visible_ones_kept(value
     from webhook.text.messages import quote
 
     assert quote(value) == shown
+
+
+@pytest.mark.parametrize("name, candidates, expected", [
+    ("PyTorchJobb", ["PyTorchJob", "LeaderWorkerSet"], "PyTorchJob"),
+    ("pytorchjob", ["PyTorchJob", "LeaderWorkerSet"], "PyTorchJob"),  # letter case not counted
+    ("workerPerSegment", ["framework", "workers", "workersPerSegment"], "workersPerSegment"),
+    ("ConfigMap", ["PyTorchJob", "LeaderWorkerSet"], None),
+    ("sepc", ["spec"], None),  # a transposition scores 0.75, under the 0.8 cutoff
+])
+def test_closest_is_the_one_did_you_mean_of_every_message(name, candidates, expected):
+    from webhook.text.messages import closest
+
+    assert closest(name, candidates) == expected

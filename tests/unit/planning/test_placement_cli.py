@@ -82,7 +82,10 @@ def test_denied_workload_exit_1(gen_cluster, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, needle", [
-    ("kind: Deployment\nmetadata: {name: d}\n", 'kind "Deployment" is not supported'),
+    ("kind: Deployment\nmetadata: {name: d}\n", 'kind "Deployment" is not supported; use one of PyTorchJob, '),
+    ("kind: PyTorchJobb\nmetadata: {name: d}\n", 'kind "PyTorchJobb" is not supported (did you mean PyTorchJob?); use one of'),
+    ("kind: leaderworkersett\nmetadata: {name: d}\n",
+     'kind "leaderworkersett" is not supported (did you mean LeaderWorkerSet?); use one of'),
     ("a: 1\n---\nb: 2\n", "document 1: object has no kind"),
     ("kind: PyTorchJob\nmetadata: {name: a}\n---\nkind: PyTorchJob\nmetadata: {name: b}\n",
      "expected exactly one workload object, found 2"),

@@ -16,7 +16,6 @@ server drops it, so the constraint it was meant to state would be lost in silenc
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from typing import Any, TypeAlias
@@ -41,7 +40,7 @@ from webhook.admission.verdict import MAX_WARNING_CHARS, Decision
 from webhook.admission.warning_rules import WARNINGS, say
 from webhook.admission.workload_plan import Plan
 from webhook.kube import kai_scheduler, segments_dev
-from webhook.text.messages import UNSET, join_field, key_field, key_text, quote
+from webhook.text.messages import UNSET, closest, join_field, key_field, key_text, quote
 from webhook.topology.objects import TopologyCatalog
 
 KIND = "DistributedWorkload"
@@ -166,14 +165,6 @@ def _unknown_fields(obj: Mapping[Any, Any], fields: FieldTree, path: str,
             found.append((field, value, name, fields, path))
 
 
-def _close_field(name: str, fields: FieldTree) -> str | None:
-    """The defined field ``name`` is close to (:func:`difflib.get_close_matches`, cutoff 0.8, letter
-    case not counted), else ``None``."""
-    lowered = {defined.lower(): defined for defined in fields}
-    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.8)
-    return lowered[match[0]] if match else None
-
-
 def warn_unknown_fields(obj: Mapping[str, Any], decision: Decision) -> None:
     """DESIGN.md §5 "a misspelled hard constraint must never vanish silently": warn
     (``unknown-field``) about each field of ``obj`` the CRD schema does not define
@@ -187,7 +178,7 @@ def warn_unknown_fields(obj: Mapping[str, Any], decision: Decision) -> None:
     found.sort(key=lambda entry: entry[0])
     template = WARNINGS["unknown-field"]
     for field, value, name, fields, path in found[:MAX_UNKNOWN_FIELDS]:
-        close = _close_field(name, fields)
+        close = closest(name, fields)
         fix = f"did you mean {join_field(path, close)}? rename it" if close is not None else "remove it"
         room = MAX_WARNING_CHARS - len(template.text(field=field, value="", fix=fix))
         say(decision, "unknown-field", field=field, value=quote(value, max(room, 12)), fix=fix)
