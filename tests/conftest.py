@@ -38,7 +38,7 @@ from webhook.planning.manifests import load_topology_files
 from webhook.topology.objects import StaticTopologyCatalog, Topology
 
 REPO = paths.REPO
-SHARED = REPO.parent / "shared"
+SHARED = paths.SHARED
 EXAMPLES = SHARED / "examples"
 CRDS = SHARED / "crds"
 
@@ -100,6 +100,15 @@ def pytest_configure(config: pytest.Config) -> None:
     imported, so every ``@settings`` of a test inherits the profile."""
     if HYPOTHESIS_PROFILE not in os.environ and selects_slow(config.getoption("markexpr") or ""):
         hypothesis_settings.load_profile("full")
+    if not (SHARED / "examples").is_dir():  # one clear stop, not dozens of FileNotFoundErrors
+        raise pytest.UsageError(missing_shared_message(SHARED))
+
+
+def missing_shared_message(shared: Any) -> str:
+    """The error of a run without the project's shared inputs (``paths.SHARED``)."""
+    return (f"the tests read the project's shared inputs (DESIGN.md, examples/, crds/) from {shared}, which "
+            f"has no examples/ folder; fix: put the shared folder beside the repository (../shared) or set "
+            f"{paths.SHARED_ENV}=DIR to where it is")
 
 
 @functools.cache

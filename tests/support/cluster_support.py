@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO / "hack"))
 
 import local_cluster  # noqa: E402  (hack/local_cluster.py)
 
-EXAMPLES = REPO.parent / "shared" / "examples"
+EXAMPLES = paths.SHARED / "examples"
 #: What deploy/base/deployment.yaml gives serve (SEGMENT_WEBHOOK_* env); `review` reads no
 #: environment, so the tests pass the same values as flags.
 DEPLOY_FLAGS = ("--default-topology", "cluster-topology",

@@ -34,7 +34,7 @@ from tests.unit.admission.test_core_rules import MESSAGES, TRIGGERS  # noqa: E40
 
 CHART = REPO / "deploy" / "helm" / "segment-webhook"
 NAMESPACE = "segment-webhook-system"
-SHARED_CRDS = REPO.parent / "shared" / "crds"
+SHARED_CRDS = paths.SHARED / "crds"
 #: The controller's Lease (the chart: --lease-namespace is the pod's namespace) and its timings
 #: (webhook/cli/controller.py's defaults, which the chart keeps), seconds.
 LEASE_NAME = "segment-webhook-controller"

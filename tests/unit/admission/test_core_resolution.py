@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO, SIZE, load_example, make_request
+from tests.conftest import SIZE, load_example, make_request
+from tests.support import paths
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.kinds import distributedworkload, leaderworkerset, pytorchjob
 from webhook.admission.kinds._workload import CREATE, check_update
@@ -22,7 +23,7 @@ from webhook.admission.verdict import Decision
 from webhook.admission.workload_plan import NO_READER_EDITS, ReaderEdits
 from webhook.planning.manifests import load_topology_files
 
-CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+CATALOG = load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")])
 PLAIN = AdmissionSettings()
 WORKER_SIZE = 'spec.pytorchReplicaSpecs.Worker.template.metadata.annotations["kai.scheduler/segment-size"]'  # README
 SUB_GROUP_SIZE = "spec.leaderWorkerTemplate.subGroupPolicy.subGroupSize"

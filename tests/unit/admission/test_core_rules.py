@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, SEG_PREF, SEG_REQ, SIZE, TOPO, WL_REQ, load_example, make_request
+from tests.support import paths
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.review import review
 from webhook.admission.rules import RULES
@@ -417,7 +418,7 @@ def test_every_registered_rule_has_a_trigger():
 
 @pytest.mark.parametrize("rule_id", sorted(TRIGGERS))
 def test_each_rule_denies_its_example_with_its_message(rule_id):
-    catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+    catalog = load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")])
     if rule_id == "conflicting-topology":
         catalog = StaticTopologyCatalog(tuple(catalog.get(n) for n in catalog.names()) + (GPU_FABRIC,))
     obj, old, *given_settings = TRIGGERS[rule_id]()
@@ -536,7 +537,7 @@ def test_the_quoted_warning_texts_are_what_review_says():
 def test_a_segment_size_beyond_any_replica_count_is_not_fixed_by_raising_the_replicas(raw):
     # replicas are int32 (at most 2147483647): "raise replicas to at least 3000000000" cannot be
     # done, so the fix names only the segment size (new-user trial)
-    catalog = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+    catalog = load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")])
     decision = review(make_request(tp4(**{SIZE: raw})), catalog, PLAIN)
     assert [v.rule for v in decision.violations] == ["segment-size-exceeds-replicas"]
     assert decision.message.endswith("(rule segment-size-exceeds-replicas); fix: use a segment size between 2 and 16.")
@@ -548,7 +549,7 @@ def test_placement_keys_written_only_as_labels_are_denied_not_left_out_as_not_op
     obj = tp4()
     template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
     template["labels"] = template.pop("annotations")
-    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+    decision = review(make_request(obj), load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")]),
                       PLAIN)
     assert [(v.rule, v.field) for v in decision.violations] == [
         ("placement-key-as-label", f'spec.pytorchReplicaSpecs.Worker.template.metadata.labels["{key}"]')
@@ -563,7 +564,7 @@ def test_a_misspelled_target_key_on_a_workload_that_did_not_opt_in_is_not_denied
     del obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"]
     obj["metadata"].pop("annotations", None)
     obj["metadata"]["labels"] = {"segments.dev/targte": "kueue"}
-    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+    decision = review(make_request(obj), load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")]),
                       PLAIN)
     assert decision.violations == []
     assert decision.patch in (None, [])
@@ -574,7 +575,7 @@ def test_a_misspelled_target_key_on_a_workload_that_did_not_opt_in_is_not_denied
 def test_keys_that_are_not_target_misspellings_are_not_denied(key):
     obj = tp4()
     obj["metadata"].setdefault("labels", {})[key] = "kai"
-    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+    decision = review(make_request(obj), load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")]),
                       PLAIN)
     assert [v.rule for v in decision.violations] == []
 
@@ -585,6 +586,6 @@ def test_a_target_label_on_the_template_of_a_workload_that_did_not_opt_in_is_not
     del template["annotations"]
     obj["metadata"].pop("annotations", None)
     template["labels"] = {"segments.dev/target": "kueue"}
-    decision = review(make_request(obj), load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")]),
+    decision = review(make_request(obj), load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")]),
                       PLAIN)
     assert decision.violations == []

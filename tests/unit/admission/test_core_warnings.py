@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import POLICY, REPO, SEG_REQ, SIZE, TOPO, WL_REQ, UnsyncedCatalog, load_example, make_request
+from tests.support import paths
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.review import review
 from webhook.admission.warning_rules import WARNINGS
@@ -19,7 +20,7 @@ from webhook.planning.manifests import load_topology_files
 
 MANIFESTS = REPO / "tests" / "data" / "manifests"
 ZONE, RACK = "topology.kubernetes.io/zone", "cloud.provider.com/topology-rack"
-CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+CATALOG = load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")])
 UNSYNCED = UnsyncedCatalog()
 PLAIN = AdmissionSettings()
 GATING = AdmissionSettings(gate_pods=True)

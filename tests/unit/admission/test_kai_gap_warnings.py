@@ -16,12 +16,13 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, SIZE, TOPO, load_example, make_request
+from tests.support import paths
 from webhook.admission.config import AdmissionSettings
 from webhook.admission.review import review
 from webhook.planning.manifests import load_topology_files
 
 MANIFESTS = REPO / "tests" / "data" / "manifests"
-CATALOG = load_topology_files([str(REPO.parent / "shared" / "examples" / "topology.yaml")])
+CATALOG = load_topology_files([str(paths.SHARED / "examples" / "topology.yaml")])
 KAI = AdmissionSettings()
 GATING = AdmissionSettings(gate_pods=True)
 WORKLOAD_API = AdmissionSettings(target="workload-api")

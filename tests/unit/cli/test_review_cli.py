@@ -22,7 +22,7 @@ from webhook.cli import main
 #: the fix of a file that cannot be read (webhook/planning/manifests.py read_text)
 READ_FIX = "; fix: give the path of a readable YAML or JSON file, or - to read standard input"
 
-EXAMPLES = paths.REPO.parent / "shared" / "examples"
+EXAMPLES = paths.SHARED / "examples"
 TOPO = "kai.scheduler/topology"
 SEG = "kai.scheduler/segment-size"
 SEG_REQ = "kai.scheduler/segment-topology-required-placement"

@@ -31,7 +31,7 @@ from tests.support import paths
 ROOT = paths.REPO
 DEPLOY = ROOT / "deploy"
 CRD_FILE = DEPLOY / "crds" / "segments.dev_distributedworkloads.yaml"
-EXAMPLES = ROOT.parent / "shared" / "examples"
+EXAMPLES = paths.SHARED / "examples"
 KUBECTL = shutil.which("kubectl")
 K8S_VERSION = "1.30.0"  # matchConditions are GA (admissionregistration v1) since Kubernetes 1.30
 

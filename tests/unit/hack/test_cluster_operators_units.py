@@ -91,7 +91,7 @@ def test_gated_master_template_keeps_subgroup_name(tmp_path):
                "Worker": {"replicas": 4, "template": {"spec": {"containers": [{"name": "pytorch", "image": "b"}]}}}}}}
     path = tmp_path / "pt.json"
     path.write_text(json.dumps(job))
-    topologies = REPO.parent / "shared" / "examples" / "topology.yaml"
+    topologies = paths.SHARED / "examples" / "topology.yaml"
     result = subprocess.run([sys.executable, "-m", "webhook.cli", "review", "-f", str(path), "-o", "yaml",
                              "--gate-pods", "--topology-file", str(topologies)],
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
