@@ -224,6 +224,14 @@ def _workload_copy(workload: Mapping[str, Any]) -> tuple[dict[str, Any], str, st
         near = closest(kind, SUPPORTED) if isinstance(kind, str) else None
         hint = f" (did you mean {near}?)" if near is not None else ""
         raise ExpandError(f"kind {quote(kind)} is not supported{hint}; use one of {', '.join(SUPPORTED)}")
+    api_version = workload.get("apiVersion")
+    group = SUPPORTED[kind][0]
+    if isinstance(api_version, str) and api_version and api_version.rpartition("/")[0] != group:
+        # the webhook is registered for the kind in its group only: another group's object never reaches it
+        expected = f"{group}/{SUPPORTED[kind][1]}" if group else SUPPORTED[kind][1]
+        raise ExpandError(f"apiVersion {quote(api_version)}: {kind} is handled in the API group "
+                          f"{quote(group or 'core')} only (the webhook never sees another group's {kind}); "
+                          f"fix: apiVersion: {expected}")
     meta = workload.get("metadata")
     if not isinstance(meta, Mapping):
         meta = {}

@@ -86,6 +86,10 @@ def test_denied_workload_exit_1(gen_cluster, tmp_path, capsys):
     ("kind: PyTorchJobb\nmetadata: {name: d}\n", 'kind "PyTorchJobb" is not supported (did you mean PyTorchJob?); use one of'),
     ("kind: leaderworkersett\nmetadata: {name: d}\n",
      'kind "leaderworkersett" is not supported (did you mean LeaderWorkerSet?); use one of'),
+    # the webhook is registered for kubeflow.org's PyTorchJob only (deploy/base/webhooks.yaml); `review` says so too
+    ("apiVersion: kubeflow.com/v1\nkind: PyTorchJob\nmetadata: {name: d}\n",
+     'apiVersion "kubeflow.com/v1": PyTorchJob is handled in the API group "kubeflow.org" only (the webhook never '
+     "sees another group's PyTorchJob); fix: apiVersion: kubeflow.org/v1"),
     ("a: 1\n---\nb: 2\n", "document 1: object has no kind"),
     ("kind: PyTorchJob\nmetadata: {name: a}\n---\nkind: PyTorchJob\nmetadata: {name: b}\n",
      "expected exactly one workload object, found 2"),
