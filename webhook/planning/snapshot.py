@@ -25,7 +25,7 @@ from webhook.kube.quantity import (
 from webhook.kube.shapes import Node as NodeObject
 from webhook.kube.shapes import Pod
 from webhook.planning import manifests
-from webhook.text.messages import json_type, quote
+from webhook.text.messages import closest, json_type, quote
 from webhook.topology.objects import Topology, TopologyError, defined_twice
 
 
@@ -56,10 +56,15 @@ class ParsedSink(Protocol):
     def add_requests(self, pod: Pod, requests: dict[str, int]) -> None: ...
 
 
+#: The kinds a snapshot reads; any other kind is ignored, one a likely misspelling of these is an error.
+SNAPSHOT_KINDS = ("Node", "Pod", "Topology")
+
+
 def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed: ParsedSink | None = None) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
-    Nodes, Pods and Topologies are used; other kinds are ignored. A node listed twice, two
+    Nodes, Pods and Topologies are used; other kinds are ignored, but a likely misspelling of one
+    (:data:`SNAPSHOT_KINDS`, ``Podd``) is a problem. A node listed twice, two
     different Topologies of one name, a bad quantity, a malformed Node, bound Pod or Topology →
     :class:`SnapshotError` naming file and object; every problem of the input is reported
     (:func:`snapshot_problems`), not only the first. Pods bound to nodes that are not in the
@@ -103,6 +108,11 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
                 continue
             topologies.setdefault(topo.name, topo)
             topology_where.setdefault(topo.name, f"{source}: {here}")
+        elif isinstance(kind, str) and (near := closest(kind, SNAPSHOT_KINDS)) is not None:
+            # a hand-edited `kind: Podd` would free its node in silence (other kinds are ignored)
+            problems.append(f"{source}: {here}: kind {quote(kind)} is none of the kinds a snapshot reads "
+                            f"({', '.join(SNAPSHOT_KINDS)}), so the object would be ignored; did you mean {near}? "
+                            f"fix: write kind: {near}, or remove the object")
     bound = _charge_pods(pods, nodes, parsed, problems)
     if problems:
         raise snapshot_problems(problems)

@@ -447,3 +447,17 @@ def test_pod_requests_fast_path_agrees_with_the_exact_rule():
         assert pod_requests_milli(spec) == want
         exact = {k: to_milli(v, round_up=True) for k, v in pod_requests(spec).items()}
         assert exact == {k: v for k, v in want.items() if k != "pods"}
+
+
+@pytest.mark.parametrize("kind, near", [("Podd", "Pod"), ("node", "Node"), ("Topolgy", "Topology")])
+def test_a_kind_close_to_one_the_snapshot_reads_is_bad_input(kind, near):
+    """A new-user trial's hand-edited `kind: Podd` was ignored with the other kinds: the busy node
+    it ran on counted as free, and the verdict turned to "fits". Kinds far from Node, Pod and
+    Topology (a Deployment, a PodGroup) are still ignored."""
+    with pytest.raises(SnapshotError) as exc:
+        snapshot_from_objects([_node("n1"), {"kind": kind, "metadata": {"name": "x"}}])
+    assert str(exc.value) == (f'<objects>: document 2: kind "{kind}" is none of the kinds a snapshot reads '
+                              f"(Node, Pod, Topology), so the object would be ignored; did you mean {near}? "
+                              f"fix: write kind: {near}, or remove the object")
+    ignored = [{"kind": other, "metadata": {"name": "x"}} for other in ("Deployment", "PodGroup", "PodTemplate", "Lease")]
+    assert [n.name for n in snapshot_from_objects([_node("n1"), *ignored]).nodes] == ["n1"]
