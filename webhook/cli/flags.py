@@ -271,7 +271,9 @@ def static_topologies(files: list[str] | None, default_topology: str | None) -> 
         raise UsageError(f"--topology-file: {exc}") from None
     names = catalog.names()
     if files and not names:
-        raise UsageError(f"--topology-file: no kai.scheduler/v1alpha1 Topology object in {', '.join(files)}")
+        from webhook.planning.snapshot import no_topology_message
+
+        raise UsageError(no_topology_message(", ".join(files)))
     if default_topology:
         if default_topology not in names:
             raise UsageError(f"--default-topology {default_topology!r} is not a loaded topology; loaded: {', '.join(names)}")

@@ -164,7 +164,8 @@ def _charge_pods(pods: list[tuple[str, str, Pod]], nodes: dict[str, Node], parse
 def no_topology_message(path: str) -> str:
     """The error for a ``--topology-file`` holding no Topology (empty, or another kind): the
     wording of ``review``/``serve`` (:func:`webhook.cli.flags.static_topologies`)."""
-    return f"--topology-file: no kai.scheduler/v1alpha1 Topology object in {path}"
+    return (f"--topology-file: no kai.scheduler/v1alpha1 Topology object in {path}; fix: give a file holding "
+            "`kind: Topology` (`kubectl get topologies.kai.scheduler -o yaml`)")
 
 
 def load_snapshot(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> Snapshot:

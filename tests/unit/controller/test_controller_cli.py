@@ -115,7 +115,8 @@ def test_empty_or_wrong_workload_and_topology_files_exit_2(tmp_path):
         code, out, err = once([nodes], [wrong], None, "yaml")
         assert (code, out) == (2, "")
         assert err == ("segment-webhook controller: error: --topology-file: "
-                       f"no kai.scheduler/v1alpha1 Topology object in {wrong}\n")
+                       f"no kai.scheduler/v1alpha1 Topology object in {wrong}; fix: give a file holding "
+                       "`kind: Topology` (`kubectl get topologies.kai.scheduler -o yaml`)\n")
 
 
 def test_dry_run_on_a_dump_with_malformed_objects_exits_2_naming_every_one(tmp_path):

@@ -351,7 +351,8 @@ def test_topology_file_without_a_topology_exits_2(gen_cluster, tmp_path, capsys,
                  "--topology-file", str(path)])
     out, err = capsys.readouterr()
     assert (code, out) == (2, "")
-    assert err == f"segment-webhook place: error: --topology-file: no kai.scheduler/v1alpha1 Topology object in {path}\n"
+    assert err == (f"segment-webhook place: error: --topology-file: no kai.scheduler/v1alpha1 Topology object in {path}; "
+                   "fix: give a file holding `kind: Topology` (`kubectl get topologies.kai.scheduler -o yaml`)\n")
 
 
 def _job_with_worker_spec(tmp_path, **worker_spec):
