@@ -105,9 +105,12 @@ def _shape(args: argparse.Namespace, snapshot: Snapshot) -> tuple[GangShape, str
 
     given = load_workload(args.filename)
     planner = planner_for(snapshot, runtimes=given.runtimes)
-    exp = planner.expand(given.workload)
-    if exp.name_note:  # say which name was used, as ``place`` does
-        print(f"Warning: {exp.name_note}", file=sys.stderr)
+    try:
+        exp = planner.expand(given.workload)
+    except ExpandError as exc:  # a problem of the workload's file, or of its runtime's: name it, as place does
+        raise ExpandError(f"{given.source_of(exc.runtime)}: {exc}") from None
+    for warning in exp.warnings:  # the webhook's warnings (and the name used), each once, as place prints them
+        print(f"Warning: {warning}", file=sys.stderr)
     return shape_of(exp, given.source), args.topology or exp.topology
 
 

@@ -80,6 +80,20 @@ def string_labels(labels: Mapping[str, Any], what: str, source: str) -> dict[str
     return dict(labels)
 
 
+def _condition_status_problem(value: Any) -> str:
+    """Why ``value`` is no ConditionStatus (k8s.io/api core/v1: the string "True", "False" or
+    "Unknown") and its fix: the YAML boolean it most likely stands for, quoted."""
+    if isinstance(value, bool):
+        word = "True" if value else "False"
+        return (f'must be the string "True", "False" or "Unknown" (a ConditionStatus), not a boolean; '
+                f'fix: write status: "{word}", quoted (unquoted {str(value).lower()} is a YAML boolean)')
+    if isinstance(value, str):
+        return ('must be "True", "False" or "Unknown" (a ConditionStatus; letter case counts); '
+                'fix: write one of them')
+    return (f'must be the string "True", "False" or "Unknown" (a ConditionStatus), not {json_type(value)}; '
+            'fix: write one of them, quoted')
+
+
 def parse_node(obj: NodeObject, source: str = "", here: str = "") -> Node:
     """One Node object as the engine reads it. Raises :class:`SnapshotError` naming the node
     and the field (and ``source``, the file, when given: the live controller passes none)."""
@@ -120,9 +134,8 @@ def parse_node(obj: NodeObject, source: str = "", here: str = "") -> Node:
             value = cond.get("status")
             if value not in ("True", "False", "Unknown"):
                 # a hand-edited dump's `status: true` (a YAML boolean) would leave the node out in silence
-                raise object_error(source, what, f"status.conditions[Ready].status = {quote(value)}: must be the string "
-                                          f"\"True\", \"False\" or \"Unknown\" (a ConditionStatus), not {json_type(value)}; "
-                                          "fix: write status: \"True\", quoted (unquoted true is a YAML boolean)")
+                raise object_error(source, what, f"status.conditions[Ready].status = {quote(value)}: "
+                                          + _condition_status_problem(value))
             ready = value == "True"
     taints: list[tuple[str, str, str]] = []
     raw_taints = spec.get("taints") or []

@@ -278,19 +278,25 @@ def test_unschedulable_that_is_not_a_boolean_is_bad_input(value, json_text, type
     assert snapshot_from_objects([_node("n1", spec={"unschedulable": False})]).nodes[0].unschedulable is False
 
 
-@pytest.mark.parametrize("value, json_text, type_name", [(True, "true", "a boolean"), ("Yes", '"Yes"', "a string"),
-                                                        (None, "null", "null")])
-def test_a_ready_status_that_is_not_a_condition_status_is_bad_input(value, json_text, type_name):
+@pytest.mark.parametrize("value, message", [
+    (True, 'true: must be the string "True", "False" or "Unknown" (a ConditionStatus), not a boolean; '
+           'fix: write status: "True", quoted (unquoted true is a YAML boolean)'),
+    (False, 'false: must be the string "True", "False" or "Unknown" (a ConditionStatus), not a boolean; '
+            'fix: write status: "False", quoted (unquoted false is a YAML boolean)'),
+    ("Yes", '"Yes": must be "True", "False" or "Unknown" (a ConditionStatus; letter case counts); fix: write one of them'),
+    ("true", '"true": must be "True", "False" or "Unknown" (a ConditionStatus; letter case counts); fix: write one of them'),
+    (None, 'null: must be the string "True", "False" or "Unknown" (a ConditionStatus), not null; '
+           'fix: write one of them, quoted'),
+])
+def test_a_ready_status_that_is_not_a_condition_status_is_bad_input(value, message):
     """A ConditionStatus is the string "True", "False" or "Unknown" (k8s.io/api core/v1). A new-user
     trial's hand-edited `status: true` (a YAML boolean) left the node out as not Ready, in silence,
-    and turned "fits" into "never fits"."""
+    and turned "fits" into "never fits"; a second trial found `false` told to write "True"."""
     node = _node("n1")
     node["status"]["conditions"] = [{"type": "Ready", "status": value}]
     with pytest.raises(SnapshotError) as exc:
         snapshot_from_objects([node])
-    assert str(exc.value) == (f'<objects>: Node "n1": status.conditions[Ready].status = {json_text}: must be the string '
-                              f'"True", "False" or "Unknown" (a ConditionStatus), not {type_name}; '
-                              'fix: write status: "True", quoted (unquoted true is a YAML boolean)')
+    assert str(exc.value) == f'<objects>: Node "n1": status.conditions[Ready].status = {message}'
     for status, ready in (("True", True), ("False", False), ("Unknown", False)):
         node["status"]["conditions"] = [{"type": "Ready", "status": status}]
         assert snapshot_from_objects([node]).nodes[0].ready is ready

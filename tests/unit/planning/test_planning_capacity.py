@@ -234,3 +234,23 @@ def test_a_dump_without_a_topology_is_read_with_the_embedded_default_as_place_re
     out = capsys.readouterr().out
     assert "topology cluster-topology" in out
     assert "cluster                            cluster                       6                    5         2      1         1" in out
+
+
+def test_capacity_f_prints_the_webhooks_warnings_and_names_the_file(tmp_path, capsys):
+    """A second new-user trial: `capacity -f` of a DistributedWorkload with `workerPerSegment: 8`
+    counted gangs of one 32-pod segment with nothing on stderr (place and review warn); and its kind
+    errors left out the file's name."""
+    from tests.support import paths
+
+    dump = str(paths.REPO / "docs" / "examples" / "advisory-cluster.yaml")
+    typo = tmp_path / "dw.yaml"
+    typo.write_text((paths.SHARED / "examples" / "distributedworkload-native.yaml").read_text()
+                    .replace("workersPerSegment: 8", "workerPerSegment: 8"))
+    assert main(["capacity", "--cluster", dump, "-f", str(typo)]) == 0
+    assert ("Warning: DistributedWorkload llama-tp8: unknown field spec.workerPerSegment=8: did you mean "
+            "spec.workersPerSegment? rename it; the API server drops it\n") in capsys.readouterr().err
+    kind = tmp_path / "k.yaml"
+    kind.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJobb\nmetadata: {name: x}\n")
+    assert main(["capacity", "--cluster", dump, "-f", str(kind)]) == 2
+    assert capsys.readouterr().err.startswith(f'segment-webhook capacity: error: {kind}: kind "PyTorchJobb" is not '
+                                              "supported (did you mean PyTorchJob?)")
