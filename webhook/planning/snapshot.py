@@ -60,6 +60,17 @@ class ParsedSink(Protocol):
 SNAPSHOT_KINDS = ("Node", "Pod", "Topology")
 
 
+def workload_kind_variant(kind: str) -> str | None:
+    """The handled workload kind ``kind`` is a case or plural variant of (``PytorchJob``,
+    ``PyTorchJobs`` -> ``PyTorchJob``), else ``None``. Only such variants: a dump holds many kinds
+    of its own, and a looser match would take a Service for a RayService."""
+    from webhook.admission.kinds.registry import BY_KIND
+
+    lowered = kind.lower()
+    return next((known for known in BY_KIND if known != kind and lowered in (known.lower(), known.lower() + "s")),
+                None)
+
+
 def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed: ParsedSink | None = None) -> Snapshot:
     """Build a :class:`Snapshot` from ``(source, location, object)`` triples.
 
@@ -113,6 +124,10 @@ def build_snapshot(objects: Iterable[tuple[str, str, Mapping[str, Any]]], parsed
             problems.append(f"{source}: {here}: kind {quote(kind)} is none of the kinds a snapshot reads "
                             f"({', '.join(SNAPSHOT_KINDS)}), so the object would be ignored; did you mean {near}? "
                             f"fix: write kind: {near}, or remove the object")
+        elif isinstance(kind, str) and (near := workload_kind_variant(kind)) is not None:
+            # `controller --once` would say the gang's owner is missing from the input
+            problems.append(f"{source}: {here}: kind {quote(kind)} is no kind the webhook handles; did you mean "
+                            f"{near}? (kinds are case-sensitive); fix: write kind: {near}")
     bound = _charge_pods(pods, nodes, parsed, problems)
     if problems:
         raise snapshot_problems(problems)

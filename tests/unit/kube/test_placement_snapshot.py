@@ -467,3 +467,17 @@ def test_a_kind_close_to_one_the_snapshot_reads_is_bad_input(kind, near):
                               f"fix: write kind: {near}, or remove the object")
     ignored = [{"kind": other, "metadata": {"name": "x"}} for other in ("Deployment", "PodGroup", "PodTemplate", "Lease")]
     assert [n.name for n in snapshot_from_objects([_node("n1"), *ignored]).nodes] == ["n1"]
+
+
+@pytest.mark.parametrize("kind, near", [("PytorchJob", "PyTorchJob"), ("PyTorchJobs", "PyTorchJob"),
+                                        ("leaderworkerset", "LeaderWorkerSet")])
+def test_a_case_or_plural_variant_of_a_workload_kind_is_bad_input(kind, near):
+    """A second new-user trial: `kind: PytorchJob` in an advise snapshot made `controller --once`
+    say the gang's owner was not in the input. Only case and plural variants count: a Service is
+    not taken for a RayService, nor a PodGroup for anything."""
+    with pytest.raises(SnapshotError) as exc:
+        snapshot_from_objects([_node("n1"), {"kind": kind, "metadata": {"name": "x"}}])
+    assert str(exc.value) == (f'<objects>: document 2: kind "{kind}" is no kind the webhook handles; did you mean '
+                              f"{near}? (kinds are case-sensitive); fix: write kind: {near}")
+    fine = [{"kind": other, "metadata": {"name": "x"}} for other in ("Service", "PyTorchJob", "Job", "PodGroup")]
+    assert [n.name for n in snapshot_from_objects([_node("n1"), *fine]).nodes] == ["n1"]
