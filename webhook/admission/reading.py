@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from webhook.admission.rules import INT32_MAX, malformed, violate
 from webhook.admission.verdict import Decision
-from webhook.text.messages import UNSET, join_field, key_field, key_text
+from webhook.text.messages import UNSET, closest, join_field, key_field, key_text
 
 # --------------------------------------------------------------------------------------------
 # message helpers
@@ -117,11 +117,36 @@ def read_string_map(owner: Mapping[str, Any], owner_field: str, map_name: str, d
     return None
 
 
+def warn_misspelled_field(container: Mapping[Any, Any], container_field: str, expected: str, decision: Decision) -> None:
+    """Warning ``misspelled-field`` for each key of ``container`` that is a likely misspelling of the
+    absent ``expected`` (:func:`webhook.text.messages.closest`: ``metdata``, ``Annotations``,
+    ``annotation``): the API server drops (prunes) it, and the annotations it holds, the segment
+    constraints among them, would be lost in silence (DESIGN.md §5). When the misspelled value holds
+    a key that opts in, the warning is also listed in :attr:`Decision.lost_opt_ins` (kept when the
+    object, as read, did not opt in)."""
+    from webhook.admission.warning_rules import say
+    from webhook.kube.kai_scheduler import OPT_IN_KEYS
+
+    for key, value in container.items():
+        if isinstance(key, str) and key != expected and closest(key, (expected,)) is not None:
+            before = len(decision.warnings)
+            say(decision, "misspelled-field", field=join_field(container_field, key), expected=expected)
+            if len(decision.warnings) > before and any(k in repr(value) for k in OPT_IN_KEYS):
+                decision.lost_opt_ins.append(decision.warnings[-1])
+
+
 def read_annotations(owner: Mapping[str, Any], owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:
-    """:func:`read_string_map` for ``annotations``, wrapped in an :class:`AnnotationMap`."""
+    """:func:`read_string_map` for ``annotations``, wrapped in an :class:`AnnotationMap`; a likely
+    misspelling of an absent ``metadata`` or ``annotations`` gets warning ``unknown-field``
+    (:func:`warn_misspelled_field`)."""
     values = read_string_map(owner, owner_field, "annotations", decision)
     if values is None:
         return None
+    meta = owner.get("metadata")
+    if meta is None:
+        warn_misspelled_field(owner, owner_field, "metadata", decision)
+    elif isinstance(meta, Mapping) and meta.get("annotations") is None:
+        warn_misspelled_field(meta, join_field(owner_field, "metadata"), "annotations", decision)
     return AnnotationMap(join_field(join_field(owner_field, "metadata"), "annotations"), container, values)
 
 

@@ -57,6 +57,10 @@ class Decision:
     warnings: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     kai_gaps: list[str] = field(default_factory=list, compare=False, repr=False)
+    #: those of ``warnings`` that name a misspelled ``metadata`` or ``annotations`` holding a key that
+    #: opts in (DESIGN.md §5): kept even when the object, as read, did not opt in (the misspelling
+    #: is why it did not), never a denial
+    lost_opt_ins: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def allowed(self) -> bool:

@@ -86,6 +86,10 @@ _ALL = (
     WarningRule("segment-key-on-unsegmented-template", "DESIGN.md §5",
                 "segment keys on a template that is never segmented (Master, launcher, Ray head)",
                 "{key} on {template} ignored (never segmented)"),
+    WarningRule("misspelled-field", "DESIGN.md §5",
+                "a misspelled metadata or annotations (of the object or a template), which the API server drops "
+                "with the keys in it; given even when it is why the object did not opt in",
+                "{field}: did you mean {expected}? the API server drops it"),
     WarningRule("unknown-field", "DESIGN.md §5",
                 "DistributedWorkload: a field its CRD schema does not define, which the API server drops (prunes); "
                 "the defined field its name is close to (letter case not counted) is named",

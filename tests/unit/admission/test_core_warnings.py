@@ -71,6 +71,15 @@ def native_misspelled_spec_field() -> dict:
     return obj
 
 
+def misspelled_worker_annotations() -> dict:
+    """The README's ``pytorchjob-tp4.yaml`` with the Worker template's ``annotations`` written
+    ``annotation`` (a second new-user trial: allowed in silence, every segment key lost)."""
+    obj = load_example("pytorchjob-tp4.yaml")
+    meta = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    meta["annotation"] = meta.pop("annotations")
+    return obj
+
+
 def lws(size: int = 5, sub_group: dict | None = None, leader: dict | None = None, root: dict | None = None,
         startup: str | None = None, worker: dict[str, str] | None = None) -> dict:
     """The README's ``lws-segmented.yaml`` (``sub_group``: the subGroupPolicy, ``{}`` removes it)."""
@@ -197,6 +206,9 @@ EXAMPLES = {
                                             "kai.scheduler/segment-size on the Master template ignored "
                                             "(never segmented)"),
     # new-user trial: a misspelled spec field is dropped by the API server, its constraint with it
+    "misspelled-field": (lambda: (misspelled_worker_annotations(), PLAIN, CATALOG),
+                         "spec.pytorchReplicaSpecs.Worker.template.metadata.annotation: did you mean annotations? "
+                         "the API server drops it"),
     "unknown-field": (lambda: (native_misspelled_spec_field(), PLAIN, CATALOG),
                       "unknown field spec.workerPerSegment=8: did you mean spec.workersPerSegment? rename it; "
                       "the API server drops it"),

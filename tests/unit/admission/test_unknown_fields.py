@@ -118,3 +118,31 @@ def test_another_kind_is_unaffected():
     job["spec"]["colour"] = "blue"
     job["spec"]["workerPerSegment"] = 8
     assert unknown_field_warnings(job) == []
+
+
+# ---- rule misspelled-field: a misspelled metadata or annotations of any object or template
+def test_a_misspelled_template_metadata_or_annotations_is_said_even_though_the_object_did_not_opt_in():
+    """A second new-user trial: `annotation:` (or `metdata:`) on the only template with kai.scheduler
+    keys made the object look as if it had not opted in: allowed unchanged, no word, every segment
+    constraint lost. Still allowed (an object that did not opt in is never denied), now with the
+    warning; a misspelled map holding no key that opts in says nothing on an object that did not opt
+    in; on one that did, it is said."""
+    obj = pytorchjob()
+    meta = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"]
+    meta["annotation"] = meta.pop("annotations")
+    decision = review(make_request(obj), CATALOG, PLAIN)
+    assert decision.allowed and decision.patch == []
+    assert decision.warnings == ["spec.pytorchReplicaSpecs.Worker.template.metadata.annotation: did you mean "
+                                 "annotations? the API server drops it"]
+    obj = pytorchjob()
+    template = obj["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    template["metdata"] = template.pop("metadata")
+    decision = review(make_request(obj), CATALOG, PLAIN)
+    assert decision.allowed and decision.warnings == [
+        "spec.pytorchReplicaSpecs.Worker.template.metdata: did you mean metadata? the API server drops it"]
+    # nothing that opts in under the misspelled key, and nothing else opts in: not ours, no word
+    plain = pytorchjob()
+    for spec in plain["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"].pop("metadata", None)
+    plain["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {"annotation": {"team": "a"}}
+    assert review(make_request(plain), CATALOG, PLAIN).warnings == []

@@ -329,7 +329,8 @@ def review_workload(kind: str, analyse: Analyse, request: Mapping[str, Any], cat
         _check_root_levels_of_units(plan, scratch)
     ours = plan.always_ours or opted_in(maps) or (
         stored is not None and opted_in(stored.annotation_maps()))
-    if not ours:
+    if not ours:  # never denied; a misspelled metadata or annotations that would have opted in is said
+        decision.warnings.extend(w for w in scratch.lost_opt_ins if w not in decision.warnings)
         return decision
     if scratch.warnings:  # a KAI reader gap only where KAI is the reader (§4.5, §9b)
         kai_reads = chosen_target(obj, settings, Decision(kind=kind)) == KAI  # its denials: compile_workload's
