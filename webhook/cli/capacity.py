@@ -93,7 +93,8 @@ def _index(snapshot: Snapshot, name: str | None) -> ClusterIndex:
         name = names[0]
     topo = next((t for t in topologies if t.name == name), None)
     if topo is None:
-        raise UsageError(f"--topology {quote(name)} is not loaded; loaded: {', '.join(names)}")
+        raise UsageError(f"--topology {quote(name)} is not loaded; loaded: {', '.join(names)}; "
+                         "fix: name one of them, or add the Topology with --topology-file")
     return ClusterIndex(snapshot.nodes, topo)
 
 

@@ -397,7 +397,8 @@ def flatten(documents: Iterable[Any], source: str, where: str = "", item_kind: s
             continue
         if "kind" not in doc:
             if item_kind is None:
-                raise ManifestError(source, f"{here}: object has no kind")
+                raise ManifestError(source, f"{here}: object has no kind; fix: give it its apiVersion and kind "
+                                            "(e.g. apiVersion: kubeflow.org/v1, kind: PyTorchJob), as kubectl dumps them")
             doc = {"kind": item_kind, **doc}
         yield here, doc
 

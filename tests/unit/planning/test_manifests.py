@@ -142,7 +142,8 @@ def test_line_ends_are_read_as_text_mode_reads_them(tmp_path):
     ([["a"]], 'bad.yaml: document 1: expected a Kubernetes object, got an array ["a"] (objects in a bare array? put '
               'them in a List: {"apiVersion": "v1", "kind": "List", "items": [...]})'),
     ([{"kind": "List", "items": {"a": 1}}], "bad.yaml: document 1: items must be an array of objects, got an object"),
-    ([{"apiVersion": "v1"}], "bad.yaml: document 1: object has no kind"),
+    ([{"apiVersion": "v1"}], "bad.yaml: document 1: object has no kind; fix: give it its apiVersion and kind "
+                             "(e.g. apiVersion: kubeflow.org/v1, kind: PyTorchJob), as kubectl dumps them"),
 ])
 def test_flatten_errors(docs, message):
     with pytest.raises(ManifestError) as caught:
@@ -300,7 +301,8 @@ def test_items_of_a_typed_list_without_kind_get_the_lists_item_kind(kind, item_k
         ("document 1.items[1]", {"kind": "Other", "metadata": {"name": "b"}})]
     with pytest.raises(ManifestError) as caught:  # a plain List names no kind for its items
         list(manifests.flatten([{"kind": "List", "items": [{"metadata": {}}]}], "list.json"))
-    assert str(caught.value) == "list.json: document 1.items[0]: object has no kind"
+    assert str(caught.value) == ("list.json: document 1.items[0]: object has no kind; fix: give it its apiVersion and "
+                                 "kind (e.g. apiVersion: kubeflow.org/v1, kind: PyTorchJob), as kubectl dumps them")
 
 
 @pytest.mark.parametrize("value, text, type_name", [

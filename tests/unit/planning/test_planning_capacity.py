@@ -179,7 +179,8 @@ def test_capacity_cli_json_and_table(tmp_path, capsys):
     assert table[1].split()[:3] == ["LEVEL", "DOMAIN", "NODES"]
     assert table[2].split() == ["cluster", "cluster", "16", "128", "16", "4", "0"]
     assert main(["capacity", "--cluster", str(path), "--shape", shape, "--topology", "nope"]) == 2
-    assert '--topology "nope" is not loaded; loaded: cluster-topology' in capsys.readouterr().err
+    assert ('--topology "nope" is not loaded; loaded: cluster-topology; fix: name one of them, or add the Topology '
+            'with --topology-file') in capsys.readouterr().err
 
 
 def test_several_topologies_need_topology(tmp_path, capsys):
