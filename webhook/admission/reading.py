@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from webhook.admission.rules import INT32_MAX, malformed, violate
 from webhook.admission.verdict import Decision
+from webhook.kube.core import OBJECT_FIELDS, OBJECT_META_FIELDS
 from webhook.text.messages import UNSET, closest, join_field, key_field, key_text
 
 # --------------------------------------------------------------------------------------------
@@ -117,9 +118,10 @@ def read_string_map(owner: Mapping[str, Any], owner_field: str, map_name: str, d
     return None
 
 
-def warn_misspelled_field(container: Mapping[Any, Any], container_field: str, expected: str, decision: Decision) -> None:
-    """Warning ``misspelled-field`` for each key of ``container`` that is a likely misspelling of the
-    absent ``expected`` (:func:`webhook.text.messages.closest`: ``metdata``, ``Annotations``,
+def warn_misspelled_field(container: Mapping[Any, Any], container_field: str, expected: str,
+                          defined: frozenset[str], decision: Decision) -> None:
+    """Warning ``misspelled-field`` for each key of ``container`` not in ``defined`` (the fields of
+    its schema: ``expected`` among them) that is a likely misspelling of the absent ``expected`` (:func:`webhook.text.messages.closest`: ``metdata``, ``Annotations``,
     ``annotation``): the API server drops (prunes) it, and the annotations it holds, the segment
     constraints among them, would be lost in silence (DESIGN.md §5). When the misspelled value holds
     a key that opts in, the warning is also listed in :attr:`Decision.lost_opt_ins` (kept when the
@@ -128,7 +130,8 @@ def warn_misspelled_field(container: Mapping[Any, Any], container_field: str, ex
     from webhook.kube.kai_scheduler import OPT_IN_KEYS
 
     for key, value in container.items():
-        if isinstance(key, str) and key != expected and closest(key, (expected,)) is not None:
+        # a field the object's schema defines is no misspelling: no string matching on the common case
+        if isinstance(key, str) and key not in defined and closest(key, (expected,)) is not None:
             before = len(decision.warnings)
             say(decision, "misspelled-field", field=join_field(container_field, key), expected=expected)
             if len(decision.warnings) > before and any(k in repr(value) for k in OPT_IN_KEYS):
@@ -137,16 +140,16 @@ def warn_misspelled_field(container: Mapping[Any, Any], container_field: str, ex
 
 def read_annotations(owner: Mapping[str, Any], owner_field: str, container: tuple[str, ...], decision: Decision) -> AnnotationMap | None:
     """:func:`read_string_map` for ``annotations``, wrapped in an :class:`AnnotationMap`; a likely
-    misspelling of an absent ``metadata`` or ``annotations`` gets warning ``unknown-field``
+    misspelling of an absent ``metadata`` or ``annotations`` gets warning ``misspelled-field``
     (:func:`warn_misspelled_field`)."""
     values = read_string_map(owner, owner_field, "annotations", decision)
     if values is None:
         return None
     meta = owner.get("metadata")
     if meta is None:
-        warn_misspelled_field(owner, owner_field, "metadata", decision)
+        warn_misspelled_field(owner, owner_field, "metadata", OBJECT_FIELDS, decision)
     elif isinstance(meta, Mapping) and meta.get("annotations") is None:
-        warn_misspelled_field(meta, join_field(owner_field, "metadata"), "annotations", decision)
+        warn_misspelled_field(meta, join_field(owner_field, "metadata"), "annotations", OBJECT_META_FIELDS, decision)
     return AnnotationMap(join_field(join_field(owner_field, "metadata"), "annotations"), container, values)
 
 

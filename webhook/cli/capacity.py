@@ -26,9 +26,8 @@ from webhook.placement.model import PlacementError
 from webhook.planning.capacity import CapacityError, GangShape, capacity, parse_shape, report_document
 from webhook.planning.expand import ExpandError, Expansion
 from webhook.planning.manifests import ManifestError
-from webhook.planning.snapshot import Snapshot, load_snapshot
+from webhook.planning.snapshot import Snapshot, load_snapshot, topologies_or_default
 from webhook.text.messages import quote
-from webhook.topology.objects import catalog_topologies, default_catalog
 
 
 def register(subparsers: Any) -> None:
@@ -85,7 +84,7 @@ def _index(snapshot: Snapshot, name: str | None) -> ClusterIndex:
     """The cluster index of Topology ``name`` (``None``: the only one loaded). A dump without a
     Topology is read with the embedded default catalog, as ``place`` and ``controller --once`` read
     it (:func:`webhook.planning.pipeline.place_workload`)."""
-    topologies = snapshot.topologies or catalog_topologies(default_catalog())
+    topologies = topologies_or_default(snapshot)
     names = [t.name for t in topologies]
     if name is None:
         if len(names) > 1:

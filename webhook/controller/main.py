@@ -33,8 +33,14 @@ from webhook.kube.pods import is_pod
 from webhook.kube.segments_dev import GATE
 from webhook.output import write_output
 from webhook.planning.manifests import ManifestError, load_objects
-from webhook.planning.snapshot import build_snapshot, no_nodes_message, read_located, snapshot_problems
-from webhook.topology.objects import StaticTopologyCatalog, Topology, catalog_topologies, default_catalog
+from webhook.planning.snapshot import (
+    build_snapshot,
+    no_nodes_message,
+    read_located,
+    snapshot_problems,
+    topologies_or_default,
+)
+from webhook.topology.objects import StaticTopologyCatalog, Topology, catalog_topologies
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +88,7 @@ def dry_run(snapshot_paths: Sequence[str], topology_paths: Sequence[str] = (),
     cache = ParseCache()  # the check's parses, so that decide() parses no object a second time
     checked = build_snapshot(located, parsed=cache)  # raises naming every malformed object
     objects = [obj for _, _, obj in located]
-    topologies: dict[str, Topology] = {t.name: t for t in checked.topologies}
-    if not topologies:
-        fallback = default_catalog()
-        topologies = {t.name: t for t in catalog_topologies(fallback)}
+    topologies: dict[str, Topology] = {t.name: t for t in topologies_or_default(checked)}
     nodes = [o for o in objects if o.get("kind") == "Node"]
     if not nodes:
         raise SnapshotError(no_nodes_message(snapshot_paths))

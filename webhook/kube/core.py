@@ -17,6 +17,15 @@ OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
 #: Operations that carry ``request.object`` (and, for UPDATE, ``request.oldObject``).
 OBJECT_OPERATIONS = ("CREATE", "UPDATE")
 
+# --- object fields (k8s.io/apimachinery meta/v1 ObjectMeta, TypeMeta) --------------------------
+#: The fields of an ObjectMeta (``metadata``): none of them is a misspelling of another.
+OBJECT_META_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion", "generation",
+    "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations",
+    "ownerReferences", "finalizers", "managedFields"})
+#: The top-level fields of an object or a pod template (TypeMeta, metadata, spec, status).
+OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+
 # --- Kubernetes well-known node labels (kubernetes.io docs, "Well-Known Labels") ------------
 #: The node's name as a label: the lowest topology level, and the label the controller pins a
 #: released pod to (``spec.nodeSelector``).

@@ -17,9 +17,9 @@ from webhook.admission.workload_api import gang_shape, pod_maps
 from webhook.placement.engine import ClusterIndex, Placement, PlacementError, place, shared_domain
 from webhook.placement.shortfall import NEVER_FITS, shortfall
 from webhook.planning.expand import ExpandError, expand
-from webhook.planning.snapshot import Snapshot
+from webhook.planning.snapshot import Snapshot, topologies_or_default
 from webhook.text.messages import quote
-from webhook.topology.objects import StaticTopologyCatalog, catalog_topologies, default_catalog
+from webhook.topology.objects import StaticTopologyCatalog
 
 
 @dataclass
@@ -55,7 +55,7 @@ def admission_context(snapshot: Snapshot, platform_users: Sequence[str] = (), pl
     topology when exactly one is loaded; ``target`` as ``serve --target`` (``gate`` gates pods);
     ``kueue_version`` as ``--kueue-version``.
     Raises :class:`PlacementError` naming ``--default-topology`` when it is not a loaded topology."""
-    topologies = snapshot.topologies or catalog_topologies(default_catalog())
+    topologies = topologies_or_default(snapshot)
     catalog = StaticTopologyCatalog(topologies)
     if default_topology and catalog.get(default_topology) is None:
         raise PlacementError(f"--default-topology {quote(default_topology)} is not a loaded topology; loaded: "

@@ -225,6 +225,14 @@ def read_located(paths: Iterable[str], topology_paths: Iterable[str] = ()) -> li
     return objects
 
 
+def topologies_or_default(snapshot: Snapshot) -> list[Topology]:
+    """The snapshot's Topologies (``--topology-file`` included), else the embedded default catalog's:
+    how ``place``, ``capacity`` and ``controller --once`` read a dump without a Topology."""
+    from webhook.topology.objects import catalog_topologies, default_catalog
+
+    return snapshot.topologies or catalog_topologies(default_catalog())
+
+
 def no_nodes_message(paths: Iterable[str]) -> str:
     """The error of a cluster dump without a Node (empty, or only pods or Topologies): bad input for
     every command that places on it (``place``, ``capacity``, ``controller --once``), not a cluster
